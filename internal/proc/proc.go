@@ -1,0 +1,324 @@
+// Package proc is the one place where failoverd runs external commands:
+// exec health checks, the shell fencing method and the promote/demote hooks.
+//
+// Every command runs from an argv (never through a shell), with stdin on
+// /dev/null, in its own process group, under a timeout, with bounded output.
+// When the timeout expires or the context is canceled, the whole group gets
+// SIGTERM and, KillGrace later, SIGKILL. After the command has been waited
+// for, the group is always sent SIGKILL, so that background children and
+// grandchildren never outlive the command, even when it exited on its own.
+//
+// # Exit codes
+//
+// Exit status 0 is success; Run returns nil. Any other status, including
+// death by a signal the command did not get from us, is returned as an
+// *ExitError carrying the code and the tail of the output. A timeout or a
+// canceled context is reported as such, whatever the exit status was, and is
+// never an *ExitError: callers use that to tell "the command said no" from
+// "the command did not answer".
+//
+// Only Linux-like systems are supported (process groups, kill(-pgid)).
+package proc
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Defaults applied by Run to zero fields of Spec.
+const (
+	DefaultKillGrace   = 2 * time.Second
+	DefaultOutputLimit = 64 << 10
+)
+
+// errTailBytes bounds how much output an error message carries; Result.Output
+// has the rest.
+const errTailBytes = 1024
+
+// Spec describes one command to run.
+type Spec struct {
+	// Argv is the program and its arguments. Argv[0] is looked up in PATH
+	// when it contains no slash. Required.
+	Argv []string
+	// Env holds extra KEY=VALUE pairs appended to os.Environ(); a key given
+	// here overrides the inherited one.
+	Env []string
+	// Timeout bounds the whole run. Zero means only ctx bounds it.
+	Timeout time.Duration
+	// KillGrace is how long the process group may take to exit after
+	// SIGTERM before it is sent SIGKILL. Default DefaultKillGrace.
+	KillGrace time.Duration
+	// OutputLimit is how many bytes of combined stdout and stderr are kept;
+	// beyond it, the head and the tail are kept and the middle is dropped.
+	// Default DefaultOutputLimit.
+	OutputLimit int
+	// OnLine, if set, is called for every line of output, with stream
+	// "stdout" or "stderr" and the line without its newline. Calls for one
+	// stream are sequential; calls for the two streams may be concurrent.
+	// Very long lines are split.
+	OnLine func(stream, line string)
+}
+
+// Result describes a finished command.
+type Result struct {
+	// ExitCode is the exit status, or -1 when the command did not start or
+	// was killed by a signal.
+	ExitCode int
+	// Output is the combined stdout and stderr, bounded by Spec.OutputLimit.
+	Output string
+	// Duration is the wall time from start until the command was reaped.
+	Duration time.Duration
+	// TimedOut reports that the command was stopped because Spec.Timeout or
+	// a deadline of ctx expired.
+	TimedOut bool
+}
+
+// ExitError reports a command that ran to its end and exited unsuccessfully.
+type ExitError struct {
+	Argv0  string
+	Code   int    // exit status, -1 when killed by a signal
+	Status string // as printed by os.ProcessState, e.g. "exit status 3"
+	Output string // tail of the combined output, trimmed
+}
+
+func (e *ExitError) Error() string {
+	if e.Output == "" {
+		return fmt.Sprintf("running %s: %s", e.Argv0, e.Status)
+	}
+	return fmt.Sprintf("running %s: %s: output: %s", e.Argv0, e.Status, e.Output)
+}
+
+// Run runs the command described by s and waits for it and its process
+// group to be gone. The error is nil only for exit status 0; see the package
+// documentation for the other cases. Result is filled in as far as possible
+// in every case.
+func Run(ctx context.Context, s Spec) (Result, error) {
+	res := Result{ExitCode: -1}
+	if len(s.Argv) == 0 || s.Argv[0] == "" {
+		return res, errors.New("proc: empty argv")
+	}
+	if s.KillGrace <= 0 {
+		s.KillGrace = DefaultKillGrace
+	}
+	if s.OutputLimit <= 0 {
+		s.OutputLimit = DefaultOutputLimit
+	}
+	parent := ctx
+	if s.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.Timeout)
+		defer cancel()
+	}
+
+	out := newHeadTail(s.OutputLimit)
+	stdout := &lineWriter{stream: "stdout", out: out, onLine: s.OnLine}
+	stderr := &lineWriter{stream: "stderr", out: out, onLine: s.OnLine}
+
+	cmd := exec.CommandContext(ctx, s.Argv[0], s.Argv[1:]...)
+	cmd.Env = append(os.Environ(), s.Env...)
+	cmd.Stdin = nil // /dev/null: a command waiting for input must not hang us
+	cmd.Stdout = stdout
+	cmd.Stderr = stderr
+	// Its own group, so that one signal reaches everything it spawned.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return signalGroup(cmd.Process.Pid, syscall.SIGTERM) }
+	// After SIGTERM (or after the leader exited while children still hold
+	// its output pipes), wait this long, then SIGKILL the leader and stop
+	// reading; the group-wide SIGKILL below takes care of the rest.
+	cmd.WaitDelay = s.KillGrace
+
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return res, fmt.Errorf("starting %s: %w", s.Argv[0], err)
+	}
+	waitErr := cmd.Wait()
+	// Always: reap stragglers so that nothing started by the command
+	// survives it, even if the leader exited by itself.
+	_ = signalGroup(cmd.Process.Pid, syscall.SIGKILL)
+	res.Duration = time.Since(start)
+	stdout.flush()
+	stderr.flush()
+	res.Output = out.String()
+	if cmd.ProcessState != nil {
+		res.ExitCode = cmd.ProcessState.ExitCode()
+	}
+
+	// The context first: a command we killed exits non-zero, but the reason
+	// is the timeout, not its answer.
+	if err := ctx.Err(); err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			res.TimedOut = true
+			limit := s.Timeout
+			if parent.Err() != nil { // the caller's deadline, not ours
+				limit = res.Duration.Round(time.Millisecond)
+			}
+			return res, withOutput(fmt.Errorf("running %s: timed out after %s: %w", s.Argv[0], limit, err), res.Output)
+		}
+		return res, withOutput(fmt.Errorf("running %s: %w", s.Argv[0], context.Cause(ctx)), res.Output)
+	}
+	if cmd.ProcessState != nil && !cmd.ProcessState.Success() {
+		return res, &ExitError{
+			Argv0:  s.Argv[0],
+			Code:   res.ExitCode,
+			Status: cmd.ProcessState.String(),
+			Output: tail(res.Output, errTailBytes),
+		}
+	}
+	// Exit status 0. exec.ErrWaitDelay only means a background child kept
+	// the output open after the command exited; it has been killed above.
+	if waitErr != nil && !errors.Is(waitErr, exec.ErrWaitDelay) {
+		return res, fmt.Errorf("running %s: %w", s.Argv[0], waitErr)
+	}
+	return res, nil
+}
+
+// signalGroup sends sig to the process group led by pid.
+func signalGroup(pid int, sig syscall.Signal) error {
+	err := syscall.Kill(-pid, sig)
+	if errors.Is(err, syscall.ESRCH) {
+		return os.ErrProcessDone
+	}
+	return err
+}
+
+// withOutput appends the tail of output to err's message, keeping err
+// inspectable with errors.Is.
+func withOutput(err error, output string) error {
+	t := tail(output, errTailBytes)
+	if t == "" {
+		return err
+	}
+	return &outputError{err: err, output: t}
+}
+
+type outputError struct {
+	err    error
+	output string
+}
+
+func (e *outputError) Error() string { return e.err.Error() + ": output: " + e.output }
+func (e *outputError) Unwrap() error { return e.err }
+
+// tail returns at most the last n bytes of s, trimmed, marking a cut.
+func tail(s string, n int) string {
+	s = strings.TrimSpace(s)
+	if len(s) <= n {
+		return s
+	}
+	return "..." + strings.TrimSpace(s[len(s)-n:])
+}
+
+// headTail keeps the first and last limit/2 bytes written to it, so that
+// both how a command started and how it ended survive a flood of output.
+type headTail struct {
+	mu      sync.Mutex
+	limit   int
+	head    []byte
+	tail    []byte // ring buffer once full
+	tailPos int    // next write position in tail once full
+	dropped int64
+}
+
+func newHeadTail(limit int) *headTail {
+	return &headTail{limit: limit}
+}
+
+func (h *headTail) Write(p []byte) (int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := len(p)
+	headMax := h.limit / 2
+	tailMax := h.limit - headMax
+	if room := headMax - len(h.head); room > 0 {
+		k := min(room, len(p))
+		h.head = append(h.head, p[:k]...)
+		p = p[k:]
+	}
+	for len(p) > 0 {
+		if len(h.tail) < tailMax {
+			k := min(tailMax-len(h.tail), len(p))
+			h.tail = append(h.tail, p[:k]...)
+			p = p[k:]
+			continue
+		}
+		// Full: overwrite the oldest bytes.
+		k := min(tailMax-h.tailPos, len(p))
+		copy(h.tail[h.tailPos:], p[:k])
+		h.tailPos = (h.tailPos + k) % tailMax
+		h.dropped += int64(k)
+		p = p[k:]
+	}
+	return n, nil
+}
+
+func (h *headTail) String() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var b bytes.Buffer
+	b.Write(h.head)
+	if h.dropped > 0 {
+		fmt.Fprintf(&b, "\n[... %d bytes omitted ...]\n", h.dropped)
+	}
+	b.Write(h.tail[h.tailPos:])
+	b.Write(h.tail[:h.tailPos])
+	return b.String()
+}
+
+// maxLine bounds a buffered partial line; longer lines are passed on in
+// pieces so a command printing without newlines cannot grow memory.
+const maxLine = 4 << 10
+
+// lineWriter copies one stream into the shared output and hands complete
+// lines to onLine. exec.Cmd gives each stream its own goroutine, so a
+// lineWriter itself needs no lock.
+type lineWriter struct {
+	stream  string
+	out     *headTail
+	onLine  func(stream, line string)
+	partial []byte
+}
+
+func (w *lineWriter) Write(p []byte) (int, error) {
+	_, _ = w.out.Write(p)
+	if w.onLine == nil {
+		return len(p), nil
+	}
+	rest := p
+	for len(rest) > 0 {
+		i := bytes.IndexByte(rest, '\n')
+		if i < 0 {
+			w.partial = append(w.partial, rest...)
+			for len(w.partial) >= maxLine {
+				w.emit(w.partial[:maxLine])
+				w.partial = w.partial[maxLine:]
+			}
+			break
+		}
+		w.partial = append(w.partial, rest[:i]...)
+		w.emit(w.partial)
+		w.partial = w.partial[:0]
+		rest = rest[i+1:]
+	}
+	return len(p), nil
+}
+
+func (w *lineWriter) emit(line []byte) {
+	w.onLine(w.stream, strings.TrimSuffix(string(line), "\r"))
+}
+
+// flush passes on a last line that had no trailing newline. Call it only
+// after the command has been waited for.
+func (w *lineWriter) flush() {
+	if w.onLine != nil && len(w.partial) > 0 {
+		w.emit(w.partial)
+		w.partial = nil
+	}
+}

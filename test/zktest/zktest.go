@@ -1,0 +1,419 @@
+// Package zktest runs real ZooKeeper servers for tests: a standalone server or
+// an ensemble, from Debian's zookeeper package, on free loopback ports, with a
+// short tickTime so session timeouts of about a second are allowed.
+//
+// When ZooKeeper is missing the test is skipped, except under CI (CI=true),
+// where it fails: CI must prove the behaviour against the real thing.
+package zktest
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Jar is where Debian's zookeeper package puts the server.
+var Jar = envOr("ZOOKEEPER_JAR", "/usr/share/java/zookeeper.jar")
+
+// TickTime is the ensemble's tick; sessions may be 2 to 300 ticks long.
+const TickTime = 200 * time.Millisecond
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+// Require skips (or, under CI, fails) the test when ZooKeeper or java is missing.
+func Require(t testing.TB) {
+	t.Helper()
+	var missing []string
+	if _, err := os.Stat(Jar); err != nil {
+		missing = append(missing, Jar)
+	}
+	if _, err := exec.LookPath("java"); err != nil {
+		missing = append(missing, "java")
+	}
+	if len(missing) == 0 {
+		return
+	}
+	msg := fmt.Sprintf("ZooKeeper not available (missing %s); run 'make deps'", strings.Join(missing, ", "))
+	if os.Getenv("CI") == "true" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+}
+
+// Server is one ZooKeeper server process.
+type Server struct {
+	ID         int
+	ClientPort int
+	peerPort   int
+	elecPort   int
+	dir        string
+	cfg        string
+	log        string
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// Addr is the server's client address, 127.0.0.1:port.
+func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.ClientPort)) }
+
+// Cluster is a standalone server (one) or an ensemble (three or more).
+type Cluster struct {
+	t       testing.TB
+	Servers []*Server
+}
+
+// Start runs n servers (n == 1 is standalone) and waits until they serve.
+// They are killed when the test ends; their logs are printed if it failed.
+func Start(t testing.TB, n int) *Cluster {
+	t.Helper()
+	Require(t)
+	base := t.TempDir()
+	ports := FreePorts(t, 3*n)
+	c := &Cluster{t: t}
+	for i := 0; i < n; i++ {
+		s := &Server{ID: i + 1, ClientPort: ports[3*i], peerPort: ports[3*i+1], elecPort: ports[3*i+2]}
+		s.dir = filepath.Join(base, fmt.Sprintf("zk%d", s.ID))
+		s.cfg = filepath.Join(s.dir, "zoo.cfg")
+		s.log = filepath.Join(s.dir, "server.log")
+		c.Servers = append(c.Servers, s)
+	}
+	for _, s := range c.Servers {
+		if err := os.MkdirAll(filepath.Join(s.dir, "data"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(s.dir, "data", "myid"), []byte(strconv.Itoa(s.ID)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(s.cfg, []byte(c.config(s)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		log4j := "log4j.rootLogger=INFO, F\nlog4j.appender.F=org.apache.log4j.FileAppender\n" +
+			"log4j.appender.F.File=" + s.log + "\nlog4j.appender.F.layout=org.apache.log4j.PatternLayout\n" +
+			"log4j.appender.F.layout.ConversionPattern=%d{ISO8601} [myid:%X{myid}] %-5p [%t] %c{1}: %m%n\n"
+		if err := os.WriteFile(filepath.Join(s.dir, "log4j.properties"), []byte(log4j), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, s := range c.Servers {
+			c.kill(s)
+		}
+		if t.Failed() {
+			c.DumpLogs()
+		}
+	})
+	for _, s := range c.Servers {
+		c.launch(s)
+	}
+	c.WaitServing(60 * time.Second)
+	return c
+}
+
+func (c *Cluster) config(s *Server) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "tickTime=%d\ninitLimit=50\nsyncLimit=10\n", TickTime.Milliseconds())
+	fmt.Fprintf(&b, "minSessionTimeout=%d\nmaxSessionTimeout=60000\n", 2*TickTime.Milliseconds())
+	fmt.Fprintf(&b, "dataDir=%s\nclientPortAddress=127.0.0.1\nclientPort=%d\n", filepath.Join(s.dir, "data"), s.ClientPort)
+	b.WriteString("4lw.commands.whitelist=*\nadmin.enableServer=false\nmaxClientCnxns=0\n")
+	b.WriteString("autopurge.purgeInterval=0\nsnapCount=100000\nforceSync=no\n")
+	if len(c.Servers) > 1 {
+		b.WriteString("standaloneEnabled=false\nreconfigEnabled=false\ncnxTimeout=1000\n")
+		for _, o := range c.Servers {
+			fmt.Fprintf(&b, "server.%d=127.0.0.1:%d:%d\n", o.ID, o.peerPort, o.elecPort)
+		}
+	}
+	return b.String()
+}
+
+func (c *Cluster) launch(s *Server) {
+	c.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd != nil {
+		return
+	}
+	out, err := os.OpenFile(filepath.Join(s.dir, "stdout.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	cmd := exec.Command("java",
+		"-Xmx192m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xss512k",
+		"-Dzookeeper.jmx.log4j.disable=true", "-Dlog4j.configuration=file:"+filepath.Join(s.dir, "log4j.properties"),
+		"-Dzookeeper.admin.enableServer=false",
+		"-cp", Jar+":"+s.dir,
+		"org.apache.zookeeper.server.quorum.QuorumPeerMain", s.cfg)
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		out.Close()
+		c.t.Fatalf("starting zookeeper %d: %v", s.ID, err)
+	}
+	s.cmd, s.done = cmd, make(chan struct{})
+	done := s.done
+	go func() { cmd.Wait(); out.Close(); close(done) }()
+}
+
+func (c *Cluster) kill(s *Server) {
+	s.mu.Lock()
+	cmd, done := s.cmd, s.done
+	s.cmd = nil
+	s.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	<-done
+}
+
+// Addrs lists the client addresses of all servers.
+func (c *Cluster) Addrs() []string {
+	var a []string
+	for _, s := range c.Servers {
+		a = append(a, s.Addr())
+	}
+	return a
+}
+
+// Stop kills server i (0-based) with SIGKILL, as a crash would.
+func (c *Cluster) Stop(i int) { c.kill(c.Servers[i]) }
+
+// Restart starts server i again (after Stop) and waits for the ensemble.
+func (c *Cluster) Restart(i int) {
+	c.t.Helper()
+	c.launch(c.Servers[i])
+	c.WaitServing(60 * time.Second)
+}
+
+// StopAll kills every server.
+func (c *Cluster) StopAll() {
+	for _, s := range c.Servers {
+		c.kill(s)
+	}
+}
+
+// StartAll starts every stopped server and waits until they serve.
+func (c *Cluster) StartAll() {
+	c.t.Helper()
+	for _, s := range c.Servers {
+		c.launch(s)
+	}
+	c.WaitServing(60 * time.Second)
+}
+
+// Running reports whether server i's process is up.
+func (c *Cluster) Running(i int) bool {
+	s := c.Servers[i]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cmd != nil
+}
+
+// WaitServing waits until every running server answers srvr with a mode.
+func (c *Cluster) WaitServing(timeout time.Duration) {
+	c.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ok := true
+		for i, s := range c.Servers {
+			if !c.Running(i) {
+				continue
+			}
+			if m, _ := Mode(s.Addr()); m == "" {
+				ok = false
+			}
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.DumpLogs()
+			c.t.Fatalf("zookeeper not serving after %v", timeout)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// Leader returns the index of the ensemble's leader (0 for standalone).
+func (c *Cluster) Leader() int {
+	c.t.Helper()
+	for i, s := range c.Servers {
+		if !c.Running(i) {
+			continue
+		}
+		if m, _ := Mode(s.Addr()); m == "leader" || m == "standalone" {
+			return i
+		}
+	}
+	c.t.Fatal("no zookeeper leader")
+	return -1
+}
+
+// DumpLogs prints every server's log into the test output.
+func (c *Cluster) DumpLogs() {
+	for _, s := range c.Servers {
+		for _, f := range []string{s.log, filepath.Join(s.dir, "stdout.log")} {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				continue
+			}
+			if len(b) > 64<<10 {
+				b = b[len(b)-64<<10:]
+			}
+			c.t.Logf("==== zookeeper %d %s ====\n%s", s.ID, filepath.Base(f), b)
+		}
+	}
+}
+
+// FourLetter sends a four-letter-word command and returns the answer.
+func FourLetter(addr, cmd string) (string, error) {
+	conn, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := conn.Write([]byte(cmd)); err != nil {
+		return "", err
+	}
+	b, err := io.ReadAll(conn)
+	return string(b), err
+}
+
+// Mode is the server's role from srvr: leader, follower, standalone, or ""
+// when it does not serve.
+func Mode(addr string) (string, error) {
+	out, err := FourLetter(addr, "srvr")
+	if err != nil {
+		return "", err
+	}
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		if m, ok := strings.CutPrefix(sc.Text(), "Mode: "); ok {
+			return strings.TrimSpace(m), nil
+		}
+	}
+	return "", nil
+}
+
+// Mntr returns the server's mntr figures.
+func Mntr(addr string) (map[string]string, error) {
+	out, err := FourLetter(addr, "mntr")
+	if err != nil {
+		return nil, err
+	}
+	m := map[string]string{}
+	for _, line := range strings.Split(out, "\n") {
+		if k, v, ok := strings.Cut(line, "\t"); ok {
+			m[k] = strings.TrimSpace(v)
+		}
+	}
+	return m, nil
+}
+
+// FreePorts asks the kernel for n free loopback ports.
+func FreePorts(t testing.TB, n int) []int {
+	t.Helper()
+	var ls []net.Listener
+	var ports []int
+	for i := 0; i < n; i++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	for _, l := range ls {
+		l.Close()
+	}
+	return ports
+}
+
+// Expire makes the server expire a client's session: it attaches a second
+// connection to the same session (id and password) and closes the session
+// from there, the way ZooKeeper's own tests do. The original client learns of
+// it when it next talks to the server.
+func Expire(addr string, sessionID int64, passwd []byte) error {
+	conn, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(5 * time.Second))
+
+	// ConnectRequest: protocolVersion, lastZxidSeen, timeOut, sessionId, passwd, readOnly.
+	body := binary.BigEndian.AppendUint32(nil, 0)
+	body = binary.BigEndian.AppendUint64(body, 0)
+	body = binary.BigEndian.AppendUint32(body, 30000)
+	body = binary.BigEndian.AppendUint64(body, uint64(sessionID))
+	body = binary.BigEndian.AppendUint32(body, uint32(len(passwd)))
+	body = append(body, passwd...)
+	body = append(body, 0)
+	if err := writeFrame(conn, body); err != nil {
+		return err
+	}
+	resp, err := readFrame(conn)
+	if err != nil {
+		return fmt.Errorf("reading connect response: %w", err)
+	}
+	if len(resp) < 16 || int64(binary.BigEndian.Uint64(resp[8:])) != sessionID {
+		return errors.New("session already gone (server answered with another session)")
+	}
+	// closeSession request: xid, opCode -11.
+	req := binary.BigEndian.AppendUint32(nil, 1)
+	closeOp := int32(-11)
+	req = binary.BigEndian.AppendUint32(req, uint32(closeOp))
+	if err := writeFrame(conn, req); err != nil {
+		return err
+	}
+	for {
+		r, err := readFrame(conn)
+		if err != nil {
+			return fmt.Errorf("reading close response: %w", err)
+		}
+		if len(r) >= 16 && int32(binary.BigEndian.Uint32(r)) == 1 {
+			if code := int32(binary.BigEndian.Uint32(r[12:])); code != 0 {
+				return fmt.Errorf("closeSession answered error %d", code)
+			}
+			return nil
+		}
+	}
+}
+
+func writeFrame(w io.Writer, body []byte) error {
+	_, err := w.Write(append(binary.BigEndian.AppendUint32(nil, uint32(len(body))), body...))
+	return err
+}
+
+func readFrame(r io.Reader) ([]byte, error) {
+	var hdr [4]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return nil, err
+	}
+	n := binary.BigEndian.Uint32(hdr[:])
+	if n > 1<<20 {
+		return nil, fmt.Errorf("frame of %d bytes", n)
+	}
+	b := make([]byte, n)
+	_, err := io.ReadFull(r, b)
+	return b, err
+}

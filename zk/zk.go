@@ -1,0 +1,724 @@
+// Package zk is failoverd's only door to ZooKeeper. It wraps go-zookeeper so
+// that nothing above it imports that library, and it adds the three things an
+// HA daemon needs and the library does not give:
+//
+//   - One Session is exactly one ZooKeeper session. When the server expires
+//     it, the Session is dead for good: every later call fails with
+//     ErrSessionExpired, and no request queued under it can ever run under a
+//     successor session. (go-zookeeper silently opens a new session and sends
+//     queued requests on it; we refuse to dial once expiry was seen.) A Client
+//     hands out a fresh Session when the previous one died.
+//   - The negotiated session timeout, the session id and its password, read
+//     from the server's connect response.
+//   - LastAck: the send time of the newest request the server answered. The
+//     election lease is measured from it, because ZooKeeper clients hear
+//     nothing while cut off and the server may expire the session no earlier
+//     than one session timeout after that request reached it.
+package zk
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"path"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	gozk "github.com/go-zookeeper/zk"
+)
+
+// Errors callers compare with errors.Is.
+var (
+	ErrNoNode         = errors.New("zk: node does not exist")
+	ErrNodeExists     = errors.New("zk: node already exists")
+	ErrBadVersion     = errors.New("zk: version conflict")
+	ErrNotEmpty       = errors.New("zk: node has children")
+	ErrNoAuth         = errors.New("zk: not authorized")
+	ErrSessionExpired = errors.New("zk: session expired")
+	ErrConnectionLoss = errors.New("zk: connection loss")
+	ErrClosed         = errors.New("zk: session closed")
+)
+
+// CreateMode selects the kind of znode Create makes.
+type CreateMode int32
+
+// Znode kinds.
+const (
+	Persistent          CreateMode = 0
+	Ephemeral           CreateMode = CreateMode(gozk.FlagEphemeral)
+	PersistentSequential CreateMode = CreateMode(gozk.FlagSequence)
+	EphemeralSequential CreateMode = CreateMode(gozk.FlagEphemeral | gozk.FlagSequence)
+)
+
+// Stat is the znode metadata failoverd uses.
+type Stat struct {
+	Czxid          int64 // zxid of the create; ordered across the ensemble
+	Mzxid          int64
+	Version        int32 // data version, for compare-and-set
+	Cversion       int32
+	EphemeralOwner int64 // session id owning an ephemeral node, 0 otherwise
+	NumChildren    int32
+	DataLength     int32
+}
+
+// EventType says what happened to a watched znode.
+type EventType int
+
+// Watch event types.
+const (
+	EventNodeCreated EventType = iota + 1
+	EventNodeDeleted
+	EventNodeDataChanged
+	EventNodeChildrenChanged
+	// EventNotWatching means the watch was dropped (session expired or closed)
+	// and will never fire; Event.Err says why.
+	EventNotWatching
+)
+
+// Event is one watch notification.
+type Event struct {
+	Type EventType
+	Path string
+	Err  error
+}
+
+// State is a session's connection state.
+type State int
+
+// Session states.
+const (
+	StateConnecting State = iota // no established session yet, or reconnecting
+	StateConnected               // the session is established and a server answers
+	StateExpired                 // the server expired the session; final
+	StateClosed                  // we closed the session; final
+)
+
+func (s State) String() string {
+	switch s {
+	case StateConnecting:
+		return "connecting"
+	case StateConnected:
+		return "connected"
+	case StateExpired:
+		return "expired"
+	case StateClosed:
+		return "closed"
+	}
+	return fmt.Sprintf("state(%d)", int(s))
+}
+
+// Auth configures digest authentication. With it, every znode failoverd
+// creates can be changed only by this identity; the world may read.
+type Auth struct {
+	User     string
+	Password string
+}
+
+// Config describes how to reach the ensemble.
+type Config struct {
+	Servers        []string      // host:port of every server
+	SessionTimeout time.Duration // requested; the server may negotiate it
+	Auth           *Auth         // nil: open ACLs
+	Logger         *slog.Logger
+	// Dial, when set, replaces the TCP dialer (tests put fault proxies here).
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+}
+
+// Client hands out sessions on one ensemble, one at a time.
+type Client struct {
+	cfg    Config
+	log    *slog.Logger
+	acl    []gozk.ACL
+	mu     sync.Mutex
+	cur    *Session
+	closed bool
+
+	watchEvents atomic.Int64
+}
+
+// NewClient checks cfg; it does not connect yet.
+func NewClient(cfg Config) (*Client, error) {
+	if len(cfg.Servers) == 0 {
+		return nil, errors.New("zk: no servers configured")
+	}
+	if cfg.SessionTimeout <= 0 {
+		return nil, errors.New("zk: session timeout must be > 0")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	c := &Client{cfg: cfg, log: cfg.Logger.With("component", "zk")}
+	if cfg.Auth != nil {
+		c.acl = append(gozk.DigestACL(gozk.PermAll, cfg.Auth.User, cfg.Auth.Password), gozk.WorldACL(gozk.PermRead)...)
+	} else {
+		c.acl = gozk.WorldACL(gozk.PermAll)
+	}
+	return c, nil
+}
+
+// WatchEvents counts the watch notifications delivered to this client so far
+// (every session). The election benchmark and herd tests read it.
+func (c *Client) WatchEvents() int64 { return c.watchEvents.Load() }
+
+// Current returns the live session, or nil when there is none.
+func (c *Client) Current() *Session {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cur != nil && !c.cur.dead() {
+		return c.cur
+	}
+	return nil
+}
+
+// Session returns the live session, opening a new one when the previous
+// expired. It waits until the server has established the session.
+func (c *Client) Session(ctx context.Context) (*Session, error) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, ErrClosed
+	}
+	s := c.cur
+	if s == nil || s.dead() {
+		var err error
+		s, err = c.open()
+		if err != nil {
+			c.mu.Unlock()
+			return nil, err
+		}
+		c.cur = s
+	}
+	c.mu.Unlock()
+
+	select {
+	case <-s.established:
+		return s, nil
+	case <-s.done:
+		return nil, s.Err()
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Close closes the current session (deleting its ephemeral znodes) and
+// refuses new ones.
+func (c *Client) Close() {
+	c.mu.Lock()
+	c.closed = true
+	s := c.cur
+	c.mu.Unlock()
+	if s != nil {
+		s.Close()
+	}
+}
+
+func (c *Client) open() (*Session, error) {
+	s := &Session{
+		client:      c,
+		log:         c.log,
+		established: make(chan struct{}),
+		done:        make(chan struct{}),
+		changed:     make(chan struct{}),
+		base:        time.Now(),
+	}
+	s.lastAck.Store(-1)
+	conn, _, err := gozk.Connect(c.cfg.Servers, c.cfg.SessionTimeout,
+		gozk.WithDialer(s.dial),
+		gozk.WithEventCallback(s.onEvent),
+		gozk.WithLogger(zkLogger{c.log}),
+		gozk.WithLogInfo(false),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("zk: connecting: %w", err)
+	}
+	s.conn = conn
+	return s, nil
+}
+
+type zkLogger struct{ l *slog.Logger }
+
+func (z zkLogger) Printf(f string, a ...any) { z.l.Debug(fmt.Sprintf(f, a...)) }
+
+// Session is one ZooKeeper session. Its methods are safe for concurrent use.
+type Session struct {
+	client *Client
+	log    *slog.Logger
+	conn   *gozk.Conn
+	base   time.Time // monotonic origin for lastAck
+
+	established chan struct{} // closed once the first connect succeeded
+	estOnce     sync.Once
+	done        chan struct{} // closed when the session is expired or closed
+	doneOnce    sync.Once
+
+	mu      sync.Mutex
+	state   State
+	changed chan struct{} // closed and replaced on every state change
+	id      int64
+	passwd  []byte
+	timeout time.Duration
+	err     error
+
+	lastAck atomic.Int64 // nanoseconds since base of the newest answered send; -1 none
+	deadF   atomic.Bool
+}
+
+// ID is the server's session id.
+func (s *Session) ID() int64 { s.mu.Lock(); defer s.mu.Unlock(); return s.id }
+
+// Password is the session password (tests use it to expire the session).
+func (s *Session) Password() []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]byte(nil), s.passwd...)
+}
+
+// Timeout is the session timeout the server negotiated.
+func (s *Session) Timeout() time.Duration { s.mu.Lock(); defer s.mu.Unlock(); return s.timeout }
+
+// State returns the current state and a channel closed at the next change.
+func (s *Session) State() (State, <-chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.state, s.changed
+}
+
+// Done is closed when the session is over (expired or closed).
+func (s *Session) Done() <-chan struct{} { return s.done }
+
+// Err says why the session is over: ErrSessionExpired or ErrClosed.
+func (s *Session) Err() error { s.mu.Lock(); defer s.mu.Unlock(); return s.err }
+
+// LastAck is the send time of the newest request the server answered, or the
+// zero time when none was.
+func (s *Session) LastAck() time.Time {
+	n := s.lastAck.Load()
+	if n < 0 {
+		return time.Time{}
+	}
+	return s.base.Add(time.Duration(n))
+}
+
+// Close ends the session on the server, which deletes its ephemeral znodes.
+func (s *Session) Close() {
+	s.finish(StateClosed, ErrClosed)
+	s.conn.Close()
+}
+
+func (s *Session) dead() bool { return s.deadF.Load() }
+
+func (s *Session) finish(st State, err error) {
+	s.deadF.Store(true)
+	s.mu.Lock()
+	if s.state != StateExpired && s.state != StateClosed {
+		s.state, s.err = st, err
+		close(s.changed)
+		s.changed = make(chan struct{})
+	}
+	s.mu.Unlock()
+	s.doneOnce.Do(func() { close(s.done) })
+}
+
+// dial refuses once the session is dead, so that go-zookeeper cannot open a
+// successor session behind our back and run queued requests on it.
+func (s *Session) dial(network, addr string, timeout time.Duration) (net.Conn, error) {
+	if s.dead() {
+		return nil, ErrSessionExpired
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var c net.Conn
+	var err error
+	if s.client.cfg.Dial != nil {
+		c, err = s.client.cfg.Dial(ctx, network, addr)
+	} else {
+		c, err = (&net.Dialer{}).DialContext(ctx, network, addr)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &sniffConn{Conn: c, s: s}, nil
+}
+
+// onEvent runs on go-zookeeper's event loop: it must never block.
+func (s *Session) onEvent(ev gozk.Event) {
+	if ev.Type != gozk.EventSession {
+		return
+	}
+	switch ev.State {
+	case gozk.StateHasSession:
+		s.mu.Lock()
+		if s.state == StateExpired || s.state == StateClosed {
+			s.mu.Unlock()
+			return
+		}
+		s.id = s.conn.SessionID()
+		s.state = StateConnected
+		close(s.changed)
+		s.changed = make(chan struct{})
+		s.mu.Unlock()
+		s.estOnce.Do(func() { close(s.established) })
+		s.log.Debug("session connected", "session_id", fmt.Sprintf("0x%x", s.ID()), "server", ev.Server)
+	case gozk.StateDisconnected, gozk.StateConnecting:
+		s.mu.Lock()
+		if s.state == StateConnected {
+			s.state = StateConnecting
+			close(s.changed)
+			s.changed = make(chan struct{})
+		}
+		s.mu.Unlock()
+	case gozk.StateExpired:
+		s.log.Info("session expired", "session_id", fmt.Sprintf("0x%x", s.ID()))
+		s.finish(StateExpired, ErrSessionExpired)
+		go s.conn.Close() // Close blocks; never on the event loop
+	}
+}
+
+// sniffConn reads the negotiated timeout, session id and password out of the
+// server's connect response, the first frame on every connection.
+type sniffConn struct {
+	net.Conn
+	s    *Session
+	buf  []byte
+	done bool
+}
+
+func (c *sniffConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if !c.done && n > 0 {
+		c.buf = append(c.buf, p[:n]...)
+		c.parse()
+	}
+	return n, err
+}
+
+func (c *sniffConn) parse() {
+	if len(c.buf) < 4 {
+		return
+	}
+	size := int(binary.BigEndian.Uint32(c.buf))
+	if len(c.buf) < 4+size {
+		return
+	}
+	c.done = true
+	b := c.buf[4 : 4+size]
+	c.buf = nil
+	// protocolVersion int32, timeOut int32, sessionId int64, passwd buffer
+	if len(b) < 20 {
+		return
+	}
+	timeout := time.Duration(int32(binary.BigEndian.Uint32(b[4:]))) * time.Millisecond
+	id := int64(binary.BigEndian.Uint64(b[8:]))
+	plen := int(int32(binary.BigEndian.Uint32(b[16:])))
+	if id == 0 || plen < 0 || len(b) < 20+plen {
+		return
+	}
+	c.s.mu.Lock()
+	c.s.timeout = timeout
+	c.s.passwd = append([]byte(nil), b[20:20+plen]...)
+	c.s.mu.Unlock()
+}
+
+// call runs op, records the ack time when the server answered, and maps
+// errors. go-zookeeper calls take no context; a call abandoned on ctx ends
+// by itself when the connection flushes its requests.
+func (s *Session) call(ctx context.Context, op func() error) error {
+	if s.dead() {
+		return s.Err()
+	}
+	start := time.Now()
+	errc := make(chan error, 1)
+	go func() { errc <- op() }()
+	select {
+	case err := <-errc:
+		err = mapErr(err)
+		if answered(err) {
+			s.ack(start)
+		}
+		if errors.Is(err, ErrSessionExpired) {
+			s.finish(StateExpired, ErrSessionExpired)
+		}
+		if s.dead() && errors.Is(err, ErrConnectionLoss) {
+			return s.Err()
+		}
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s *Session) ack(start time.Time) {
+	n := int64(start.Sub(s.base))
+	for {
+		old := s.lastAck.Load()
+		if n <= old || s.lastAck.CompareAndSwap(old, n) {
+			return
+		}
+	}
+}
+
+func answered(err error) bool {
+	switch {
+	case err == nil,
+		errors.Is(err, ErrNoNode), errors.Is(err, ErrNodeExists),
+		errors.Is(err, ErrBadVersion), errors.Is(err, ErrNotEmpty),
+		errors.Is(err, ErrNoAuth):
+		return true
+	}
+	return false
+}
+
+func mapErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, gozk.ErrNoNode):
+		return ErrNoNode
+	case errors.Is(err, gozk.ErrNodeExists):
+		return ErrNodeExists
+	case errors.Is(err, gozk.ErrBadVersion):
+		return ErrBadVersion
+	case errors.Is(err, gozk.ErrNotEmpty):
+		return ErrNotEmpty
+	case errors.Is(err, gozk.ErrNoAuth), errors.Is(err, gozk.ErrAuthFailed):
+		return ErrNoAuth
+	case errors.Is(err, gozk.ErrSessionExpired):
+		return ErrSessionExpired
+	case errors.Is(err, gozk.ErrConnectionClosed), errors.Is(err, gozk.ErrNoServer),
+		errors.Is(err, gozk.ErrClosing), errors.Is(err, gozk.ErrSessionMoved):
+		return fmt.Errorf("%w: %v", ErrConnectionLoss, err)
+	}
+	return fmt.Errorf("zk: %w", err)
+}
+
+func toStat(st *gozk.Stat) Stat {
+	if st == nil {
+		return Stat{}
+	}
+	return Stat{
+		Czxid: st.Czxid, Mzxid: st.Mzxid, Version: st.Version, Cversion: st.Cversion,
+		EphemeralOwner: st.EphemeralOwner, NumChildren: st.NumChildren, DataLength: st.DataLength,
+	}
+}
+
+// Create makes a znode with the client's ACL and returns its actual path
+// (with the sequence suffix for sequential modes) and its Stat.
+func (s *Session) Create(ctx context.Context, p string, data []byte, mode CreateMode) (string, Stat, error) {
+	var got string
+	err := s.call(ctx, func() (err error) {
+		got, err = s.conn.Create(p, data, int32(mode), s.client.acl)
+		return err
+	})
+	if err != nil {
+		return "", Stat{}, err
+	}
+	// Create's reply carries no Stat; read it (czxid is the epoch source).
+	ok, st, err := s.Exists(ctx, got)
+	if err == nil && !ok {
+		err = ErrNoNode
+	}
+	return got, st, err
+}
+
+// EnsurePath creates p and its missing parents as persistent znodes.
+func (s *Session) EnsurePath(ctx context.Context, p string) error {
+	parts := strings.Split(strings.Trim(p, "/"), "/")
+	cur := ""
+	for _, part := range parts {
+		cur += "/" + part
+		err := s.call(ctx, func() error {
+			_, err := s.conn.Create(cur, nil, 0, s.client.acl)
+			return err
+		})
+		if err != nil && !errors.Is(err, ErrNodeExists) {
+			return fmt.Errorf("creating %s: %w", cur, err)
+		}
+	}
+	return nil
+}
+
+// Get reads a znode's data.
+func (s *Session) Get(ctx context.Context, p string) ([]byte, Stat, error) {
+	var data []byte
+	var st *gozk.Stat
+	err := s.call(ctx, func() (err error) { data, st, err = s.conn.Get(p); return })
+	return data, toStat(st), err
+}
+
+// Set writes data if the znode's version matches (-1: any version).
+func (s *Session) Set(ctx context.Context, p string, data []byte, version int32) (Stat, error) {
+	var st *gozk.Stat
+	err := s.call(ctx, func() (err error) { st, err = s.conn.Set(p, data, version); return })
+	return toStat(st), err
+}
+
+// Delete removes a znode if its version matches (-1: any version).
+func (s *Session) Delete(ctx context.Context, p string, version int32) error {
+	return s.call(ctx, func() error { return s.conn.Delete(p, version) })
+}
+
+// Exists reports whether the znode exists.
+func (s *Session) Exists(ctx context.Context, p string) (bool, Stat, error) {
+	var ok bool
+	var st *gozk.Stat
+	err := s.call(ctx, func() (err error) { ok, st, err = s.conn.Exists(p); return })
+	return ok, toStat(st), err
+}
+
+// ExistsW is Exists plus a one-shot watch on creation, deletion or change.
+// The channel delivers exactly one Event and is then closed.
+func (s *Session) ExistsW(ctx context.Context, p string) (bool, Stat, <-chan Event, error) {
+	var ok bool
+	var st *gozk.Stat
+	var ch <-chan gozk.Event
+	err := s.call(ctx, func() (err error) { ok, st, ch, err = s.conn.ExistsW(p); return })
+	if err != nil {
+		return false, Stat{}, nil, err
+	}
+	return ok, toStat(st), s.forward(ch), nil
+}
+
+// GetW is Get plus a one-shot watch on deletion or change.
+func (s *Session) GetW(ctx context.Context, p string) ([]byte, Stat, <-chan Event, error) {
+	var data []byte
+	var st *gozk.Stat
+	var ch <-chan gozk.Event
+	err := s.call(ctx, func() (err error) { data, st, ch, err = s.conn.GetW(p); return })
+	if err != nil {
+		return nil, Stat{}, nil, err
+	}
+	return data, toStat(st), s.forward(ch), nil
+}
+
+// Children lists a znode's children (names, not paths).
+func (s *Session) Children(ctx context.Context, p string) ([]string, error) {
+	var kids []string
+	err := s.call(ctx, func() (err error) { kids, _, err = s.conn.Children(p); return })
+	return kids, err
+}
+
+// ChildrenW lists children and watches for a change of the list.
+func (s *Session) ChildrenW(ctx context.Context, p string) ([]string, <-chan Event, error) {
+	var kids []string
+	var ch <-chan gozk.Event
+	err := s.call(ctx, func() (err error) { kids, _, ch, err = s.conn.ChildrenW(p); return })
+	if err != nil {
+		return nil, nil, err
+	}
+	return kids, s.forward(ch), nil
+}
+
+func (s *Session) forward(in <-chan gozk.Event) <-chan Event {
+	out := make(chan Event, 1)
+	go func() {
+		defer close(out)
+		ev, ok := <-in
+		if !ok {
+			out <- Event{Type: EventNotWatching, Err: ErrClosed}
+			return
+		}
+		e := Event{Path: ev.Path}
+		switch ev.Type {
+		case gozk.EventNodeCreated:
+			e.Type = EventNodeCreated
+		case gozk.EventNodeDeleted:
+			e.Type = EventNodeDeleted
+		case gozk.EventNodeDataChanged:
+			e.Type = EventNodeDataChanged
+		case gozk.EventNodeChildrenChanged:
+			e.Type = EventNodeChildrenChanged
+		default:
+			e.Type, e.Err = EventNotWatching, mapErr(ev.Err)
+			if e.Err == nil {
+				e.Err = ErrConnectionLoss
+			}
+		}
+		if e.Type != EventNotWatching {
+			s.client.watchEvents.Add(1)
+		}
+		out <- e
+	}()
+	return out
+}
+
+// Op is one operation of a Multi.
+type Op interface{ request(acl []gozk.ACL) any }
+
+// CheckOp fails the Multi unless path exists with version (-1: any).
+type CheckOp struct {
+	Path    string
+	Version int32
+}
+
+// CreateOp creates a znode in a Multi.
+type CreateOp struct {
+	Path string
+	Data []byte
+	Mode CreateMode
+}
+
+// SetOp sets data in a Multi, compare-and-set on Version (-1: any).
+type SetOp struct {
+	Path    string
+	Data    []byte
+	Version int32
+}
+
+// DeleteOp deletes a znode in a Multi, compare-and-set on Version (-1: any).
+type DeleteOp struct {
+	Path    string
+	Version int32
+}
+
+func (o CheckOp) request([]gozk.ACL) any {
+	return &gozk.CheckVersionRequest{Path: o.Path, Version: o.Version}
+}
+func (o CreateOp) request(acl []gozk.ACL) any {
+	return &gozk.CreateRequest{Path: o.Path, Data: o.Data, Acl: acl, Flags: int32(o.Mode)}
+}
+func (o SetOp) request([]gozk.ACL) any {
+	return &gozk.SetDataRequest{Path: o.Path, Data: o.Data, Version: o.Version}
+}
+func (o DeleteOp) request([]gozk.ACL) any {
+	return &gozk.DeleteRequest{Path: o.Path, Version: o.Version}
+}
+
+// MultiError says which operation of a failed Multi failed.
+type MultiError struct {
+	Index int
+	Err   error
+}
+
+func (e *MultiError) Error() string { return fmt.Sprintf("multi op %d: %v", e.Index, e.Err) }
+func (e *MultiError) Unwrap() error { return e.Err }
+
+// Multi runs ops atomically: all or none. On failure the error is a
+// *MultiError naming the first operation that failed (errors.Is works on it).
+func (s *Session) Multi(ctx context.Context, ops ...Op) error {
+	reqs := make([]any, len(ops))
+	for i, o := range ops {
+		reqs[i] = o.request(s.client.acl)
+	}
+	var resp []gozk.MultiResponse
+	err := s.call(ctx, func() (err error) {
+		resp, err = s.conn.Multi(reqs...)
+		return err
+	})
+	if err == nil {
+		return nil
+	}
+	for i, r := range resp {
+		if r.Error != nil && !errors.Is(r.Error, gozk.ErrAPIError) && !errors.Is(r.Error, gozk.ErrUnknown) {
+			return &MultiError{Index: i, Err: mapErr(r.Error)}
+		}
+	}
+	return err
+}
+
+// Join joins znode path elements.
+func Join(elem ...string) string { return path.Join(elem...) }

@@ -1,0 +1,112 @@
+package zk_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/failoverd/failoverd/test/zktest"
+	"github.com/failoverd/failoverd/zk"
+)
+
+func newClient(t *testing.T, servers []string, timeout time.Duration) *zk.Client {
+	t.Helper()
+	c, err := zk.NewClient(zk.Config{Servers: servers, SessionTimeout: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+func TestSessionBasicsAndExpiry(t *testing.T) {
+	zks := zktest.Start(t, 1)
+	c := newClient(t, zks.Addrs(), 1500*time.Millisecond)
+	ctx := t.Context()
+	s, err := c.Session(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Timeout(); got != 1500*time.Millisecond {
+		t.Errorf("negotiated timeout = %v, want 1.5s", got)
+	}
+	if len(s.Password()) == 0 || s.ID() == 0 {
+		t.Fatalf("no session credentials: id=%x passwd=%x", s.ID(), s.Password())
+	}
+	before := time.Now()
+	if err := s.EnsurePath(ctx, "/a/b"); err != nil {
+		t.Fatal(err)
+	}
+	p, st, err := s.Create(ctx, "/a/b/n-", []byte("x"), zk.EphemeralSequential)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.EphemeralOwner != s.ID() || st.Czxid == 0 {
+		t.Errorf("stat = %+v, want owner %x and a czxid", st, s.ID())
+	}
+	if ack := s.LastAck(); ack.Before(before) {
+		t.Errorf("LastAck %v is before the requests were sent (%v)", ack, before)
+	}
+	if _, _, err := s.Create(ctx, "/a/b", nil, zk.Persistent); !errors.Is(err, zk.ErrNodeExists) {
+		t.Errorf("Create existing = %v, want ErrNodeExists", err)
+	}
+	err = s.Multi(ctx, zk.CheckOp{Path: "/a/none", Version: -1}, zk.SetOp{Path: "/a/b", Version: -1})
+	var me *zk.MultiError
+	if !errors.As(err, &me) || me.Index != 0 || !errors.Is(err, zk.ErrNoNode) {
+		t.Errorf("Multi with failing check = %v, want MultiError{0, ErrNoNode}", err)
+	}
+
+	if err := zktest.Expire(zks.Servers[0].Addr(), s.ID(), s.Password()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-s.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("session not reported dead after server-side expiry")
+	}
+	if _, _, err := s.Exists(ctx, p); !errors.Is(err, zk.ErrSessionExpired) {
+		t.Errorf("call on expired session = %v, want ErrSessionExpired", err)
+	}
+	// A new session is handed out; the old ephemeral node is gone.
+	s2, err := c.Session(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s2 == s || s2.ID() == s.ID() {
+		t.Fatal("expected a new session")
+	}
+	if ok, _, err := s2.Exists(ctx, p); err != nil || ok {
+		t.Errorf("ephemeral of expired session exists=%v err=%v", ok, err)
+	}
+}
+
+func TestWatchEventsCounted(t *testing.T) {
+	zks := zktest.Start(t, 1)
+	c := newClient(t, zks.Addrs(), 2*time.Second)
+	ctx := t.Context()
+	s, err := c.Session(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Create(ctx, "/w", nil, zk.Persistent); err != nil {
+		t.Fatal(err)
+	}
+	_, _, ch, err := s.ExistsW(ctx, "/w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete(ctx, "/w", -1); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ev := <-ch:
+		if ev.Type != zk.EventNodeDeleted {
+			t.Errorf("event = %+v, want deleted", ev)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no watch event")
+	}
+	if n := c.WatchEvents(); n != 1 {
+		t.Errorf("WatchEvents = %d, want 1", n)
+	}
+}
