@@ -49,10 +49,10 @@ type CreateMode int32
 
 // Znode kinds.
 const (
-	Persistent          CreateMode = 0
-	Ephemeral           CreateMode = CreateMode(gozk.FlagEphemeral)
+	Persistent           CreateMode = 0
+	Ephemeral            CreateMode = CreateMode(gozk.FlagEphemeral)
 	PersistentSequential CreateMode = CreateMode(gozk.FlagSequence)
-	EphemeralSequential CreateMode = CreateMode(gozk.FlagEphemeral | gozk.FlagSequence)
+	EphemeralSequential  CreateMode = CreateMode(gozk.FlagEphemeral | gozk.FlagSequence)
 )
 
 // Stat is the znode metadata failoverd uses.
@@ -227,6 +227,9 @@ func (c *Client) open() (*Session, error) {
 		base:        time.Now(),
 	}
 	s.lastAck.Store(-1)
+	// Hold mu until conn is set: the event callback reads it.
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	conn, _, err := gozk.Connect(c.cfg.Servers, c.cfg.SessionTimeout,
 		gozk.WithDialer(s.dial),
 		gozk.WithEventCallback(s.onEvent),
@@ -307,7 +310,10 @@ func (s *Session) LastAck() time.Time {
 // Close ends the session on the server, which deletes its ephemeral znodes.
 func (s *Session) Close() {
 	s.finish(StateClosed, ErrClosed)
-	s.conn.Close()
+	s.mu.Lock()
+	conn := s.conn
+	s.mu.Unlock()
+	conn.Close()
 }
 
 func (s *Session) dead() bool { return s.deadF.Load() }
@@ -375,7 +381,12 @@ func (s *Session) onEvent(ev gozk.Event) {
 	case gozk.StateExpired:
 		s.log.Info("session expired", "session_id", fmt.Sprintf("0x%x", s.ID()))
 		s.finish(StateExpired, ErrSessionExpired)
-		go s.conn.Close() // Close blocks; never on the event loop
+		go func() { // Close blocks; never on the event loop
+			s.mu.Lock()
+			conn := s.conn
+			s.mu.Unlock()
+			conn.Close()
+		}()
 	}
 }
 
@@ -517,6 +528,7 @@ func (s *Session) Create(ctx context.Context, p string, data []byte, mode Create
 	if err != nil {
 		return "", Stat{}, err
 	}
+	got = strings.Clone(got)
 	// Create's reply carries no Stat; read it (czxid is the epoch source).
 	ok, st, err := s.Exists(ctx, got)
 	if err == nil && !ok {
@@ -547,14 +559,20 @@ func (s *Session) Get(ctx context.Context, p string) ([]byte, Stat, error) {
 	var data []byte
 	var st *gozk.Stat
 	err := s.call(ctx, func() (err error) { data, st, err = s.conn.Get(p); return })
-	return data, toStat(st), err
+	if err != nil { // on ctx cancel the call still runs: touch nothing it writes
+		return nil, Stat{}, err
+	}
+	return data, toStat(st), nil
 }
 
 // Set writes data if the znode's version matches (-1: any version).
 func (s *Session) Set(ctx context.Context, p string, data []byte, version int32) (Stat, error) {
 	var st *gozk.Stat
 	err := s.call(ctx, func() (err error) { st, err = s.conn.Set(p, data, version); return })
-	return toStat(st), err
+	if err != nil {
+		return Stat{}, err
+	}
+	return toStat(st), nil
 }
 
 // Delete removes a znode if its version matches (-1: any version).
@@ -567,7 +585,10 @@ func (s *Session) Exists(ctx context.Context, p string) (bool, Stat, error) {
 	var ok bool
 	var st *gozk.Stat
 	err := s.call(ctx, func() (err error) { ok, st, err = s.conn.Exists(p); return })
-	return ok, toStat(st), err
+	if err != nil {
+		return false, Stat{}, err
+	}
+	return ok, toStat(st), nil
 }
 
 // ExistsW is Exists plus a one-shot watch on creation, deletion or change.
@@ -599,7 +620,10 @@ func (s *Session) GetW(ctx context.Context, p string) ([]byte, Stat, <-chan Even
 func (s *Session) Children(ctx context.Context, p string) ([]string, error) {
 	var kids []string
 	err := s.call(ctx, func() (err error) { kids, _, err = s.conn.Children(p); return })
-	return kids, err
+	if err != nil {
+		return nil, err
+	}
+	return kids, nil
 }
 
 // ChildrenW lists children and watches for a change of the list.
@@ -711,6 +735,9 @@ func (s *Session) Multi(ctx context.Context, ops ...Op) error {
 	})
 	if err == nil {
 		return nil
+	}
+	if errors.Is(err, ctx.Err()) && ctx.Err() != nil {
+		return err
 	}
 	for i, r := range resp {
 		if r.Error != nil && !errors.Is(r.Error, gozk.ErrAPIError) && !errors.Is(r.Error, gozk.ErrUnknown) {

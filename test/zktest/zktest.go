@@ -159,7 +159,7 @@ func (c *Cluster) launch(s *Server) {
 		"-Xmx192m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xss512k",
 		"-Dzookeeper.jmx.log4j.disable=true", "-Dlog4j.configuration=file:"+filepath.Join(s.dir, "log4j.properties"),
 		"-Dzookeeper.admin.enableServer=false",
-		"-cp", Jar+":"+s.dir,
+		"-cp", Jar+":"+s.dir+":/usr/share/java/slf4j-log4j12.jar:/usr/share/java/log4j-1.2.jar",
 		"org.apache.zookeeper.server.quorum.QuorumPeerMain", s.cfg)
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}

@@ -1,0 +1,614 @@
+package election
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/failoverd/failoverd/test/zktest"
+	"github.com/failoverd/failoverd/zk"
+)
+
+// term is one leadership as its callback saw it.
+type term struct {
+	id         string
+	epoch      int64
+	start, end time.Time
+	cause      error
+}
+
+// referee watches every candidate of a test from one clock and records any
+// moment when two callbacks believed they led at once.
+type referee struct {
+	mu       sync.Mutex
+	active   map[string]bool
+	terms    []term
+	overlaps []string
+	changed  chan struct{}
+	// forced is set by tests that expire a session on the server by force:
+	// that is instantaneous, so a successor may win before the old leader
+	// can know (fencing's job); those tests check the old leader stops.
+	forced bool
+}
+
+func newReferee() *referee {
+	return &referee{active: map[string]bool{}, changed: make(chan struct{})}
+}
+
+func (r *referee) notify() {
+	close(r.changed)
+	r.changed = make(chan struct{})
+}
+
+func (r *referee) callback(id string) func(ctx context.Context, l Leadership) {
+	return func(ctx context.Context, l Leadership) {
+		r.mu.Lock()
+		for other := range r.active {
+			r.overlaps = append(r.overlaps, fmt.Sprintf("%s elected (epoch %d) while %s still led", id, l.Epoch, other))
+		}
+		r.active[id] = true
+		r.terms = append(r.terms, term{id: id, epoch: l.Epoch, start: time.Now()})
+		i := len(r.terms) - 1
+		r.notify()
+		r.mu.Unlock()
+
+		<-ctx.Done()
+
+		r.mu.Lock()
+		delete(r.active, id)
+		r.terms[i].end = time.Now()
+		r.terms[i].cause = context.Cause(ctx)
+		r.notify()
+		r.mu.Unlock()
+	}
+}
+
+// leader returns the one active leader, or "".
+func (r *referee) leader() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for id := range r.active {
+		return id
+	}
+	return ""
+}
+
+// waitLeader waits until someone other than not leads and returns it.
+func (r *referee) waitLeader(t *testing.T, not string, timeout time.Duration) string {
+	t.Helper()
+	deadline := time.After(timeout)
+	for {
+		r.mu.Lock()
+		ch := r.changed
+		var got string
+		for id := range r.active {
+			if id != not {
+				got = id
+			}
+		}
+		r.mu.Unlock()
+		if got != "" {
+			return got
+		}
+		select {
+		case <-ch:
+		case <-deadline:
+			t.Fatalf("no leader (other than %q) after %v", not, timeout)
+		}
+	}
+}
+
+func (r *referee) waitNoLeader(t *testing.T, timeout time.Duration) time.Time {
+	t.Helper()
+	deadline := time.After(timeout)
+	for {
+		r.mu.Lock()
+		ch := r.changed
+		n := len(r.active)
+		r.mu.Unlock()
+		if n == 0 {
+			return time.Now()
+		}
+		select {
+		case <-ch:
+		case <-deadline:
+			t.Fatalf("leadership not revoked after %v", timeout)
+		}
+	}
+}
+
+func (r *referee) check(t *testing.T) {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	defer func() {
+		if t.Failed() {
+			for _, tm := range r.terms {
+				t.Logf("term %s epoch %d %s..%s cause %v", tm.id, tm.epoch, tm.start.Format("15:04:05.000"), tm.end.Format("15:04:05.000"), tm.cause)
+			}
+		}
+	}()
+	for _, o := range r.overlaps {
+		if r.forced {
+			t.Log("expected after a forced expiry: " + o)
+			continue
+		}
+		t.Error("split brain: " + o)
+	}
+	for i := 1; i < len(r.terms); i++ {
+		if r.terms[i].epoch <= r.terms[i-1].epoch {
+			t.Errorf("epoch did not increase: term %d (%s) epoch %d after term %d (%s) epoch %d",
+				i, r.terms[i].id, r.terms[i].epoch, i-1, r.terms[i-1].id, r.terms[i-1].epoch)
+		}
+	}
+}
+
+func (r *referee) lastTerm() term {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.terms[len(r.terms)-1]
+}
+
+type cand struct {
+	id     string
+	client *zk.Client
+	el     *Elector
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+type opts struct {
+	mode    Mode
+	timeout time.Duration
+	dial    func(ctx context.Context, network, addr string) (net.Conn, error)
+	servers []string
+}
+
+func startCandidate(t *testing.T, r *referee, id string, o opts) *cand {
+	t.Helper()
+	c, err := zk.NewClient(zk.Config{Servers: o.servers, SessionTimeout: o.timeout, Dial: o.dial})
+	if err != nil {
+		t.Fatal(err)
+	}
+	el, err := New(c, Config{Dir: "/failoverd/test/election", NodeID: id, Mode: o.mode})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	k := &cand{id: id, client: c, el: el, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(k.done)
+		el.Run(ctx, r.callback(id))
+	}()
+	t.Cleanup(k.stop)
+	return k
+}
+
+func (k *cand) stop() {
+	k.cancel()
+	<-k.done
+	k.client.Close()
+}
+
+func modes(t *testing.T, f func(t *testing.T, m Mode)) {
+	for _, m := range []Mode{Fair, Unfair} {
+		t.Run(m.String(), func(t *testing.T) { f(t, m) })
+	}
+}
+
+func TestExactlyOneLeaderAcrossResignations(t *testing.T) {
+	zks := zktest.Start(t, 1)
+	modes(t, func(t *testing.T, m Mode) {
+		r := newReferee()
+		cands := map[string]*cand{}
+		for i := range 5 {
+			id := fmt.Sprintf("n%d", i)
+			cands[id] = startCandidate(t, r, id, opts{mode: m, timeout: 2 * time.Second, servers: zks.Addrs()})
+		}
+		prev := ""
+		for range 6 {
+			l := r.waitLeader(t, prev, 10*time.Second)
+			cands[l].el.Cede(time.Second)
+			prev = l
+		}
+		// Stopping the leader's Run hands over too.
+		l := r.waitLeader(t, prev, 10*time.Second)
+		cands[l].stop()
+		r.waitLeader(t, l, 10*time.Second)
+		r.check(t)
+	})
+}
+
+func TestFairModeIsFIFOAndHerdFree(t *testing.T) {
+	zks := zktest.Start(t, 1)
+	r := newReferee()
+	const n = 50
+	var cands []*cand
+	for i := range n {
+		k := startCandidate(t, r, fmt.Sprintf("n%02d", i), opts{mode: Fair, timeout: 4 * time.Second, servers: zks.Addrs()})
+		cands = append(cands, k)
+		waitQueueLen(t, zks.Addrs(), i+1)
+	}
+	if l := r.waitLeader(t, "", 10*time.Second); l != "n00" {
+		t.Fatalf("first leader = %s, want n00 (the first to join)", l)
+	}
+	for round := 0; round < 3; round++ {
+		leader := cands[round]
+		before := make([]int64, n)
+		for i, k := range cands {
+			before[i] = k.client.WatchEvents()
+		}
+		leader.el.Cede(time.Hour)
+		next := r.waitLeader(t, leader.id, 10*time.Second)
+		if want := cands[round+1].id; next != want {
+			t.Fatalf("round %d: leader %s, want %s (FIFO)", round, next, want)
+		}
+		time.Sleep(500 * time.Millisecond) // let any stray notification arrive
+		woken := 0
+		for i, k := range cands {
+			if k == leader {
+				continue
+			}
+			d := k.client.WatchEvents() - before[i]
+			if d > 0 {
+				woken++
+				if k.id != next {
+					t.Errorf("round %d: %s got %d watch events though it did not move up", round, k.id, d)
+				}
+			}
+		}
+		if woken != 1 {
+			t.Errorf("round %d: %d candidates woken by one change, want exactly 1", round, woken)
+		}
+	}
+	r.check(t)
+}
+
+func waitQueueLen(t *testing.T, servers []string, n int) {
+	t.Helper()
+	c, err := zk.NewClient(zk.Config{Servers: servers, SessionTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s, err := c.Session(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		q, _ := Queue(t.Context(), s, "/failoverd/test/election")
+		if len(q) >= n {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("queue never reached %d", n)
+}
+
+func TestEpochsStrictlyIncreaseOver100Changes(t *testing.T) {
+	zks := zktest.Start(t, 1)
+	modes(t, func(t *testing.T, m Mode) {
+		r := newReferee()
+		cands := map[string]*cand{}
+		for i := range 3 {
+			id := fmt.Sprintf("n%d", i)
+			cands[id] = startCandidate(t, r, id, opts{mode: m, timeout: 2 * time.Second, servers: zks.Addrs()})
+		}
+		prevEpoch := int64(0)
+		for i := 0; i < 100; i++ {
+			l := r.waitLeader(t, "", 10*time.Second)
+			tm := r.lastTerm()
+			if tm.epoch <= prevEpoch {
+				t.Fatalf("change %d: epoch %d not above %d", i, tm.epoch, prevEpoch)
+			}
+			prevEpoch = tm.epoch
+			cands[l].el.Resign()
+			r.waitNoLeaderOrOther(t, l, tm.epoch)
+		}
+		r.check(t)
+	})
+}
+
+// waitNoLeaderOrOther waits until the term with epoch has ended.
+func (r *referee) waitNoLeaderOrOther(t *testing.T, id string, epoch int64) {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		r.mu.Lock()
+		ch := r.changed
+		last := r.terms[len(r.terms)-1]
+		r.mu.Unlock()
+		if last.epoch != epoch || !last.end.IsZero() {
+			return
+		}
+		select {
+		case <-ch:
+		case <-deadline:
+			t.Fatalf("term %d of %s did not end", epoch, id)
+		}
+	}
+}
+
+// A leader cut off from ZooKeeper (a partition: nothing answers, nothing
+// closes) gives up leadership within the lease, before the server expires its
+// session and lets anyone else win.
+func TestPartitionedLeaderStepsDownBeforeSuccessorWins(t *testing.T) {
+	zks := zktest.Start(t, 1)
+	modes(t, func(t *testing.T, m Mode) {
+		r := newReferee()
+		proxy := zktest.NewProxy(t, func() string { return zks.Servers[0].Addr() })
+		const timeout = 1500 * time.Millisecond
+		a := startCandidate(t, r, "a", opts{mode: m, timeout: timeout, servers: []string{proxy.Addr()}})
+		if l := r.waitLeader(t, "", 10*time.Second); l != "a" {
+			t.Fatalf("leader %s, want a", l)
+		}
+		b := startCandidate(t, r, "b", opts{mode: m, timeout: timeout, servers: zks.Addrs()})
+		_ = b
+		waitQueueOrLock(t, zks.Addrs(), m)
+
+		cut := time.Now()
+		proxy.Blackhole(true)
+		revoked := r.waitNoLeader(t, 3*timeout)
+		if got := context.Cause(ctxOf(r, "a")); !errors.Is(got, ErrLeaseExpired) {
+			t.Errorf("cause = %v, want ErrLeaseExpired", got)
+		}
+		if d := revoked.Sub(cut); d > timeout {
+			t.Errorf("revoked %v after the partition, later than the session timeout %v", d, timeout)
+		}
+		if l := r.waitLeader(t, "a", 10*timeout); l != "b" {
+			t.Fatalf("successor %s, want b", l)
+		}
+		proxy.Blackhole(false)
+		// a's session is gone; it rejoins as a standby with a new znode.
+		waitQueueLenAtLeast(t, zks.Addrs(), m, 2)
+		if l := r.leader(); l != "b" {
+			t.Errorf("after heal leader = %q, want b", l)
+		}
+		_ = a
+		r.check(t)
+	})
+}
+
+// ctxOf fakes a context carrying the cause of id's last term, for errors.Is.
+func ctxOf(r *referee, id string) context.Context {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i := len(r.terms) - 1; i >= 0; i-- {
+		if r.terms[i].id == id {
+			ctx, cancel := context.WithCancelCause(context.Background())
+			cancel(r.terms[i].cause)
+			return ctx
+		}
+	}
+	return context.Background()
+}
+
+func waitQueueOrLock(t *testing.T, servers []string, m Mode) {
+	t.Helper()
+	if m == Fair {
+		waitQueueLen(t, servers, 2)
+		return
+	}
+	time.Sleep(200 * time.Millisecond) // unfair: b watches the lock
+}
+
+func waitQueueLenAtLeast(t *testing.T, servers []string, m Mode, n int) {
+	t.Helper()
+	if m == Fair {
+		waitQueueLen(t, servers, n)
+		return
+	}
+	time.Sleep(500 * time.Millisecond)
+}
+
+func TestServerSideExpiryEndsLeadership(t *testing.T) {
+	zks := zktest.Start(t, 1)
+	modes(t, func(t *testing.T, m Mode) {
+		r := newReferee()
+		r.forced = true
+		a := startCandidate(t, r, "a", opts{mode: m, timeout: 4 * time.Second, servers: zks.Addrs()})
+		r.waitLeader(t, "", 10*time.Second)
+		startCandidate(t, r, "b", opts{mode: m, timeout: 4 * time.Second, servers: zks.Addrs()})
+		waitQueueOrLock(t, zks.Addrs(), m)
+		l := a.el.Leader()
+		if l == nil {
+			t.Fatal("a is not leader")
+		}
+		if err := zktest.Expire(zks.Servers[0].Addr(), l.Session.ID(), l.Session.Password()); err != nil {
+			t.Fatal(err)
+		}
+		// A forced expiry is instantaneous on the server, so b may win before
+		// a hears of it; what matters is that a stops promptly and for good.
+		r.waitLeader(t, "a", 10*time.Second)
+		deadline := time.Now().Add(10 * time.Second)
+		for a.el.Leader() != nil && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if a.el.Leader() != nil {
+			t.Fatal("a still leads after its session expired")
+		}
+		if err := l.Valid(); !errors.Is(err, ErrSessionExpired) {
+			t.Errorf("Valid() = %v, want ErrSessionExpired", err)
+		}
+		// The expired leader cannot do leader-only writes any more, neither on
+		// its dead session nor guarded by its old znode from a new session.
+		err := l.Session.Multi(context.Background(), zk.CheckOp{Path: l.Path, Version: -1},
+			zk.CreateOp{Path: "/failoverd/test/breadcrumb-probe", Data: []byte("x")})
+		if !errors.Is(err, zk.ErrSessionExpired) {
+			t.Errorf("write on the expired session = %v, want ErrSessionExpired", err)
+		}
+		s2, err := a.client.Session(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = s2.Multi(t.Context(), zk.CheckOp{Path: l.Path, Version: -1},
+			zk.CreateOp{Path: "/failoverd/test/breadcrumb-probe", Data: []byte("x")})
+		if m == Fair && !errors.Is(err, zk.ErrNoNode) {
+			t.Errorf("write guarded by the expired znode = %v, want ErrNoNode", err)
+		}
+		if m == Unfair && err != nil {
+			// Unfair: b now owns "lock"; a's guard must check ownership
+			// (the dead session refuses, which is what breadcrumb relies on).
+			t.Logf("unfair guarded write from a new session: %v", err)
+		}
+		s2.Delete(t.Context(), "/failoverd/test/breadcrumb-probe", -1)
+		r.check(t)
+	})
+}
+
+func TestStandaloneServerRestart(t *testing.T) {
+	zks := zktest.Start(t, 1)
+	modes(t, func(t *testing.T, m Mode) {
+		r := newReferee()
+		for _, id := range []string{"a", "b", "c"} {
+			startCandidate(t, r, id, opts{mode: m, timeout: 3 * time.Second, servers: zks.Addrs()})
+		}
+		first := r.waitLeader(t, "", 10*time.Second)
+		zks.Stop(0)
+		r.waitNoLeader(t, 10*time.Second)
+		zks.Restart(0)
+		l := r.waitLeader(t, "", 30*time.Second)
+		t.Logf("leader before restart %s, after %s", first, l)
+		time.Sleep(4 * time.Second) // old sessions expire; still one leader
+		if r.leader() == "" {
+			r.waitLeader(t, "", 20*time.Second)
+		}
+		r.check(t)
+	})
+}
+
+func TestEnsembleMemberDeath(t *testing.T) {
+	zks := zktest.Start(t, 3)
+	modes(t, func(t *testing.T, m Mode) {
+		r := newReferee()
+		cands := map[string]*cand{}
+		for _, id := range []string{"a", "b", "c"} {
+			cands[id] = startCandidate(t, r, id, opts{mode: m, timeout: 4 * time.Second, servers: zks.Addrs()})
+		}
+		r.waitLeader(t, "", 20*time.Second)
+		// Kill a follower, then the ZooKeeper leader; each time the cluster
+		// must keep or regain exactly one failoverd leader.
+		victims := []int{(zks.Leader() + 1) % 3}
+		for _, v := range victims {
+			zks.Stop(v)
+		}
+		time.Sleep(time.Second)
+		r.waitLeader(t, "", 30*time.Second)
+		zks.Restart(victims[0])
+		zkLeader := zks.Leader()
+		zks.Stop(zkLeader)
+		time.Sleep(2 * time.Second)
+		l := r.waitLeader(t, "", 30*time.Second)
+		cands[l].el.Cede(time.Second) // and a handover still works on two servers
+		r.waitLeader(t, l, 30*time.Second)
+		zks.Restart(zkLeader)
+		r.check(t)
+	})
+}
+
+func TestLeaseRevokesWhenAllServersStop(t *testing.T) {
+	zks := zktest.Start(t, 3)
+	r := newReferee()
+	const timeout = 2 * time.Second
+	for _, id := range []string{"a", "b"} {
+		startCandidate(t, r, id, opts{mode: Fair, timeout: timeout, servers: zks.Addrs()})
+	}
+	leader := r.waitLeader(t, "", 20*time.Second)
+	time.Sleep(300 * time.Millisecond)
+	stopped := time.Now()
+	zks.StopAll()
+	revoked := r.waitNoLeader(t, 3*timeout)
+	d := revoked.Sub(stopped)
+	lease := timeout * 2 / 3
+	t.Logf("leader %s revoked %v after all servers stopped (lease %v, session %v)", leader, d, lease, timeout)
+	if d >= timeout {
+		t.Errorf("revoked after %v, not before the session timeout %v", d, timeout)
+	}
+	if d <= 0 {
+		t.Errorf("revoked before the servers stopped")
+	}
+	// Nobody leads while ZooKeeper is down.
+	time.Sleep(timeout)
+	if l := r.leader(); l != "" {
+		t.Errorf("%s leads with all zookeeper servers down", l)
+	}
+	zks.StartAll()
+	r.waitLeader(t, "", 60*time.Second)
+	r.check(t)
+}
+
+func TestLostCreateResponse(t *testing.T) {
+	zks := zktest.Start(t, 1)
+	modes(t, func(t *testing.T, m Mode) {
+		var once sync.Once
+		testHookAfterCreate = func(sess *zk.Session, p string) error {
+			var err error
+			once.Do(func() { err = fmt.Errorf("%w: injected", zk.ErrConnectionLoss) })
+			return err
+		}
+		defer func() { testHookAfterCreate = nil }()
+
+		r := newReferee()
+		// An orphan of an earlier session of this elector sits in the queue.
+		c, err := zk.NewClient(zk.Config{Servers: zks.Addrs(), SessionTimeout: 10 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		old, err := c.Session(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := startCandidate(t, r, "a", opts{mode: m, timeout: 2 * time.Second, servers: zks.Addrs()})
+		dir := "/failoverd/test/election"
+		if err := old.EnsurePath(t.Context(), dir); err != nil {
+			t.Fatal(err)
+		}
+		_ = a
+		r.waitLeader(t, "", 10*time.Second)
+		// Now the orphan: created by another session but carrying a's GUID.
+		a.el.Cede(1500 * time.Millisecond)
+		r.waitNoLeader(t, 5*time.Second)
+		orphanName := dir + "/c_" + a.el.GUID() + "-n_"
+		if m == Unfair {
+			orphanName = dir + "/" + lockName
+		}
+		mode := zk.EphemeralSequential
+		if m == Unfair {
+			mode = zk.Ephemeral
+		}
+		_, _, err = old.Create(t.Context(), orphanName, a.el.data(), mode)
+		if err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			t.Fatal(err)
+		}
+		r.waitLeader(t, "", 10*time.Second)
+
+		kids, err := old.Children(t.Context(), dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mine := 0
+		for _, k := range kids {
+			b, st, err := old.Get(t.Context(), dir+"/"+k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(k, a.el.GUID()) || strings.Contains(string(b), a.el.GUID()) {
+				mine++
+				if st.EphemeralOwner == old.ID() {
+					t.Errorf("orphan %s of the earlier session survived", k)
+				}
+			}
+		}
+		if mine != 1 {
+			t.Errorf("%d znodes carry a's GUID, want exactly 1 (no duplicate, no orphan): %v", mine, kids)
+		}
+		r.check(t)
+	})
+}
