@@ -1,0 +1,218 @@
+// Package breadcrumb keeps the persistent znode that names the active leader.
+//
+// A new leader reads it before promoting: if it names another node, that
+// node may still act and must be fenced first. The leader then writes its own
+// record, atomically with a check that its election znode still exists (one
+// multi-op), so a leader whose session is gone can never overwrite it; writes
+// are compare-and-set on the znode version. A graceful leader deletes the
+// breadcrumb after it demoted, under the same guard; a leader that crashed or
+// could not demote leaves it behind so its successor fences it.
+//
+// The payload is small, versioned JSON, decoded strictly: anything that is
+// not a valid version-1 record is an error (never trusted, never a panic),
+// and the caller must refuse to promote until an operator clears it.
+package breadcrumb
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/failoverd/failoverd/zk"
+)
+
+// Version is the record format this package writes and accepts.
+const Version = 1
+
+// MaxSize bounds the znode data we are willing to decode.
+const MaxSize = 4096
+
+// Record names the active leader.
+type Record struct {
+	Version  int       `json:"version"`
+	NodeID   string    `json:"node_id"`
+	Host     string    `json:"host"`
+	AdminURL string    `json:"admin_url,omitempty"`
+	Epoch    int64     `json:"epoch"`
+	Since    time.Time `json:"since"`
+}
+
+// ErrAbsent means there is no breadcrumb: nothing to fence.
+var ErrAbsent = errors.New("breadcrumb: absent")
+
+// CorruptError means the breadcrumb exists but cannot be trusted.
+type CorruptError struct {
+	Reason string
+	Data   []byte // at most 256 bytes of what was found
+}
+
+func (e *CorruptError) Error() string {
+	return fmt.Sprintf("breadcrumb: unreadable (%s); clear it with 'failoverd breadcrumb clear' once the old leader is known to be down", e.Reason)
+}
+
+// Path is the breadcrumb znode of a cluster.
+func Path(root, cluster string) string { return zk.Join(root, cluster, "breadcrumb") }
+
+// Encode validates r and returns its JSON.
+func Encode(r Record) ([]byte, error) {
+	if r.Version == 0 {
+		r.Version = Version
+	}
+	if err := r.validate(); err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > MaxSize {
+		return nil, fmt.Errorf("breadcrumb: record of %d bytes exceeds %d", len(b), MaxSize)
+	}
+	return b, nil
+}
+
+// Decode parses znode data strictly.
+func Decode(b []byte) (Record, error) {
+	corrupt := func(reason string) (Record, error) {
+		return Record{}, &CorruptError{Reason: reason, Data: bytes.Clone(b[:min(len(b), 256)])}
+	}
+	if len(b) == 0 {
+		return corrupt("empty")
+	}
+	if len(b) > MaxSize {
+		return corrupt(fmt.Sprintf("%d bytes, more than %d", len(b), MaxSize))
+	}
+	// Peek at the version first so a future format gets a clear message.
+	var v struct {
+		Version *int `json:"version"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return corrupt("not JSON: " + err.Error())
+	}
+	if v.Version == nil {
+		return corrupt("no version")
+	}
+	if *v.Version != Version {
+		return corrupt(fmt.Sprintf("unknown version %d", *v.Version))
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var r Record
+	if err := dec.Decode(&r); err != nil {
+		return corrupt(err.Error())
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return corrupt("trailing data")
+	}
+	if err := r.validate(); err != nil {
+		return corrupt(err.Error())
+	}
+	return r, nil
+}
+
+func (r Record) validate() error {
+	switch {
+	case r.Version != Version:
+		return fmt.Errorf("version %d, want %d", r.Version, Version)
+	case r.NodeID == "":
+		return errors.New("node_id is empty")
+	case r.Epoch <= 0:
+		return fmt.Errorf("epoch %d is not positive", r.Epoch)
+	}
+	return nil
+}
+
+// Read returns the breadcrumb and its znode version. It returns ErrAbsent
+// when there is none and a *CorruptError when it cannot be trusted.
+func Read(ctx context.Context, sess *zk.Session, path string) (Record, int32, error) {
+	b, st, err := sess.Get(ctx, path)
+	if errors.Is(err, zk.ErrNoNode) {
+		return Record{}, -1, ErrAbsent
+	}
+	if err != nil {
+		return Record{}, 0, fmt.Errorf("reading breadcrumb %s: %w", path, err)
+	}
+	r, err := Decode(b)
+	return r, st.Version, err
+}
+
+// Verdict is what a new leader must do about the breadcrumb it read.
+type Verdict int
+
+// Verdicts.
+const (
+	NothingToFence Verdict = iota // absent, or it names us in this very term
+	MustFence                     // it names another node, or us in an older term
+	Refuse                        // unreadable: do not promote
+)
+
+func (v Verdict) String() string {
+	return [...]string{"nothing_to_fence", "must_fence", "refuse"}[v]
+}
+
+// Assess decides from the outcome of Read. A record naming our node id in an
+// older epoch means an earlier incarnation of us may still run its service:
+// that is fenced like anybody else.
+func Assess(r Record, readErr error, self string, epoch int64) Verdict {
+	switch {
+	case errors.Is(readErr, ErrAbsent):
+		return NothingToFence
+	case readErr != nil:
+		return Refuse
+	case r.NodeID == self && r.Epoch == epoch:
+		return NothingToFence
+	}
+	return MustFence
+}
+
+// Guard is a leadership's proof of life: the session that won and the
+// election znode it owns. Writes run only while that znode exists.
+type Guard struct {
+	Session  *zk.Session
+	Election string
+}
+
+// Write stores r if the znode is still at version (-1: it must not exist),
+// in one multi-op with a check that the guard's election znode exists. A
+// conflict returns an error wrapping zk.ErrBadVersion or zk.ErrNodeExists; a
+// lost leadership returns one wrapping zk.ErrNoNode or zk.ErrSessionExpired.
+func Write(ctx context.Context, g Guard, path string, r Record, version int32) (int32, error) {
+	b, err := Encode(r)
+	if err != nil {
+		return 0, err
+	}
+	var op zk.Op = zk.SetOp{Path: path, Data: b, Version: version}
+	if version < 0 {
+		op = zk.CreateOp{Path: path, Data: b, Mode: zk.Persistent}
+	}
+	if err := g.Session.Multi(ctx, zk.CheckOp{Path: g.Election, Version: -1}, op); err != nil {
+		return 0, fmt.Errorf("writing breadcrumb %s: %w", path, err)
+	}
+	if version < 0 {
+		return 0, nil
+	}
+	return version + 1, nil
+}
+
+// Delete removes the breadcrumb if it is still at version, guarded like Write.
+func Delete(ctx context.Context, g Guard, path string, version int32) error {
+	err := g.Session.Multi(ctx, zk.CheckOp{Path: g.Election, Version: -1}, zk.DeleteOp{Path: path, Version: version})
+	if err != nil {
+		return fmt.Errorf("deleting breadcrumb %s: %w", path, err)
+	}
+	return nil
+}
+
+// Clear removes the breadcrumb unconditionally. It is the operator's tool
+// for an unreadable breadcrumb, once the old leader is known to be down.
+func Clear(ctx context.Context, sess *zk.Session, path string) error {
+	err := sess.Delete(ctx, path, -1)
+	if err != nil && !errors.Is(err, zk.ErrNoNode) {
+		return fmt.Errorf("clearing breadcrumb %s: %w", path, err)
+	}
+	return nil
+}
