@@ -1,0 +1,418 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"strings"
+	"time"
+)
+
+// Election modes accepted by Election.Mode.
+const (
+	// ModeFair queues candidates in the order they joined: when the leader
+	// goes, the longest-waiting healthy candidate takes over.
+	ModeFair = "fair"
+	// ModeUnfair lets every candidate race for leadership when it frees up,
+	// as Hadoop's ZKFC does.
+	ModeUnfair = "unfair"
+)
+
+// Log formats accepted by Log.Format.
+const (
+	LogFormatText = "text"
+	LogFormatJSON = "json"
+)
+
+// AuthSchemeDigest is the only ZooKeeper authentication scheme supported.
+const AuthSchemeDigest = "digest"
+
+// Config is the whole failoverd configuration file. Obtain one from Load,
+// Parse or Default; the zero value is not useful.
+type Config struct {
+	// Cluster names the group of nodes that elect one leader. It becomes a
+	// znode name under ZooKeeper.Root. Required; letters, digits, '.', '_', '-'.
+	Cluster string `yaml:"cluster"`
+	// Node describes this daemon.
+	Node Node `yaml:"node"`
+	// ZooKeeper is the ensemble the election runs on.
+	ZooKeeper ZooKeeper `yaml:"zookeeper"`
+	// Election tunes how leadership is won and kept.
+	Election Election `yaml:"election"`
+	// Health checks the local service.
+	Health Health `yaml:"health"`
+	// Service holds the promote and demote hooks.
+	Service Service `yaml:"service"`
+	// Fencing stops a previous leader before this node promotes.
+	Fencing Fencing `yaml:"fencing"`
+	// Log configures the daemon's logs.
+	Log Log `yaml:"log"`
+}
+
+// Node describes this failoverd instance.
+type Node struct {
+	// ID identifies this node in the cluster (member znode name, breadcrumb,
+	// FAILOVERD_NODE_ID). Required; letters, digits, '.', '_', '-'.
+	ID string `yaml:"id"`
+	// Host is the host name or IP address peers use to reach this node (ssh
+	// fencing, the default admin URL). Required.
+	Host string `yaml:"host"`
+	// Admin configures the HTTP admin API.
+	Admin Admin `yaml:"admin"`
+	// ShutdownTimeout bounds a graceful stop (demote, delete the breadcrumb,
+	// leave the election, close the session). Default 30s; must be at least
+	// Service.Demote.Timeout.
+	ShutdownTimeout Duration `yaml:"shutdown_timeout"`
+}
+
+// Admin configures the admin HTTP API (metrics, status, /leader, /v1/demote).
+type Admin struct {
+	// Listen is the host:port the API listens on. Default "127.0.0.1:9101".
+	Listen string `yaml:"listen"`
+	// AdvertiseURL is the base URL peers use to reach this API; it is
+	// published in the member znode and used by their rpc fencing. Default:
+	// see Config.AdminURL.
+	AdvertiseURL string `yaml:"advertise_url,omitempty"`
+	// TokenFile holds the bearer token that mutating endpoints require. Without
+	// it those endpoints are disabled. Optional.
+	TokenFile string `yaml:"token_file,omitempty"`
+}
+
+// ZooKeeper configures the connection to the ZooKeeper ensemble.
+type ZooKeeper struct {
+	// Servers lists the ensemble as host:port. Required.
+	Servers []string `yaml:"servers"`
+	// Root is the absolute znode path under which all clusters live.
+	// Default "/failoverd".
+	Root string `yaml:"root"`
+	// SessionTimeout is the session timeout requested from ZooKeeper (the
+	// server may adjust it). Default 5s; at least 1s.
+	SessionTimeout Duration `yaml:"session_timeout"`
+	// Auth, when set, authenticates the session and restricts changes to the
+	// znodes failoverd creates to that identity.
+	Auth *ZooKeeperAuth `yaml:"auth,omitempty"`
+}
+
+// ZooKeeperAuth configures ZooKeeper authentication.
+type ZooKeeperAuth struct {
+	// Scheme is the ZooKeeper auth scheme. Only "digest" (the default).
+	Scheme string `yaml:"scheme"`
+	// CredentialsFile holds "user:password". Required when Auth is set.
+	CredentialsFile string `yaml:"credentials_file"`
+}
+
+// Election configures how leadership is decided and kept.
+type Election struct {
+	// Mode is ModeFair (default) or ModeUnfair.
+	Mode string `yaml:"mode"`
+	// Lease is how long a leader that lost contact with ZooKeeper keeps acting
+	// as leader before it demotes itself. 0 (default) means 2/3 of the
+	// session timeout; otherwise it must be shorter than the session timeout.
+	Lease Duration `yaml:"lease"`
+}
+
+// Health configures the local service health check. Exactly one of HTTP,
+// TCP and Exec must be set.
+type Health struct {
+	// Interval between checks. Default 1s.
+	Interval Duration `yaml:"interval"`
+	// Timeout of one check. Default 1s.
+	Timeout Duration `yaml:"timeout"`
+	// Rise is how many consecutive passing checks make the service healthy.
+	// Default 2.
+	Rise int `yaml:"rise"`
+	// Fall is how many consecutive failing checks make it unhealthy. Default 3.
+	Fall int `yaml:"fall"`
+	// HTTP checks with a GET request.
+	HTTP *HTTPCheck `yaml:"http,omitempty"`
+	// TCP checks that a port accepts connections.
+	TCP *TCPCheck `yaml:"tcp,omitempty"`
+	// Exec checks by running a program.
+	Exec *ExecCheck `yaml:"exec,omitempty"`
+}
+
+// HTTPCheck passes when a GET of URL answers 2xx (and contains ExpectBody).
+type HTTPCheck struct {
+	// URL to GET, http or https. Required.
+	URL string `yaml:"url"`
+	// ExpectBody, when set, must occur in the response body. Optional.
+	ExpectBody string `yaml:"expect_body,omitempty"`
+}
+
+// TCPCheck passes when a TCP connection to Address can be opened.
+type TCPCheck struct {
+	// Address is host:port. Required.
+	Address string `yaml:"address"`
+}
+
+// ExecCheck passes when Command exits 0.
+type ExecCheck struct {
+	// Command is the argv to run (no shell). Required.
+	Command []string `yaml:"command"`
+}
+
+// Service holds the hooks that change the local service's role.
+type Service struct {
+	// Promote makes the local service the primary. Timeout default 30s.
+	Promote Hook `yaml:"promote"`
+	// Demote makes the local service stop acting as primary. Timeout default
+	// 1s, and it must fit in ZooKeeper.SessionTimeout minus the lease.
+	Demote Hook `yaml:"demote"`
+}
+
+// Hook is a command run with a timeout, in its own process group.
+type Hook struct {
+	// Command is the argv to run (no shell). Required.
+	Command []string `yaml:"command"`
+	// Timeout after which the hook is killed and counts as failed.
+	Timeout Duration `yaml:"timeout"`
+}
+
+// Fencing configures how the previous leader is stopped before this node
+// promotes.
+type Fencing struct {
+	// AllowNone lets the daemon run with no fencing method. Unsafe: a paused
+	// old leader may keep acting as primary. Default false.
+	AllowNone bool `yaml:"allow_none,omitempty"`
+	// Methods are tried in order until one succeeds.
+	Methods []FencingMethod `yaml:"methods"`
+}
+
+// FencingMethod is one entry of Fencing.Methods; exactly one field is set.
+type FencingMethod struct {
+	// RPC asks the old leader's daemon to demote.
+	RPC *RPCFencing `yaml:"rpc,omitempty"`
+	// SSH stops the old leader's service over ssh.
+	SSH *SSHFencing `yaml:"ssh,omitempty"`
+	// Shell runs a local fencing program.
+	Shell *ShellFencing `yaml:"shell,omitempty"`
+}
+
+// Name returns "rpc", "ssh" or "shell", or "" when no method is set.
+func (m FencingMethod) Name() string {
+	switch {
+	case m.RPC != nil:
+		return "rpc"
+	case m.SSH != nil:
+		return "ssh"
+	case m.Shell != nil:
+		return "shell"
+	}
+	return ""
+}
+
+// RPCFencing asks the old leader's failoverd to demote (POST /v1/demote).
+type RPCFencing struct {
+	// URL is a fixed admin API base URL called instead of the one the old
+	// leader published (useful behind a proxy, or with two nodes). Optional.
+	URL string `yaml:"url,omitempty"`
+	// TokenFile holds the bearer token of the old leader's admin API.
+	// Default: Node.Admin.TokenFile. Required (here or there).
+	TokenFile string `yaml:"token_file,omitempty"`
+	// Timeout of the whole call. Default 5s.
+	Timeout Duration `yaml:"timeout"`
+}
+
+// SSHFencing logs in to the old leader's host and runs Command, or kills the
+// process listening on KillPort. Exactly one of Command and KillPort is set.
+type SSHFencing struct {
+	// User to log in as. Required.
+	User string `yaml:"user"`
+	// Port of the ssh server. Default 22.
+	Port int `yaml:"port"`
+	// IdentityFile is a private key file. Set it, IdentityFiles, or UseAgent.
+	IdentityFile string `yaml:"identity_file,omitempty"`
+	// IdentityFiles lists private key files, tried in order.
+	IdentityFiles []string `yaml:"identity_files,omitempty"`
+	// UseAgent offers the keys of the agent at $SSH_AUTH_SOCK.
+	UseAgent bool `yaml:"use_agent,omitempty"`
+	// KnownHosts is an OpenSSH known_hosts file used to verify host keys.
+	// Required unless InsecureIgnoreHostKey.
+	KnownHosts string `yaml:"known_hosts,omitempty"`
+	// InsecureIgnoreHostKey skips host key verification. For tests only.
+	InsecureIgnoreHostKey bool `yaml:"insecure_ignore_host_key,omitempty"`
+	// ConnectTimeout bounds TCP connect plus ssh handshake. Default 5s.
+	ConnectTimeout Duration `yaml:"connect_timeout"`
+	// Timeout bounds the whole method. Default 10s.
+	Timeout Duration `yaml:"timeout"`
+	// Command is a command line run by the remote user's shell; exit 0 means
+	// fenced.
+	Command string `yaml:"command,omitempty"`
+	// KillPort kills the process listening on this TCP port on the target.
+	KillPort int `yaml:"kill_port,omitempty"`
+}
+
+// Identities returns the configured private key files, IdentityFile first.
+func (s *SSHFencing) Identities() []string {
+	var ids []string
+	if s.IdentityFile != "" {
+		ids = append(ids, s.IdentityFile)
+	}
+	return append(ids, s.IdentityFiles...)
+}
+
+// ShellFencing runs a local command; exit 0 means fenced.
+type ShellFencing struct {
+	// Command is the argv to run (no shell). Required.
+	Command []string `yaml:"command"`
+	// Timeout after which the command is killed and counts as failed.
+	// Default 30s.
+	Timeout Duration `yaml:"timeout"`
+}
+
+// Log configures the daemon's log output.
+type Log struct {
+	// Format is "text" (default) or "json".
+	Format string `yaml:"format"`
+	// Level is "debug", "info" (default), "warn" or "error".
+	Level string `yaml:"level"`
+}
+
+// Defaults. Default sets them on a fresh Config; applyDefaults sets those
+// of list elements (fencing methods), which the decoder creates empty.
+const (
+	DefaultAdminListen         = "127.0.0.1:9101"
+	DefaultShutdownTimeout     = 30 * time.Second
+	DefaultRoot                = "/failoverd"
+	DefaultSessionTimeout      = 5 * time.Second
+	DefaultHealthInterval      = time.Second
+	DefaultHealthTimeout       = time.Second
+	DefaultRise                = 2
+	DefaultFall                = 3
+	DefaultPromoteTimeout      = 30 * time.Second
+	DefaultDemoteTimeout       = time.Second
+	DefaultRPCTimeout          = 5 * time.Second
+	DefaultSSHPort             = 22
+	DefaultSSHConnectTimeout   = 5 * time.Second
+	DefaultSSHTimeout          = 10 * time.Second
+	DefaultShellFencingTimeout = 30 * time.Second
+)
+
+// MinSessionTimeout is the shortest zookeeper.session_timeout accepted.
+const MinSessionTimeout = time.Second
+
+// An unset lease is defaultLeaseNum/defaultLeaseDen of the session timeout.
+const defaultLeaseNum, defaultLeaseDen = 2, 3
+
+// Default returns a Config holding every default. Load and Parse decode the
+// file on top of it.
+func Default() *Config {
+	return &Config{
+		Node: Node{
+			Admin:           Admin{Listen: DefaultAdminListen},
+			ShutdownTimeout: Duration(DefaultShutdownTimeout),
+		},
+		ZooKeeper: ZooKeeper{
+			Root:           DefaultRoot,
+			SessionTimeout: Duration(DefaultSessionTimeout),
+		},
+		Election: Election{Mode: ModeFair},
+		Health: Health{
+			Interval: Duration(DefaultHealthInterval),
+			Timeout:  Duration(DefaultHealthTimeout),
+			Rise:     DefaultRise,
+			Fall:     DefaultFall,
+		},
+		Service: Service{
+			Promote: Hook{Timeout: Duration(DefaultPromoteTimeout)},
+			Demote:  Hook{Timeout: Duration(DefaultDemoteTimeout)},
+		},
+		Log: Log{Format: LogFormatText, Level: "info"},
+	}
+}
+
+// applyDefaults fills what Default cannot: list elements and optional blocks,
+// which the decoder creates from zero values.
+func (c *Config) applyDefaults() {
+	if a := c.ZooKeeper.Auth; a != nil && a.Scheme == "" {
+		a.Scheme = AuthSchemeDigest
+	}
+	for _, m := range c.Fencing.Methods {
+		if r := m.RPC; r != nil {
+			if r.TokenFile == "" {
+				r.TokenFile = c.Node.Admin.TokenFile
+			}
+			if r.Timeout == 0 {
+				r.Timeout = Duration(DefaultRPCTimeout)
+			}
+		}
+		if s := m.SSH; s != nil {
+			if s.Port == 0 {
+				s.Port = DefaultSSHPort
+			}
+			if s.ConnectTimeout == 0 {
+				s.ConnectTimeout = Duration(DefaultSSHConnectTimeout)
+			}
+			if s.Timeout == 0 {
+				s.Timeout = Duration(DefaultSSHTimeout)
+			}
+		}
+		if s := m.Shell; s != nil && s.Timeout == 0 {
+			s.Timeout = Duration(DefaultShellFencingTimeout)
+		}
+	}
+}
+
+// LeaseFor returns the lease for a session of the given (negotiated) timeout:
+// Lease when set, else 2/3 of session.
+func (e Election) LeaseFor(session time.Duration) time.Duration {
+	if e.Lease > 0 {
+		return time.Duration(e.Lease)
+	}
+	return session * defaultLeaseNum / defaultLeaseDen
+}
+
+// EffectiveLease returns the lease for the configured session timeout. The
+// daemon should use Election.LeaseFor with the timeout ZooKeeper negotiated.
+func (c *Config) EffectiveLease() time.Duration {
+	return c.Election.LeaseFor(time.Duration(c.ZooKeeper.SessionTimeout))
+}
+
+// AdminURL returns the base URL (no trailing slash) peers use to reach this
+// node's admin API: Node.Admin.AdvertiseURL when set, otherwise
+// "http://" + Node.Admin.Listen with Node.Host in place of an empty or
+// unspecified (0.0.0.0, ::) listen host. It returns "" if Listen is invalid.
+func (c *Config) AdminURL() string {
+	if u := c.Node.Admin.AdvertiseURL; u != "" {
+		return strings.TrimRight(u, "/")
+	}
+	host, port, err := net.SplitHostPort(c.Node.Admin.Listen)
+	if err != nil {
+		return ""
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = c.Node.Host
+	}
+	return "http://" + net.JoinHostPort(host, port)
+}
+
+// ReadToken reads the admin API bearer token from Node.Admin.TokenFile. It
+// returns "" and no error when no token file is configured.
+func (c *Config) ReadToken() (Secret, error) {
+	if c.Node.Admin.TokenFile == "" {
+		return "", nil
+	}
+	return ReadSecretFile(c.Node.Admin.TokenFile)
+}
+
+// ReadToken reads the bearer token used to call the old leader's admin API.
+func (r *RPCFencing) ReadToken() (Secret, error) {
+	return ReadSecretFile(r.TokenFile)
+}
+
+// ReadCredentials reads ZooKeeper's "user:password" from
+// ZooKeeper.Auth.CredentialsFile. It returns "" and no error when no
+// authentication is configured.
+func (c *Config) ReadCredentials() (Secret, error) {
+	a := c.ZooKeeper.Auth
+	if a == nil {
+		return "", nil
+	}
+	s, err := ReadSecretFile(a.CredentialsFile)
+	if err != nil {
+		return "", err
+	}
+	if user, _, ok := strings.Cut(string(s), ":"); !ok || user == "" {
+		return "", fmt.Errorf("reading zookeeper credentials %s: want user:password", a.CredentialsFile)
+	}
+	return s, nil
+}

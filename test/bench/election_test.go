@@ -1,0 +1,160 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/failoverd/failoverd/election"
+	"github.com/failoverd/failoverd/test/zktest"
+	"github.com/failoverd/failoverd/zk"
+)
+
+// BenchmarkElectionHandoff measures, for N candidates in each mode, the time
+// from the leader ceding to the next leader's callback, and how many watch
+// notifications one change delivers to the other candidates.
+func BenchmarkElectionHandoff(b *testing.B) {
+	sizes := benchSizes()
+	zks := zktest.Start(b, 1)
+	for _, mode := range []election.Mode{election.Fair, election.Unfair} {
+		for _, n := range sizes {
+			b.Run(fmt.Sprintf("%s/N=%d", mode, n), func(b *testing.B) {
+				res := runHandoff(b, zks, mode, n, handoffRounds(n))
+				res.Scenario = "election handoff"
+				record(b, res)
+			})
+		}
+	}
+}
+
+func handoffRounds(n int) int {
+	if n >= 500 {
+		return 30
+	}
+	return 50
+}
+
+type elected struct {
+	id string
+	at time.Time
+}
+
+func runHandoff(b *testing.B, zks *zktest.Cluster, mode election.Mode, n, rounds int) Result {
+	dir := fmt.Sprintf("/bench/%s-%d-%d/election", mode, n, time.Now().UnixNano())
+	events := make(chan elected, 16)
+	type member struct {
+		client *zk.Client
+		el     *election.Elector
+	}
+	members := map[string]*member{}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		wg.Wait()
+		for _, m := range members {
+			m.client.Close()
+		}
+	}()
+	for i := range n {
+		id := fmt.Sprintf("n%04d", i)
+		c, err := zk.NewClient(zk.Config{Servers: zks.Addrs(), SessionTimeout: 10 * time.Second})
+		if err != nil {
+			b.Fatal(err)
+		}
+		el, err := election.New(c, election.Config{Dir: dir, NodeID: id, Mode: mode})
+		if err != nil {
+			b.Fatal(err)
+		}
+		members[id] = &member{client: c, el: el}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			el.Run(ctx, func(lctx context.Context, l election.Leadership) {
+				select {
+				case events <- elected{id: id, at: time.Now()}:
+				case <-lctx.Done():
+				}
+				<-lctx.Done()
+			})
+		}()
+	}
+	waitQueue(b, zks, dir, mode, n)
+	var leader elected
+	select {
+	case leader = <-events:
+	case <-time.After(60 * time.Second):
+		b.Fatal("no first leader")
+	}
+	mntrBefore, _ := zktest.Mntr(zks.Servers[0].Addr())
+	var lat []time.Duration
+	var notes []float64
+	for r := 0; r < rounds; r++ {
+		before := int64(0)
+		for id, m := range members {
+			if id != leader.id {
+				before += m.client.WatchEvents()
+			}
+		}
+		old := members[leader.id]
+		t0 := time.Now()
+		old.el.Cede(300 * time.Millisecond) // out of the race, back in later
+		select {
+		case next := <-events:
+			lat = append(lat, next.at.Sub(t0))
+			time.Sleep(400 * time.Millisecond) // stray notifications arrive; the ceded one rejoins
+			after := int64(0)
+			for id, m := range members {
+				if id != leader.id {
+					after += m.client.WatchEvents()
+				}
+			}
+			notes = append(notes, float64(after-before))
+			leader = next
+		case <-time.After(60 * time.Second):
+			b.Fatalf("round %d: no new leader", r)
+		}
+		if mode == election.Fair {
+			waitQueue(b, zks, dir, mode, n)
+		}
+	}
+	mntrAfter, _ := zktest.Mntr(zks.Servers[0].Addr())
+	res := Result{Name: fmt.Sprintf("%s N=%d", mode, n), Runs: len(lat)}
+	res.fill(lat)
+	res.Extra = map[string]float64{"watch_notifications_per_change": mean(notes)}
+	if v, ok := mntrDelta(mntrBefore, mntrAfter, "zk_packets_received"); ok {
+		res.Extra["zk_packets_received_per_change"] = v / float64(len(lat))
+	}
+	if v, ok := mntrAfter["zk_avg_latency"]; ok {
+		res.Notes = "zk_avg_latency=" + v + "ms"
+	}
+	return res
+}
+
+func waitQueue(b *testing.B, zks *zktest.Cluster, dir string, mode election.Mode, n int) {
+	b.Helper()
+	if mode == election.Unfair {
+		time.Sleep(time.Duration(n) * time.Millisecond) // everyone has its watch set
+		return
+	}
+	c, err := zk.NewClient(zk.Config{Servers: zks.Addrs(), SessionTimeout: 10 * time.Second})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	s, err := c.Session(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	deadline := time.Now().Add(120 * time.Second)
+	for time.Now().Before(deadline) {
+		kids, _ := s.Children(context.Background(), dir)
+		if len(kids) >= n {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	b.Fatalf("queue never reached %d", n)
+}
