@@ -100,3 +100,6 @@ func ReadSecretFile(path string) (Secret, error) {
 	}
 	return Secret(s), nil
 }
+
+// Std returns d as a time.Duration.
+func (d Duration) Std() time.Duration { return time.Duration(d) }

@@ -197,6 +197,9 @@ func (c *Client) Session(ctx context.Context) (*Session, error) {
 
 	select {
 	case <-s.established:
+		if err := s.authenticate(); err != nil {
+			return nil, err
+		}
 		return s, nil
 	case <-s.done:
 		return nil, s.Err()
@@ -243,6 +246,21 @@ func (c *Client) open() (*Session, error) {
 	return s, nil
 }
 
+// authenticate adds the digest credentials once per session, before the
+// session is handed out; go-zookeeper resends them after reconnects.
+func (s *Session) authenticate() error {
+	a := s.client.cfg.Auth
+	if a == nil {
+		return nil
+	}
+	s.authOnce.Do(func() {
+		if err := s.conn.AddAuth("digest", []byte(a.User+":"+a.Password)); err != nil {
+			s.authErr = fmt.Errorf("zk: authenticating as %q: %w", a.User, mapErr(err))
+		}
+	})
+	return s.authErr
+}
+
 type zkLogger struct{ l *slog.Logger }
 
 func (z zkLogger) Printf(f string, a ...any) { z.l.Debug(fmt.Sprintf(f, a...)) }
@@ -256,6 +274,8 @@ type Session struct {
 
 	established chan struct{} // closed once the first connect succeeded
 	estOnce     sync.Once
+	authOnce    sync.Once
+	authErr     error
 	done        chan struct{} // closed when the session is expired or closed
 	doneOnce    sync.Once
 

@@ -4,9 +4,11 @@
 // Every command runs from an argv (never through a shell), with stdin on
 // /dev/null, in its own process group, under a timeout, with bounded output.
 // When the timeout expires or the context is canceled, the whole group gets
-// SIGTERM and, KillGrace later, SIGKILL. After the command has been waited
-// for, the group is always sent SIGKILL, so that background children and
-// grandchildren never outlive the command, even when it exited on its own.
+// SIGTERM, and SIGKILL once the command has exited and closed its output, or
+// KillGrace later at the latest. After the command has been waited for, the
+// group is always sent SIGKILL, so that background children and grandchildren
+// never outlive the command, even when it exited on its own. A background
+// child that keeps the command's output open delays Run by up to KillGrace.
 //
 // # Exit codes
 //
@@ -53,8 +55,9 @@ type Spec struct {
 	Env []string
 	// Timeout bounds the whole run. Zero means only ctx bounds it.
 	Timeout time.Duration
-	// KillGrace is how long the process group may take to exit after
-	// SIGTERM before it is sent SIGKILL. Default DefaultKillGrace.
+	// KillGrace bounds how long the command may take to exit after SIGTERM,
+	// and how long its output is read after it exited, before the group is
+	// sent SIGKILL. Default DefaultKillGrace.
 	KillGrace time.Duration
 	// OutputLimit is how many bytes of combined stdout and stderr are kept;
 	// beyond it, the head and the tail are kept and the middle is dropped.
@@ -122,6 +125,7 @@ func Run(ctx context.Context, s Spec) (Result, error) {
 	stdout := &lineWriter{stream: "stdout", out: out, onLine: s.OnLine}
 	stderr := &lineWriter{stream: "stderr", out: out, onLine: s.OnLine}
 
+	start := time.Now()
 	cmd := exec.CommandContext(ctx, s.Argv[0], s.Argv[1:]...)
 	cmd.Env = append(os.Environ(), s.Env...)
 	cmd.Stdin = nil // /dev/null: a command waiting for input must not hang us
@@ -129,13 +133,16 @@ func Run(ctx context.Context, s Spec) (Result, error) {
 	cmd.Stderr = stderr
 	// Its own group, so that one signal reaches everything it spawned.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return signalGroup(cmd.Process.Pid, syscall.SIGTERM) }
+	var canceledAfter time.Duration // for the error message; Wait orders it before our read
+	cmd.Cancel = func() error {
+		canceledAfter = time.Since(start)
+		return signalGroup(cmd.Process.Pid, syscall.SIGTERM)
+	}
 	// After SIGTERM (or after the leader exited while children still hold
 	// its output pipes), wait this long, then SIGKILL the leader and stop
 	// reading; the group-wide SIGKILL below takes care of the rest.
 	cmd.WaitDelay = s.KillGrace
 
-	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		return res, fmt.Errorf("starting %s: %w", s.Argv[0], err)
 	}
@@ -157,8 +164,12 @@ func Run(ctx context.Context, s Spec) (Result, error) {
 		if errors.Is(err, context.DeadlineExceeded) {
 			res.TimedOut = true
 			limit := s.Timeout
-			if parent.Err() != nil { // the caller's deadline, not ours
-				limit = res.Duration.Round(time.Millisecond)
+			if parent.Err() != nil || limit == 0 { // the caller's deadline, not ours
+				limit = canceledAfter
+				if limit == 0 { // it exited by itself just as the deadline came
+					limit = res.Duration
+				}
+				limit = limit.Round(time.Millisecond)
 			}
 			return res, withOutput(fmt.Errorf("running %s: timed out after %s: %w", s.Argv[0], limit, err), res.Output)
 		}

@@ -1,0 +1,119 @@
+// Command failoverd keeps exactly one node of a primary/standby service in
+// charge. See README.md for the commands.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+// Exit codes.
+const (
+	exitOK      = 0
+	exitRuntime = 1
+	exitUsage   = 2
+)
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+const usage = `failoverd keeps exactly one node of a primary/standby service in charge.
+
+Usage:
+  failoverd run        -c FILE                       run the daemon
+  failoverd validate   -c FILE                       check a config file
+  failoverd status     -c FILE [--json]              show the cluster as ZooKeeper sees it
+  failoverd failover   -c FILE --to NODE [--timeout 30s]
+                                                     hand leadership to NODE gracefully
+  failoverd breadcrumb -c FILE show|clear            show or clear the old leader's breadcrumb
+  failoverd version                                  print the version
+
+Run 'failoverd COMMAND --help' for the flags of a command.
+`
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	cmd, rest := args[0], args[1:]
+	switch cmd {
+	case "run":
+		return cmdRun(rest, stdout, stderr)
+	case "validate":
+		return cmdValidate(rest, stdout, stderr)
+	case "status":
+		return cmdStatus(rest, stdout, stderr)
+	case "failover":
+		return cmdFailover(rest, stdout, stderr)
+	case "breadcrumb":
+		return cmdBreadcrumb(rest, stdout, stderr)
+	case "version", "--version", "-version":
+		fmt.Fprintf(stdout, "failoverd %s\n", version)
+		return exitOK
+	case "help", "-h", "--help", "-help":
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "failoverd: unknown command %q\n\n%s", cmd, usage)
+	return exitUsage
+}
+
+// flags builds a FlagSet with -c/--config; parse returns a usage exit code
+// (or -1 to go on).
+type cmdFlags struct {
+	fs     *flag.FlagSet
+	config string
+}
+
+func newFlags(name, synopsis string, stderr io.Writer) *cmdFlags {
+	f := &cmdFlags{fs: flag.NewFlagSet(name, flag.ContinueOnError)}
+	f.fs.SetOutput(stderr)
+	f.fs.StringVar(&f.config, "c", "", "config file (YAML)")
+	f.fs.StringVar(&f.config, "config", "", "config file (YAML); same as -c")
+	f.fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: failoverd %s\n\nFlags:\n", synopsis)
+		f.fs.PrintDefaults()
+	}
+	return f
+}
+
+func (f *cmdFlags) parse(args []string) int {
+	if err := f.fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if f.config == "" {
+		fmt.Fprintln(f.fs.Output(), "failoverd: -c FILE is required")
+		f.fs.Usage()
+		return exitUsage
+	}
+	return -1
+}
+
+func newLogger(w io.Writer, format, level string) *slog.Logger {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(strings.ToUpper(level))); err != nil {
+		lv = slog.LevelInfo
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+func withTimeout(d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), d)
+}

@@ -1,0 +1,63 @@
+package controller
+
+import (
+	"time"
+)
+
+// State is where the controller is in its cycle.
+type State string
+
+// Controller states.
+const (
+	StateInitializing State = "initializing" // startup: demoting the local service once
+	StateOut          State = "out"          // not in the election (unhealthy, ceded, demoted by operator)
+	StateStandby      State = "standby"      // healthy, in the election, not leader
+	StateFencing      State = "fencing"      // elected: reading the breadcrumb, fencing the old leader
+	StatePromoting    State = "promoting"    // elected and fenced: running the promote hook
+	StateLeader       State = "leader"       // promoted; the service acts as primary
+	StateDemoting     State = "demoting"     // running the demote hook
+	StateStopped      State = "stopped"
+)
+
+// AllStates lists every state, for metrics.
+var AllStates = []State{StateInitializing, StateOut, StateStandby, StateFencing, StatePromoting, StateLeader, StateDemoting, StateStopped}
+
+// Status is one node's view of itself; it is served on /v1/status and, as
+// Member, published in ZooKeeper.
+type Status struct {
+	Cluster        string    `json:"cluster"`
+	NodeID         string    `json:"node_id"`
+	Host           string    `json:"host"`
+	AdminURL       string    `json:"admin_url,omitempty"`
+	State          State     `json:"state"`
+	Role           string    `json:"role"` // "leader" only while promoted, else "standby"
+	Health         string    `json:"health"`
+	Epoch          int64     `json:"epoch,omitempty"` // current or last leadership's fencing token
+	Since          time.Time `json:"since"`           // when State last changed
+	ZKConnected    bool      `json:"zk_connected"`
+	LeaseRemaining float64   `json:"lease_remaining_seconds,omitempty"`
+	LastError      string    `json:"last_error,omitempty"`
+	Version        string    `json:"version"`
+}
+
+// Promoted reports whether the local service is (being treated as) primary.
+func (s Status) Promoted() bool { return s.State == StateLeader }
+
+// Metrics is what the controller reports; the daemon backs it with
+// Prometheus collectors (package metrics). result labels are "success" or
+// "failure"; reason labels are short snake_case words.
+type Metrics interface {
+	StateChanged(from, to State)
+	Leader(isLeader bool, epoch int64)
+	ElectionWon()
+	LeadershipLost(reason string)
+	Promotion(result string)
+	Demotion(result string)
+	// FailoverDuration is the time from winning the election to the end of
+	// the promote hook.
+	FailoverDuration(d time.Duration)
+	// BreadcrumbUnreadable counts refusals to promote over a corrupt breadcrumb.
+	BreadcrumbUnreadable()
+	// FencingFailed counts elections given up because fencing failed.
+	FencingFailed()
+}

@@ -1,0 +1,207 @@
+package healthcheck
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+)
+
+// Defaults for zero Config fields.
+const (
+	DefaultRise = 2
+	DefaultFall = 3
+)
+
+// Config tunes a Monitor.
+type Config struct {
+	// Interval is the time from the start of one check to the start of the
+	// next; a check that takes longer delays the next one. Required.
+	Interval time.Duration
+	// Timeout bounds one check. Default Interval.
+	Timeout time.Duration
+	// Rise is how many consecutive successes make the service Healthy.
+	// Default DefaultRise.
+	Rise int
+	// Fall is how many consecutive failures make it Unhealthy or
+	// NotResponding. Default DefaultFall.
+	Fall int
+}
+
+// Metrics receives the outcome of every check; the daemon backs it with
+// Prometheus collectors. result is "success", "failure" or "timeout".
+type Metrics interface {
+	CheckDone(result string, d time.Duration)
+}
+
+// Option configures a Monitor.
+type Option func(*Monitor)
+
+// WithOnChange sets a function called on every change of state, with the
+// error of the check that caused it (nil when becoming Healthy). It is called
+// from Run's goroutine, never concurrently; Run waits for it to return.
+func WithOnChange(f func(from, to State, err error)) Option {
+	return func(m *Monitor) { m.onChange = f }
+}
+
+// WithMetrics reports every check to mx.
+func WithMetrics(mx Metrics) Option {
+	return func(m *Monitor) { m.metrics = mx }
+}
+
+// Monitor runs a Checker periodically and keeps a debounced State.
+type Monitor struct {
+	checker  Checker
+	cfg      Config
+	logger   *slog.Logger
+	onChange func(from, to State, err error)
+	metrics  Metrics
+
+	state   atomic.Int32
+	running atomic.Bool
+
+	// Owned by Run's goroutine.
+	successes, failures int
+}
+
+// New returns a Monitor in state Initializing. The logger should already
+// name the check (logger.With("check", name)); nil means no logging.
+func New(c Checker, cfg Config, logger *slog.Logger, opts ...Option) (*Monitor, error) {
+	if c == nil {
+		return nil, errors.New("healthcheck: nil checker")
+	}
+	if cfg.Interval <= 0 {
+		return nil, fmt.Errorf("healthcheck: interval must be > 0, got %s", cfg.Interval)
+	}
+	if cfg.Timeout < 0 || cfg.Rise < 0 || cfg.Fall < 0 {
+		return nil, fmt.Errorf("healthcheck: timeout, rise and fall must not be negative, got %s, %d, %d", cfg.Timeout, cfg.Rise, cfg.Fall)
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = cfg.Interval
+	}
+	if cfg.Rise == 0 {
+		cfg.Rise = DefaultRise
+	}
+	if cfg.Fall == 0 {
+		cfg.Fall = DefaultFall
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	m := &Monitor{checker: c, cfg: cfg, logger: logger}
+	for _, o := range opts {
+		o(m)
+	}
+	return m, nil
+}
+
+// State returns the current state. It is safe for concurrent use.
+func (m *Monitor) State() State {
+	return State(m.state.Load())
+}
+
+// Run checks once immediately and then every Interval until ctx is done, and
+// returns nil then. A check in progress is canceled and waited for. Run must
+// not be called again while it is running.
+func (m *Monitor) Run(ctx context.Context) error {
+	if !m.running.CompareAndSwap(false, true) {
+		return errors.New("healthcheck: monitor already running")
+	}
+	defer m.running.Store(false)
+	m.logger.Debug("health monitor started", "interval", m.cfg.Interval, "timeout", m.cfg.Timeout)
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-timer.C:
+		}
+		if ctx.Err() != nil { // select picks at random when both are ready
+			return nil
+		}
+		start := time.Now()
+		m.checkOnce(ctx)
+		// The next check starts Interval after this one started, or at
+		// once if this one overran; checks never overlap.
+		timer.Reset(max(0, m.cfg.Interval-time.Since(start)))
+	}
+}
+
+func (m *Monitor) checkOnce(ctx context.Context) {
+	checkCtx, cancel := context.WithTimeout(ctx, m.cfg.Timeout)
+	defer cancel()
+	start := time.Now()
+	err := m.checker.Check(checkCtx)
+	d := time.Since(start)
+	if ctx.Err() != nil {
+		return // shutting down: an interrupted check is no verdict
+	}
+	timedOut := checkCtx.Err() != nil
+	if err != nil && timedOut && !errors.Is(err, ErrNotResponding) {
+		// Whatever the checker made of it, no answer in time is no answer.
+		err = &NotRespondingError{Err: fmt.Errorf("check timed out after %s: %w", m.cfg.Timeout, err)}
+	}
+	m.record(err, timedOut, d)
+}
+
+func (m *Monitor) record(err error, timedOut bool, d time.Duration) {
+	if m.metrics != nil {
+		result := "success"
+		switch {
+		case err == nil:
+		case timedOut || errors.Is(err, context.DeadlineExceeded):
+			result = "timeout"
+		default:
+			result = "failure"
+		}
+		m.metrics.CheckDone(result, d)
+	}
+
+	if err == nil {
+		m.failures = 0
+		m.successes++
+		if m.successes >= m.cfg.Rise {
+			m.setState(Healthy, nil)
+		}
+		return
+	}
+	m.successes = 0
+	m.failures++
+	kind := Unhealthy
+	if errors.Is(err, ErrNotResponding) {
+		kind = NotResponding
+	}
+	// The first failure after a success is worth an operator's attention;
+	// repeats while failing would only flood the log.
+	level := slog.LevelDebug
+	if m.failures == 1 {
+		level = slog.LevelWarn
+	}
+	m.logger.Log(context.Background(), level, "health check failed",
+		"kind", kind.String(),
+		"consecutive_failures", m.failures,
+		"duration_seconds", d.Seconds(),
+		"err", err)
+	if m.failures >= m.cfg.Fall {
+		m.setState(kind, err)
+	}
+}
+
+func (m *Monitor) setState(to State, err error) {
+	from := m.State()
+	if from == to {
+		return
+	}
+	m.state.Store(int32(to))
+	if to == Healthy {
+		m.logger.Info("health state changed", "from", from.String(), "to", to.String())
+	} else {
+		m.logger.Warn("health state changed", "from", from.String(), "to", to.String(), "err", err)
+	}
+	if m.onChange != nil {
+		m.onChange(from, to, err)
+	}
+}

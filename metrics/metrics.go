@@ -1,0 +1,267 @@
+// Package metrics backs failoverd's reporting interfaces (controller.Metrics,
+// fencer.Metrics, healthcheck.Metrics) with Prometheus collectors.
+//
+// Everything is registered on the Registerer given to New, never on
+// prometheus.DefaultRegisterer, so tests and several daemons in one process
+// do not collide. Every metric name starts with "failoverd_".
+//
+// Series whose label values are known up front (states, health and hook
+// results) are created at zero by New, so that rate() and absent() work from
+// the first scrape. Fencing methods and leadership-loss reasons are created
+// on first use.
+package metrics
+
+import (
+	"runtime"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/failoverd/failoverd/controller"
+	"github.com/failoverd/failoverd/fencer"
+	"github.com/failoverd/failoverd/healthcheck"
+)
+
+const namespace = "failoverd"
+
+// Result label values, as the reporting interfaces document them.
+const (
+	resultSuccess = "success"
+	resultFailure = "failure"
+	resultTimeout = "timeout"
+)
+
+// healthyState is healthcheck.Healthy.String(); HealthState takes strings so
+// the controller can pass on what it publishes in Status.Health.
+var healthyState = healthcheck.Healthy.String()
+
+// Histogram buckets in seconds. Fencing and failover include hooks and ssh
+// round trips with timeouts of tens of seconds, so they reach further than
+// prometheus.DefBuckets.
+var (
+	fenceBuckets    = []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
+	failoverBuckets = []float64{0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120}
+)
+
+// Metrics holds failoverd's collectors. Its methods are safe for concurrent
+// use.
+type Metrics struct {
+	isLeader             prometheus.Gauge
+	epoch                prometheus.Gauge
+	state                *prometheus.GaugeVec
+	healthUp             prometheus.Gauge
+	healthChecks         *prometheus.CounterVec
+	healthCheckDuration  prometheus.Histogram
+	electionsWon         prometheus.Counter
+	leadershipLost       *prometheus.CounterVec
+	fenceAttempts        *prometheus.CounterVec
+	fenceDuration        *prometheus.HistogramVec
+	promotions           *prometheus.CounterVec
+	demotions            *prometheus.CounterVec
+	failoverDuration     prometheus.Histogram
+	breadcrumbUnreadable prometheus.Counter
+	fencingFailed        prometheus.Counter
+}
+
+var (
+	_ controller.Metrics  = (*Metrics)(nil)
+	_ fencer.Metrics      = (*Metrics)(nil)
+	_ healthcheck.Metrics = (*Metrics)(nil)
+)
+
+// New creates failoverd's collectors and registers them, together with build
+// info, Go runtime and process collectors, on reg. status is called at every
+// scrape for the ZooKeeper connection and lease gauges; it must be cheap and
+// safe to call from any goroutine, and it is not called before the first
+// scrape, so it may refer to a controller built after New. A nil status
+// reports those gauges as 0.
+//
+// Like promauto, New panics if a collector cannot be registered, which only
+// happens when reg already holds failoverd's metrics.
+func New(reg prometheus.Registerer, version string, status func() controller.Status) *Metrics {
+	if status == nil {
+		status = func() controller.Status { return controller.Status{} }
+	}
+	f := promauto.With(reg)
+	m := &Metrics{
+		isLeader: f.NewGauge(prometheus.GaugeOpts{
+			Namespace: namespace,
+			Name:      "is_leader",
+			Help:      "1 while this node is the promoted leader, else 0.",
+		}),
+		epoch: f.NewGauge(prometheus.GaugeOpts{
+			Namespace: namespace,
+			Name:      "epoch",
+			Help:      "Fencing token of this node's current or last leadership, 0 if none.",
+		}),
+		state: f.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: namespace,
+			Name:      "state",
+			Help:      "1 for the controller's current state, 0 for every other state.",
+		}, []string{"state"}),
+		healthUp: f.NewGauge(prometheus.GaugeOpts{
+			Namespace: namespace,
+			Name:      "health_up",
+			Help:      "1 while the local service is judged healthy, else 0.",
+		}),
+		healthChecks: f.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace,
+			Name:      "health_checks_total",
+			Help:      "Health checks of the local service, by result (success, failure, timeout).",
+		}, []string{"result"}),
+		healthCheckDuration: f.NewHistogram(prometheus.HistogramOpts{
+			Namespace: namespace,
+			Name:      "health_check_duration_seconds",
+			Help:      "Duration of health checks of the local service.",
+			Buckets:   prometheus.DefBuckets,
+		}),
+		electionsWon: f.NewCounter(prometheus.CounterOpts{
+			Namespace: namespace,
+			Name:      "elections_won_total",
+			Help:      "Elections this node won; each one starts fencing and promotion.",
+		}),
+		leadershipLost: f.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace,
+			Name:      "leadership_lost_total",
+			Help:      "Leaderships this node lost or gave up, by reason.",
+		}, []string{"reason"}),
+		fenceAttempts: f.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace,
+			Name:      "fence_attempts_total",
+			Help:      "Attempts to fence a previous leader, by method and result.",
+		}, []string{"method", "result"}),
+		fenceDuration: f.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: namespace,
+			Name:      "fence_duration_seconds",
+			Help:      "Duration of fencing attempts, by method.",
+			Buckets:   fenceBuckets,
+		}, []string{"method"}),
+		promotions: f.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace,
+			Name:      "promotions_total",
+			Help:      "Runs of the promote hook, by result.",
+		}, []string{"result"}),
+		demotions: f.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace,
+			Name:      "demotions_total",
+			Help:      "Runs of the demote hook, by result.",
+		}, []string{"result"}),
+		failoverDuration: f.NewHistogram(prometheus.HistogramOpts{
+			Namespace: namespace,
+			Name:      "failover_duration_seconds",
+			Help:      "Time from winning the election to the end of the promote hook, fencing included.",
+			Buckets:   failoverBuckets,
+		}),
+		breadcrumbUnreadable: f.NewCounter(prometheus.CounterOpts{
+			Namespace: namespace,
+			Name:      "breadcrumb_unreadable_total",
+			Help:      "Elections in which promotion was refused because the breadcrumb could not be read.",
+		}),
+		fencingFailed: f.NewCounter(prometheus.CounterOpts{
+			Namespace: namespace,
+			Name:      "fencing_failed_total",
+			Help:      "Elections given up because every fencing method failed.",
+		}),
+	}
+
+	f.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: namespace,
+		Name:      "zk_connected",
+		Help:      "1 while the ZooKeeper session is connected, else 0.",
+	}, func() float64 { return boolFloat(status().ZKConnected) })
+	f.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: namespace,
+		Name:      "lease_remaining_seconds",
+		Help:      "Time left on the leader lease before this node must demote itself, 0 when not leader.",
+	}, func() float64 { return status().LeaseRemaining })
+	f.NewGauge(prometheus.GaugeOpts{
+		Namespace:   namespace,
+		Name:        "build_info",
+		Help:        "Always 1; labels name the failoverd version and the Go version it was built with.",
+		ConstLabels: prometheus.Labels{"version": version, "goversion": runtime.Version()},
+	}).Set(1)
+	reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+
+	// A controller starts in StateInitializing and reports only the changes
+	// after that.
+	for _, s := range controller.AllStates {
+		m.state.WithLabelValues(string(s))
+	}
+	m.state.WithLabelValues(string(controller.StateInitializing)).Set(1)
+	for _, r := range []string{resultSuccess, resultFailure, resultTimeout} {
+		m.healthChecks.WithLabelValues(r)
+	}
+	for _, r := range []string{resultSuccess, resultFailure} {
+		m.promotions.WithLabelValues(r)
+		m.demotions.WithLabelValues(r)
+	}
+	return m
+}
+
+func boolFloat(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// StateChanged implements controller.Metrics: to becomes the only state at
+// 1. A state missing from controller.AllStates leaves every series at 0
+// rather than growing the label set.
+func (m *Metrics) StateChanged(from, to controller.State) {
+	// Setting every state, not just from and to, repairs the gauge even if
+	// a report was missed or from is stale.
+	for _, s := range controller.AllStates {
+		m.state.WithLabelValues(string(s)).Set(boolFloat(s == to))
+	}
+}
+
+// Leader implements controller.Metrics.
+func (m *Metrics) Leader(isLeader bool, epoch int64) {
+	m.isLeader.Set(boolFloat(isLeader))
+	m.epoch.Set(float64(epoch))
+}
+
+// ElectionWon implements controller.Metrics.
+func (m *Metrics) ElectionWon() { m.electionsWon.Inc() }
+
+// LeadershipLost implements controller.Metrics.
+func (m *Metrics) LeadershipLost(reason string) { m.leadershipLost.WithLabelValues(reason).Inc() }
+
+// Promotion implements controller.Metrics.
+func (m *Metrics) Promotion(result string) { m.promotions.WithLabelValues(result).Inc() }
+
+// Demotion implements controller.Metrics.
+func (m *Metrics) Demotion(result string) { m.demotions.WithLabelValues(result).Inc() }
+
+// FailoverDuration implements controller.Metrics.
+func (m *Metrics) FailoverDuration(d time.Duration) { m.failoverDuration.Observe(d.Seconds()) }
+
+// BreadcrumbUnreadable implements controller.Metrics.
+func (m *Metrics) BreadcrumbUnreadable() { m.breadcrumbUnreadable.Inc() }
+
+// FencingFailed implements controller.Metrics.
+func (m *Metrics) FencingFailed() { m.fencingFailed.Inc() }
+
+// FenceAttempt implements fencer.Metrics.
+func (m *Metrics) FenceAttempt(method, result string, d time.Duration) {
+	m.fenceAttempts.WithLabelValues(method, result).Inc()
+	m.fenceDuration.WithLabelValues(method).Observe(d.Seconds())
+}
+
+// CheckDone implements healthcheck.Metrics.
+func (m *Metrics) CheckDone(result string, d time.Duration) {
+	m.healthChecks.WithLabelValues(result).Inc()
+	m.healthCheckDuration.Observe(d.Seconds())
+}
+
+// HealthState sets failoverd_health_up from a health state name as
+// healthcheck.State.String() spells it: 1 for "healthy", 0 for anything else.
+func (m *Metrics) HealthState(state string) {
+	m.healthUp.Set(boolFloat(state == healthyState))
+}

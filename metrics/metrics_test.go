@@ -1,0 +1,338 @@
+package metrics
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/common/expfmt"
+
+	"github.com/failoverd/failoverd/controller"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata golden files")
+
+// fakeStatus is a status func whose answer a test can change.
+type fakeStatus struct {
+	mu sync.Mutex
+	s  controller.Status
+}
+
+func (f *fakeStatus) get() controller.Status {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.s
+}
+
+func (f *fakeStatus) set(s controller.Status) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.s = s
+}
+
+func newTestMetrics(t *testing.T, status func() controller.Status) (*Metrics, *prometheus.Registry) {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	return New(reg, "1.2.3-test", status), reg
+}
+
+// exercise reports one of everything, as a failover would.
+func exercise(m *Metrics) {
+	m.CheckDone("success", 20*time.Millisecond)
+	m.CheckDone("success", 30*time.Millisecond)
+	m.CheckDone("timeout", time.Second)
+	m.HealthState("healthy")
+	m.StateChanged(controller.StateInitializing, controller.StateStandby)
+	m.ElectionWon()
+	m.StateChanged(controller.StateStandby, controller.StateFencing)
+	m.FenceAttempt("rpc", "failure", 5*time.Second)
+	m.FenceAttempt("ssh", "success", 700*time.Millisecond)
+	m.StateChanged(controller.StateFencing, controller.StatePromoting)
+	m.Promotion("success")
+	m.FailoverDuration(3 * time.Second)
+	m.StateChanged(controller.StatePromoting, controller.StateLeader)
+	m.Leader(true, 42)
+	m.BreadcrumbUnreadable()
+	m.FencingFailed()
+	m.LeadershipLost("lease_expired")
+	m.Demotion("failure")
+}
+
+// failoverdNames lists the failoverd_ families reg gathers, except
+// build_info, whose goversion label depends on the toolchain.
+func failoverdNames(t *testing.T, reg prometheus.Gatherer) []string {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("Gather: %v", err)
+	}
+	var names []string
+	for _, mf := range mfs {
+		name := mf.GetName()
+		if strings.HasPrefix(name, "failoverd_") && name != "failoverd_build_info" {
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
+func TestLint(t *testing.T) {
+	m, reg := newTestMetrics(t, nil)
+	exercise(m)
+	problems, err := testutil.GatherAndLint(reg)
+	if err != nil {
+		t.Fatalf("GatherAndLint: %v", err)
+	}
+	for _, p := range problems {
+		t.Errorf("lint: %s: %s", p.Metric, p.Text)
+	}
+}
+
+// TestExposition compares every failoverd_ series after a failover with
+// testdata/exposition.golden; run with -update to rewrite it.
+func TestExposition(t *testing.T) {
+	st := &fakeStatus{s: controller.Status{ZKConnected: true, LeaseRemaining: 2.5}}
+	m, reg := newTestMetrics(t, st.get)
+	exercise(m)
+
+	golden := filepath.Join("testdata", "exposition.golden")
+	names := failoverdNames(t, reg)
+	if *update {
+		out, err := testutil.GatherAndFormat(reg, expfmt.TypeTextPlain, names...)
+		if err != nil {
+			t.Fatalf("GatherAndFormat: %v", err)
+		}
+		if err := os.WriteFile(golden, out, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("reading golden file (run go test -update to create it): %v", err)
+	}
+	if err := testutil.GatherAndCompare(reg, bytes.NewReader(want), names...); err != nil {
+		t.Errorf("exposition differs from %s (go test -update rewrites it):\n%v", golden, err)
+	}
+}
+
+func TestInitialValues(t *testing.T) {
+	_, reg := newTestMetrics(t, nil)
+	want := `
+# HELP failoverd_state 1 for the controller's current state, 0 for every other state.
+# TYPE failoverd_state gauge
+failoverd_state{state="demoting"} 0
+failoverd_state{state="fencing"} 0
+failoverd_state{state="initializing"} 1
+failoverd_state{state="leader"} 0
+failoverd_state{state="out"} 0
+failoverd_state{state="promoting"} 0
+failoverd_state{state="standby"} 0
+failoverd_state{state="stopped"} 0
+# HELP failoverd_promotions_total Runs of the promote hook, by result.
+# TYPE failoverd_promotions_total counter
+failoverd_promotions_total{result="failure"} 0
+failoverd_promotions_total{result="success"} 0
+# HELP failoverd_zk_connected 1 while the ZooKeeper session is connected, else 0.
+# TYPE failoverd_zk_connected gauge
+failoverd_zk_connected 0
+# HELP failoverd_lease_remaining_seconds Time left on the leader lease before this node must demote itself, 0 when not leader.
+# TYPE failoverd_lease_remaining_seconds gauge
+failoverd_lease_remaining_seconds 0
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want),
+		"failoverd_state", "failoverd_promotions_total", "failoverd_zk_connected", "failoverd_lease_remaining_seconds"); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestStateChanged(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		from, to controller.State
+		want     controller.State // the only state at 1; "" for none
+	}{
+		{"to standby", controller.StateInitializing, controller.StateStandby, controller.StateStandby},
+		{"to leader", controller.StatePromoting, controller.StateLeader, controller.StateLeader},
+		{"stale from", controller.StateOut, controller.StateDemoting, controller.StateDemoting},
+		{"unknown state", controller.StateLeader, controller.State("bogus"), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, _ := newTestMetrics(t, nil)
+			m.StateChanged(controller.StateInitializing, controller.StateLeader)
+			m.StateChanged(tc.from, tc.to)
+			for _, s := range controller.AllStates {
+				want := 0.0
+				if s == tc.want {
+					want = 1
+				}
+				if got := testutil.ToFloat64(m.state.WithLabelValues(string(s))); got != want {
+					t.Errorf("after StateChanged(%q, %q): failoverd_state{state=%q} = %v, want %v", tc.from, tc.to, s, got, want)
+				}
+			}
+			if n := testutil.CollectAndCount(m.state); n != len(controller.AllStates) {
+				t.Errorf("failoverd_state has %d series, want %d", n, len(controller.AllStates))
+			}
+		})
+	}
+}
+
+func TestHealthState(t *testing.T) {
+	for _, tc := range []struct {
+		state string
+		want  float64
+	}{
+		{"healthy", 1},
+		{"unhealthy", 0},
+		{"not_responding", 0},
+		{"initializing", 0},
+		{"", 0},
+	} {
+		t.Run(tc.state, func(t *testing.T) {
+			m, _ := newTestMetrics(t, nil)
+			m.HealthState("healthy") // so a 0 is a change, not the default
+			m.HealthState(tc.state)
+			if got := testutil.ToFloat64(m.healthUp); got != tc.want {
+				t.Errorf("after HealthState(%q): failoverd_health_up = %v, want %v", tc.state, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestLeader(t *testing.T) {
+	m, _ := newTestMetrics(t, nil)
+	m.Leader(true, 7)
+	if got := testutil.ToFloat64(m.isLeader); got != 1 {
+		t.Errorf("failoverd_is_leader = %v, want 1", got)
+	}
+	m.Leader(false, 7)
+	if got := testutil.ToFloat64(m.isLeader); got != 0 {
+		t.Errorf("after losing: failoverd_is_leader = %v, want 0", got)
+	}
+	// The epoch stays: it names the last leadership.
+	if got := testutil.ToFloat64(m.epoch); got != 7 {
+		t.Errorf("failoverd_epoch = %v, want 7", got)
+	}
+}
+
+func TestCounters(t *testing.T) {
+	m, _ := newTestMetrics(t, nil)
+	exercise(m)
+	m.FenceAttempt("rpc", "failure", time.Second)
+	for _, tc := range []struct {
+		name string
+		c    prometheus.Collector
+		want float64
+	}{
+		{"elections_won_total", m.electionsWon, 1},
+		{`fence_attempts_total{method="rpc",result="failure"}`, m.fenceAttempts.WithLabelValues("rpc", "failure"), 2},
+		{`fence_attempts_total{method="ssh",result="success"}`, m.fenceAttempts.WithLabelValues("ssh", "success"), 1},
+		{`promotions_total{result="success"}`, m.promotions.WithLabelValues("success"), 1},
+		{`demotions_total{result="failure"}`, m.demotions.WithLabelValues("failure"), 1},
+		{`leadership_lost_total{reason="lease_expired"}`, m.leadershipLost.WithLabelValues("lease_expired"), 1},
+		{`health_checks_total{result="success"}`, m.healthChecks.WithLabelValues("success"), 2},
+		{`health_checks_total{result="failure"}`, m.healthChecks.WithLabelValues("failure"), 0},
+		{"breadcrumb_unreadable_total", m.breadcrumbUnreadable, 1},
+		{"fencing_failed_total", m.fencingFailed, 1},
+	} {
+		if got := testutil.ToFloat64(tc.c); got != tc.want {
+			t.Errorf("failoverd_%s = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestStatusGauges(t *testing.T) {
+	st := &fakeStatus{}
+	_, reg := newTestMetrics(t, st.get)
+	for _, tc := range []struct {
+		status    controller.Status
+		connected float64
+		lease     float64
+	}{
+		{controller.Status{}, 0, 0},
+		{controller.Status{ZKConnected: true, LeaseRemaining: 3.25}, 1, 3.25},
+		{controller.Status{ZKConnected: false, LeaseRemaining: 0.5}, 0, 0.5},
+	} {
+		st.set(tc.status)
+		want := fmt.Sprintf(`
+# HELP failoverd_zk_connected 1 while the ZooKeeper session is connected, else 0.
+# TYPE failoverd_zk_connected gauge
+failoverd_zk_connected %v
+# HELP failoverd_lease_remaining_seconds Time left on the leader lease before this node must demote itself, 0 when not leader.
+# TYPE failoverd_lease_remaining_seconds gauge
+failoverd_lease_remaining_seconds %v
+`, tc.connected, tc.lease)
+		if err := testutil.GatherAndCompare(reg, strings.NewReader(want),
+			"failoverd_zk_connected", "failoverd_lease_remaining_seconds"); err != nil {
+			t.Errorf("with status %+v: %v", tc.status, err)
+		}
+	}
+}
+
+func TestBuildInfo(t *testing.T) {
+	_, reg := newTestMetrics(t, nil)
+	want := fmt.Sprintf(`
+# HELP failoverd_build_info Always 1; labels name the failoverd version and the Go version it was built with.
+# TYPE failoverd_build_info gauge
+failoverd_build_info{goversion=%q,version="1.2.3-test"} 1
+`, runtime.Version())
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "failoverd_build_info"); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestRuntimeCollectors(t *testing.T) {
+	_, reg := newTestMetrics(t, nil)
+	for _, name := range []string{"go_goroutines", "go_memstats_alloc_bytes", "process_start_time_seconds"} {
+		n, err := testutil.GatherAndCount(reg, name)
+		if err != nil {
+			t.Fatalf("GatherAndCount(%q): %v", name, err)
+		}
+		if n == 0 {
+			t.Errorf("%s not registered", name)
+		}
+	}
+}
+
+// TestOwnRegistry checks that New touches only the registry it is given, so
+// two instances can live in one process.
+func TestOwnRegistry(t *testing.T) {
+	newTestMetrics(t, nil)
+	newTestMetrics(t, nil)
+	mfs, err := prometheus.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatalf("Gather: %v", err)
+	}
+	for _, mf := range mfs {
+		if strings.HasPrefix(mf.GetName(), "failoverd_") {
+			t.Errorf("%s registered on the default registry", mf.GetName())
+		}
+	}
+}
+
+func TestConcurrentUse(t *testing.T) {
+	st := &fakeStatus{}
+	m, reg := newTestMetrics(t, st.get)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			exercise(m)
+			st.set(controller.Status{ZKConnected: true})
+			if _, err := reg.Gather(); err != nil {
+				t.Errorf("Gather: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	if got := testutil.ToFloat64(m.electionsWon); got != 4 {
+		t.Errorf("failoverd_elections_won_total = %v, want 4", got)
+	}
+}
