@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -83,6 +84,36 @@ func failoverdNames(t *testing.T, reg prometheus.Gatherer) []string {
 		}
 	}
 	return names
+}
+
+// TestMetricNames pins the set of failoverd_ families, the ones the README
+// documents, so that a rename or a lost metric fails here and not on a
+// dashboard.
+func TestMetricNames(t *testing.T) {
+	m, reg := newTestMetrics(t, nil)
+	exercise(m)
+	want := []string{
+		"failoverd_breadcrumb_unreadable_total",
+		"failoverd_demotions_total",
+		"failoverd_elections_won_total",
+		"failoverd_epoch",
+		"failoverd_failover_duration_seconds",
+		"failoverd_fence_attempts_total",
+		"failoverd_fence_duration_seconds",
+		"failoverd_fencing_failed_total",
+		"failoverd_health_check_duration_seconds",
+		"failoverd_health_checks_total",
+		"failoverd_health_up",
+		"failoverd_is_leader",
+		"failoverd_leadership_lost_total",
+		"failoverd_lease_remaining_seconds",
+		"failoverd_promotions_total",
+		"failoverd_state",
+		"failoverd_zk_connected",
+	}
+	if got := failoverdNames(t, reg); !slices.Equal(got, want) {
+		t.Errorf("failoverd_ families (without build_info):\n got %q\nwant %q", got, want)
+	}
 }
 
 func TestLint(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/oklog/run"
+	oklog "github.com/oklog/run"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/failoverd/failoverd/admin"
@@ -159,8 +159,8 @@ func build(cfg *config.Config, logger *slog.Logger) (*daemon, error) {
 		token = s.Reveal()
 	}
 	h := admin.NewHandler(ctrl, reg, token, logger)
-	server, err := admin.NewServer(cfg.Node.Admin.Listen, h, logger)
-	if err != nil {
+	server := admin.NewServer(cfg.Node.Admin.Listen, h, admin.WithLogger(logger))
+	if err := server.Listen(); err != nil { // a port in use fails before we join
 		return nil, err
 	}
 	return &daemon{log: logger, client: client, ctrl: ctrl, monitor: monitor, server: server}, nil
@@ -224,22 +224,20 @@ func buildChecker(cfg *config.Config) (healthcheck.Checker, error) {
 
 // run starts every actor and returns after a graceful stop.
 func (d *daemon) run() error {
-	var g run.Group
+	var g oklog.Group
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
 	// Signals: SIGTERM/SIGINT start a graceful stop.
-	g.Add(run.SignalHandler(ctx, os.Interrupt, syscall.SIGTERM))
-
-	// Admin API: stays up until the controller has demoted, so the rpc
-	// fencer of a successor can still reach us.
-	g.Add(d.server.Run, d.server.Stop)
+	g.Add(oklog.SignalHandler(ctx, os.Interrupt, syscall.SIGTERM))
 
 	// Health monitor.
 	hctx, hcancel := context.WithCancel(ctx)
 	g.Add(func() error { return d.monitor.Run(hctx) }, func(error) { hcancel() })
 
-	// Controller: its interrupt blocks until the graceful stop finished.
+	// Controller: its interrupt blocks until the graceful stop finished
+	// (demote, breadcrumb, leave, close the session). Interrupts run in the
+	// order actors were added, so the admin API below stays up meanwhile.
 	cctx, ccancel := context.WithCancel(ctx)
 	cdone := make(chan struct{})
 	var cerr error
@@ -254,8 +252,12 @@ func (d *daemon) run() error {
 		d.log.Info("controller stopped")
 	})
 
+	// Admin API (metrics, status, and the rpc fencer's demote endpoint).
+	actx, acancel := context.WithCancel(ctx)
+	g.Add(func() error { return d.server.Run(actx) }, func(error) { acancel() })
+
 	err := g.Run()
-	var sig run.SignalError
+	var sig oklog.SignalError
 	if errors.As(err, &sig) {
 		d.log.Info("signal received; stopped gracefully", "signal", sig.Signal.String())
 		return cerr

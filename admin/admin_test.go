@@ -1,0 +1,400 @@
+package admin_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/failoverd/failoverd/admin"
+	"github.com/failoverd/failoverd/controller"
+	"github.com/failoverd/failoverd/fencer"
+	"github.com/failoverd/failoverd/metrics"
+)
+
+const testToken = "s3cret-admin-token"
+
+// fakeNode answers with fixed values and remembers the mutating calls.
+type fakeNode struct {
+	status     controller.Status
+	demoteResp fencer.DemoteResponse
+	demoteErr  error
+	cedeErr    error
+
+	mu      sync.Mutex
+	demotes []string
+	cedes   []time.Duration
+}
+
+func (n *fakeNode) Status() controller.Status { return n.status }
+
+func (n *fakeNode) Demote(_ context.Context, reason string) (fencer.DemoteResponse, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.demotes = append(n.demotes, reason)
+	return n.demoteResp, n.demoteErr
+}
+
+func (n *fakeNode) Cede(_ context.Context, d time.Duration) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.cedes = append(n.cedes, d)
+	return n.cedeErr
+}
+
+func (n *fakeNode) calls() (demotes []string, cedes []time.Duration) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return append([]string(nil), n.demotes...), append([]time.Duration(nil), n.cedes...)
+}
+
+var _ admin.Node = (*fakeNode)(nil)
+
+func leaderStatus() controller.Status {
+	return controller.Status{
+		Cluster: "orders", NodeID: "node-a", Host: "10.0.0.11",
+		State: controller.StateLeader, Role: "leader", Health: "healthy",
+		Epoch: 42, Since: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC),
+		ZKConnected: true, LeaseRemaining: 2.5, Version: "1.2.3",
+	}
+}
+
+func withState(state controller.State, health string) controller.Status {
+	s := leaderStatus()
+	s.State, s.Health = state, health
+	if state != controller.StateLeader {
+		s.Role = "standby"
+	}
+	return s
+}
+
+// do serves one request and returns the recorded response.
+func do(t *testing.T, h http.Handler, method, target, auth string) *httptest.ResponseRecorder {
+	t.Helper()
+	req := httptest.NewRequestWithContext(t.Context(), method, target, nil)
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	return rec
+}
+
+func decode[T any](t *testing.T, rec *httptest.ResponseRecorder) T {
+	t.Helper()
+	var v T
+	if err := json.Unmarshal(rec.Body.Bytes(), &v); err != nil {
+		t.Fatalf("decoding %q: %v", rec.Body.String(), err)
+	}
+	return v
+}
+
+func TestReadEndpoints(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		status   controller.Status
+		method   string
+		path     string
+		wantCode int
+		wantBody string // substring
+	}{
+		{"healthz", leaderStatus(), "GET", "/healthz", 200, "ok\n"},
+		{"healthz when out", withState(controller.StateOut, "unhealthy"), "GET", "/healthz", 200, "ok"},
+		{"healthz head", leaderStatus(), "HEAD", "/healthz", 200, ""},
+		{"healthz post", leaderStatus(), "POST", "/healthz", 405, ""},
+		{"status", leaderStatus(), "GET", "/v1/status", 200, `"node_id":"node-a"`},
+		{"status delete", leaderStatus(), "DELETE", "/v1/status", 405, ""},
+		{"leader when leader", leaderStatus(), "GET", "/leader", 200, `"state":"leader"`},
+		{"leader head", leaderStatus(), "HEAD", "/leader", 200, ""},
+		{"leader when promoting", withState(controller.StatePromoting, "healthy"), "GET", "/leader", 503, `"state":"promoting"`},
+		{"leader when fencing", withState(controller.StateFencing, "healthy"), "GET", "/leader", 503, ""},
+		{"leader when standby", withState(controller.StateStandby, "healthy"), "GET", "/leader", 503, `"epoch":42`},
+		{"leader post", leaderStatus(), "POST", "/leader", 405, ""},
+		{"standby when healthy standby", withState(controller.StateStandby, "healthy"), "GET", "/standby", 200, `"state":"standby"`},
+		{"standby when unhealthy standby", withState(controller.StateStandby, "unhealthy"), "GET", "/standby", 503, `"health":"unhealthy"`},
+		{"standby when out", withState(controller.StateOut, "healthy"), "GET", "/standby", 503, ""},
+		{"standby when leader", leaderStatus(), "GET", "/standby", 503, ""},
+		{"standby put", withState(controller.StateStandby, "healthy"), "PUT", "/standby", 405, ""},
+		{"unknown path", leaderStatus(), "GET", "/v1/nope", 404, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := admin.NewHandler(&fakeNode{status: tc.status}, prometheus.NewRegistry(), testToken, nil)
+			rec := do(t, h, tc.method, tc.path, "")
+			if rec.Code != tc.wantCode {
+				t.Fatalf("%s %s = %d, want %d; body %q", tc.method, tc.path, rec.Code, tc.wantCode, rec.Body)
+			}
+			if !strings.Contains(rec.Body.String(), tc.wantBody) {
+				t.Errorf("%s %s body = %q, want it to contain %q", tc.method, tc.path, rec.Body, tc.wantBody)
+			}
+			if rec.Code == 405 && rec.Header().Get("Allow") == "" {
+				t.Errorf("%s %s: 405 without Allow header", tc.method, tc.path)
+			}
+		})
+	}
+}
+
+func TestStatusJSON(t *testing.T) {
+	want := leaderStatus()
+	h := admin.NewHandler(&fakeNode{status: want}, prometheus.NewRegistry(), "", nil)
+	rec := do(t, h, "GET", "/v1/status", "")
+	if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
+		t.Errorf("Content-Type = %q, want application/json", ct)
+	}
+	if got := decode[controller.Status](t, rec); got != want {
+		t.Errorf("GET /v1/status = %+v, want %+v", got, want)
+	}
+}
+
+func TestRoleAnswer(t *testing.T) {
+	h := admin.NewHandler(&fakeNode{status: leaderStatus()}, prometheus.NewRegistry(), "", nil)
+	got := decode[admin.RoleAnswer](t, do(t, h, "GET", "/leader", ""))
+	want := admin.RoleAnswer{NodeID: "node-a", State: controller.StateLeader, Health: "healthy", Epoch: 42}
+	if got != want {
+		t.Errorf("GET /leader = %+v, want %+v", got, want)
+	}
+}
+
+func TestMetricsEndpoint(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := metrics.New(reg, "1.2.3", leaderStatus)
+	m.Leader(true, 42)
+	m.FenceAttempt("rpc", "success", time.Second)
+	h := admin.NewHandler(&fakeNode{status: leaderStatus()}, reg, "", nil)
+
+	rec := do(t, h, "GET", "/metrics", "")
+	if rec.Code != 200 {
+		t.Fatalf("GET /metrics = %d, want 200", rec.Code)
+	}
+	for _, want := range []string{
+		"failoverd_is_leader 1",
+		"failoverd_epoch 42",
+		`failoverd_state{state="initializing"} 1`,
+		`failoverd_fence_attempts_total{method="rpc",result="success"} 1`,
+		"failoverd_zk_connected 1",
+		"failoverd_lease_remaining_seconds 2.5",
+		`failoverd_build_info{goversion="`,
+		"go_goroutines ",
+	} {
+		if !strings.Contains(rec.Body.String(), want) {
+			t.Errorf("GET /metrics lacks %q", want)
+		}
+	}
+	if rec := do(t, h, "POST", "/metrics", ""); rec.Code != 405 {
+		t.Errorf("POST /metrics = %d, want 405", rec.Code)
+	}
+}
+
+// TestMutatingRefusals checks that neither mutating endpoint reaches the
+// node without the right token.
+func TestMutatingRefusals(t *testing.T) {
+	for _, path := range []string{"/v1/demote", "/v1/cede?for=30s"} {
+		for _, tc := range []struct {
+			name     string
+			token    string // configured
+			method   string
+			auth     string // sent
+			wantCode int
+		}{
+			{"disabled", "", "POST", "Bearer ", 403},
+			{"disabled, token sent", "", "POST", "Bearer " + testToken, 403},
+			{"disabled, get", "", "GET", "", 403},
+			{"missing", testToken, "POST", "", 401},
+			{"wrong", testToken, "POST", "Bearer wrong", 401},
+			{"prefix of token", testToken, "POST", "Bearer " + testToken[:5], 401},
+			{"not bearer", testToken, "POST", "Basic " + testToken, 401},
+			{"no scheme", testToken, "POST", testToken, 401},
+			{"get", testToken, "GET", "Bearer " + testToken, 405},
+			{"put", testToken, "PUT", "Bearer " + testToken, 405},
+		} {
+			t.Run(path+"/"+tc.name, func(t *testing.T) {
+				n := &fakeNode{status: leaderStatus()}
+				h := admin.NewHandler(n, prometheus.NewRegistry(), tc.token, nil)
+				rec := do(t, h, tc.method, path, tc.auth)
+				if rec.Code != tc.wantCode {
+					t.Errorf("%s %s = %d, want %d; body %q", tc.method, path, rec.Code, tc.wantCode, rec.Body)
+				}
+				if tc.wantCode == 401 && rec.Header().Get("WWW-Authenticate") == "" {
+					t.Errorf("401 without WWW-Authenticate")
+				}
+				if d, c := n.calls(); len(d) != 0 || len(c) != 0 {
+					t.Errorf("refused request reached the node: demotes %q, cedes %v", d, c)
+				}
+			})
+		}
+	}
+}
+
+func TestDemote(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		node     *fakeNode
+		body     string
+		wantCode int
+		want     fencer.DemoteResponse
+	}{
+		{
+			name:     "demoted",
+			node:     &fakeNode{demoteResp: fencer.DemoteResponse{Demoted: true, NodeID: "node-a", Epoch: 42}},
+			body:     `{"reason":"fenced","epoch":42,"from":"node-b"}`,
+			wantCode: 200,
+			want:     fencer.DemoteResponse{Demoted: true, NodeID: "node-a", Epoch: 42},
+		},
+		{
+			name:     "empty body",
+			node:     &fakeNode{demoteResp: fencer.DemoteResponse{Demoted: true, NodeID: "node-a"}},
+			wantCode: 200,
+			want:     fencer.DemoteResponse{Demoted: true, NodeID: "node-a"},
+		},
+		{
+			name:     "demote hook failed",
+			node:     &fakeNode{demoteResp: fencer.DemoteResponse{NodeID: "node-a"}, demoteErr: errors.New("demote hook: exit status 1")},
+			wantCode: 500,
+			want:     fencer.DemoteResponse{NodeID: "node-a", Error: "demote hook: exit status 1"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := admin.NewHandler(tc.node, prometheus.NewRegistry(), testToken, nil)
+			req := httptest.NewRequestWithContext(t.Context(), "POST", "/v1/demote", strings.NewReader(tc.body))
+			req.Header.Set("Authorization", "Bearer "+testToken)
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != tc.wantCode {
+				t.Fatalf("POST /v1/demote = %d, want %d; body %q", rec.Code, tc.wantCode, rec.Body)
+			}
+			if got := decode[fencer.DemoteResponse](t, rec); got != tc.want {
+				t.Errorf("POST /v1/demote = %+v, want %+v", got, tc.want)
+			}
+			if d, _ := tc.node.calls(); len(d) != 1 {
+				t.Errorf("Demote called %d times, want 1", len(d))
+			}
+		})
+	}
+}
+
+// TestDemoteByRPCFencer checks the admin API against its real client.
+func TestDemoteByRPCFencer(t *testing.T) {
+	n := &fakeNode{demoteResp: fencer.DemoteResponse{Demoted: true, NodeID: "node-a", Epoch: 42}}
+	srv := httptest.NewServer(admin.NewHandler(n, prometheus.NewRegistry(), testToken, nil))
+	defer srv.Close()
+	rpc, err := fencer.NewRPC(fencer.RPCConfig{Token: testToken, From: "node-b"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rpc.Fence(t.Context(), fencer.Target{NodeID: "node-a", AdminURL: srv.URL, Epoch: 42}); err != nil {
+		t.Errorf("Fence = %v, want nil", err)
+	}
+	if d, _ := n.calls(); len(d) != 1 || !strings.Contains(d[0], "node-b") {
+		t.Errorf("Demote reasons = %q, want one naming node-b", d)
+	}
+}
+
+func TestCede(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		query     string
+		cedeErr   error
+		wantCode  int
+		wantCede  time.Duration // 0: Cede must not be called
+		wantInErr string
+	}{
+		{"30s", "?for=30s", nil, 200, 30 * time.Second, ""},
+		{"minutes", "?for=5m", nil, 200, 5 * time.Minute, ""},
+		{"max", "?for=24h", nil, 200, 24 * time.Hour, ""},
+		{"missing", "", nil, 400, 0, "is required"},
+		{"empty", "?for=", nil, 400, 0, "is required"},
+		{"not a duration", "?for=soon", nil, 400, 0, "invalid duration"},
+		{"bare number", "?for=30", nil, 400, 0, "missing unit"},
+		{"zero", "?for=0s", nil, 400, 0, "must be > 0"},
+		{"negative", "?for=-1s", nil, 400, 0, "must be > 0"},
+		{"too long", "?for=24h1s", nil, 400, 0, "<= 24h0m0s"},
+		{"node refuses", "?for=30s", errors.New("controller: stopping"), 500, 30 * time.Second, "controller: stopping"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := &fakeNode{status: leaderStatus(), cedeErr: tc.cedeErr}
+			h := admin.NewHandler(n, prometheus.NewRegistry(), testToken, nil)
+			rec := do(t, h, "POST", "/v1/cede"+tc.query, "Bearer "+testToken)
+			if rec.Code != tc.wantCode {
+				t.Fatalf("POST /v1/cede%s = %d, want %d; body %q", tc.query, rec.Code, tc.wantCode, rec.Body)
+			}
+			got := decode[admin.CedeAnswer](t, rec)
+			if got.Ceded != (tc.wantCode == 200) {
+				t.Errorf("ceded = %v, want %v", got.Ceded, tc.wantCode == 200)
+			}
+			if !strings.Contains(got.Error, tc.wantInErr) || (tc.wantInErr == "") != (got.Error == "") {
+				t.Errorf("error = %q, want it to contain %q", got.Error, tc.wantInErr)
+			}
+			_, cedes := n.calls()
+			switch {
+			case tc.wantCede == 0 && len(cedes) != 0:
+				t.Errorf("Cede called with %v, want no call", cedes)
+			case tc.wantCede != 0 && (len(cedes) != 1 || cedes[0] != tc.wantCede):
+				t.Errorf("Cede calls = %v, want [%v]", cedes, tc.wantCede)
+			}
+			if tc.wantCode == 200 && (got.NodeID != "node-a" || got.For != tc.wantCede.String()) {
+				t.Errorf("answer = %+v, want node_id node-a and for %s", got, tc.wantCede)
+			}
+		})
+	}
+}
+
+// TestMutationLog checks that mutating calls are logged with the caller's
+// address and outcome, and that no token, right or wrong, is logged.
+func TestMutationLog(t *testing.T) {
+	var buf bytes.Buffer
+	logger := slog.New(slog.NewJSONHandler(&buf, nil))
+	n := &fakeNode{status: leaderStatus(), demoteResp: fencer.DemoteResponse{Demoted: true}}
+	h := admin.NewHandler(n, prometheus.NewRegistry(), testToken, logger)
+
+	do(t, h, "POST", "/v1/cede?for=30s", "Bearer "+testToken)
+	do(t, h, "POST", "/v1/demote", "Bearer "+testToken)
+	do(t, h, "POST", "/v1/demote", "Bearer guessed-token")
+	do(t, h, "GET", "/v1/status", "") // reads are not logged
+
+	type line struct {
+		Level      string `json:"level"`
+		Msg        string `json:"msg"`
+		Component  string `json:"component"`
+		Method     string `json:"method"`
+		Path       string `json:"path"`
+		RemoteAddr string `json:"remote_addr"`
+		Status     int    `json:"status"`
+	}
+	logged := buf.String()
+	var got []line
+	dec := json.NewDecoder(strings.NewReader(logged))
+	for {
+		var l line
+		if err := dec.Decode(&l); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, l)
+	}
+	want := []line{
+		{"INFO", "mutating request", "admin", "POST", "/v1/cede", "192.0.2.1:1234", 200},
+		{"INFO", "mutating request", "admin", "POST", "/v1/demote", "192.0.2.1:1234", 200},
+		{"INFO", "mutating request", "admin", "POST", "/v1/demote", "192.0.2.1:1234", 401},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("logged %d lines, want %d:\n%s", len(got), len(want), logged)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("log line %d = %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	if strings.Contains(logged, testToken) || strings.Contains(logged, "guessed-token") {
+		t.Errorf("a token reached the log:\n%s", logged)
+	}
+}

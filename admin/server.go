@@ -1,0 +1,123 @@
+package admin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// ShutdownTimeout bounds the graceful shutdown at the end of Server.Run;
+// connections still open after it are closed.
+const ShutdownTimeout = 5 * time.Second
+
+// Server serves a handler on a TCP address until its Run context ends.
+type Server struct {
+	listen string
+	srv    *http.Server
+	logger *slog.Logger
+
+	mu sync.Mutex
+	ln net.Listener
+}
+
+// ServerOption configures a Server.
+type ServerOption func(*Server)
+
+// WithLogger sends the server's own messages ("admin api listening" and the
+// net/http errors it would otherwise print to stderr) to l.
+func WithLogger(l *slog.Logger) ServerOption {
+	return func(s *Server) { s.logger = l }
+}
+
+// NewServer returns a Server for h on listen (host:port; port 0 picks a free
+// one, see Addr). It does not bind; Listen or Run does.
+func NewServer(listen string, h http.Handler, opts ...ServerOption) *Server {
+	s := &Server{listen: listen}
+	for _, o := range opts {
+		o(s)
+	}
+	if s.logger == nil {
+		s.logger = slog.New(slog.DiscardHandler)
+	}
+	s.logger = s.logger.With("component", "admin")
+	s.srv = &http.Server{
+		Handler: h,
+		// Bounds slow clients. There is no WriteTimeout: demote and cede
+		// wait for the demote hook, whose timeout the config sets.
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(s.logger.Handler(), slog.LevelWarn),
+	}
+	return s
+}
+
+// Listen binds the address now, so that a port in use is reported before
+// the daemon joins an election it could not be fenced in. Run calls it when
+// it has not been called. Calling it again is a no-op.
+func (s *Server) Listen() error {
+	_, err := s.listener()
+	return err
+}
+
+func (s *Server) listener() (net.Listener, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ln != nil {
+		return s.ln, nil
+	}
+	ln, err := net.Listen("tcp", s.listen)
+	if err != nil {
+		return nil, fmt.Errorf("admin api: %w", err) // *net.OpError names the address
+	}
+	s.ln = ln
+	return ln, nil
+}
+
+// Addr is the bound address, nil before Listen.
+func (s *Server) Addr() net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ln == nil {
+		return nil
+	}
+	return s.ln.Addr()
+}
+
+// Run serves until ctx ends, then shuts down gracefully within
+// ShutdownTimeout. It returns nil after a normal stop and an error when
+// binding or serving failed or connections had to be cut. Run may be called
+// once; as an oklog/run actor, cancel ctx in the interrupt function.
+func (s *Server) Run(ctx context.Context) error {
+	ln, err := s.listener()
+	if err != nil {
+		return err
+	}
+	s.logger.Info("admin api listening", "addr", ln.Addr().String())
+
+	served := make(chan error, 1)
+	go func() { served <- s.srv.Serve(ln) }()
+	select {
+	case err := <-served:
+		// Serve returns only on accept errors before Shutdown.
+		return fmt.Errorf("admin api on %s: %w", ln.Addr(), err)
+	case <-ctx.Done():
+	}
+
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ShutdownTimeout)
+	defer cancel()
+	shutdownErr := s.srv.Shutdown(shutdownCtx)
+	if shutdownErr != nil {
+		// In-flight requests outlived the timeout; cut them so Run ends.
+		shutdownErr = errors.Join(fmt.Errorf("admin api shutdown: %w", shutdownErr), s.srv.Close())
+	}
+	if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return errors.Join(fmt.Errorf("admin api on %s: %w", ln.Addr(), err), shutdownErr)
+	}
+	return shutdownErr
+}
