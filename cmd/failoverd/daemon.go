@@ -257,9 +257,8 @@ func (d *daemon) run() error {
 	g.Add(func() error { return d.server.Run(actx) }, func(error) { acancel() })
 
 	err := g.Run()
-	var sig oklog.SignalError
-	if errors.As(err, &sig) {
-		d.log.Info("signal received; stopped gracefully", "signal", sig.Signal.String())
+	if errors.Is(err, oklog.ErrSignal) {
+		d.log.Info("stopped on signal", "err", err)
 		return cerr
 	}
 	return err

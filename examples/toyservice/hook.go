@@ -50,12 +50,15 @@ func runHook(args []string, env hookEnv) int {
 	name := args[0]
 	fs := flag.NewFlagSet("hook "+name, flag.ContinueOnError)
 	fs.SetOutput(env.stderr)
-	toy := fs.String("toy", env.getenv("TOY_URL"), "toy service base URL (default $TOY_URL)")
+	var toy string
+	if name != "fence" {
+		fs.StringVar(&toy, "toy", env.getenv("TOY_URL"), "toy service base URL (default $TOY_URL)")
+	}
 	events := fs.String("events", env.getenv("FAILOVERD_EVENTS_LOG"), "events log to append to (default $FAILOVERD_EVENTS_LOG)")
 	timeout := fs.Duration("timeout", 2*time.Second, "bound on the HTTP call; keep it below the hook's timeout in failoverd")
 	var mapFile string
 	if name == "fence" {
-		fs.StringVar(&mapFile, "map", "", "file of `node-id toy-url` lines (also accepted as an argument)")
+		fs.StringVar(&mapFile, "map", "", "`file` of \"node-id toy-url\" lines (may also be given as an argument)")
 		fs.Usage = func() {
 			fmt.Fprintln(env.stderr, "usage: toyservice hook fence [flags] [MAPFILE | NODE_ID=TOY_URL]...")
 			fs.PrintDefaults()
@@ -74,7 +77,7 @@ func runHook(args []string, env hookEnv) int {
 			fmt.Fprintf(env.stderr, "hook %s: unexpected arguments %q\n", name, fs.Args())
 			return 2
 		}
-		base, err := baseURL(*toy)
+		base, err := baseURL(toy)
 		if err != nil {
 			fmt.Fprintf(env.stderr, "hook %s: -toy or $TOY_URL: %v\n", name, err)
 			return 2

@@ -1,0 +1,595 @@
+// Package clustertest runs real failoverd clusters for end-to-end tests, the
+// chaos suite and the benchmarks: a ZooKeeper (standalone or ensemble), and
+// per node the example toy service plus a failoverd process built from this
+// repository, all on loopback. Hooks are small bash scripts that append one
+// line per event to a shared events log, so tests read what happened, in
+// order, from one clock.
+package clustertest
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/failoverd/failoverd/controller"
+	"github.com/failoverd/failoverd/test/zktest"
+)
+
+// Options shape a cluster.
+type Options struct {
+	Nodes          int           // default 3
+	ZooKeepers     int           // 1 (standalone, default) or 3
+	SessionTimeout time.Duration // default 2s
+	Mode           string        // fair (default) or unfair
+	Auth           bool          // digest auth and ACLs on every znode
+	// ThroughProxy puts a fault proxy between every failoverd and ZooKeeper
+	// (standalone only): Node.Proxy can then partition one node.
+	ThroughProxy bool
+	// ExtraYAML is appended to every node's config.
+	ExtraYAML string
+	// NoRPCFence leaves out the rpc fencing method (shell only).
+	NoRPCFence bool
+	// StoreURL, when set, makes every toy service write to this fenced store.
+	StoreURL      string
+	WriteInterval time.Duration
+}
+
+// Cluster is a running test cluster.
+type Cluster struct {
+	t      testing.TB
+	Opts   Options
+	Dir    string
+	ZK     *zktest.Cluster
+	Nodes  []*Node
+	EventsPath string // the shared events log
+	Token  string
+}
+
+// Node is one failoverd plus its toy service.
+type Node struct {
+	c         *Cluster
+	ID        string
+	Config    string
+	AdminAddr string
+	ToyAddr   string
+	Proxy     *zktest.Proxy
+	dir       string
+
+	mu     sync.Mutex
+	daemon *exec.Cmd
+	done   chan struct{}
+	exit   error
+	toy    *exec.Cmd
+}
+
+var (
+	buildOnce sync.Once
+	binDir    string
+	buildErr  error
+)
+
+// Binaries builds failoverd and the toy service once per test binary.
+func Binaries(t testing.TB) (failoverd, toy string) {
+	t.Helper()
+	buildOnce.Do(func() {
+		binDir, buildErr = os.MkdirTemp("", "failoverd-bin-")
+		if buildErr != nil {
+			return
+		}
+		root := repoRoot()
+		for _, b := range [][2]string{{"failoverd", "./cmd/failoverd"}, {"toyservice", "./examples/toyservice"}} {
+			cmd := exec.Command("go", "build", "-race", "-o", filepath.Join(binDir, b[0]), b[1])
+			if os.Getenv("CLUSTERTEST_NORACE") != "" {
+				cmd = exec.Command("go", "build", "-o", filepath.Join(binDir, b[0]), b[1])
+			}
+			cmd.Dir = root
+			if out, err := cmd.CombinedOutput(); err != nil {
+				buildErr = fmt.Errorf("building %s: %v\n%s", b[0], err, out)
+				return
+			}
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return filepath.Join(binDir, "failoverd"), filepath.Join(binDir, "toyservice")
+}
+
+func repoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+// Start runs a cluster and waits until it has a promoted leader.
+func Start(t testing.TB, o Options) *Cluster {
+	t.Helper()
+	zktest.Require(t)
+	if _, err := exec.LookPath("curl"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("curl is required (make deps)")
+		}
+		t.Skip("curl is required (make deps)")
+	}
+	if o.Nodes == 0 {
+		o.Nodes = 3
+	}
+	if o.ZooKeepers == 0 {
+		o.ZooKeepers = 1
+	}
+	if o.SessionTimeout == 0 {
+		o.SessionTimeout = 2 * time.Second
+	}
+	if o.Mode == "" {
+		o.Mode = "fair"
+	}
+	fd, toy := Binaries(t)
+	c := &Cluster{t: t, Opts: o, Dir: t.TempDir(), Token: "test-token-" + strconv.Itoa(os.Getpid())}
+	c.EventsPath = filepath.Join(c.Dir, "events.log")
+	c.ZK = zktest.Start(t, o.ZooKeepers)
+	must(t, os.WriteFile(filepath.Join(c.Dir, "token"), []byte(c.Token+"\n"), 0o600))
+	must(t, os.WriteFile(filepath.Join(c.Dir, "zk.cred"), []byte("failoverd:s3cret\n"), 0o600))
+	c.writeScripts()
+
+	ports := zktest.FreePorts(t, 2*o.Nodes)
+	var fenceMap strings.Builder
+	for i := 0; i < o.Nodes; i++ {
+		n := &Node{c: c, ID: fmt.Sprintf("node-%c", 'a'+i),
+			AdminAddr: fmt.Sprintf("127.0.0.1:%d", ports[2*i]),
+			ToyAddr:   fmt.Sprintf("127.0.0.1:%d", ports[2*i+1])}
+		n.dir = filepath.Join(c.Dir, n.ID)
+		must(t, os.MkdirAll(n.dir, 0o755))
+		if o.ThroughProxy {
+			n.Proxy = zktest.NewProxy(t, func() string { return c.ZK.Servers[0].Addr() })
+		}
+		fmt.Fprintf(&fenceMap, "%s http://%s\n", n.ID, n.ToyAddr)
+		c.Nodes = append(c.Nodes, n)
+	}
+	must(t, os.WriteFile(filepath.Join(c.Dir, "toys.map"), []byte(fenceMap.String()), 0o644))
+	for _, n := range c.Nodes {
+		n.writeConfig(fd)
+		n.startToy(toy)
+	}
+	for _, n := range c.Nodes {
+		n.waitToy()
+	}
+	t.Cleanup(func() {
+		for _, n := range c.Nodes {
+			n.Kill(syscall.SIGKILL)
+			n.stopToy()
+		}
+		if t.Failed() {
+			c.DumpLogs()
+		}
+	})
+	for _, n := range c.Nodes {
+		n.Start()
+	}
+	c.WaitLeader("", 60*time.Second)
+	return c
+}
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Hook scripts: each appends "UNIXNANO EVENT key=value..." to the events log.
+func (c *Cluster) writeScripts() {
+	lib := `#!/usr/bin/env bash
+set -euo pipefail
+ev() { printf '%s %s\n' "$(date +%s%N)" "$*" >> "` + c.EventsPath + `"; }
+`
+	scripts := map[string]string{
+		"promote.sh": lib + `ev promote node=$FAILOVERD_NODE_ID epoch=$FAILOVERD_EPOCH role=$FAILOVERD_ROLE reason=$FAILOVERD_REASON prev=${FAILOVERD_PREVIOUS_LEADER:-} prev_epoch=${FAILOVERD_PREVIOUS_EPOCH:-}
+[ -e "$DIR/promote-fail" ] && { ev promote_failed node=$FAILOVERD_NODE_ID; exit 1; }
+[ -e "$DIR/promote-hang" ] && sleep 3600
+curl -fsS -m 2 -X POST "$TOY/promote?epoch=$FAILOVERD_EPOCH" >/dev/null
+`,
+		"demote.sh": lib + `curl -fsS -m 0.5 -X POST "$TOY/demote" >/dev/null || { ev demote_failed node=$FAILOVERD_NODE_ID reason=$FAILOVERD_REASON; exit 1; }
+ev demote node=$FAILOVERD_NODE_ID epoch=$FAILOVERD_EPOCH role=$FAILOVERD_ROLE reason=$FAILOVERD_REASON
+`,
+		"fence.sh": lib + `ev fence_attempt node=$FAILOVERD_NODE_ID target=$FAILOVERD_TARGET_ID target_epoch=$FAILOVERD_TARGET_EPOCH target_host=$FAILOVERD_TARGET_HOST cluster=$FAILOVERD_CLUSTER
+if [ -e "` + c.Dir + `/fence-fail" ]; then ev fence_failed node=$FAILOVERD_NODE_ID target=$FAILOVERD_TARGET_ID; exit 1; fi
+url=$(awk -v id="$FAILOVERD_TARGET_ID" '$1==id {print $2}' "` + c.Dir + `/toys.map")
+# Standing in for STONITH: demote the target's service; unreachable counts as down.
+code=$(curl -s -o /dev/null -w '%{http_code}' -m 2 -X POST "$url/demote" || true)
+case "$code" in 2*|000) ;; *) ev fence_failed node=$FAILOVERD_NODE_ID target=$FAILOVERD_TARGET_ID code=$code; exit 1;; esac
+ev fence node=$FAILOVERD_NODE_ID target=$FAILOVERD_TARGET_ID target_epoch=$FAILOVERD_TARGET_EPOCH
+`,
+	}
+	for name, body := range scripts {
+		must(c.t, os.WriteFile(filepath.Join(c.Dir, name), []byte(body), 0o755))
+	}
+}
+
+func (n *Node) writeConfig(failoverd string) {
+	c := n.c
+	o := c.Opts
+	servers := c.ZK.Addrs()
+	if n.Proxy != nil {
+		servers = []string{n.Proxy.Addr()}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "cluster: e2e\nnode:\n  id: %s\n  host: 127.0.0.1\n  shutdown_timeout: 15s\n", n.ID)
+	fmt.Fprintf(&b, "  admin:\n    listen: %s\n    token_file: %s\n", n.AdminAddr, filepath.Join(c.Dir, "token"))
+	fmt.Fprintf(&b, "zookeeper:\n  servers: [%s]\n  root: /failoverd\n  session_timeout: %s\n", strings.Join(servers, ", "), o.SessionTimeout)
+	if o.Auth {
+		fmt.Fprintf(&b, "  auth:\n    scheme: digest\n    credentials_file: %s\n", filepath.Join(c.Dir, "zk.cred"))
+	}
+	fmt.Fprintf(&b, "election:\n  mode: %s\n", o.Mode)
+	fmt.Fprintf(&b, "health:\n  interval: 200ms\n  timeout: 500ms\n  rise: 2\n  fall: 2\n  http:\n    url: http://%s/health\n", n.ToyAddr)
+	demoteTimeout := (o.SessionTimeout - o.SessionTimeout*2/3) * 9 / 10
+	fmt.Fprintf(&b, "service:\n  promote:\n    command: [%s]\n    timeout: 5s\n  demote:\n    command: [%s]\n    timeout: %s\n",
+		filepath.Join(c.Dir, "promote.sh"), filepath.Join(c.Dir, "demote.sh"), demoteTimeout.Round(time.Millisecond))
+	b.WriteString("fencing:\n  methods:\n")
+	if !o.NoRPCFence {
+		b.WriteString("    - rpc:\n        timeout: 1s\n")
+	}
+	fmt.Fprintf(&b, "    - shell:\n        command: [%s]\n        timeout: 5s\n", filepath.Join(c.Dir, "fence.sh"))
+	b.WriteString("log:\n  format: text\n  level: debug\n")
+	b.WriteString(o.ExtraYAML)
+	n.Config = filepath.Join(n.dir, "failoverd.yaml")
+	must(c.t, os.WriteFile(n.Config, []byte(b.String()), 0o644))
+	_ = failoverd
+}
+
+func (n *Node) startToy(bin string) {
+	args := []string{"serve", "-listen", n.ToyAddr, "-state", filepath.Join(n.dir, "toy"), "-node", n.ID, "-standby"}
+	if n.c.Opts.StoreURL != "" {
+		args = append(args, "-store", n.c.Opts.StoreURL)
+		if n.c.Opts.WriteInterval > 0 {
+			args = append(args, "-write-interval", n.c.Opts.WriteInterval.String())
+		}
+	}
+	cmd := exec.Command(bin, args...)
+	out, err := os.OpenFile(filepath.Join(n.dir, "toy.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	must(n.c.t, err)
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	must(n.c.t, cmd.Start())
+	n.toy = cmd
+	go func() { cmd.Wait(); out.Close() }()
+}
+
+func (n *Node) stopToy() {
+	if n.toy != nil && n.toy.Process != nil {
+		n.toy.Process.Kill()
+	}
+}
+
+// KillToy kills the node's service (SIGKILL).
+func (n *Node) KillToy() { n.stopToy() }
+
+func (n *Node) waitToy() {
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if resp, err := http.Get("http://" + n.ToyAddr + "/health"); err == nil {
+			resp.Body.Close()
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	n.c.t.Fatalf("toy service of %s did not start", n.ID)
+}
+
+// Start runs the node's failoverd (again).
+func (n *Node) Start() {
+	fd, _ := Binaries(n.c.t)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	cmd := exec.Command(fd, "run", "-c", n.Config)
+	out, err := os.OpenFile(filepath.Join(n.dir, "failoverd.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	must(n.c.t, err)
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.Env = append(os.Environ(), "TOY=http://"+n.ToyAddr, "DIR="+n.dir)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	must(n.c.t, cmd.Start())
+	done := make(chan struct{})
+	n.daemon, n.done = cmd, done
+	go func() {
+		err := cmd.Wait()
+		out.Close()
+		n.mu.Lock()
+		n.exit = err
+		n.mu.Unlock()
+		close(done)
+	}()
+}
+
+// Pid is the daemon's process id (0 when not started).
+func (n *Node) Pid() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.daemon == nil || n.daemon.Process == nil {
+		return 0
+	}
+	return n.daemon.Process.Pid
+}
+
+// ToyPid is the toy service's process id.
+func (n *Node) ToyPid() int {
+	if n.toy == nil || n.toy.Process == nil {
+		return 0
+	}
+	return n.toy.Process.Pid
+}
+
+// Dir is the node's working directory (logs, config, toy state).
+func (n *Node) Dir() string { return n.dir }
+
+// Running reports whether the daemon process is alive.
+func (n *Node) Running() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.done == nil {
+		return false
+	}
+	select {
+	case <-n.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// Signal sends sig to the daemon.
+func (n *Node) Signal(sig syscall.Signal) {
+	n.mu.Lock()
+	cmd := n.daemon
+	n.mu.Unlock()
+	if cmd != nil && cmd.Process != nil {
+		cmd.Process.Signal(sig)
+	}
+}
+
+// Kill sends sig and waits for the daemon to exit (SIGCONT first, so a
+// paused daemon can die).
+func (n *Node) Kill(sig syscall.Signal) {
+	n.Signal(sig)
+	n.Signal(syscall.SIGCONT)
+	n.Wait(30 * time.Second)
+}
+
+// Wait waits for the daemon to exit and returns its exit error.
+func (n *Node) Wait(timeout time.Duration) (error, bool) {
+	n.mu.Lock()
+	done := n.done
+	n.mu.Unlock()
+	if done == nil {
+		return nil, true
+	}
+	select {
+	case <-done:
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		return n.exit, true
+	case <-time.After(timeout):
+		return nil, false
+	}
+}
+
+// Status asks the node's admin API; ok is false when it does not answer.
+func (n *Node) Status() (controller.Status, bool) {
+	cl := http.Client{Timeout: time.Second}
+	resp, err := cl.Get("http://" + n.AdminAddr + "/v1/status")
+	if err != nil {
+		return controller.Status{}, false
+	}
+	defer resp.Body.Close()
+	var s controller.Status
+	if json.NewDecoder(resp.Body).Decode(&s) != nil {
+		return s, false
+	}
+	return s, true
+}
+
+// SetHealthy flips the toy service's health endpoint.
+func (n *Node) SetHealthy(ok bool) {
+	resp, err := http.Post(fmt.Sprintf("http://%s/admin/health?ok=%t", n.ToyAddr, ok), "", nil)
+	if err != nil {
+		n.c.t.Fatalf("toggling health of %s: %v", n.ID, err)
+	}
+	resp.Body.Close()
+}
+
+// Role asks the toy service for its role.
+func (n *Node) Role() string {
+	cl := http.Client{Timeout: time.Second}
+	resp, err := cl.Get("http://" + n.ToyAddr + "/role")
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	var r struct {
+		Role string `json:"role"`
+	}
+	json.NewDecoder(resp.Body).Decode(&r)
+	return r.Role
+}
+
+// CLI runs a failoverd command against this node's config.
+func (n *Node) CLI(args ...string) (string, int) {
+	fd, _ := Binaries(n.c.t)
+	all := append([]string{args[0], "-c", n.Config}, args[1:]...)
+	cmd := exec.Command(fd, all...)
+	out, err := cmd.CombinedOutput()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		code = -1
+	}
+	return string(out), code
+}
+
+// Node returns the node with id.
+func (c *Cluster) Node(id string) *Node {
+	for _, n := range c.Nodes {
+		if n.ID == id {
+			return n
+		}
+	}
+	c.t.Fatalf("no node %s", id)
+	return nil
+}
+
+// Leader returns the node whose admin API reports state leader, or nil.
+func (c *Cluster) Leader() *Node {
+	var found *Node
+	for _, n := range c.Nodes {
+		if s, ok := n.Status(); ok && s.State == controller.StateLeader {
+			if found != nil {
+				c.t.Errorf("two nodes report leader: %s and %s", found.ID, n.ID)
+			}
+			found = n
+		}
+	}
+	return found
+}
+
+// WaitLeader waits until a node other than not is promoted.
+func (c *Cluster) WaitLeader(not string, timeout time.Duration) *Node {
+	c.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		for _, n := range c.Nodes {
+			if n.ID == not {
+				continue
+			}
+			if s, ok := n.Status(); ok && s.State == controller.StateLeader {
+				return n
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	c.DumpLogs()
+	c.t.Fatalf("no leader (other than %q) within %v", not, timeout)
+	return nil
+}
+
+// Event is one line of the events log.
+type Event struct {
+	At   time.Time
+	Kind string
+	KV   map[string]string
+}
+
+// Events reads the events log.
+func (c *Cluster) Events() []Event {
+	f, err := os.Open(c.EventsPath)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	return ParseEvents(f)
+}
+
+// ParseEvents parses "UNIXNANO KIND k=v ..." lines.
+func ParseEvents(r io.Reader) []Event {
+	var evs []Event
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 2 {
+			continue
+		}
+		ns, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			continue
+		}
+		e := Event{At: time.Unix(0, ns), Kind: f[1], KV: map[string]string{}}
+		for _, kv := range f[2:] {
+			k, v, _ := strings.Cut(kv, "=")
+			e.KV[k] = v
+		}
+		evs = append(evs, e)
+	}
+	return evs
+}
+
+// Find returns the events of a kind, optionally filtered by key=value pairs.
+func Find(evs []Event, kind string, kv ...string) []Event {
+	var out []Event
+	for _, e := range evs {
+		if e.Kind != kind {
+			continue
+		}
+		ok := true
+		for i := 0; i+1 < len(kv); i += 2 {
+			if e.KV[kv[i]] != kv[i+1] {
+				ok = false
+			}
+		}
+		if ok {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// CheckNoOverlap fails the test when two nodes were promoted at the same time
+// according to the events log: a node is promoted from its promote event
+// until its demote event or a fence event naming it.
+func (c *Cluster) CheckNoOverlap() {
+	c.t.Helper()
+	active := map[string]int64{} // node -> epoch
+	for _, e := range c.Events() {
+		node := e.KV["node"]
+		switch e.Kind {
+		case "promote":
+			ep, _ := strconv.ParseInt(e.KV["epoch"], 10, 64)
+			for other, oe := range active {
+				if other != node {
+					c.t.Errorf("split brain at %s: %s promoted (epoch %d) while %s (epoch %d) was neither demoted nor fenced",
+						e.At.Format("15:04:05.000000"), node, ep, other, oe)
+				}
+			}
+			active[node] = ep
+		case "demote":
+			delete(active, node)
+		case "fence":
+			delete(active, e.KV["target"])
+		}
+	}
+}
+
+// DumpLogs writes every node's failoverd log tail and the events log to the test log.
+func (c *Cluster) DumpLogs() {
+	for _, n := range c.Nodes {
+		for _, name := range []string{"failoverd.log", "toy.log"} {
+			b, err := os.ReadFile(filepath.Join(n.dir, name))
+			if err != nil {
+				continue
+			}
+			if len(b) > 48<<10 {
+				b = b[len(b)-48<<10:]
+			}
+			c.t.Logf("==== %s %s ====\n%s", n.ID, name, b)
+		}
+	}
+	if b, err := os.ReadFile(c.EventsPath); err == nil {
+		c.t.Logf("==== events ====\n%s", b)
+	}
+}
+
+// Context returns a context bounded by d, cancelled at the end of the test.
+func Context(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}

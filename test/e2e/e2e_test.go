@@ -1,0 +1,373 @@
+// End-to-end tests: real failoverd binaries, real ZooKeeper, the example
+// toy service, hooks that log every event. See test/clustertest.
+package e2e
+
+import (
+	"errors"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/failoverd/failoverd/breadcrumb"
+	"github.com/failoverd/failoverd/controller"
+	"github.com/failoverd/failoverd/test/clustertest"
+	"github.com/failoverd/failoverd/zk"
+)
+
+func epochOf(t *testing.T, n *clustertest.Node) int64 {
+	t.Helper()
+	s, ok := n.Status()
+	if !ok {
+		t.Fatalf("%s does not answer", n.ID)
+	}
+	return s.Epoch
+}
+
+func promotesOf(c *clustertest.Cluster, node string) []clustertest.Event {
+	return clustertest.Find(c.Events(), "promote", "node", node)
+}
+
+func TestExactlyOnePromotedAndGracefulHandover(t *testing.T) {
+	c := clustertest.Start(t, clustertest.Options{})
+	old := c.Leader()
+	if old == nil {
+		t.Fatal("no leader")
+	}
+	time.Sleep(time.Second) // settle: nobody else promotes
+	if n := len(clustertest.Find(c.Events(), "promote")); n != 1 {
+		t.Fatalf("%d promotions at start, want 1", n)
+	}
+	if old.Role() != "primary" {
+		t.Errorf("leader's service role = %q, want primary", old.Role())
+	}
+	oldEpoch := epochOf(t, old)
+
+	start := time.Now()
+	old.Signal(syscall.SIGTERM)
+	err, exited := old.Wait(20 * time.Second)
+	if !exited {
+		t.Fatal("leader did not exit within 20s of SIGTERM")
+	}
+	if err != nil {
+		t.Errorf("leader exited with %v, want 0", err)
+	}
+	next := c.WaitLeader(old.ID, 20*time.Second)
+	t.Logf("graceful handover %s -> %s in %v", old.ID, next.ID, time.Since(start))
+	if ep := epochOf(t, next); ep <= oldEpoch {
+		t.Errorf("new epoch %d not above %d", ep, oldEpoch)
+	}
+	evs := c.Events()
+	if f := clustertest.Find(evs, "fence_attempt"); len(f) != 0 {
+		t.Errorf("graceful handover fenced: %v", f)
+	}
+	if d := clustertest.Find(evs, "demote", "node", old.ID, "reason", "shutdown"); len(d) != 1 {
+		t.Errorf("old leader demote events with reason shutdown: %d, want 1", len(d))
+	}
+	if old.Role() != "standby" {
+		t.Errorf("old service role = %q, want standby", old.Role())
+	}
+	c.CheckNoOverlap()
+}
+
+func TestCrashedLeaderIsFencedBeforeSuccessorPromotes(t *testing.T) {
+	c := clustertest.Start(t, clustertest.Options{})
+	old := c.Leader()
+	oldEpoch := epochOf(t, old)
+	old.Kill(syscall.SIGKILL)
+	next := c.WaitLeader(old.ID, 30*time.Second)
+	evs := c.Events()
+	fences := clustertest.Find(evs, "fence", "target", old.ID)
+	if len(fences) == 0 {
+		t.Fatal("crashed leader was not fenced")
+	}
+	f := fences[0]
+	if f.KV["target_epoch"] != strconv.FormatInt(oldEpoch, 10) || f.KV["node"] != next.ID {
+		t.Errorf("fence event %v, want target_epoch=%d by %s", f.KV, oldEpoch, next.ID)
+	}
+	p := promotesOf(c, next.ID)
+	if len(p) == 0 || p[len(p)-1].At.Before(f.At) {
+		t.Fatalf("successor promoted before fencing finished: %v / %v", p, f)
+	}
+	last := p[len(p)-1]
+	if last.KV["prev"] != old.ID || last.KV["prev_epoch"] != strconv.FormatInt(oldEpoch, 10) {
+		t.Errorf("promote env prev=%s prev_epoch=%s, want %s/%d", last.KV["prev"], last.KV["prev_epoch"], old.ID, oldEpoch)
+	}
+	if ep, _ := strconv.ParseInt(last.KV["epoch"], 10, 64); ep <= oldEpoch {
+		t.Errorf("new epoch %d not above %d", ep, oldEpoch)
+	}
+	// The old service was stood down by the fence.
+	if old.Role() != "standby" {
+		t.Errorf("old service role %q after fencing, want standby", old.Role())
+	}
+	c.CheckNoOverlap()
+}
+
+func TestPausedLeaderIsFencedAndNeverActsAgain(t *testing.T) {
+	c := clustertest.Start(t, clustertest.Options{})
+	old := c.Leader()
+	old.Signal(syscall.SIGSTOP)
+	next := c.WaitLeader(old.ID, 30*time.Second)
+	if len(clustertest.Find(c.Events(), "fence", "target", old.ID)) == 0 {
+		t.Error("paused leader was not fenced")
+	}
+	old.Signal(syscall.SIGCONT)
+	// It must notice its lost lease/session, demote, and never promote again.
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		if s, ok := old.Status(); ok && s.State != controller.StateLeader && s.State != controller.StateDemoting {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(3 * time.Second)
+	if s, _ := old.Status(); s.State == controller.StateLeader {
+		t.Fatalf("woken leader still reports leader")
+	}
+	if n := len(promotesOf(c, old.ID)); n != 1 {
+		t.Errorf("old leader promoted %d times, want 1 (never again after the pause)", n)
+	}
+	if l := c.Leader(); l == nil || l.ID != next.ID {
+		t.Errorf("leader after wake-up = %v, want %s", l, next.ID)
+	}
+	if len(clustertest.Find(c.Events(), "demote", "node", old.ID)) == 0 {
+		t.Error("woken leader did not run its demote hook")
+	}
+	c.CheckNoOverlap()
+}
+
+func TestUnhealthyLeaderStepsDownAndRejoins(t *testing.T) {
+	c := clustertest.Start(t, clustertest.Options{})
+	old := c.Leader()
+	old.SetHealthy(false)
+	next := c.WaitLeader(old.ID, 30*time.Second)
+	if d := clustertest.Find(c.Events(), "demote", "node", old.ID, "reason", "unhealthy"); len(d) == 0 {
+		t.Error("no demote with reason unhealthy")
+	}
+	old.SetHealthy(true)
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		s, _ := old.Status()
+		if s.State == controller.StateStandby && s.Health == "healthy" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("old leader did not rejoin as standby: %+v", s)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if l := c.Leader(); l == nil || l.ID != next.ID {
+		t.Errorf("leader changed when the old one rejoined: %v", l)
+	}
+	c.CheckNoOverlap()
+}
+
+func TestZooKeeperOutageDemotesWithinLease(t *testing.T) {
+	c := clustertest.Start(t, clustertest.Options{SessionTimeout: 2 * time.Second})
+	old := c.Leader()
+	stopped := time.Now()
+	c.ZK.StopAll()
+	deadline := time.Now().Add(10 * time.Second)
+	var demotedAt time.Time
+	for demotedAt.IsZero() && time.Now().Before(deadline) {
+		for _, d := range clustertest.Find(c.Events(), "demote", "node", old.ID) {
+			if d.At.After(stopped) {
+				demotedAt = d.At
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if demotedAt.IsZero() {
+		t.Fatal("leader did not demote while zookeeper was down")
+	}
+	t.Logf("leader demoted %v after zookeeper stopped (session 2s, lease 1.33s)", demotedAt.Sub(stopped))
+	if d := demotedAt.Sub(stopped); d > 2*time.Second {
+		t.Errorf("demote %v after the outage began, later than the session timeout", d)
+	}
+	promotes := len(clustertest.Find(c.Events(), "promote"))
+	time.Sleep(3 * time.Second)
+	if n := len(clustertest.Find(c.Events(), "promote")); n != promotes {
+		t.Errorf("someone promoted while zookeeper was down")
+	}
+	c.ZK.StartAll()
+	c.WaitLeader("", 60*time.Second)
+	c.CheckNoOverlap()
+}
+
+func TestFailedFencingBlocksPromotionUntilItWorks(t *testing.T) {
+	c := clustertest.Start(t, clustertest.Options{NoRPCFence: true})
+	failFile := filepath.Join(c.Dir, "fence-fail")
+	if err := os.WriteFile(failFile, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	old := c.Leader()
+	old.Kill(syscall.SIGKILL)
+	// Fencing fails: nobody may promote.
+	deadline := time.Now().Add(8 * time.Second)
+	for time.Now().Before(deadline) {
+		if l := c.Leader(); l != nil {
+			t.Fatalf("%s promoted although fencing fails", l.ID)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if n := len(clustertest.Find(c.Events(), "fence_failed")); n == 0 {
+		t.Fatal("no fencing attempt failed; the test proves nothing")
+	}
+	os.Remove(failFile)
+	next := c.WaitLeader(old.ID, 60*time.Second)
+	if len(clustertest.Find(c.Events(), "fence", "target", old.ID)) == 0 {
+		t.Errorf("%s promoted without a successful fence", next.ID)
+	}
+	c.CheckNoOverlap()
+}
+
+func TestManualFailover(t *testing.T) {
+	c := clustertest.Start(t, clustertest.Options{})
+	old := c.Leader()
+	var target *clustertest.Node
+	for _, n := range c.Nodes {
+		if n != old {
+			target = n
+		}
+	}
+	// Wait until every member is published healthy.
+	time.Sleep(time.Second)
+	out, code := old.CLI("failover", "--to", target.ID, "--timeout", "20s")
+	if code != 0 {
+		t.Fatalf("failover exit %d: %s", code, out)
+	}
+	t.Logf("failover: %s", strings.TrimSpace(out))
+	if l := c.Leader(); l == nil || l.ID != target.ID {
+		t.Fatalf("leader after failover = %v, want %s", l, target.ID)
+	}
+	evs := c.Events()
+	if f := clustertest.Find(evs, "fence_attempt"); len(f) != 0 {
+		t.Errorf("manual failover needed fencing: %v", f)
+	}
+	// No third node grabbed leadership in between.
+	for _, p := range clustertest.Find(evs, "promote") {
+		if p.KV["node"] != old.ID && p.KV["node"] != target.ID {
+			t.Errorf("third node %s promoted during the failover", p.KV["node"])
+		}
+	}
+	// Refusals: unknown node, and status output.
+	if out, code := old.CLI("failover", "--to", "nope", "--timeout", "2s"); code == 0 || !strings.Contains(out, "not a member") {
+		t.Errorf("failover to unknown node: exit %d, %s", code, out)
+	}
+	out, code = old.CLI("status")
+	if code != 0 || !strings.Contains(out, target.ID) || !strings.Contains(out, "leader") || !strings.Contains(out, "Breadcrumb: "+target.ID) {
+		t.Errorf("status exit %d:\n%s", code, out)
+	}
+	c.CheckNoOverlap()
+}
+
+func TestAdminAPIRefusesMutatingCallsWithoutToken(t *testing.T) {
+	c := clustertest.Start(t, clustertest.Options{})
+	n := c.Leader()
+	for _, path := range []string{"/v1/demote", "/v1/cede?for=10s"} {
+		for _, auth := range []string{"", "Bearer wrong"} {
+			req, _ := http.NewRequest("POST", "http://"+n.AdminAddr+path, strings.NewReader(`{}`))
+			if auth != "" {
+				req.Header.Set("Authorization", auth)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusUnauthorized {
+				t.Errorf("POST %s with %q: %d, want 401", path, auth, resp.StatusCode)
+			}
+		}
+	}
+	if l := c.Leader(); l == nil || l.ID != n.ID {
+		t.Error("leadership changed after refused calls")
+	}
+	resp, err := http.Get("http://" + n.AdminAddr + "/leader")
+	if err != nil || resp.StatusCode != 200 {
+		t.Errorf("GET /leader on the leader: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	resp, err = http.Get("http://" + n.AdminAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, 1<<20)
+	k, _ := resp.Body.Read(b)
+	resp.Body.Close()
+	if !strings.Contains(string(b[:k]), "failoverd_") {
+		t.Error("/metrics has no failoverd_ series")
+	}
+	// With the token, cede hands over.
+	req, _ := http.NewRequest("POST", "http://"+n.AdminAddr+"/v1/cede?for=20s", nil)
+	req.Header.Set("Authorization", "Bearer "+c.Token)
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("cede with token: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	c.WaitLeader(n.ID, 20*time.Second)
+	c.CheckNoOverlap()
+}
+
+func TestACLsKeepOthersFromDeletingOurZnodes(t *testing.T) {
+	c := clustertest.Start(t, clustertest.Options{Auth: true})
+	cl, err := zk.NewClient(zk.Config{Servers: c.ZK.Addrs(), SessionTimeout: 4 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	sess, err := cl.Session(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	bc := breadcrumb.Path("/failoverd", "e2e")
+	if _, _, err := breadcrumb.Read(t.Context(), sess, bc); err != nil {
+		t.Fatalf("world cannot read the breadcrumb: %v", err)
+	}
+	if err := sess.Delete(t.Context(), bc, -1); !errors.Is(err, zk.ErrNoAuth) {
+		t.Errorf("unauthenticated delete of the breadcrumb: %v, want ErrNoAuth", err)
+	}
+	dir := controller.ElectionDir("/failoverd", "e2e")
+	kids, err := sess.Children(t.Context(), dir)
+	if err != nil || len(kids) == 0 {
+		t.Fatalf("election znodes: %v %v", kids, err)
+	}
+	for _, k := range kids {
+		if err := sess.Delete(t.Context(), dir+"/"+k, -1); !errors.Is(err, zk.ErrNoAuth) {
+			t.Errorf("unauthenticated delete of election znode %s: %v, want ErrNoAuth", k, err)
+		}
+	}
+}
+
+func TestValidateNamesBadKeys(t *testing.T) {
+	c := clustertest.Start(t, clustertest.Options{Nodes: 1})
+	n := c.Nodes[0]
+	if out, code := n.CLI("validate"); code != 0 || strings.TrimSpace(out) != "ok" {
+		t.Errorf("validate good config: exit %d, %s", code, out)
+	}
+	bad := filepath.Join(c.Dir, "bad.yaml")
+	os.WriteFile(bad, []byte("cluster: x\nnode: {id: a, host: h, tokn: 1}\nzookeeper: {servers: [nohostport]}\nfencing: {methods: [{ssh: {user: root, known_hosts: /nonexistent, kill_port: 5432}}]}\n"), 0o644)
+	fd, _ := clustertest.Binaries(t)
+	out, code := runCmd(fd, "validate", "-c", bad)
+	if code != 2 || !strings.Contains(out, "node.tokn") {
+		t.Errorf("validate bad config: exit %d, want 2 naming node.tokn:\n%s", code, out)
+	}
+	os.WriteFile(bad, []byte("cluster: x\nnode: {id: a, host: h}\nzookeeper: {servers: [nohostport]}\nhealth: {tcp: {address: 127.0.0.1:1}}\nfencing: {methods: [{ssh: {user: root, known_hosts: /nonexistent, kill_port: 5432}}]}\n"), 0o644)
+	out, code = runCmd(fd, "validate", "-c", bad)
+	for _, want := range []string{"zookeeper.servers[0]", "fencing.methods[0].ssh.known_hosts"} {
+		if code != 2 || !strings.Contains(out, want) {
+			t.Errorf("validate: exit %d, want 2 and %q in:\n%s", code, want, out)
+		}
+	}
+	if _, code := runCmd(fd, "validate"); code != 2 {
+		t.Errorf("validate without -c: exit %d, want 2", code)
+	}
+	if out, code := runCmd(fd, "run", "--help"); code != 0 || !strings.Contains(out, "-c") {
+		t.Errorf("run --help: exit %d: %s", code, out)
+	}
+}
