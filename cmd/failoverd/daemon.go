@@ -208,7 +208,6 @@ func buildFencer(cfg *config.Config, logger *slog.Logger, m fencer.Metrics) (*fe
 	return fencer.NewChain(steps, logger, m)
 }
 
-
 func buildChecker(cfg *config.Config) (healthcheck.Checker, error) {
 	h := cfg.Health
 	switch {

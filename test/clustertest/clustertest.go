@@ -49,13 +49,13 @@ type Options struct {
 
 // Cluster is a running test cluster.
 type Cluster struct {
-	t      testing.TB
-	Opts   Options
-	Dir    string
-	ZK     *zktest.Cluster
-	Nodes  []*Node
+	t          testing.TB
+	Opts       Options
+	Dir        string
+	ZK         *zktest.Cluster
+	Nodes      []*Node
 	EventsPath string // the shared events log
-	Token  string
+	Token      string
 }
 
 // Node is one failoverd plus its toy service.
