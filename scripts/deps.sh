@@ -10,6 +10,7 @@ command -v java >/dev/null 2>&1 || need+=(default-jre-headless)
 command -v ssh-keygen >/dev/null 2>&1 || need+=(openssh-client)
 command -v ss >/dev/null 2>&1 || need+=(iproute2)
 command -v fuser >/dev/null 2>&1 || need+=(psmisc)
+command -v curl >/dev/null 2>&1 || need+=(curl)
 
 if [ ${#need[@]} -eq 0 ]; then
   echo ">> deps: everything present"
