@@ -423,6 +423,20 @@ func (c *Controller) takeOver(lctx context.Context, l election.Leadership) (prev
 		return p, true
 	}
 	p.record = &rec
+	if rec.NodeID == c.cfg.NodeID {
+		// An earlier leadership of this very node (a restart, or a term that
+		// ended without cleanup): its service is ours, so demoting it locally
+		// is the fence; asking our own admin API would only make us step aside.
+		if err := c.runHook(lctx, "demote", c.cfg.Demote, "fence_previous_term", rec.Epoch, nil); err != nil {
+			c.metrics.FencingFailed()
+			c.log.Error("demoting our own previous term failed: not promoting", "target_epoch", rec.Epoch, "err", err)
+			c.setErr(err)
+			c.backoff("fencing_failed")
+			return p, false
+		}
+		c.log.Info("previous term of this node fenced by a local demote", "target_epoch", rec.Epoch)
+		return p, true
+	}
 	t := fencer.Target{NodeID: rec.NodeID, Host: rec.Host, AdminURL: rec.AdminURL, Epoch: rec.Epoch}
 	if c.fence == nil {
 		c.log.Warn("promoting without fencing the previous leader (fencing.allow_none)", "target", rec.NodeID, "target_epoch", rec.Epoch)
