@@ -371,3 +371,37 @@ func TestValidateNamesBadKeys(t *testing.T) {
 		t.Errorf("run --help: exit %d: %s", code, out)
 	}
 }
+
+func TestFailedPromotionDemotesAndBacksOff(t *testing.T) {
+	c := clustertest.Start(t, clustertest.Options{})
+	old := c.Leader()
+	for _, n := range c.Nodes {
+		if n != old {
+			if err := os.WriteFile(filepath.Join(n.Dir(), "promote-fail"), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	old.Kill(syscall.SIGTERM)
+	deadline := time.Now().Add(20 * time.Second)
+	for len(clustertest.Find(c.Events(), "promote_failed")) < 2 && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	failed := clustertest.Find(c.Events(), "promote_failed")
+	if len(failed) < 2 {
+		t.Fatalf("%d failed promotions, want at least 2", len(failed))
+	}
+	for _, f := range failed {
+		if d := clustertest.Find(c.Events(), "demote", "node", f.KV["node"], "reason", "promote_failed"); len(d) == 0 {
+			t.Errorf("%s did not demote after its promote hook failed", f.KV["node"])
+		}
+	}
+	if l := c.Leader(); l != nil {
+		t.Fatalf("%s reports leader although its promote hook failed", l.ID)
+	}
+	for _, n := range c.Nodes {
+		os.Remove(filepath.Join(n.Dir(), "promote-fail"))
+	}
+	c.WaitLeader(old.ID, 60*time.Second)
+	c.CheckNoOverlap()
+}
