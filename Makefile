@@ -34,6 +34,9 @@ bench: deps
 	@echo ">> benchmarks (real ZooKeeper, loopback)"
 	BENCH_JSON=$(CURDIR)/bench-results.json $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 90m ./test/bench/
 
+demo:
+	@GO="$(GO)" bash examples/demo/demo.sh
+
 tidy-check:
 	$(GO) mod tidy && git diff --exit-code go.mod go.sum
 

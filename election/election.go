@@ -280,11 +280,12 @@ func (e *Elector) campaign(ctx context.Context, sess *zk.Session, kick <-chan st
 		}
 		defer e.leave(sess, node)
 	} else {
-		if node, err = e.join(ctx, sess); err != nil {
+		var czxid int64
+		if node, czxid, err = e.join(ctx, sess); err != nil {
 			return err
 		}
 		defer e.leave(sess, node)
-		epoch, err = e.waitTurn(ctx, sess, node, kick)
+		epoch, err = e.waitTurn(ctx, sess, node, czxid, kick)
 		if errors.Is(err, errKicked) {
 			return nil
 		}
@@ -331,32 +332,33 @@ func (e *Elector) create(ctx context.Context, sess *zk.Session, p string, mode z
 }
 
 // join creates our fair-mode znode, surviving a lost create response.
-func (e *Elector) join(ctx context.Context, sess *zk.Session) (string, error) {
+// It returns the znode and its czxid (0 when adopted: not known yet).
+func (e *Elector) join(ctx context.Context, sess *zk.Session) (string, int64, error) {
 	prefix := e.cfg.Dir + "/c_" + e.guid + "-n_"
 	// Leftovers of earlier terms (a leave that failed while ZooKeeper was
 	// away) must go: adopting one would reuse an old epoch.
 	if _, err := e.adopt(ctx, sess, false); err != nil {
-		return "", err
+		return "", 0, err
 	}
 	for attempt := 0; ; attempt++ {
-		node, _, err := e.create(ctx, sess, prefix, zk.EphemeralSequential)
+		node, st, err := e.create(ctx, sess, prefix, zk.EphemeralSequential)
 		if err == nil {
-			return node, nil
+			return node, st.Czxid, nil
 		}
 		if !errors.Is(err, zk.ErrConnectionLoss) || attempt >= 5 {
-			return "", fmt.Errorf("joining the election: %w", err)
+			return "", 0, fmt.Errorf("joining the election: %w", err)
 		}
 		e.log.Warn("create response lost; looking for our znode", "err", err)
 		if err := waitConnected(ctx, sess); err != nil {
-			return "", err
+			return "", 0, err
 		}
 		node, err = e.adopt(ctx, sess, true)
 		if err != nil {
-			return "", err
+			return "", 0, err
 		}
 		if node != "" {
 			e.log.Info("found our znode after a lost create response", "node", node)
-			return node, nil
+			return node, 0, nil
 		}
 	}
 }
@@ -471,7 +473,8 @@ func Queue(ctx context.Context, sess *zk.Session, dir string) ([]string, error) 
 
 // waitTurn blocks until our fair-mode znode is the lowest, watching only the
 // predecessor. It returns our epoch (the znode's czxid).
-func (e *Elector) waitTurn(ctx context.Context, sess *zk.Session, node string, kick <-chan struct{}) (int64, error) {
+// czxid, when known from the create, saves a round trip at the end.
+func (e *Elector) waitTurn(ctx context.Context, sess *zk.Session, node string, czxid int64, kick <-chan struct{}) (int64, error) {
 	name := node[strings.LastIndex(node, "/")+1:]
 	for {
 		kids, err := sess.Children(ctx, e.cfg.Dir)
@@ -491,6 +494,9 @@ func (e *Elector) waitTurn(ctx context.Context, sess *zk.Session, node string, k
 		}
 		if idx < 0 {
 			return 0, fmt.Errorf("%w: %s", ErrNodeDeleted, node)
+		}
+		if idx == 0 && czxid > 0 {
+			return czxid, nil // created by this session, still listed: ours
 		}
 		if idx == 0 {
 			ok, st, err := sess.Exists(ctx, node)

@@ -193,7 +193,9 @@ func (m *SSH) Fence(ctx context.Context, t Target) error {
 
 	// ssh has no contexts: closing the connection is what ends a hung
 	// session request or remote command. Ask sshd to kill the command first,
-	// so it does not outlive us on the target.
+	// so it does not outlive us on the target; best effort, as sshd without a
+	// tty does not end the command when the connection goes, and OpenSSH
+	// refuses signals in root sessions.
 	var session atomic.Pointer[ssh.Session]
 	stop := context.AfterFunc(ctx, func() {
 		if s := session.Load(); s != nil {

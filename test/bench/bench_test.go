@@ -28,6 +28,9 @@ type Result struct {
 	Maxms    float64            `json:"max_ms"`
 	Extra    map[string]float64 `json:"extra,omitempty"`
 	Notes    string             `json:"notes,omitempty"`
+	// LoadAvg is the host's 1-minute load average when the row was
+	// recorded: other work on the machine skews every figure.
+	LoadAvg float64 `json:"loadavg_1m"`
 }
 
 func (r *Result) fill(ds []time.Duration) {
@@ -83,6 +86,7 @@ var (
 
 func record(b *testing.B, r Result) {
 	b.Helper()
+	r.LoadAvg = loadAvg()
 	resultsMu.Lock()
 	results = append(results, r)
 	resultsMu.Unlock()
@@ -103,9 +107,9 @@ func TestMain(m *testing.M) {
 
 func report() {
 	host, _ := os.Hostname()
-	fmt.Printf("\n## failoverd benchmarks (%s, %s/%s, %d CPUs, %s)\n\n", time.Now().UTC().Format("2006-01-02"), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version())
-	fmt.Println("| scenario | case | runs | p50 ms | p99 ms | max ms | other |")
-	fmt.Println("|---|---|---:|---:|---:|---:|---|")
+	fmt.Printf("\n## failoverd benchmarks (%s, %s/%s, %d CPUs %s, %s)\n\n", time.Now().UTC().Format("2006-01-02"), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), cpuModel(), runtime.Version())
+	fmt.Println("| scenario | case | runs | p50 ms | p99 ms | max ms | other | load |")
+	fmt.Println("|---|---|---:|---:|---:|---:|---|---:|")
 	for _, r := range results {
 		var extra []string
 		for _, k := range sortedKeys(r.Extra) {
@@ -114,14 +118,17 @@ func report() {
 		if r.Notes != "" {
 			extra = append(extra, r.Notes)
 		}
-		fmt.Printf("| %s | %s | %d | %.2f | %.2f | %.2f | %s |\n", r.Scenario, r.Name, r.Runs, r.P50ms, r.P99ms, r.Maxms, strings.Join(extra, ", "))
+		fmt.Printf("| %s | %s | %d | %.2f | %.2f | %.2f | %s | %.1f |\n", r.Scenario, r.Name, r.Runs, r.P50ms, r.P99ms, r.Maxms, strings.Join(extra, ", "), r.LoadAvg)
 	}
+	targets := evaluateTargets()
+	printTargets(targets)
 	out := os.Getenv("BENCH_JSON")
 	if out == "" {
 		out = "bench-results.json"
 	}
 	b, _ := json.MarshalIndent(map[string]any{
-		"date": time.Now().UTC(), "host": host, "cpus": runtime.NumCPU(), "go": runtime.Version(), "results": results,
+		"date": time.Now().UTC(), "host": host, "cpus": runtime.NumCPU(), "cpu_model": cpuModel(), "go": runtime.Version(),
+		"results": results, "targets": targets,
 	}, "", "  ")
 	if err := os.WriteFile(out, b, 0o644); err != nil {
 		fmt.Fprintln(os.Stderr, "writing", out, err)
@@ -137,4 +144,26 @@ func sortedKeys(m map[string]float64) []string {
 	}
 	slices.Sort(ks)
 	return ks
+}
+
+// cpuModel is the first "model name" of /proc/cpuinfo, or "".
+func cpuModel() string {
+	b, _ := os.ReadFile("/proc/cpuinfo")
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+// loadAvg is the 1-minute load average from /proc/loadavg, or 0.
+func loadAvg() float64 {
+	b, _ := os.ReadFile("/proc/loadavg")
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(f[0], 64)
+	return v
 }

@@ -3,6 +3,8 @@ package bench
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -88,7 +90,19 @@ func runHandoff(b *testing.B, zks *zktest.Cluster, mode election.Mode, n, rounds
 	case <-time.After(60 * time.Second):
 		b.Fatal("no first leader")
 	}
-	mntrBefore, _ := zktest.Mntr(zks.Servers[0].Addr())
+	// Server load: reset the server's statistics (latencies), then count
+	// the packets of a quiet second first, so that the sessions' pings can
+	// be taken out of the per-change figure.
+	addr := zks.Servers[0].Addr()
+	zktest.FourLetter(addr, "srst")
+	quiet0, _ := zktest.Mntr(addr)
+	quietStart := time.Now()
+	time.Sleep(time.Second)
+	quiet1, _ := zktest.Mntr(addr)
+	quietRate, quietOK := mntrDelta(quiet0, quiet1, "zk_packets_received")
+	quietRate /= time.Since(quietStart).Seconds()
+	mntrBefore, _ := zktest.Mntr(addr)
+	roundsStart := time.Now()
 	var lat []time.Duration
 	var notes []float64
 	for r := 0; r < rounds; r++ {
@@ -120,16 +134,35 @@ func runHandoff(b *testing.B, zks *zktest.Cluster, mode election.Mode, n, rounds
 			waitQueue(b, zks, dir, mode, n)
 		}
 	}
-	mntrAfter, _ := zktest.Mntr(zks.Servers[0].Addr())
+	mntrAfter, _ := zktest.Mntr(addr)
+	elapsed := time.Since(roundsStart).Seconds()
 	res := Result{Name: fmt.Sprintf("%s N=%d", mode, n), Runs: len(lat)}
 	res.fill(lat)
-	res.Extra = map[string]float64{"watch_notifications_per_change": mean(notes)}
+	res.Extra = map[string]float64{
+		"watch_notifications_per_change": mean(notes),
+		"watch_notifications_min":        slices.Min(notes),
+		"watch_notifications_max":        slices.Max(notes),
+	}
+	changes := float64(len(lat))
 	if v, ok := mntrDelta(mntrBefore, mntrAfter, "zk_packets_received"); ok {
-		res.Extra["zk_packets_received_per_change"] = v / float64(len(lat))
+		res.Extra["zk_packets_received_per_change"] = v / changes
+		if quietOK {
+			// Without the pings and the test's own queue polling of a quiet
+			// second: what one change costs the server.
+			res.Extra["zk_idle_packets_per_s"] = quietRate
+			res.Extra["zk_packets_received_per_change_net"] = (v - quietRate*elapsed) / changes
+		}
 	}
-	if v, ok := mntrAfter["zk_avg_latency"]; ok {
-		res.Notes = "zk_avg_latency=" + v + "ms"
+	if v, ok := mntrDelta(mntrBefore, mntrAfter, "zk_packets_sent"); ok {
+		res.Extra["zk_packets_sent_per_change"] = v / changes
 	}
+	var notes2 []string
+	for _, k := range []string{"zk_avg_latency", "zk_max_latency", "zk_watch_count", "zk_znode_count", "zk_num_alive_connections"} {
+		if v, ok := mntrAfter[k]; ok {
+			notes2 = append(notes2, k+"="+v)
+		}
+	}
+	res.Notes = strings.Join(notes2, " ") + " (latencies in ms since srst)"
 	return res
 }
 

@@ -45,6 +45,16 @@ type Options struct {
 	// StoreURL, when set, makes every toy service write to this fenced store.
 	StoreURL      string
 	WriteInterval time.Duration
+	// ProxyEnsemble puts, per node, one fault proxy in front of every
+	// ZooKeeper server (standalone or ensemble) and gives the node only
+	// those addresses: Node.ZKProxies can then cut one node off from the
+	// whole ensemble (blackhole), slow it down (latency) or reset it.
+	ProxyEnsemble bool
+	// PeerProxy puts a fault proxy in front of every node's admin API and
+	// advertises it (node.admin.advertise_url), so the peers' rpc fencing of
+	// that node goes through Node.PeerProxy (blackhole it to break rpc
+	// fencing between nodes).
+	PeerProxy bool
 }
 
 // Cluster is a running test cluster.
@@ -66,6 +76,11 @@ type Node struct {
 	AdminAddr string
 	ToyAddr   string
 	Proxy     *zktest.Proxy
+	// ZKProxies (Options.ProxyEnsemble) are this node's proxies, one per
+	// ZooKeeper server, in server order.
+	ZKProxies []*zktest.Proxy
+	// PeerProxy (Options.PeerProxy) fronts this node's admin API for peers.
+	PeerProxy *zktest.Proxy
 	dir       string
 
 	mu     sync.Mutex
@@ -73,6 +88,9 @@ type Node struct {
 	done   chan struct{}
 	exit   error
 	toy    *exec.Cmd
+	// toyDone is closed when the current toy process has exited.
+	toyDone chan struct{}
+	toyBin  string
 }
 
 var (
@@ -154,6 +172,15 @@ func Start(t testing.TB, o Options) *Cluster {
 		if o.ThroughProxy {
 			n.Proxy = zktest.NewProxy(t, func() string { return c.ZK.Servers[0].Addr() })
 		}
+		if o.ProxyEnsemble {
+			for _, s := range c.ZK.Servers {
+				n.ZKProxies = append(n.ZKProxies, zktest.NewProxy(t, s.Addr))
+			}
+		}
+		if o.PeerProxy {
+			admin := n.AdminAddr
+			n.PeerProxy = zktest.NewProxy(t, func() string { return admin })
+		}
 		fmt.Fprintf(&fenceMap, "%s http://%s\n", n.ID, n.ToyAddr)
 		c.Nodes = append(c.Nodes, n)
 	}
@@ -198,9 +225,12 @@ ev() { printf '%s %s\n' "$(date +%s%N)" "$*" >> "` + c.EventsPath + `"; }
 		"promote.sh": lib + `ev promote node=$FAILOVERD_NODE_ID epoch=$FAILOVERD_EPOCH role=$FAILOVERD_ROLE reason=$FAILOVERD_REASON prev=${FAILOVERD_PREVIOUS_LEADER:-} prev_epoch=${FAILOVERD_PREVIOUS_EPOCH:-}
 [ -e "$DIR/promote-fail" ] && { ev promote_failed node=$FAILOVERD_NODE_ID; exit 1; }
 [ -e "$DIR/promote-hang" ] && sleep 3600
-curl -fsS -m 2 -X POST "$TOY/promote?epoch=$FAILOVERD_EPOCH" >/dev/null
+code=$(curl -sS -o /dev/null -w '%{http_code}' -m 2 -X POST "$TOY/promote?epoch=$FAILOVERD_EPOCH" || true)
+# 409: the service refused the epoch (stale or already stood down), so it never became primary.
+case "$code" in 2*) ;; 409) ev promote_refused node=$FAILOVERD_NODE_ID epoch=$FAILOVERD_EPOCH; exit 1;; *) exit 1;; esac
 `,
-		"demote.sh": lib + `curl -fsS -m 0.5 -X POST "$TOY/demote" >/dev/null || { ev demote_failed node=$FAILOVERD_NODE_ID reason=$FAILOVERD_REASON; exit 1; }
+		"demote.sh": lib + `if [ -e "$DIR/demote-hang" ]; then ev demote_hang node=$FAILOVERD_NODE_ID reason=$FAILOVERD_REASON; sleep 3600; fi
+curl -fsS -m 0.5 -X POST "$TOY/demote" >/dev/null || { ev demote_failed node=$FAILOVERD_NODE_ID reason=$FAILOVERD_REASON; exit 1; }
 ev demote node=$FAILOVERD_NODE_ID epoch=$FAILOVERD_EPOCH role=$FAILOVERD_ROLE reason=$FAILOVERD_REASON
 `,
 		"fence.sh": lib + `ev fence_attempt node=$FAILOVERD_NODE_ID target=$FAILOVERD_TARGET_ID target_epoch=$FAILOVERD_TARGET_EPOCH target_host=$FAILOVERD_TARGET_HOST cluster=$FAILOVERD_CLUSTER
@@ -224,9 +254,18 @@ func (n *Node) writeConfig(failoverd string) {
 	if n.Proxy != nil {
 		servers = []string{n.Proxy.Addr()}
 	}
+	if len(n.ZKProxies) > 0 {
+		servers = nil
+		for _, p := range n.ZKProxies {
+			servers = append(servers, p.Addr())
+		}
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "cluster: e2e\nnode:\n  id: %s\n  host: 127.0.0.1\n  shutdown_timeout: 15s\n", n.ID)
 	fmt.Fprintf(&b, "  admin:\n    listen: %s\n    token_file: %s\n", n.AdminAddr, filepath.Join(c.Dir, "token"))
+	if n.PeerProxy != nil {
+		fmt.Fprintf(&b, "    advertise_url: http://%s\n", n.PeerProxy.Addr())
+	}
 	fmt.Fprintf(&b, "zookeeper:\n  servers: [%s]\n  root: /failoverd\n  session_timeout: %s\n", strings.Join(servers, ", "), o.SessionTimeout)
 	if o.Auth {
 		fmt.Fprintf(&b, "  auth:\n    scheme: digest\n    credentials_file: %s\n", filepath.Join(c.Dir, "zk.cred"))
@@ -262,8 +301,9 @@ func (n *Node) startToy(bin string) {
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	must(n.c.t, cmd.Start())
-	n.toy = cmd
-	go func() { cmd.Wait(); out.Close() }()
+	done := make(chan struct{})
+	n.toy, n.toyDone, n.toyBin = cmd, done, bin
+	go func() { cmd.Wait(); out.Close(); close(done) }()
 }
 
 func (n *Node) stopToy() {
@@ -274,6 +314,37 @@ func (n *Node) stopToy() {
 
 // KillToy kills the node's service (SIGKILL).
 func (n *Node) KillToy() { n.stopToy() }
+
+// ToyRunning reports whether the toy service process is alive.
+func (n *Node) ToyRunning() bool {
+	if n.toyDone == nil {
+		return false
+	}
+	select {
+	case <-n.toyDone:
+		return false
+	default:
+		return true
+	}
+}
+
+// ReviveToy kills the toy service if it still runs, waits for it to exit
+// (so its port is free), and starts it again with -standby (role.json and
+// its epochs are kept), then waits until it answers. Call it from the test
+// goroutine.
+func (n *Node) ReviveToy() {
+	n.c.t.Helper()
+	n.stopToy()
+	if n.toyDone != nil {
+		select {
+		case <-n.toyDone:
+		case <-time.After(30 * time.Second):
+			n.c.t.Fatalf("toy service of %s did not exit", n.ID)
+		}
+	}
+	n.startToy(n.toyBin)
+	n.waitToy()
+}
 
 func (n *Node) waitToy() {
 	deadline := time.Now().Add(20 * time.Second)

@@ -221,6 +221,10 @@ func (s *Server) writeConfig(t testing.TB, authorizedKeys string, extra []string
 		"LogLevel VERBOSE",
 		"LoginGraceTime 60",
 		"MaxStartups 100",
+		// bash sources ~/.bashrc for commands run by sshd unless SHLVL says
+		// it is nested; a developer's slow rc file (pyenv rehash, with its
+		// 60 s lock) must not slow down or break the tests.
+		"SetEnv SHLVL=1",
 	}
 	lines = append(lines, extra...)
 	path := filepath.Join(s.Dir, "sshd_config")
