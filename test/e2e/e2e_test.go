@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"errors"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -404,4 +405,56 @@ func TestFailedPromotionDemotesAndBacksOff(t *testing.T) {
 	}
 	c.WaitLeader(old.ID, 60*time.Second)
 	c.CheckNoOverlap()
+}
+
+func TestUnreadableBreadcrumbBlocksPromotionUntilCleared(t *testing.T) {
+	c := clustertest.Start(t, clustertest.Options{})
+	old := c.Leader()
+	cl, err := zk.NewClient(zk.Config{Servers: c.ZK.Addrs(), SessionTimeout: 4 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	sess, err := cl.Session(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	bc := breadcrumb.Path("/failoverd", "e2e")
+	if _, err := sess.Set(t.Context(), bc, []byte("{garbage"), -1); err != nil {
+		t.Fatal(err)
+	}
+	old.Kill(syscall.SIGKILL)
+	time.Sleep(6 * time.Second) // session expiry (2s) and several attempts
+	if l := c.Leader(); l != nil {
+		t.Fatalf("%s promoted over an unreadable breadcrumb", l.ID)
+	}
+	refused := false
+	for _, n := range c.Nodes {
+		if n == old {
+			continue
+		}
+		resp, err := http.Get("http://" + n.AdminAddr + "/metrics")
+		if err != nil {
+			continue
+		}
+		b := new(strings.Builder)
+		_, _ = io.Copy(b, resp.Body)
+		resp.Body.Close()
+		for _, line := range strings.Split(b.String(), "\n") {
+			if strings.HasPrefix(line, "failoverd_breadcrumb_unreadable_total ") && !strings.HasSuffix(line, " 0") {
+				refused = true
+			}
+		}
+	}
+	if !refused {
+		t.Error("no node counted the unreadable breadcrumb")
+	}
+	out, code := c.Nodes[1].CLI("breadcrumb", "show")
+	if code == 0 || !strings.Contains(out, "garbage") {
+		t.Errorf("breadcrumb show: exit %d, %s", code, out)
+	}
+	if out, code := c.Nodes[1].CLI("breadcrumb", "clear"); code != 0 {
+		t.Fatalf("breadcrumb clear: exit %d, %s", code, out)
+	}
+	c.WaitLeader(old.ID, 60*time.Second)
 }
