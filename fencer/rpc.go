@@ -93,14 +93,14 @@ func NewRPC(cfg RPCConfig, logger *slog.Logger) (*RPC, error) {
 	}
 	var errs []error
 	if cfg.Token == "" {
-		errs = append(errs, errors.New("rpc: token is required"))
+		errs = append(errs, errors.New("token is required"))
 	}
 	if cfg.Timeout < 0 {
-		errs = append(errs, fmt.Errorf("rpc: timeout must be > 0, got %s", cfg.Timeout))
+		errs = append(errs, fmt.Errorf("timeout must be > 0, got %s", cfg.Timeout))
 	}
 	if cfg.URL != "" {
 		if _, err := demoteURL(cfg.URL); err != nil {
-			errs = append(errs, fmt.Errorf("rpc: %w", err))
+			errs = append(errs, err)
 		}
 	}
 	if err := errors.Join(errs...); err != nil {

@@ -86,7 +86,8 @@ type SSH struct {
 
 var _ Method = (*SSH)(nil)
 
-// NewSSH validates cfg, applies defaults and reads the identity files.
+// NewSSH validates cfg, applies defaults and reads the identity files. Errors
+// name config keys (user, kill_port, ...); the caller adds where they are.
 // A nil logger discards.
 func NewSSH(cfg SSHConfig, logger *slog.Logger) (*SSH, error) {
 	if logger == nil {
@@ -101,7 +102,7 @@ func NewSSH(cfg SSHConfig, logger *slog.Logger) (*SSH, error) {
 	cfg.IdentityFiles = slices.Clone(cfg.IdentityFiles)
 
 	var errs []error
-	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("ssh: "+format, args...)) }
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	if cfg.User == "" {
 		bad("user is required")
 	}
@@ -143,7 +144,7 @@ func NewSSH(cfg SSHConfig, logger *slog.Logger) (*SSH, error) {
 	for _, path := range cfg.IdentityFiles {
 		signer, err := readIdentityFile(path)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("ssh: %w", err))
+			errs = append(errs, err)
 			continue
 		}
 		signers = append(signers, signer)

@@ -245,6 +245,8 @@ func startListenerProcess(t *testing.T) (int, <-chan *os.ProcessState) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestSSHHelperListener$", "-test.count=1")
 	cmd.Env = append(os.Environ(), "FENCER_SSH_TEST_LISTENER=1")
+	// A test binary killed by -timeout runs no cleanups; don't leave this behind.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -261,6 +261,8 @@ func (s *Server) launch(t testing.TB, cfg string) error {
 	cmd := exec.Command(SSHDPath, "-D", "-e", "-f", cfg)
 	cmd.Stdout = logf
 	cmd.Stderr = logf
+	// A test binary killed by -timeout runs no cleanups; don't leave sshd behind.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("running %s: %w", SSHDPath, err)
 	}
