@@ -37,6 +37,17 @@ bench: deps
 demo:
 	@GO="$(GO)" bash examples/demo/demo.sh
 
+# make chaos DURATION=30m SEED=7: the long chaos schedule (test/chaos),
+# summary table at the end; artifacts (history, logs) in CHAOS_ARTIFACTS or
+# $TMPDIR/failoverd-chaos-seed<SEED>-<time>. Without SEED a random one is
+# drawn and printed.
+DURATION ?= 30m
+SEED ?=
+CHAOS_TIMEOUT ?= 6h
+chaos: deps
+	@echo ">> chaos: long schedule, DURATION=$(DURATION) SEED=$(SEED)"
+	CHAOS_DURATION=$(DURATION) CHAOS_SEED=$(SEED) $(GO) test -run '^TestChaosLong$$' -count=1 -v -timeout $(CHAOS_TIMEOUT) ./test/chaos/
+
 tidy-check:
 	$(GO) mod tidy && git diff --exit-code go.mod go.sum
 
