@@ -317,15 +317,7 @@ func TestAdminAPIRefusesMutatingCallsWithoutToken(t *testing.T) {
 
 func TestACLsKeepOthersFromDeletingOurZnodes(t *testing.T) {
 	c := clustertest.Start(t, clustertest.Options{Auth: true})
-	cl, err := zk.NewClient(zk.Config{Servers: c.ZK.Addrs(), SessionTimeout: 4 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	sess, err := cl.Session(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
+	sess := openSession(t, c)
 	bc := breadcrumb.Path("/failoverd", "e2e")
 	if _, _, err := breadcrumb.Read(t.Context(), sess, bc); err != nil {
 		t.Fatalf("world cannot read the breadcrumb: %v", err)
@@ -410,15 +402,7 @@ func TestFailedPromotionDemotesAndBacksOff(t *testing.T) {
 func TestUnreadableBreadcrumbBlocksPromotionUntilCleared(t *testing.T) {
 	c := clustertest.Start(t, clustertest.Options{})
 	old := c.Leader()
-	cl, err := zk.NewClient(zk.Config{Servers: c.ZK.Addrs(), SessionTimeout: 4 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	sess, err := cl.Session(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
+	sess := openSession(t, c)
 	bc := breadcrumb.Path("/failoverd", "e2e")
 	if _, err := sess.Set(t.Context(), bc, []byte("{garbage"), -1); err != nil {
 		t.Fatal(err)

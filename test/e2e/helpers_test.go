@@ -3,7 +3,27 @@ package e2e
 import (
 	"errors"
 	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/failoverd/failoverd/test/clustertest"
+	"github.com/failoverd/failoverd/zk"
 )
+
+// openSession is an unauthenticated ZooKeeper session on the cluster's ensemble.
+func openSession(t *testing.T, c *clustertest.Cluster) *zk.Session {
+	t.Helper()
+	cl, err := zk.NewClient(zk.Config{Servers: c.ZK.Addrs(), SessionTimeout: 4 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	sess, err := cl.Session(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sess
+}
 
 func runCmd(bin string, args ...string) (string, int) {
 	out, err := exec.Command(bin, args...).CombinedOutput()
