@@ -1,0 +1,296 @@
+package bench
+
+// Failover latency of whole clusters: real failoverd binaries (built without
+// -race), the toy service, hook scripts that log every event with its time,
+// one ZooKeeper on loopback. Every latency is measured on one clock (the
+// wall clock): the benchmark takes the time just before it acts, the hooks
+// stamp their event lines, and the daemons' logs (millisecond resolution)
+// give the steps in between.
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/failoverd/failoverd/test/clustertest"
+)
+
+// Row names the target check looks up.
+const (
+	scGraceful  = "graceful handoff"
+	scManual    = "manual failover"
+	scCrash     = "crash failover"
+	scUnhealthy = "unhealthy failover"
+	scFootprint = "footprint (idle 60s)"
+
+	nameGracefulTrivial = "SIGTERM leader, trivial hooks (compiled)"
+	nameGracefulBash    = "SIGTERM leader, trivial hooks (bash)"
+	nameGracefulCurl    = "SIGTERM leader, bash+curl hooks"
+)
+
+// hookKind says which promote and demote hooks a cluster runs.
+type hookKind struct {
+	sub, name string
+	install   func(b *testing.B, c *cluster)
+}
+
+var (
+	// hooksCompiled: test/bench/hookev, a Go program that appends its event
+	// line and exits: the "trivial hooks" of the targets.
+	hooksCompiled = hookKind{"hooks=compiled", nameGracefulTrivial, func(b *testing.B, c *cluster) { c.UseHookProgram(hookev(b)) }}
+	// hooksBash: a bash script that appends its event line without forking.
+	hooksBash = hookKind{"hooks=bash", nameGracefulBash, func(b *testing.B, c *cluster) { c.UseTrivialHooks() }}
+	// hooksCurl: clustertest's scripts, which demote and promote the toy
+	// service with curl.
+	hooksCurl = hookKind{"hooks=bash+curl", nameGracefulCurl, func(*testing.B, *cluster) {}}
+)
+
+// BenchmarkGracefulHandoff: SIGTERM to the leader's failoverd until the
+// successor's promote hook starts; the stopped daemon is restarted between
+// runs. With trivial hooks that append their event line and nothing else
+// (compiled: the target case; bash), and with clustertest's bash+curl hooks
+// that really demote and promote the toy service.
+func BenchmarkGracefulHandoff(b *testing.B) {
+	for _, hk := range []hookKind{hooksCompiled, hooksBash, hooksCurl} {
+		name := hk.name
+		b.Run(hk.sub, func(b *testing.B) {
+			c := startCluster(b, clustertest.Options{})
+			hk.install(b, c)
+			n := runs("GRACEFUL", 30)
+			s := series{}
+			for i := 0; i < n; i++ {
+				old := c.ready(60 * time.Second)
+				t0 := time.Now()
+				old.Signal(syscall.SIGTERM)
+				p := c.waitEvent("promote", t0, 30*time.Second, others(c, old))
+				if _, exited := old.Wait(30 * time.Second); !exited {
+					b.Fatalf("run %d: %s did not exit after SIGTERM", i, old.ID)
+				}
+				next := c.Node(p.KV["node"])
+				s.add("total", p.At.Sub(t0))
+				evs := c.Events()
+				if d, ok := findEvent(evs, "demote", t0, nodeIs(old)); ok {
+					// The bash+curl demote logs at its end, the trivial ones at their start.
+					s.add("sigterm_to_demote_event", d.At.Sub(t0))
+					if el, ok := firstLog(next, "elected", t0); ok {
+						s.add("demote_event_to_elected", el.At.Sub(d.At))
+						s.add("elected_to_promote", p.At.Sub(el.At))
+					}
+				}
+				if d, ok := hookDuration(old, "demote", t0); ok {
+					s.add("demote_hook", d)
+				}
+				if r, ok := firstLog(next, "running hook", t0, "hook", "promote"); ok {
+					s.add("sigterm_to_running_hook_log", r.At.Sub(t0))
+				}
+				if fa, ok := findEvent(evs, "fence_attempt", t0, nil); ok {
+					b.Logf("run %d: graceful handoff fenced (%v): the breadcrumb was not deleted", i, fa.KV)
+					s.add("fenced", 0)
+				}
+				old.Start()
+			}
+			res := Result{Scenario: scGraceful, Name: name, Runs: len(s["total"])}
+			res.fill(s["total"])
+			res.Extra = map[string]float64{
+				"sigterm_to_demote_p50_ms":  s.p50ms("sigterm_to_demote_event"),
+				"demote_to_elected_p50_ms":  s.p50ms("demote_event_to_elected"),
+				"elected_to_promote_p50_ms": s.p50ms("elected_to_promote"),
+				"demote_hook_p50_ms":        s.p50ms("demote_hook"),
+				// When the successor's daemon logs "running hook" (ms): the
+				// handoff without the promote hook's own start.
+				"to_running_hook_log_p50_ms": s.p50ms("sigterm_to_running_hook_log"),
+			}
+			if f := len(s["fenced"]); f > 0 {
+				res.Extra["runs_fenced"] = float64(f)
+			}
+			res.Notes = "breakdown from hook events and daemon logs (ms resolution)"
+			record(b, res)
+		})
+	}
+}
+
+// BenchmarkManualFailover: `failoverd failover --to NODE` end to end, with
+// trivial hooks. Reported: the CLI's wall time (it polls every 50 ms), the
+// CLI's start until the target's promote hook starts, and the old leader's
+// demote until then; trivial (compiled) hooks. Nodes that stood aside stay out until the request's
+// deadline (--timeout), so runs are spaced by it.
+func BenchmarkManualFailover(b *testing.B) {
+	c := startCluster(b, clustertest.Options{})
+	hooksCompiled.install(b, c)
+	timeout := envDuration("BENCH_FAILOVER_TIMEOUT", 2*time.Second)
+	n := runs("MANUAL", 30)
+	s := series{}
+	failed := 0
+	for i := 0; i < n; i++ {
+		old := c.ready(60 * time.Second)
+		var target *clustertest.Node
+		for j := 1; j < len(c.Nodes); j++ { // rotate the target
+			if cand := c.Nodes[(i+j)%len(c.Nodes)]; cand != old {
+				target = cand
+				break
+			}
+		}
+		t0 := time.Now()
+		out, code := old.CLI("failover", "--to", target.ID, "--timeout", timeout.String())
+		wall := time.Since(t0)
+		if code != 0 {
+			failed++
+			b.Logf("run %d: failover --to %s: exit %d: %s", i, target.ID, code, strings.TrimSpace(out))
+			time.Sleep(timeout)
+			continue
+		}
+		p := c.waitEvent("promote", t0, 30*time.Second, nodeIs(target))
+		s.add("cli_wall", wall)
+		s.add("cli_start_to_promote", p.At.Sub(t0))
+		if d, ok := findEvent(c.Events(), "demote", t0, nodeIs(old)); ok {
+			s.add("demote_to_promote", p.At.Sub(d.At))
+		}
+		// Nodes that stood aside rejoin at the deadline.
+		time.Sleep(time.Until(t0.Add(timeout)))
+	}
+	if len(s["cli_wall"]) == 0 {
+		b.Fatalf("every manual failover failed (%d runs)", n)
+	}
+	wall := Result{Scenario: scManual, Name: "failover --to: CLI wall time", Runs: len(s["cli_wall"])}
+	wall.fill(s["cli_wall"])
+	wall.Notes = "CLI connects, reads members, writes the request, polls member status every 50ms"
+	if failed > 0 {
+		wall.Extra = map[string]float64{"failed_runs": float64(failed)}
+	}
+	record(b, wall)
+	prom := Result{Scenario: scManual, Name: "failover --to: CLI start → promote hook", Runs: len(s["cli_start_to_promote"])}
+	prom.fill(s["cli_start_to_promote"])
+	prom.Extra = map[string]float64{"old_demote_to_promote_p50_ms": s.p50ms("demote_to_promote"), "old_demote_to_promote_p99_ms": s.p99ms("demote_to_promote")}
+	prom.Notes = "trivial hooks (compiled)"
+	record(b, prom)
+}
+
+// BenchmarkCrashFailover: SIGKILL of the leader's failoverd and its toy
+// service until the successor's promote hook starts, with bash+curl hooks
+// and both fencing methods (rpc to the dead admin API is refused at once,
+// then the shell script demotes the dead toy: unreachable counts as down).
+// Broken down into detection (kill → the successor's "elected" log line: the
+// server expired the session and the successor's watch fired), fencing
+// (elected → the fence script's last line) and promotion (→ promote hook).
+func BenchmarkCrashFailover(b *testing.B) {
+	for _, st := range []time.Duration{2 * time.Second, 5 * time.Second} {
+		b.Run("session="+st.String(), func(b *testing.B) {
+			def := 20
+			if st > 3*time.Second {
+				def = 10
+			}
+			n := runs("CRASH", def)
+			c := startCluster(b, clustertest.Options{SessionTimeout: st})
+			s := series{}
+			var negotiated time.Duration
+			for i := 0; i < n; i++ {
+				old := c.ready(60 * time.Second)
+				if negotiated == 0 {
+					negotiated = c.negotiatedTimeout(old)
+				}
+				t0 := time.Now()
+				old.Signal(syscall.SIGKILL)
+				old.KillToy()
+				p := c.waitEvent("promote", t0, 3*st+30*time.Second, others(c, old))
+				next := c.Node(p.KV["node"])
+				s.add("total", p.At.Sub(t0))
+				el, okEl := firstLog(next, "elected", t0)
+				f, okF := findEvent(c.Events(), "fence", t0, nodeIs(next))
+				if okEl && okF {
+					s.add("detection", el.At.Sub(t0))
+					s.add("fencing", f.At.Sub(el.At))
+					s.add("promotion", p.At.Sub(f.At))
+					if negotiated == 0 {
+						if lease, err := time.ParseDuration(el.KV["lease"]); err == nil {
+							negotiated = (lease * 3 / 2).Round(time.Millisecond)
+						}
+					}
+				}
+				if l, ok := firstLog(next, "previous leader fenced", t0); ok {
+					if sec, err := strconv.ParseFloat(l.KV["duration_seconds"], 64); err == nil {
+						s.add("fence_chain", time.Duration(sec*float64(time.Second)))
+					}
+				}
+				if _, exited := old.Wait(10 * time.Second); !exited {
+					b.Fatalf("run %d: %s survived SIGKILL", i, old.ID)
+				}
+				old.RestartToy()
+				old.Start()
+			}
+			res := Result{Scenario: scCrash, Name: "session " + st.String() + ", bash+curl hooks", Runs: len(s["total"])}
+			res.fill(s["total"])
+			to := float64(negotiated.Milliseconds())
+			res.Extra = map[string]float64{
+				"negotiated_timeout_ms": to,
+				"detection_p50_ms":      s.p50ms("detection"),
+				"detection_p99_ms":      s.p99ms("detection"),
+				"fencing_p50_ms":        s.p50ms("fencing"),
+				"fence_chain_p50_ms":    s.p50ms("fence_chain"),
+				"promotion_p50_ms":      s.p50ms("promotion"),
+			}
+			if to > 0 {
+				res.Extra["p50_over_timeout"] = res.P50ms / to
+				res.Extra["p99_over_timeout"] = res.P99ms / to
+			}
+			res.Notes = fmt.Sprintf("ZooKeeper tickTime %v: sessions expire on tick boundaries", zkTick)
+			record(b, res)
+		})
+	}
+}
+
+// zkTick is the test ensemble's tickTime (test/zktest).
+const zkTick = 200 * time.Millisecond
+
+// negotiatedTimeout asks the server (cons) for the timeout it negotiated
+// with n's daemon; 0 when it cannot tell.
+func (c *cluster) negotiatedTimeout(n *clustertest.Node) time.Duration {
+	sid, err := c.memberSession(n)
+	if err != nil {
+		return 0
+	}
+	m, err := cons(c.ZK.Servers[0].Addr())
+	if err != nil {
+		return 0
+	}
+	return time.Duration(m[sid].TimeoutMS) * time.Millisecond
+}
+
+// BenchmarkUnhealthyFailover: the leader's health check starts failing
+// (the toy's /health answers 500) until the successor's promote hook
+// starts; bash+curl hooks. The monitor needs fall consecutive failures
+// checked every interval, so detection alone lies between (fall-1)×interval
+// and fall×interval after the flip, plus one check's time.
+func BenchmarkUnhealthyFailover(b *testing.B) {
+	const interval, fall = 200 * time.Millisecond, 2 // clustertest's health config
+	c := startCluster(b, clustertest.Options{})
+	n := runs("UNHEALTHY", 30)
+	s := series{}
+	for i := 0; i < n; i++ {
+		old := c.ready(60 * time.Second)
+		t0 := time.Now()
+		old.SetHealthy(false)
+		p := c.waitEvent("promote", t0, 30*time.Second, others(c, old))
+		s.add("total", p.At.Sub(t0))
+		if h, ok := firstLog(old, "health state changed", t0, "to", "unhealthy"); ok {
+			s.add("detection", h.At.Sub(t0))
+			s.add("after_detection", p.At.Sub(h.At))
+		}
+		old.SetHealthy(true)
+	}
+	c.ready(60 * time.Second)
+	res := Result{Scenario: scUnhealthy, Name: fmt.Sprintf("health fails (fall %d × interval %v), bash+curl hooks", fall, interval), Runs: len(s["total"])}
+	res.fill(s["total"])
+	bound := float64((fall * interval).Milliseconds())
+	res.Extra = map[string]float64{
+		"fall_x_interval_ms":          bound,
+		"detection_p50_ms":            s.p50ms("detection"),
+		"detection_p99_ms":            s.p99ms("detection"),
+		"detection_to_promote_p50_ms": s.p50ms("after_detection"),
+		"p50_over_fall_x_interval":    res.P50ms / bound,
+	}
+	res.Notes = "detection: flip → the leader's 'health state changed' log line"
+	record(b, res)
+}

@@ -1,0 +1,383 @@
+package chaos
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"time"
+)
+
+// The checker: a pure function of a merged history.
+//
+// Who is promoted, according to the history: a node is promoted from its
+// "promote" hook event (logged before the hook asks the service, so the
+// interval starts no later than the service did) until the first of
+//   - its "demote" event (logged after the service answered the demote),
+//   - its "promote_failed" event (the hook gave up before asking),
+//   - a "fence" event naming it with target_epoch >= the epoch it was
+//     promoted at (logged after the fencer stood the service down, or found
+//     its process gone; a fence for an older epoch leaves a newer leadership
+//     alone, as the service does).
+//
+// A "promote" event followed by "promote_refused" for the same node and
+// epoch never made anyone primary: the service answered 409 (a stale or
+// already stood-down epoch) and changed nothing. Such promotions are counted
+// and otherwise ignored.
+//
+// The intervals are therefore supersets of the time each service really was
+// primary, so an overlap found here may be a false alarm only in the
+// conservative direction; a clean result is a real proof for this run.
+
+// Violation kinds.
+const (
+	VOverlap        = "overlap"          // two nodes promoted at once
+	VStaleWrite     = "stale_write"      // store accepted an epoch below one it had accepted
+	VWrongWriter    = "wrong_writer"     // accepted write at epoch E by a node that was not promoted at E
+	VUnpromoted     = "unpromoted_write" // accepted write at an epoch nobody was promoted at (yet)
+	VEpochOrder     = "epoch_order"      // a promotion's epoch not above every earlier one
+	VLiveness       = "lost_liveness"    // no promoted, writing leader within the bound after a heal
+	VExit           = "unexpected_exit"  // a failoverd exited without the nemesis killing it
+	VCrash          = "crash"            // a data race or panic in a failoverd log
+	VGoroutines     = "goroutine_growth" // goroutines grew across cycles
+	VFDs            = "fd_growth"        // file descriptors grew across cycles
+	VUnhealedFaults = "unhealed_fault"   // a fault injected but never healed
+)
+
+// AllViolationKinds lists every kind, for the summary.
+var AllViolationKinds = []string{VOverlap, VStaleWrite, VWrongWriter, VUnpromoted, VEpochOrder, VLiveness, VExit, VCrash, VGoroutines, VFDs, VUnhealedFaults}
+
+// Violation is one failed property.
+type Violation struct {
+	Kind string
+	At   time.Time
+	Msg  string
+}
+
+func (v Violation) String() string {
+	return fmt.Sprintf("%s at %s: %s", v.Kind, v.At.Format("15:04:05.000000"), v.Msg)
+}
+
+// CheckConfig bounds what the checker accepts.
+type CheckConfig struct {
+	// LivenessBound: after a fault heals, a promoted leader must have a
+	// write accepted by the store under its epoch within this long.
+	LivenessBound time.Duration
+	// Growth: a daemon process with at least MinSamples samples fails when
+	// the minimum of its last third exceeds the median of its first third
+	// by more than GoroutineFactor×base + GoroutineSlack goroutines, or by
+	// more than FDSlack file descriptors.
+	MinSamples      int
+	GoroutineFactor float64
+	GoroutineSlack  int64
+	FDSlack         int64
+}
+
+// DefaultCheckConfig is what the suite uses; see LivenessBound in chaos_test.go.
+func DefaultCheckConfig(bound time.Duration) CheckConfig {
+	return CheckConfig{LivenessBound: bound, MinSamples: 9, GoroutineFactor: 0.5, GoroutineSlack: 25, FDSlack: 12}
+}
+
+// FaultResult is what happened around one fault.
+type FaultResult struct {
+	ID                int
+	Kind, Target      string
+	Injected, Healed  time.Time
+	Recovered         time.Time     // see Check: first accepted write after the heal by the lasting leadership
+	Recovery          time.Duration // Recovered - Healed; -1 if never
+	WriteGap          time.Duration // longest stretch without accepted writes, from injection to recovery
+	windowEnd         time.Time     // the next fault's injection, or the end of the history
+	RecoveredByEpoch  int64
+	ChangedLeadership bool // the recovering epoch is newer than the last accepted before injection
+}
+
+// Report is the checker's verdict.
+type Report struct {
+	Violations        []Violation
+	Faults            []FaultResult
+	Promotions        int
+	RefusedPromotions int // promote events the service refused (409): nobody became primary
+	Accepted          int
+	RejectedStale     int // writes the store refused for a stale epoch: fencing tokens at work
+	LateAccepted      int // accepted after the writer's leadership ended in the history, epoch still newest (in flight)
+	Fences            int
+	FenceFailures     int
+	DaemonExits       int
+	Samples           int
+	Start, End        time.Time
+}
+
+// Count returns the number of violations of kind.
+func (r Report) Count(kind string) int {
+	n := 0
+	for _, v := range r.Violations {
+		if v.Kind == kind {
+			n++
+		}
+	}
+	return n
+}
+
+type sampleKey struct{ node, pid string }
+
+// Check runs every property over h.
+func Check(h History, cfg CheckConfig) Report {
+	var r Report
+	if len(h) > 0 {
+		r.Start, r.End = h[0].At, h[len(h)-1].At
+	}
+	add := func(kind string, at time.Time, f string, a ...any) {
+		r.Violations = append(r.Violations, Violation{Kind: kind, At: at, Msg: fmt.Sprintf(f, a...)})
+	}
+
+	// Pre-pass: which promote events did the service refuse?
+	refused := map[int]bool{}
+	lastPromote := map[string]int{} // node|epoch -> index
+	for i, e := range h {
+		key := e.Get("node") + "|" + e.Get("epoch")
+		switch e.Kind {
+		case "promote":
+			lastPromote[key] = i
+		case "promote_refused":
+			if j, ok := lastPromote[key]; ok {
+				refused[j] = true
+			}
+		}
+	}
+
+	active := map[string]int64{}     // node -> epoch it is promoted at
+	promotedAt := map[int64]string{} // epoch -> node promoted with it
+	var maxPromoted int64
+	var maxAccepted int64
+	var acceptedTimes []time.Time
+	var acceptedEpochs []int64
+
+	faults := map[int]*FaultResult{}
+	var order []int
+	// Leadership intervals, for recovery: who was promoted when.
+	type term struct {
+		node       string
+		epoch      int64
+		start, end time.Time // end zero: still promoted at the end
+	}
+	var terms []*term
+	open := map[string]*term{} // node -> its open term
+	endTerm := func(node string, at time.Time) {
+		if tm := open[node]; tm != nil {
+			tm.end = at
+			delete(open, node)
+		}
+	}
+	type acceptedWrite struct {
+		at    time.Time
+		node  string
+		epoch int64
+		sole  *term // the writer's term if it was the only promoted node then
+	}
+	var accepted []acceptedWrite
+	samples := map[sampleKey][][2]int64{}
+	var sampleOrder []sampleKey
+
+	for i, e := range h {
+		node := e.Get("node")
+		switch e.Kind {
+		case "promote":
+			ep := e.Int("epoch")
+			if refused[i] {
+				r.RefusedPromotions++
+				continue
+			}
+			r.Promotions++
+			for other, oe := range active {
+				if other != node {
+					add(VOverlap, e.At, "%s promoted at epoch %d while %s (epoch %d) was neither demoted nor fenced", node, ep, other, oe)
+				}
+			}
+			if ep <= maxPromoted {
+				add(VEpochOrder, e.At, "%s promoted at epoch %d, not above the earlier promotion's epoch %d", node, ep, maxPromoted)
+			}
+			maxPromoted = max(maxPromoted, ep)
+			active[node] = ep
+			endTerm(node, e.At)
+			tm := &term{node: node, epoch: ep, start: e.At}
+			terms = append(terms, tm)
+			open[node] = tm
+			if prev, ok := promotedAt[ep]; ok && prev != node {
+				add(VEpochOrder, e.At, "epoch %d promoted on %s and on %s", ep, prev, node)
+			}
+			promotedAt[ep] = node
+		case "promote_failed", "demote":
+			delete(active, node)
+			endTerm(node, e.At)
+		case "fence":
+			r.Fences++
+			t := e.Get("target")
+			if ep, ok := active[t]; ok && ep <= e.Int("target_epoch") {
+				delete(active, t)
+				endTerm(t, e.At)
+			}
+		case "fence_failed":
+			r.FenceFailures++
+		case KindWrite:
+			ep := e.Int("epoch")
+			if e.Get("accepted") != "true" {
+				r.RejectedStale++
+				continue
+			}
+			r.Accepted++
+			if ep < maxAccepted {
+				add(VStaleWrite, e.At, "store accepted %s's write seq %s at epoch %d after accepting epoch %d", node, e.Get("seq"), ep, maxAccepted)
+			}
+			maxAccepted = max(maxAccepted, ep)
+			switch who, ok := promotedAt[ep]; {
+			case !ok:
+				add(VUnpromoted, e.At, "store accepted %s's write at epoch %d, but nobody was promoted at that epoch", node, ep)
+			case who != node:
+				add(VWrongWriter, e.At, "store accepted %s's write at epoch %d, which %s was promoted at", node, ep, who)
+			}
+			if aep, ok := active[node]; !ok || aep != ep {
+				r.LateAccepted++
+			}
+			acceptedTimes = append(acceptedTimes, e.At)
+			acceptedEpochs = append(acceptedEpochs, ep)
+			w := acceptedWrite{at: e.At, node: node, epoch: ep}
+			if aep, ok := active[node]; ok && aep == ep && len(active) == 1 {
+				w.sole = open[node]
+			}
+			accepted = append(accepted, w)
+		case KindFault:
+			id := int(e.Int("id"))
+			f := faults[id]
+			if f == nil {
+				f = &FaultResult{ID: id, Kind: e.Get("kind"), Target: e.Get("target"), Recovery: -1}
+				faults[id] = f
+				order = append(order, id)
+			}
+			switch e.Get("phase") {
+			case "inject":
+				f.Injected = e.At
+				for _, o := range faults {
+					if o != f && o.windowEnd.IsZero() {
+						o.windowEnd = e.At
+					}
+				}
+			case "heal":
+				f.Healed = e.At
+			}
+		case KindDaemonExit:
+			r.DaemonExits++
+			if e.Get("expected") != "true" {
+				add(VExit, e.At, "failoverd of %s (pid %s) exited unexpectedly: %s", node, e.Get("pid"), e.Get("err"))
+			}
+		case KindCrash:
+			add(VCrash, e.At, "%s in the log of %s: %s", e.Get("what"), node, e.Get("line"))
+		case KindSample:
+			r.Samples++
+			k := sampleKey{node, e.Get("pid")}
+			if _, ok := samples[k]; !ok {
+				sampleOrder = append(sampleOrder, k)
+			}
+			samples[k] = append(samples[k], [2]int64{e.Int("goroutines"), e.Int("fds")})
+		}
+	}
+
+	// Liveness and recovery per fault. A fault's window runs from its
+	// heal to the next fault's injection (or the end). It has recovered at
+	// the first write the store accepted in that window from the only
+	// promoted node, at its epoch, whose leadership then lasted to the end
+	// of the window: a write from a leader about to be demoted or fenced
+	// (say, the service of a killed daemon, still primary until the
+	// successor fences it) does not count.
+	for _, id := range order {
+		f := faults[id]
+		if f.windowEnd.IsZero() {
+			f.windowEnd = r.End
+		}
+		if !f.Healed.IsZero() {
+			i := sort.Search(len(accepted), func(i int) bool { return !accepted[i].at.Before(f.Healed) })
+			for ; i < len(accepted) && !accepted[i].at.After(f.windowEnd); i++ {
+				if tm := accepted[i].sole; tm != nil && (tm.end.IsZero() || !tm.end.Before(f.windowEnd)) {
+					f.Recovered, f.RecoveredByEpoch = accepted[i].at, accepted[i].epoch
+					break
+				}
+			}
+		}
+		switch {
+		case f.Healed.IsZero():
+			add(VUnhealedFaults, f.Injected, "fault %d (%s on %s) was injected but never healed", f.ID, f.Kind, f.Target)
+		case f.Recovered.IsZero():
+			if f.windowEnd.Sub(f.Healed) >= cfg.LivenessBound {
+				add(VLiveness, f.Healed, "fault %d (%s on %s): no lasting promoted leader writing within %v of the heal (none before %s)", f.ID, f.Kind, f.Target, cfg.LivenessBound, f.windowEnd.Format("15:04:05.000"))
+			}
+		default:
+			f.Recovery = f.Recovered.Sub(f.Healed)
+			if f.Recovery > cfg.LivenessBound {
+				add(VLiveness, f.Healed, "fault %d (%s on %s): a promoted leader wrote again only %v after the heal (bound %v)", f.ID, f.Kind, f.Target, f.Recovery.Round(time.Millisecond), cfg.LivenessBound)
+			}
+			f.WriteGap = maxGap(acceptedTimes, f.Injected, f.Recovered)
+			// Did leadership change? Compare with the last epoch accepted before injection.
+			k := sort.Search(len(acceptedTimes), func(i int) bool { return !acceptedTimes[i].Before(f.Injected) })
+			f.ChangedLeadership = k == 0 || acceptedEpochs[k-1] != f.RecoveredByEpoch
+		}
+		r.Faults = append(r.Faults, *f)
+	}
+
+	// Resource growth per daemon process.
+	for _, k := range sampleOrder {
+		s := samples[k]
+		if cfg.MinSamples <= 0 || len(s) < cfg.MinSamples {
+			continue
+		}
+		third := len(s) / 3
+		for dim, name := range []string{"goroutines", "fds"} {
+			var head []int64
+			tail := int64(-1)
+			for i, v := range s {
+				if i < third {
+					head = append(head, v[dim])
+				}
+				if i >= len(s)-third && (tail < 0 || v[dim] < tail) {
+					tail = v[dim]
+				}
+			}
+			slices.Sort(head)
+			base := head[len(head)/2]
+			if dim == 0 {
+				if limit := base + int64(float64(base)*cfg.GoroutineFactor) + cfg.GoroutineSlack; tail > limit {
+					add(VGoroutines, r.End, "failoverd of %s (pid %s): goroutines grew from %d to at least %d over %d samples (limit %d)", k.node, k.pid, base, tail, len(s), limit)
+				}
+			} else if tail > base+cfg.FDSlack {
+				add(VFDs, r.End, "failoverd of %s (pid %s): %s grew from %d to at least %d over %d samples", k.node, k.pid, name, base, tail, len(s))
+			}
+		}
+	}
+	sort.SliceStable(r.Violations, func(i, j int) bool { return r.Violations[i].At.Before(r.Violations[j].At) })
+	return r
+}
+
+// maxGap is the longest stretch within [from, to] without an accepted write
+// (times is sorted).
+func maxGap(times []time.Time, from, to time.Time) time.Duration {
+	prev := from
+	var gap time.Duration
+	i := sort.Search(len(times), func(i int) bool { return times[i].After(from) })
+	for ; i < len(times) && !times[i].After(to); i++ {
+		gap = max(gap, times[i].Sub(prev))
+		prev = times[i]
+	}
+	return gap
+}
+
+// Percentile returns the p-th percentile (0..100, nearest rank) of ds.
+func Percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	rank := int(p/100*float64(len(s))+0.999999) - 1
+	rank = min(max(rank, 0), len(s)-1)
+	return s[rank]
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }

@@ -1,0 +1,366 @@
+package chaos
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+var t0 = time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)
+
+// hist builds a history from lines "MS SRC KIND k=v ...", MS milliseconds
+// after t0, sorted stably by time like a merged history.
+func hist(t *testing.T, text string) History {
+	t.Helper()
+	var h History
+	for _, line := range strings.Split(strings.TrimSpace(text), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 || strings.HasPrefix(f[0], "#") {
+			continue
+		}
+		if len(f) < 3 {
+			t.Fatalf("bad history line %q", line)
+		}
+		ms, err := strconv.Atoi(f[0])
+		if err != nil {
+			t.Fatalf("bad time in %q", line)
+		}
+		e := Event{At: t0.Add(time.Duration(ms) * time.Millisecond), Src: f[1], Kind: f[2], KV: map[string]string{}}
+		for _, kv := range f[3:] {
+			k, v, _ := strings.Cut(kv, "=")
+			e.KV[k] = v
+		}
+		h = append(h, e)
+	}
+	return Merge(h)
+}
+
+// writes returns n accepted store writes by node at epoch, every 20ms from ms.
+func writes(node string, epoch, ms, n int) string {
+	var b strings.Builder
+	for i := 0; i < n; i++ {
+		b.WriteString(strconv.Itoa(ms+20*i) + " store write node=" + node + " epoch=" + strconv.Itoa(epoch) +
+			" seq=" + strconv.Itoa(i+1) + " accepted=true max_epoch=" + strconv.Itoa(epoch) + "\n")
+	}
+	return b.String()
+}
+
+var cfg = DefaultCheckConfig(10 * time.Second)
+
+func kinds(r Report) []string {
+	var out []string
+	for _, v := range r.Violations {
+		out = append(out, v.Kind)
+	}
+	return out
+}
+
+func wantOnly(t *testing.T, r Report, kind string) {
+	t.Helper()
+	if len(r.Violations) == 0 {
+		t.Fatalf("no violation found, want %s", kind)
+	}
+	for _, v := range r.Violations {
+		if v.Kind != kind {
+			t.Errorf("unexpected violation %v (want only %s)", v, kind)
+		}
+	}
+	t.Logf("caught: %v", r.Violations[0])
+}
+
+func wantClean(t *testing.T, r Report) {
+	t.Helper()
+	for _, v := range r.Violations {
+		t.Errorf("violation in a clean history: %v", v)
+	}
+}
+
+// A clean run: a crash of the leader's daemon, fencing, a successor, stale
+// in-flight writes rejected, the daemon restarted, a graceful handover.
+const cleanHistory = `
+0 hook promote node=node-a epoch=10
+` + `%WA%` + `
+1000 nemesis fault phase=inject kind=kill-daemon id=1 target=node-a
+1000 nemesis daemon_exit node=node-a pid=11 expected=true err=killed
+3000 hook fence_attempt node=node-b target=node-a target_epoch=10
+3001 store write node=node-a epoch=10 seq=99 accepted=true max_epoch=10
+3010 hook fence node=node-b target=node-a target_epoch=10
+3020 hook promote node=node-b epoch=20 prev=node-a prev_epoch=10
+3050 store write node=node-a epoch=10 seq=100 accepted=true max_epoch=10
+` + `%WB%` + `
+3200 store write node=node-a epoch=10 seq=101 accepted=false max_epoch=20
+3500 nemesis fault phase=heal kind=kill-daemon id=1 target=node-a
+3600 hook demote node=node-a epoch=10 reason=startup
+5000 nemesis fault phase=inject kind=zk-kill-follower id=2 target=zk2
+6000 nemesis fault phase=heal kind=zk-kill-follower id=2 target=zk2
+` + `%WB2%` + `
+7000 hook demote node=node-b epoch=20 reason=ceded
+7100 hook promote node=node-c epoch=30 prev= prev_epoch=
+` + `%WC%` + `
+7600 hook promote node=node-a epoch=25
+7610 hook promote_refused node=node-a epoch=25
+8000 nemesis fault phase=inject kind=promote-hang id=3 target=all
+8100 nemesis fault phase=heal kind=promote-hang id=3 target=all
+` + `%WC2%`
+
+func clean() string {
+	r := strings.NewReplacer(
+		"%WA%", writes("node-a", 10, 20, 45),
+		"%WB%", writes("node-b", 20, 3100, 40),
+		"%WB2%", writes("node-b", 20, 6100, 40),
+		"%WC%", writes("node-c", 30, 7120, 20),
+		"%WC2%", writes("node-c", 30, 8120, 20),
+	)
+	return r.Replace(cleanHistory)
+}
+
+func TestCheckCleanHistoryPasses(t *testing.T) {
+	r := Check(hist(t, clean()), cfg)
+	wantClean(t, r)
+	if r.RejectedStale != 1 || r.RefusedPromotions != 1 || r.Promotions != 3 || r.Fences != 1 {
+		t.Errorf("counts: rejected %d refused %d promotions %d fences %d", r.RejectedStale, r.RefusedPromotions, r.Promotions, r.Fences)
+	}
+	if len(r.Faults) != 3 {
+		t.Fatalf("faults: %+v", r.Faults)
+	}
+	// kill-daemon healed at 3500; node-b (the sole leader since the fence,
+	// lasting past the next fault's injection) wrote at 3500.
+	if f := r.Faults[0]; f.Recovery != 0 || !f.ChangedLeadership {
+		t.Errorf("fault 1 recovery %v changed %v, want 0, true", f.Recovery, f.ChangedLeadership)
+	}
+	// zk-kill-follower healed at 6000; node-b wrote at 6100 but handed
+	// over before the next fault: the lasting leader node-c wrote at 7120.
+	if f := r.Faults[1]; f.Recovery != 1120*time.Millisecond || !f.ChangedLeadership {
+		t.Errorf("fault 2 recovery %v changed %v, want 1.12s, true", f.Recovery, f.ChangedLeadership)
+	}
+	if f := r.Faults[2]; f.Recovery != 20*time.Millisecond || f.ChangedLeadership {
+		t.Errorf("fault 3 recovery %v changed %v, want 20ms, false", f.Recovery, f.ChangedLeadership)
+	}
+	if g := r.Faults[0].WriteGap; g != 2001*time.Millisecond {
+		t.Errorf("fault 1 write gap %v", g)
+	}
+	// The late write at 3050 was accepted (epoch still newest) after the fence.
+	if r.LateAccepted != 1 {
+		t.Errorf("late accepted %d, want 1", r.LateAccepted)
+	}
+}
+
+func TestCheckOverlap(t *testing.T) {
+	wantOnly(t, Check(hist(t, `
+0 hook promote node=node-a epoch=10
+100 hook fence node=node-b target=node-a target_epoch=9
+200 hook promote node=node-b epoch=20
+`), cfg), VOverlap)
+	// A demote of the other node, not the old one, does not end a.
+	wantOnly(t, Check(hist(t, `
+0 hook promote node=node-a epoch=10
+100 hook demote node=node-c epoch=0 reason=startup
+200 hook promote node=node-b epoch=20
+`), cfg), VOverlap)
+	// A failed demote leaves it promoted.
+	wantOnly(t, Check(hist(t, `
+0 hook promote node=node-a epoch=10
+100 hook demote_failed node=node-a reason=lease_expired
+200 hook promote node=node-b epoch=20
+`), cfg), VOverlap)
+}
+
+func TestCheckOverlapEndsAtDemoteOrFence(t *testing.T) {
+	wantClean(t, Check(hist(t, `
+0 hook promote node=node-a epoch=10
+100 hook demote node=node-a epoch=10 reason=lease_expired
+200 hook promote node=node-b epoch=20
+300 hook fence node=node-c target=node-b target_epoch=20
+400 hook promote node=node-c epoch=30
+450 hook demote node=node-c epoch=30 reason=unhealthy
+500 hook promote node=node-a epoch=40
+501 hook promote_failed node=node-a
+600 hook promote node=node-a epoch=35
+601 hook promote_refused node=node-a epoch=35
+`), cfg))
+}
+
+func TestCheckStaleWrite(t *testing.T) {
+	wantOnly(t, Check(hist(t, `
+0 hook promote node=node-a epoch=10
+10 store write node=node-a epoch=10 seq=1 accepted=true max_epoch=10
+100 hook fence node=node-b target=node-a target_epoch=10
+200 hook promote node=node-b epoch=20
+210 store write node=node-b epoch=20 seq=1 accepted=true max_epoch=20
+220 store write node=node-a epoch=10 seq=2 accepted=true max_epoch=20
+`), cfg), VStaleWrite)
+}
+
+func TestCheckCountsRejectedWrites(t *testing.T) {
+	r := Check(hist(t, `
+0 hook promote node=node-a epoch=10
+10 store write node=node-a epoch=10 seq=1 accepted=true max_epoch=10
+100 hook fence node=node-b target=node-a target_epoch=10
+200 hook promote node=node-b epoch=20
+210 store write node=node-b epoch=20 seq=1 accepted=true max_epoch=20
+220 store write node=node-a epoch=10 seq=2 accepted=false max_epoch=20
+230 store write node=node-a epoch=10 seq=3 accepted=false max_epoch=20
+`), cfg)
+	wantClean(t, r)
+	if r.RejectedStale != 2 || r.Accepted != 2 {
+		t.Errorf("rejected %d accepted %d, want 2 and 2", r.RejectedStale, r.Accepted)
+	}
+}
+
+func TestCheckWrongAndUnpromotedWriters(t *testing.T) {
+	wantOnly(t, Check(hist(t, `
+0 hook promote node=node-a epoch=10
+10 store write node=node-b epoch=10 seq=1 accepted=true max_epoch=10
+`), cfg), VWrongWriter)
+	wantOnly(t, Check(hist(t, `
+0 hook promote node=node-a epoch=10
+10 store write node=node-a epoch=11 seq=1 accepted=true max_epoch=11
+`), cfg), VUnpromoted)
+}
+
+func TestCheckNonIncreasingEpochs(t *testing.T) {
+	wantOnly(t, Check(hist(t, `
+0 hook promote node=node-a epoch=10
+100 hook demote node=node-a epoch=10 reason=ceded
+200 hook promote node=node-b epoch=10
+`), cfg), VEpochOrder)
+	wantOnly(t, Check(hist(t, `
+0 hook promote node=node-a epoch=10
+100 hook demote node=node-a epoch=10 reason=ceded
+200 hook promote node=node-b epoch=7
+`), cfg), VEpochOrder)
+}
+
+func TestCheckLostLiveness(t *testing.T) {
+	// Healed at 1000, nobody writes for 12s (bound 10s).
+	r := Check(hist(t, `
+0 hook promote node=node-a epoch=10
+10 store write node=node-a epoch=10 seq=1 accepted=true max_epoch=10
+500 nemesis fault phase=inject kind=zk-outage id=1 target=all
+600 hook demote node=node-a epoch=10 reason=lease_expired
+1000 nemesis fault phase=heal kind=zk-outage id=1 target=all
+13000 hook promote node=node-b epoch=20
+13010 store write node=node-b epoch=20 seq=1 accepted=true max_epoch=20
+`), cfg)
+	wantOnly(t, r, VLiveness)
+	// Never recovered at all, history long enough to judge.
+	wantOnly(t, Check(hist(t, `
+0 hook promote node=node-a epoch=10
+500 nemesis fault phase=inject kind=zk-outage id=1 target=all
+600 hook demote node=node-a epoch=10 reason=lease_expired
+1000 nemesis fault phase=heal kind=zk-outage id=1 target=all
+11500 nemesis sample node=node-a pid=1 fds=10 goroutines=20
+`), cfg), VLiveness)
+	// A leader promoted but not writing (its service lost the role) is not live.
+	wantOnly(t, Check(hist(t, `
+0 hook promote node=node-a epoch=10
+500 nemesis fault phase=inject kind=kill-service id=1 target=node-a
+1000 nemesis fault phase=heal kind=kill-service id=1 target=node-a
+11500 nemesis sample node=node-a pid=1 fds=10 goroutines=20
+`), cfg), VLiveness)
+	// Writes from a leader that is demoted later in the window (the service
+	// of a killed daemon) are not a recovery; its successor's are.
+	r = Check(hist(t, `
+0 hook promote node=node-a epoch=10
+500 nemesis fault phase=inject kind=kill-daemon id=1 target=node-a
+1000 nemesis fault phase=heal kind=kill-daemon id=1 target=node-a
+`+writes("node-a", 10, 1000, 10)+`
+1300 hook demote node=node-a epoch=10 reason=startup
+14000 hook promote node=node-b epoch=20
+14010 store write node=node-b epoch=20 seq=1 accepted=true max_epoch=20
+`), cfg)
+	wantOnly(t, r, VLiveness)
+	// Writes while two nodes are (wrongly) promoted do not count as recovery.
+	r = Check(hist(t, `
+0 hook promote node=node-a epoch=10
+500 nemesis fault phase=inject kind=x id=1 target=all
+1000 nemesis fault phase=heal kind=x id=1 target=all
+1100 hook promote node=node-b epoch=20
+`+writes("node-b", 20, 1200, 10)+`
+11500 nemesis sample node=node-a pid=1 fds=10 goroutines=20
+`), cfg)
+	if r.Count(VLiveness) != 1 || r.Count(VOverlap) != 1 {
+		t.Errorf("violations %v, want overlap and lost liveness", kinds(r))
+	}
+}
+
+func TestCheckUnexpectedExitAndCrash(t *testing.T) {
+	wantOnly(t, Check(hist(t, `
+0 nemesis daemon_exit node=node-a pid=12 expected=false err=exit_status_2
+`), cfg), VExit)
+	wantOnly(t, Check(hist(t, `
+0 nemesis crash node=node-a what=data_race line=WARNING:_DATA_RACE
+`), cfg), VCrash)
+	wantOnly(t, Check(hist(t, `
+0 nemesis fault phase=inject kind=pause-daemon id=1 target=node-a
+`), cfg), VUnhealedFaults)
+}
+
+func TestCheckResourceGrowth(t *testing.T) {
+	var flat, leakG, leakFD strings.Builder
+	for i := 0; i < 30; i++ {
+		ms := strconv.Itoa(i * 1000)
+		g := 40 + i%5 // noise, no trend
+		flat.WriteString(ms + " nemesis sample node=node-a pid=7 fds=20 goroutines=" + strconv.Itoa(g) + "\n")
+		leakG.WriteString(ms + " nemesis sample node=node-a pid=7 fds=20 goroutines=" + strconv.Itoa(40+5*i) + "\n")
+		leakFD.WriteString(ms + " nemesis sample node=node-a pid=7 fds=" + strconv.Itoa(20+i) + " goroutines=40\n")
+	}
+	wantClean(t, Check(hist(t, flat.String()), cfg))
+	wantOnly(t, Check(hist(t, leakG.String()), cfg), VGoroutines)
+	wantOnly(t, Check(hist(t, leakFD.String()), cfg), VFDs)
+	// A restart is a new process: a higher count in a new pid is no growth.
+	var restarted strings.Builder
+	for i := 0; i < 30; i++ {
+		pid, g := "7", 40
+		if i >= 15 {
+			pid, g = "8", 90
+		}
+		restarted.WriteString(strconv.Itoa(i*1000) + " nemesis sample node=node-a pid=" + pid + " fds=20 goroutines=" + strconv.Itoa(g) + "\n")
+	}
+	wantClean(t, Check(hist(t, restarted.String()), cfg))
+}
+
+func TestParseAndMerge(t *testing.T) {
+	evs := ParseEventsLog(strings.NewReader(
+		strconv.FormatInt(t0.Add(2*time.Millisecond).UnixNano(), 10) + " promote node=node-a epoch=5\n" +
+			strconv.FormatInt(t0.UnixNano(), 10) + " fault phase=inject kind=zk-outage id=1 target=all\n"))
+	ds, err := ParseDecisions(strings.NewReader(
+		`{"time":"` + t0.Add(time.Millisecond).Format(time.RFC3339Nano) + `","node":"node-a","epoch":5,"seq":1,"accepted":true,"max_epoch":5}` + "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := Merge(evs, ds)
+	got := []string{h[0].Src + ":" + h[0].Kind, h[1].Src + ":" + h[1].Kind, h[2].Src + ":" + h[2].Kind}
+	want := []string{"nemesis:fault", "store:write", "hook:promote"}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("merged order %v, want %v", got, want)
+	}
+	if h[1].Get("accepted") != "true" || h[1].Int("epoch") != 5 {
+		t.Errorf("decision parsed as %v", h[1])
+	}
+	var b strings.Builder
+	h.WriteTo(&b)
+	if !strings.Contains(b.String(), "promote epoch=5 node=node-a") {
+		t.Errorf("history text:\n%s", b.String())
+	}
+}
+
+func TestPercentile(t *testing.T) {
+	var ds []time.Duration
+	for i := 1; i <= 100; i++ {
+		ds = append(ds, time.Duration(i)*time.Millisecond)
+	}
+	if p := Percentile(ds, 50); p != 50*time.Millisecond {
+		t.Errorf("p50 %v", p)
+	}
+	if p := Percentile(ds, 99); p != 99*time.Millisecond {
+		t.Errorf("p99 %v", p)
+	}
+	if p := Percentile(ds, 100); p != 100*time.Millisecond {
+		t.Errorf("max %v", p)
+	}
+	if p := Percentile(nil, 50); p != 0 {
+		t.Errorf("empty %v", p)
+	}
+}

@@ -1,0 +1,408 @@
+package chaos
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/failoverd/failoverd/controller"
+	"github.com/failoverd/failoverd/test/clustertest"
+	"github.com/failoverd/failoverd/test/zktest"
+)
+
+// Timing of the cluster under test. Hooks and fencing timeouts are
+// clustertest's: promote 5s, demote (S - 2S/3)×0.9 = 0.6s, rpc fence 1s,
+// shell fence 5s.
+const (
+	SessionTimeout = 2 * time.Second
+	WriteInterval  = 25 * time.Millisecond
+)
+
+// LivenessBound is how long after a fault heals a promoted leader must be
+// writing again. It is deliberately generous for a loaded 2-core machine:
+//
+//	session timeout (the old session must expire)             2s
+//	+ ZooKeeper's expiry tick and reconnect after a restart    3s
+//	+ fencing: rpc 1s + shell 5s, tried by two candidates     12s
+//	+ promote hook timeout (a hang in flight at the heal)      5s
+//	+ takeover backoff after failed fencing/promotion          8s
+//	+ slack (JVM restarts, scheduling, -race binaries)        15s
+//	= 45s
+const LivenessBound = 45 * time.Second
+
+// Env is a running chaos environment.
+type Env struct {
+	t        testing.TB
+	C        *clustertest.Cluster
+	StoreURL string
+	StoreDir string
+	Seed     uint64
+
+	store     *exec.Cmd
+	storeDone chan struct{}
+	events    *os.File
+	evMu      sync.Mutex
+
+	mu         sync.Mutex
+	expectExit map[int]bool // pid -> the nemesis is killing it
+	nextID     int
+
+	stopMon chan struct{}
+	monDone chan struct{}
+	monOnce sync.Once
+}
+
+// NewEnv starts the store, a 3-server ensemble and three nodes whose
+// ZooKeeper traffic and admin API (for peers) go through fault proxies, and
+// waits for a leader.
+func NewEnv(t testing.TB, seed uint64) *Env {
+	t.Helper()
+	zktest.Require(t)
+	_, toy := clustertest.Binaries(t)
+	e := &Env{t: t, Seed: seed, expectExit: map[int]bool{}}
+	e.StoreDir = filepath.Join(t.TempDir(), "store")
+	port := zktest.FreePorts(t, 1)[0]
+	e.StoreURL = fmt.Sprintf("http://127.0.0.1:%d", port)
+	if err := os.MkdirAll(e.StoreDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out, err := os.Create(filepath.Join(e.StoreDir, "store.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.store = exec.Command(toy, "store", "-listen", fmt.Sprintf("127.0.0.1:%d", port), "-dir", e.StoreDir)
+	e.store.Stdout, e.store.Stderr = out, out
+	e.store.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := e.store.Start(); err != nil {
+		t.Fatal(err)
+	}
+	e.storeDone = make(chan struct{})
+	go func() { e.store.Wait(); out.Close(); close(e.storeDone) }()
+	t.Cleanup(func() { e.store.Process.Kill(); <-e.storeDone })
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, err := e.storeStats(); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the fenced store did not start")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	e.C = clustertest.Start(t, clustertest.Options{
+		ZooKeepers: 3, SessionTimeout: SessionTimeout,
+		StoreURL: e.StoreURL, WriteInterval: WriteInterval,
+		ProxyEnsemble: true, PeerProxy: true,
+	})
+	e.events, err = os.OpenFile(e.C.EventsPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.stopMon, e.monDone = make(chan struct{}, 1), make(chan struct{})
+	go e.monitor()
+	// Runs before the cluster's cleanup (LIFO): exits from the teardown's
+	// SIGKILLs are not reported.
+	t.Cleanup(func() { e.StopMonitor(); e.events.Close() })
+	return e
+}
+
+// Log appends one "UNIXNANO KIND k=v ..." line to the shared events log, in
+// one write(2) on an O_APPEND file, like the hooks do.
+func (e *Env) Log(kind string, kv ...any) time.Time {
+	now := time.Now()
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d %s", now.UnixNano(), kind)
+	for i := 0; i+1 < len(kv); i += 2 {
+		v := strings.ReplaceAll(fmt.Sprint(kv[i+1]), " ", "_")
+		fmt.Fprintf(&b, " %v=%s", kv[i], v)
+	}
+	b.WriteByte('\n')
+	e.evMu.Lock()
+	defer e.evMu.Unlock()
+	if _, err := e.events.WriteString(b.String()); err != nil {
+		e.t.Logf("events log: %v", err)
+	}
+	return now
+}
+
+// DecisionsPath is the store's decision log.
+func (e *Env) DecisionsPath() string { return filepath.Join(e.StoreDir, "decisions.jsonl") }
+
+// History loads and merges the events log and the store's decisions.
+func (e *Env) History() (History, error) { return Load(e.C.EventsPath, e.DecisionsPath()) }
+
+type storeStats struct {
+	Accepted      int64 `json:"accepted"`
+	RejectedStale int64 `json:"rejected_stale"`
+	MaxEpoch      int64 `json:"max_epoch"`
+}
+
+func (e *Env) storeStats() (storeStats, error) {
+	var s storeStats
+	cl := http.Client{Timeout: time.Second}
+	resp, err := cl.Get(e.StoreURL + "/stats")
+	if err != nil {
+		return s, err
+	}
+	defer resp.Body.Close()
+	return s, json.NewDecoder(resp.Body).Decode(&s)
+}
+
+// expectKill marks the node's current daemon as about to be killed by the
+// nemesis and returns its pid.
+func (e *Env) expectKill(n *clustertest.Node) int {
+	pid := n.Pid()
+	e.mu.Lock()
+	e.expectExit[pid] = true
+	e.mu.Unlock()
+	return pid
+}
+
+// monitor reports every daemon exit, expected or not, and stops on StopMonitor.
+func (e *Env) monitor() {
+	defer close(e.monDone)
+	last := map[string]int{} // node -> pid seen running
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-e.stopMon:
+			return
+		case <-tick.C:
+		}
+		for _, n := range e.C.Nodes {
+			pid, running := n.Pid(), n.Running()
+			prev := last[n.ID]
+			if prev != 0 && (prev != pid || !running) {
+				err := "restarted"
+				if prev == pid {
+					// Not running: done is closed, so this returns at once.
+					if werr, ok := n.Wait(time.Second); ok {
+						err = fmt.Sprint(werr)
+					}
+				}
+				e.mu.Lock()
+				expected := e.expectExit[prev]
+				delete(e.expectExit, prev)
+				e.mu.Unlock()
+				e.Log(KindDaemonExit, "node", n.ID, "pid", prev, "expected", expected, "err", err)
+				last[n.ID] = 0
+				prev = 0
+			}
+			if running && prev == 0 {
+				last[n.ID] = pid
+			}
+		}
+	}
+}
+
+// StopMonitor stops the exit monitor (before the teardown kills everything).
+func (e *Env) StopMonitor() {
+	e.monOnce.Do(func() {
+		e.stopMon <- struct{}{}
+		<-e.monDone
+	})
+}
+
+// Sample logs, for every running daemon, its open file descriptors and its
+// goroutines (go_goroutines from /metrics).
+func (e *Env) Sample() {
+	for _, n := range e.C.Nodes {
+		pid := n.Pid()
+		if pid == 0 || !n.Running() {
+			continue
+		}
+		fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+		if err != nil {
+			continue
+		}
+		g, err := goroutines(n.AdminAddr)
+		if err != nil {
+			continue
+		}
+		e.Log(KindSample, "node", n.ID, "pid", pid, "fds", len(fds), "goroutines", g)
+	}
+}
+
+func goroutines(admin string) (int64, error) {
+	cl := http.Client{Timeout: 2 * time.Second}
+	resp, err := cl.Get("http://" + admin + "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "go_goroutines "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			return int64(f), err
+		}
+	}
+	return 0, fmt.Errorf("no go_goroutines in /metrics of %s", admin)
+}
+
+// Leader returns the node whose admin API reports leader (the newest epoch
+// if, in a transition, two do), or nil. Unlike clustertest's Leader it does
+// not fail the test on two answers: that judgement is the checker's.
+func (e *Env) Leader() *clustertest.Node {
+	var best *clustertest.Node
+	var bestEpoch int64
+	for _, n := range e.C.Nodes {
+		if s, ok := n.Status(); ok && s.State == controller.StateLeader && s.Epoch >= bestEpoch {
+			best, bestEpoch = n, s.Epoch
+		}
+	}
+	return best
+}
+
+// WaitRecovered waits until the cluster has settled: every daemon runs and
+// answers, exactly one reports leader, at the epoch the store accepts, none
+// is fencing, promoting or demoting, and the store keeps accepting writes,
+// all of it unchanged for 0.6s. False after timeout. The checker judges
+// liveness from the history; this only paces the schedule.
+func (e *Env) WaitRecovered(timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	var key string
+	var since time.Time
+	var lastAcc int64 = -1
+	for time.Now().Before(deadline) {
+		k, acc, ok := e.settled()
+		now := time.Now()
+		switch {
+		case ok && k == key && acc > lastAcc:
+			if now.Sub(since) >= 600*time.Millisecond {
+				return true
+			}
+		case ok:
+			key, since = k, now
+		default:
+			key = ""
+		}
+		lastAcc = acc
+		time.Sleep(150 * time.Millisecond)
+	}
+	return false
+}
+
+// settled is one look at the cluster for WaitRecovered: the leader and its
+// epoch as a key, and the store's accepted count.
+func (e *Env) settled() (string, int64, bool) {
+	st, err := e.storeStats()
+	if err != nil {
+		return "", -1, false
+	}
+	leader := ""
+	for _, n := range e.C.Nodes {
+		if !n.Running() {
+			return "", st.Accepted, false
+		}
+		s, ok := n.Status()
+		if !ok {
+			return "", st.Accepted, false
+		}
+		switch s.State {
+		case controller.StateLeader:
+			if leader != "" || s.Epoch != st.MaxEpoch {
+				return "", st.Accepted, false
+			}
+			leader = fmt.Sprintf("%s@%d", n.ID, s.Epoch)
+		case controller.StateStandby, controller.StateOut:
+		default:
+			return "", st.Accepted, false
+		}
+	}
+	return leader, st.Accepted, leader != ""
+}
+
+// ScanCrashes logs a crash event for every data race or panic in the
+// daemons' and services' logs.
+func (e *Env) ScanCrashes() {
+	for _, n := range e.C.Nodes {
+		for _, name := range []string{"failoverd.log", "toy.log"} {
+			f, err := os.Open(filepath.Join(n.Dir(), name))
+			if err != nil {
+				continue
+			}
+			sc := bufio.NewScanner(f)
+			sc.Buffer(make([]byte, 64<<10), 1<<20)
+			for sc.Scan() {
+				line := sc.Text()
+				what := ""
+				switch {
+				case strings.Contains(line, "WARNING: DATA RACE"):
+					what = "data_race"
+				case strings.HasPrefix(line, "panic: "), strings.HasPrefix(line, "fatal error: "):
+					what = "panic"
+				}
+				if what != "" {
+					e.Log(KindCrash, "node", n.ID, "what", what, "file", name, "line", trim(line, 80))
+				}
+			}
+			f.Close()
+		}
+	}
+}
+
+func trim(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
+
+// SaveArtifacts copies the logs of the run to dir: the merged history, the
+// raw events and decisions, and every node's logs.
+func (e *Env) SaveArtifacts(dir string, h History) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(filepath.Join(dir, "history.log"))
+	if err != nil {
+		return err
+	}
+	h.WriteTo(f)
+	f.Close()
+	copies := map[string]string{"events.log": e.C.EventsPath, "decisions.jsonl": e.DecisionsPath()}
+	for _, n := range e.C.Nodes {
+		for _, name := range []string{"failoverd.log", "toy.log", "failoverd.yaml"} {
+			copies[n.ID+"-"+name] = filepath.Join(n.Dir(), name)
+		}
+	}
+	names := make([]string, 0, len(copies))
+	for k := range copies {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		copyFile(filepath.Join(dir, name), copies[name])
+	}
+	return nil
+}
+
+func copyFile(dst, src string) {
+	in, err := os.Open(src)
+	if err != nil {
+		return
+	}
+	defer in.Close()
+	out, err := os.Create(dst)
+	if err != nil {
+		return
+	}
+	defer out.Close()
+	io.Copy(out, in)
+}

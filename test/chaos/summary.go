@@ -1,0 +1,87 @@
+package chaos
+
+import (
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Summary renders the report as the suite's summary table.
+func Summary(r Report, seed uint64, replay string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "chaos summary: seed=%d, history %s, %d faults injected, %d violations\n\n",
+		seed, r.End.Sub(r.Start).Round(time.Second), len(r.Faults), len(r.Violations))
+
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "fault kind\tinjected\trecovered\tnew leader\trecovery p50\tp99\tmax\twrite gap p50\tp99\tmax\t")
+	byKind := map[string][]FaultResult{}
+	for _, f := range r.Faults {
+		byKind[f.Kind] = append(byKind[f.Kind], f)
+	}
+	var allRec, allGap []time.Duration
+	total, totalRec, totalChanged := 0, 0, 0
+	kinds := append([]string(nil), AllKinds...)
+	for k := range byKind {
+		if !contains(kinds, k) {
+			kinds = append(kinds, k)
+		}
+	}
+	for _, k := range kinds {
+		fs := byKind[k]
+		var rec, gap []time.Duration
+		changed := 0
+		for _, f := range fs {
+			if f.Recovery >= 0 {
+				rec = append(rec, f.Recovery)
+				gap = append(gap, f.WriteGap)
+			}
+			if f.ChangedLeadership {
+				changed++
+			}
+		}
+		total += len(fs)
+		totalRec += len(rec)
+		totalChanged += changed
+		allRec, allGap = append(allRec, rec...), append(allGap, gap...)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n", k, len(fs), len(rec), changed,
+			ms(Percentile(rec, 50)), ms(Percentile(rec, 99)), ms(Percentile(rec, 100)),
+			ms(Percentile(gap, 50)), ms(Percentile(gap, 99)), ms(Percentile(gap, 100)))
+	}
+	fmt.Fprintf(tw, "all\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n", total, totalRec, totalChanged,
+		ms(Percentile(allRec, 50)), ms(Percentile(allRec, 99)), ms(Percentile(allRec, 100)),
+		ms(Percentile(allGap, 50)), ms(Percentile(allGap, 99)), ms(Percentile(allGap, 100)))
+	tw.Flush()
+	b.WriteString("\n(recovery: heal -> first write the store accepted from the sole promoted leader at its epoch;\n" +
+		" write gap: longest stretch without an accepted write between injection and recovery;\n" +
+		" new leader: faults after which the writing epoch changed)\n\n")
+
+	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "violation\tcount\t")
+	for _, k := range AllViolationKinds {
+		fmt.Fprintf(tw, "%s\t%d\t\n", k, r.Count(k))
+	}
+	tw.Flush()
+	fmt.Fprintf(&b, "\nstore: %d writes accepted, %d REJECTED as stale (fencing tokens at work), %d accepted in flight after the writer's term ended (epoch still newest)\n",
+		r.Accepted, r.RejectedStale, r.LateAccepted)
+	fmt.Fprintf(&b, "promotions: %d (+%d refused by the service as stale), fences: %d, failed fence attempts: %d, daemon exits: %d, resource samples: %d\n",
+		r.Promotions, r.RefusedPromotions, r.Fences, r.FenceFailures, r.DaemonExits, r.Samples)
+	fmt.Fprintf(&b, "liveness bound: %v\nreplay: %s\n", LivenessBound, replay)
+	return b.String()
+}
+
+func ms(d time.Duration) string {
+	if d >= 10*time.Second {
+		return d.Round(100 * time.Millisecond).String()
+	}
+	return d.Round(time.Millisecond).String()
+}
+
+func contains(ss []string, s string) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
