@@ -258,6 +258,7 @@ func (c *Controller) Run(ctx context.Context) error {
 
 	var runCancel context.CancelFunc
 	var runDone chan struct{}
+	var deadline <-chan time.Time // set once a graceful stop began
 	for {
 		stopping := ctx.Err() != nil
 		if want := c.healthy() && !stopping; want && runDone == nil {
@@ -286,8 +287,7 @@ func (c *Controller) Run(ctx context.Context) error {
 		if stopping && runDone == nil {
 			return nil
 		}
-		var deadline <-chan time.Time
-		if stopping {
+		if stopping && deadline == nil {
 			t := time.NewTimer(c.cfg.ShutdownTimeout)
 			defer t.Stop()
 			deadline = t.C
