@@ -629,13 +629,22 @@ func (e *Elector) watch(ctx context.Context, sess *zk.Session, node string, leas
 	gone := make(chan error, 1)
 	renewed := make(chan struct{}, 1)
 	var inflight sync.Mutex
-	renew := func() {
+	// renew asks ZooKeeper whether our znode is still ours (which also moves
+	// the lease on); after a reconnect (full) it also checks we are first.
+	renew := func(full bool) {
 		if !inflight.TryLock() {
 			return
 		}
 		go func() {
 			defer inflight.Unlock()
 			ok, st, err := sess.Exists(wctx, node)
+			if err == nil && ok && full && e.cfg.Mode == Fair {
+				var kids []string
+				if kids, err = sess.Children(wctx, e.cfg.Dir); err == nil {
+					order := sortCandidates(kids)
+					ok = len(order) > 0 && e.cfg.Dir+"/"+order[0] == node
+				}
+			}
 			switch {
 			case err == nil && (!ok || st.EphemeralOwner != sess.ID()):
 				select {
@@ -697,8 +706,9 @@ func (e *Elector) watch(ctx context.Context, sess *zk.Session, node string, leas
 			var st zk.State
 			st, stateChanged = sess.State()
 			if st == zk.StateConnected {
-				// Reconnected within the session: make sure our znode survived.
-				renew()
+				// Reconnected within the session: make sure our znode survived
+				// and is still first.
+				renew(true)
 				if deleted == nil {
 					if ok, _, ch, err := sess.ExistsW(ctx, node); err == nil && ok {
 						deleted = ch
@@ -706,7 +716,7 @@ func (e *Elector) watch(ctx context.Context, sess *zk.Session, node string, leas
 				}
 			}
 		case <-ticker.C:
-			renew()
+			renew(false)
 		case <-renewed:
 		case <-timer.C:
 		}
