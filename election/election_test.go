@@ -612,3 +612,31 @@ func TestLostCreateResponse(t *testing.T) {
 		r.check(t)
 	})
 }
+
+// A blip shorter than the lease keeps leadership: no revocation, same term.
+func TestShortBlipKeepsLeadership(t *testing.T) {
+	zks := zktest.Start(t, 1)
+	modes(t, func(t *testing.T, m Mode) {
+		r := newReferee()
+		proxy := zktest.NewProxy(t, func() string { return zks.Servers[0].Addr() })
+		a := startCandidate(t, r, "a", opts{mode: m, timeout: 3 * time.Second, servers: []string{proxy.Addr()}})
+		if l := r.waitLeader(t, "", 10*time.Second); l != "a" {
+			t.Fatalf("leader %s, want a", l)
+		}
+		startCandidate(t, r, "b", opts{mode: m, timeout: 3 * time.Second, servers: zks.Addrs()})
+		first := r.lastTerm()
+		for range 3 {
+			proxy.Blackhole(true)
+			time.Sleep(500 * time.Millisecond) // lease is 2s, renewals every 500ms
+			proxy.Blackhole(false)
+			time.Sleep(time.Second)
+		}
+		if l := a.el.Leader(); l == nil || l.Epoch != first.epoch {
+			t.Fatalf("leadership not kept through short blips: %+v", l)
+		}
+		if last := r.lastTerm(); last.epoch != first.epoch || !last.end.IsZero() {
+			t.Errorf("term changed or ended: %+v", last)
+		}
+		r.check(t)
+	})
+}
