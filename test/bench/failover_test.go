@@ -24,7 +24,7 @@ const (
 	scManual    = "manual failover"
 	scCrash     = "crash failover"
 	scUnhealthy = "unhealthy failover"
-	scFootprint = "footprint (idle 60s)"
+	scFootprint = "footprint (idle; runs = seconds watched)"
 
 	nameGracefulTrivial = "SIGTERM leader, trivial hooks (compiled)"
 	nameGracefulBash    = "SIGTERM leader, trivial hooks (bash)"
@@ -38,9 +38,13 @@ type hookKind struct {
 }
 
 var (
-	// hooksCompiled: test/bench/hookev, a Go program that appends its event
-	// line and exits: the "trivial hooks" of the targets.
-	hooksCompiled = hookKind{"hooks=compiled", nameGracefulTrivial, func(b *testing.B, c *cluster) { c.UseHookProgram(hookev(b)) }}
+	// hooksCompiled: hookev (C, or test/bench/hookev in Go without a C
+	// compiler), a program that appends its event line and exits: the
+	// "trivial hooks" of the targets.
+	hooksCompiled = hookKind{"hooks=compiled", nameGracefulTrivial, func(b *testing.B, c *cluster) {
+		bin, _ := hookev(b)
+		c.UseHookProgram(bin)
+	}}
 	// hooksBash: a bash script that appends its event line without forking.
 	hooksBash = hookKind{"hooks=bash", nameGracefulBash, func(b *testing.B, c *cluster) { c.UseTrivialHooks() }}
 	// hooksCurl: clustertest's scripts, which demote and promote the toy
@@ -107,16 +111,20 @@ func BenchmarkGracefulHandoff(b *testing.B) {
 				res.Extra["runs_fenced"] = float64(f)
 			}
 			res.Notes = "breakdown from hook events and daemon logs (ms resolution)"
+			if hk.sub == hooksCompiled.sub {
+				_, lang := hookev(b)
+				res.Notes = "hookev in " + lang + "; " + res.Notes
+			}
 			record(b, res)
 		})
 	}
 }
 
 // BenchmarkManualFailover: `failoverd failover --to NODE` end to end, with
-// trivial hooks. Reported: the CLI's wall time (it polls every 50 ms), the
-// CLI's start until the target's promote hook starts, and the old leader's
-// demote until then; trivial (compiled) hooks. Nodes that stood aside stay out until the request's
-// deadline (--timeout), so runs are spaced by it.
+// trivial (compiled) hooks. Reported: the CLI's wall time (it polls every
+// 50 ms), the CLI's start until the target's promote hook starts, and the
+// old leader's demote until then. Nodes that stood aside stay out until the
+// request's deadline (--timeout), so runs are spaced by it.
 func BenchmarkManualFailover(b *testing.B) {
 	c := startCluster(b, clustertest.Options{})
 	hooksCompiled.install(b, c)
@@ -164,7 +172,8 @@ func BenchmarkManualFailover(b *testing.B) {
 	prom := Result{Scenario: scManual, Name: "failover --to: CLI start → promote hook", Runs: len(s["cli_start_to_promote"])}
 	prom.fill(s["cli_start_to_promote"])
 	prom.Extra = map[string]float64{"old_demote_to_promote_p50_ms": s.p50ms("demote_to_promote"), "old_demote_to_promote_p99_ms": s.p99ms("demote_to_promote")}
-	prom.Notes = "trivial hooks (compiled)"
+	_, lang := hookev(b)
+	prom.Notes = "trivial hooks (compiled, hookev in " + lang + ")"
 	record(b, prom)
 }
 
@@ -278,7 +287,18 @@ func BenchmarkUnhealthyFailover(b *testing.B) {
 			s.add("detection", h.At.Sub(t0))
 			s.add("after_detection", p.At.Sub(h.At))
 		}
+		if l, ok := firstLog(c.Node(p.KV["node"]), "previous leader fenced", t0); ok {
+			// rpc first: the old node's admin API runs its demote hook again.
+			if sec, err := strconv.ParseFloat(l.KV["duration_seconds"], 64); err == nil {
+				s.add("fence_chain", time.Duration(sec*float64(time.Second)))
+			}
+		}
 		old.SetHealthy(true)
+		// An unhealthy step-down keeps the breadcrumb, so the successor
+		// fences the old leader (rpc), which holds it out of the election
+		// for node.demote_holdoff (10s). A restart ends that, for the next run.
+		old.Kill(syscall.SIGTERM)
+		old.Start()
 	}
 	c.ready(60 * time.Second)
 	res := Result{Scenario: scUnhealthy, Name: fmt.Sprintf("health fails (fall %d × interval %v), bash+curl hooks", fall, interval), Runs: len(s["total"])}
@@ -290,6 +310,8 @@ func BenchmarkUnhealthyFailover(b *testing.B) {
 		"detection_p99_ms":            s.p99ms("detection"),
 		"detection_to_promote_p50_ms": s.p50ms("after_detection"),
 		"p50_over_fall_x_interval":    res.P50ms / bound,
+		"runs_fenced":                 float64(len(s["fence_chain"])),
+		"fence_chain_p50_ms":          s.p50ms("fence_chain"),
 	}
 	res.Notes = "detection: flip → the leader's 'health state changed' log line"
 	record(b, res)

@@ -144,7 +144,8 @@ func BenchmarkHandoffSteps(b *testing.B) {
 	}
 	// The compiled trivial hook, installed as promote.sh beside the events log.
 	compiled := filepath.Join(tmp, "promote.sh")
-	bin, err := os.ReadFile(hookev(b))
+	hookBin, lang := hookev(b)
+	bin, err := os.ReadFile(hookBin)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -160,8 +161,8 @@ func BenchmarkHandoffSteps(b *testing.B) {
 		return eventAfter(evPath, t0)
 	}
 	steps = append(steps,
-		step{"hook: compiled trivial hook (hookev), start (proc.Run → reads clock)", compiledStart},
-		step{"hook: compiled trivial hook (hookev), whole run (proc.Run)", timed(func() error {
+		step{"hook: compiled trivial hook (hookev in " + lang + "), start (proc.Run → reads clock)", compiledStart},
+		step{"hook: compiled trivial hook (hookev in " + lang + "), whole run (proc.Run)", timed(func() error {
 			_, err := proc.Run(ctx, proc.Spec{Argv: []string{compiled}, Env: env, Timeout: 5 * time.Second})
 			return err
 		})},
