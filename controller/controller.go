@@ -259,6 +259,8 @@ func (c *Controller) Run(ctx context.Context) error {
 	var runCancel context.CancelFunc
 	var runDone chan struct{}
 	var deadline <-chan time.Time // set once a graceful stop began
+	cedeTimer := time.NewTimer(time.Hour)
+	defer cedeTimer.Stop()
 	for {
 		stopping := ctx.Err() != nil
 		if want := c.healthy() && !stopping; want && runDone == nil {
@@ -287,6 +289,15 @@ func (c *Controller) Run(ctx context.Context) error {
 		if stopping && runDone == nil {
 			return nil
 		}
+		var cedeOver <-chan time.Time
+		if runDone != nil && !stopping {
+			if until := c.cededUntilTime(); time.Now().Before(until) {
+				cedeTimer.Reset(time.Until(until))
+				cedeOver = cedeTimer.C
+			} else if c.currentState() == StateOut {
+				c.setState(c.idleState(), "back in the election")
+			}
+		}
 		if stopping && deadline == nil {
 			t := time.NewTimer(c.cfg.ShutdownTimeout)
 			defer t.Stop()
@@ -294,6 +305,7 @@ func (c *Controller) Run(ctx context.Context) error {
 		}
 		select {
 		case <-c.wake:
+		case <-cedeOver:
 		case <-runDone:
 			runDone = nil
 			c.setState(StateOut, "left the election")
@@ -481,6 +493,13 @@ func (c *Controller) cede(d time.Duration, reason string) {
 	}
 	c.mu.Unlock()
 	c.el.Cede(d)
+	c.poke(c.wake) // Run re-arms its end-of-cede timer
+}
+
+func (c *Controller) currentState() State {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.state
 }
 
 func (c *Controller) lossReason(cause error) string {
@@ -629,6 +648,9 @@ func (c *Controller) cededUntilTime() time.Time {
 	return c.cededUntil
 }
 
+// memberDebounce delays a member status write after a change.
+const memberDebounce = 25 * time.Millisecond
+
 // publishMember keeps members/<node-id> up to date: an ephemeral znode of
 // the current session, rewritten on every change.
 func (c *Controller) publishMember(ctx context.Context) {
@@ -651,6 +673,10 @@ func (c *Controller) publishMember(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 		case <-c.memberChanged:
+			// Coalesce bursts (standby → fencing → promoting → leader) and keep
+			// this write off the session while a takeover reads and writes:
+			// ZooKeeper answers a session's requests in order.
+			sleepCtx(ctx, memberDebounce)
 		case <-changed:
 		case <-sess.Done():
 		case <-time.After(30 * time.Second):

@@ -1,6 +1,8 @@
 package chaos
 
 import (
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -362,5 +364,46 @@ func TestPercentile(t *testing.T) {
 	}
 	if p := Percentile(nil, 50); p != 0 {
 		t.Errorf("empty %v", p)
+	}
+}
+
+// TestCheckSaved re-runs the checker over a saved run (the artifacts of
+// `make chaos`: events.log and decisions.jsonl in CHAOS_CHECK_DIR).
+func TestCheckSaved(t *testing.T) {
+	dir := os.Getenv("CHAOS_CHECK_DIR")
+	if dir == "" {
+		t.Skip("set CHAOS_CHECK_DIR to a directory with events.log and decisions.jsonl")
+	}
+	h, err := Load(filepath.Join(dir, "events.log"), filepath.Join(dir, "decisions.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := Check(h, DefaultCheckConfig(LivenessBound))
+	t.Log("\n" + Summary(r, 0, "re-check of "+dir))
+	for _, v := range r.Violations {
+		t.Errorf("VIOLATION %v\n%s", v, h.Excerpt(v.At, 3*time.Second))
+	}
+}
+
+func TestCheckKnownRaceIsReportedNotFailed(t *testing.T) {
+	r := Check(hist(t, `
+0 nemesis crash node=node-a what=known_race:gozk_lastzxid line=x
+`), cfg)
+	wantClean(t, r)
+	if len(r.KnownRaces) != 1 {
+		t.Errorf("known races %v", r.KnownRaces)
+	}
+}
+
+func TestClassifyRace(t *testing.T) {
+	known := []string{"Write at 0x00c0000ce300 by goroutine 1723:", "github.com/go-zookeeper/zk.(*Conn).recvLoop()",
+		"/root/go/pkg/mod/github.com/go-zookeeper/zk@v1.0.4/conn.go:849 +0x68c", "Previous read at 0x00c0000ce300 by goroutine 1278:",
+		"github.com/go-zookeeper/zk.(*Conn).sendSetWatches()"}
+	if got := classifyRace(known); got != "known_race:gozk_lastzxid" {
+		t.Errorf("known race classified %q", got)
+	}
+	other := []string{"Write at 0x1 by goroutine 1:", "github.com/failoverd/failoverd/controller.(*Controller).Status()"}
+	if got := classifyRace(other); got != "data_race" {
+		t.Errorf("other race classified %q", got)
 	}
 }

@@ -66,6 +66,12 @@ func Summary(r Report, seed uint64, replay string) string {
 		r.Accepted, r.RejectedStale, r.LateAccepted)
 	fmt.Fprintf(&b, "promotions: %d (+%d refused by the service as stale), fences: %d, failed fence attempts: %d, daemon exits: %d, resource samples: %d\n",
 		r.Promotions, r.RefusedPromotions, r.Fences, r.FenceFailures, r.DaemonExits, r.Samples)
+	if len(r.KnownRaces) > 0 {
+		fmt.Fprintf(&b, "known dependency data races (reported, not failing): %s\n", strings.Join(r.KnownRaces, ", "))
+		for _, k := range KnownRaces {
+			fmt.Fprintf(&b, "  %s: %s\n", k.Name, k.Note)
+		}
+	}
 	fmt.Fprintf(&b, "liveness bound: %v\nreplay: %s\n", LivenessBound, replay)
 	return b.String()
 }

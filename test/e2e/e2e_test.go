@@ -303,8 +303,35 @@ func TestAdminAPIRefusesMutatingCallsWithoutToken(t *testing.T) {
 	if !strings.Contains(string(b[:k]), "failoverd_") {
 		t.Error("/metrics has no failoverd_ series")
 	}
+	// A standby ceded for a moment reports "out", then "standby" again.
+	var sb *clustertest.Node
+	for _, o := range c.Nodes {
+		if o != n {
+			sb = o
+		}
+	}
+	req, _ := http.NewRequest("POST", "http://"+sb.AdminAddr+"/v1/cede?for=2s", nil)
+	req.Header.Set("Authorization", "Bearer "+c.Token)
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("cede standby with token: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	if s, _ := sb.Status(); s.State != controller.StateOut {
+		t.Errorf("ceded standby state %q, want out", s.State)
+	}
+	back := time.Now().Add(10 * time.Second)
+	for {
+		if s, _ := sb.Status(); s.State == controller.StateStandby {
+			break
+		}
+		if time.Now().After(back) {
+			t.Fatal("ceded standby did not report standby again after the cede ended")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	// With the token, cede hands over.
-	req, _ := http.NewRequest("POST", "http://"+n.AdminAddr+"/v1/cede?for=20s", nil)
+	req, _ = http.NewRequest("POST", "http://"+n.AdminAddr+"/v1/cede?for=20s", nil)
 	req.Header.Set("Authorization", "Bearer "+c.Token)
 	resp, err = http.DefaultClient.Do(req)
 	if err != nil || resp.StatusCode != 200 {
