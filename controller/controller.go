@@ -588,8 +588,10 @@ func (c *Controller) Demote(ctx context.Context, reason string) (fencer.DemoteRe
 			return resp, nil
 		}
 	} else {
-		// Not leading: make sure anyway (a paused leader may wake here).
-		err := c.runHook(ctx, "demote", c.cfg.Demote, reasonOperator, epoch, nil)
+		// Not leading: make sure anyway (a paused leader may wake here). The
+		// hook gets its own timeout: a caller that gave up must not cut a
+		// demote short halfway.
+		err := c.runHook(context.WithoutCancel(ctx), "demote", c.cfg.Demote, reasonOperator, epoch, nil)
 		resp.Demoted = err == nil
 		if err != nil {
 			resp.Error = err.Error()
