@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -49,12 +48,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	logger := newLogger(stderr, cfg.Log.Format, cfg.Log.Level)
-	// failoverd waits almost all the time and its work is sequential I/O:
-	// one P halves idle wake-ups (measured 0.25% -> 0.175% of a core as an
-	// idle leader). The GOMAXPROCS environment variable still overrides it.
-	if os.Getenv("GOMAXPROCS") == "" {
-		runtime.GOMAXPROCS(1)
-	}
+
 	d, err := build(cfg, logger)
 	if err != nil {
 		logger.Error("cannot start", "err", err)
