@@ -69,7 +69,8 @@ type Admin struct {
 	// Listen is the host:port the API listens on. Default "127.0.0.1:9101".
 	Listen string `yaml:"listen"`
 	// AdvertiseURL is the base URL peers use to reach this API; it is
-	// published in the member znode and used by their rpc fencing. Default:
+	// published in the member znode and the breadcrumb, and used by their rpc
+	// fencing. Default:
 	// see Config.AdminURL.
 	AdvertiseURL string `yaml:"advertise_url,omitempty"`
 	// TokenFile holds the bearer token that mutating endpoints require. Without
