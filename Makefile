@@ -29,6 +29,7 @@ test-short: lint
 fuzz:
 	@echo ">> fuzzing parsers"
 	$(GO) test -run '^$$' -fuzz FuzzBreadcrumb -fuzztime 30s ./breadcrumb
+	$(GO) test -run '^$$' -fuzz FuzzLoadConfig -fuzztime 30s ./config
 
 bench: deps
 	@echo ">> benchmarks (real ZooKeeper, loopback)"
