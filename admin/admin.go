@@ -25,8 +25,6 @@ package admin
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -141,7 +139,7 @@ func roleHandler(n Node, ok func(controller.Status) bool) http.HandlerFunc {
 }
 
 func cedeHandler(n Node, token string) http.HandlerFunc {
-	authorized := bearerCheck(token)
+	authorized := fencer.BearerCheck(token)
 	return func(w http.ResponseWriter, r *http.Request) {
 		if token == "" {
 			writeJSON(w, http.StatusForbidden, CedeAnswer{Error: "mutating endpoints disabled"})
@@ -184,20 +182,6 @@ func cedeDuration(s string) (time.Duration, error) {
 		return 0, fmt.Errorf(`query parameter "for" must be > 0 and <= %s, got %s`, MaxCede, d)
 	}
 	return d, nil
-}
-
-// bearerCheck returns a function reporting whether a request carries
-// "Authorization: Bearer <token>".
-func bearerCheck(token string) func(*http.Request) bool {
-	// Comparing digests keeps the comparison constant-time even in the
-	// token's length.
-	want := sha256.Sum256([]byte(token))
-	return func(r *http.Request) bool {
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		gotSum := sha256.Sum256([]byte(got))
-		match := subtle.ConstantTimeCompare(gotSum[:], want[:]) == 1
-		return ok && match
-	}
 }
 
 // logMutation logs every call of a mutating endpoint, refused ones

@@ -225,13 +225,26 @@ func snippet(b []byte) string {
 	return s
 }
 
+// BearerCheck returns a function reporting whether a request carries
+// "Authorization: Bearer <token>". The admin API's other mutating endpoints
+// use it too, so every endpoint checks the token the same way.
+func BearerCheck(token string) func(*http.Request) bool {
+	// Comparing digests keeps the comparison constant-time even in the
+	// token's length.
+	want := sha256.Sum256([]byte(token))
+	return func(r *http.Request) bool {
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		gotSum := sha256.Sum256([]byte(got))
+		match := subtle.ConstantTimeCompare(gotSum[:], want[:]) == 1
+		return ok && match
+	}
+}
+
 // DemoteHandler serves POST /v1/demote for d. Requests must carry
 // "Authorization: Bearer <token>"; an empty token disables the endpoint, so a
 // node without a configured token cannot be demoted remotely.
 func DemoteHandler(d Demoter, token string) http.Handler {
-	// Comparing digests keeps the comparison constant-time even in the
-	// token's length.
-	want := sha256.Sum256([]byte(token))
+	authorized := BearerCheck(token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if token == "" {
 			writeDemoteResponse(w, http.StatusForbidden, DemoteResponse{Error: "mutating endpoints disabled"})
@@ -242,9 +255,7 @@ func DemoteHandler(d Demoter, token string) http.Handler {
 			writeDemoteResponse(w, http.StatusMethodNotAllowed, DemoteResponse{Error: "method must be POST"})
 			return
 		}
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		gotSum := sha256.Sum256([]byte(got))
-		if !ok || subtle.ConstantTimeCompare(gotSum[:], want[:]) != 1 {
+		if !authorized(r) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="failoverd"`)
 			writeDemoteResponse(w, http.StatusUnauthorized, DemoteResponse{Error: "missing or wrong bearer token"})
 			return
