@@ -195,6 +195,17 @@ func (k *cand) stop() {
 	k.client.Close()
 }
 
+// startCandidates starts n0, n1, ... and returns them by id.
+func startCandidates(t *testing.T, r *referee, n int, o opts) map[string]*cand {
+	t.Helper()
+	cands := map[string]*cand{}
+	for i := range n {
+		id := fmt.Sprintf("n%d", i)
+		cands[id] = startCandidate(t, r, id, o)
+	}
+	return cands
+}
+
 func modes(t *testing.T, f func(t *testing.T, m Mode)) {
 	for _, m := range []Mode{Fair, Unfair} {
 		t.Run(m.String(), func(t *testing.T) { f(t, m) })
@@ -205,11 +216,7 @@ func TestExactlyOneLeaderAcrossResignations(t *testing.T) {
 	zks := zktest.Start(t, 1)
 	modes(t, func(t *testing.T, m Mode) {
 		r := newReferee()
-		cands := map[string]*cand{}
-		for i := range 5 {
-			id := fmt.Sprintf("n%d", i)
-			cands[id] = startCandidate(t, r, id, opts{mode: m, timeout: 2 * time.Second, servers: zks.Addrs()})
-		}
+		cands := startCandidates(t, r, 5, opts{mode: m, timeout: 2 * time.Second, servers: zks.Addrs()})
 		prev := ""
 		for range 6 {
 			l := r.waitLeader(t, prev, 10*time.Second)
@@ -295,11 +302,7 @@ func TestEpochsStrictlyIncreaseOver100Changes(t *testing.T) {
 	zks := zktest.Start(t, 1)
 	modes(t, func(t *testing.T, m Mode) {
 		r := newReferee()
-		cands := map[string]*cand{}
-		for i := range 3 {
-			id := fmt.Sprintf("n%d", i)
-			cands[id] = startCandidate(t, r, id, opts{mode: m, timeout: 2 * time.Second, servers: zks.Addrs()})
-		}
+		cands := startCandidates(t, r, 3, opts{mode: m, timeout: 2 * time.Second, servers: zks.Addrs()})
 		prevEpoch := int64(0)
 		for i := 0; i < 100; i++ {
 			l := r.waitLeader(t, "", 10*time.Second)
