@@ -591,6 +591,12 @@ func (e *Elector) lease(sess *zk.Session) time.Duration {
 
 // lead runs the callback and watches leadership until it ends.
 func (e *Elector) lead(ctx context.Context, sess *zk.Session, node string, epoch int64, kick <-chan struct{}, onElected func(context.Context, Leadership)) {
+	// The lease runs from the newest answer of the ZooKeeper leader; a
+	// candidate that waited in the queue may have none for a long time.
+	if err := sess.Sync(ctx, node); err != nil {
+		e.log.Warn("could not confirm leadership with the zookeeper leader", "err", err)
+		return
+	}
 	lease := e.lease(sess)
 	renewEvery := e.cfg.RenewInterval
 	if renewEvery <= 0 || renewEvery > lease/2 {
@@ -637,7 +643,14 @@ func (e *Elector) watch(ctx context.Context, sess *zk.Session, node string, leas
 		}
 		go func() {
 			defer inflight.Unlock()
-			ok, st, err := sess.Exists(wctx, node)
+			// Sync first: only an answer the ZooKeeper leader gave moves the
+			// lease (a cut-off follower still answers reads).
+			err := sess.Sync(wctx, node)
+			var ok bool
+			var st zk.Stat
+			if err == nil {
+				ok, st, err = sess.Exists(wctx, node)
+			}
 			if err == nil && ok && full && e.cfg.Mode == Fair {
 				var kids []string
 				if kids, err = sess.Children(wctx, e.cfg.Dir); err == nil {

@@ -10,10 +10,12 @@
 //     hands out a fresh Session when the previous one died.
 //   - The negotiated session timeout, the session id and its password, read
 //     from the server's connect response.
-//   - LastAck: the send time of the newest request the server answered. The
-//     election lease is measured from it, because ZooKeeper clients hear
-//     nothing while cut off and the server may expire the session no earlier
-//     than one session timeout after that request reached it.
+//   - LastAck: the send time of the newest request that the ZooKeeper
+//     *leader* must have answered (a sync or a write). The election lease is
+//     measured from it. Plain reads and pings do not count: a follower cut
+//     off from its leader keeps answering them from its local copy for up to
+//     syncLimit × tickTime, while the leader expires the session after one
+//     session timeout and lets a successor win.
 package zk
 
 import (
@@ -455,10 +457,22 @@ func (c *sniffConn) parse() {
 	c.s.mu.Unlock()
 }
 
-// call runs op, records the ack time when the server answered, and maps
-// errors. go-zookeeper calls take no context; a call abandoned on ctx ends
-// by itself when the connection flushes its requests.
+// call runs a read: its answer may come from a follower's local copy, so it
+// does not move LastAck.
 func (s *Session) call(ctx context.Context, op func() error) error {
+	return s.do(ctx, false, op)
+}
+
+// write runs a request that goes through the ZooKeeper leader (a write or a
+// sync): an answer moves LastAck to the send time.
+func (s *Session) write(ctx context.Context, op func() error) error {
+	return s.do(ctx, true, op)
+}
+
+// do runs op, records the ack time when viaLeader and the server answered,
+// and maps errors. go-zookeeper calls take no context; a call abandoned on
+// ctx ends by itself when the connection flushes its requests.
+func (s *Session) do(ctx context.Context, viaLeader bool, op func() error) error {
 	if s.dead() {
 		return s.Err()
 	}
@@ -468,7 +482,7 @@ func (s *Session) call(ctx context.Context, op func() error) error {
 	select {
 	case err := <-errc:
 		err = mapErr(err)
-		if answered(err) {
+		if viaLeader && answered(err) {
 			s.ack(start)
 		}
 		if errors.Is(err, ErrSessionExpired) {
@@ -541,7 +555,7 @@ func toStat(st *gozk.Stat) Stat {
 // (with the sequence suffix for sequential modes) and its Stat.
 func (s *Session) Create(ctx context.Context, p string, data []byte, mode CreateMode) (string, Stat, error) {
 	var got string
-	err := s.call(ctx, func() (err error) {
+	err := s.write(ctx, func() (err error) {
 		got, err = s.conn.Create(p, data, int32(mode), s.client.acl)
 		return err
 	})
@@ -563,7 +577,7 @@ func (s *Session) EnsurePath(ctx context.Context, p string) error {
 	cur := ""
 	for _, part := range parts {
 		cur += "/" + part
-		err := s.call(ctx, func() error {
+		err := s.write(ctx, func() error {
 			_, err := s.conn.Create(cur, nil, 0, s.client.acl)
 			return err
 		})
@@ -588,7 +602,7 @@ func (s *Session) Get(ctx context.Context, p string) ([]byte, Stat, error) {
 // Set writes data if the znode's version matches (-1: any version).
 func (s *Session) Set(ctx context.Context, p string, data []byte, version int32) (Stat, error) {
 	var st *gozk.Stat
-	err := s.call(ctx, func() (err error) { st, err = s.conn.Set(p, data, version); return })
+	err := s.write(ctx, func() (err error) { st, err = s.conn.Set(p, data, version); return })
 	if err != nil {
 		return Stat{}, err
 	}
@@ -597,7 +611,16 @@ func (s *Session) Set(ctx context.Context, p string, data []byte, version int32)
 
 // Delete removes a znode if its version matches (-1: any version).
 func (s *Session) Delete(ctx context.Context, p string, version int32) error {
-	return s.call(ctx, func() error { return s.conn.Delete(p, version) })
+	return s.write(ctx, func() error { return s.conn.Delete(p, version) })
+}
+
+// Sync makes the server this session talks to catch up with the ZooKeeper
+// leader: the request is forwarded to the leader and answered only after the
+// leader's reply came back. A follower cut off from its leader cannot answer
+// it, so an answered Sync moves LastAck; a read made after it sees
+// everything the leader had committed when it handled the sync.
+func (s *Session) Sync(ctx context.Context, p string) error {
+	return s.write(ctx, func() error { _, err := s.conn.Sync(p); return err })
 }
 
 // Exists reports whether the znode exists.
@@ -749,7 +772,7 @@ func (s *Session) Multi(ctx context.Context, ops ...Op) error {
 		reqs[i] = o.request(s.client.acl)
 	}
 	var resp []gozk.MultiResponse
-	err := s.call(ctx, func() (err error) {
+	err := s.write(ctx, func() (err error) {
 		resp, err = s.conn.Multi(reqs...)
 		return err
 	})

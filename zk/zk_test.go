@@ -47,6 +47,22 @@ func TestSessionBasicsAndExpiry(t *testing.T) {
 	if ack := s.LastAck(); ack.Before(before) {
 		t.Errorf("LastAck %v is before the requests were sent (%v)", ack, before)
 	}
+	// Reads may be answered by a follower cut off from the leader: they must
+	// not move LastAck; a sync goes through the leader and does.
+	ack := s.LastAck()
+	time.Sleep(5 * time.Millisecond)
+	if _, _, err := s.Exists(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.LastAck(); !got.Equal(ack) {
+		t.Errorf("a read moved LastAck from %v to %v", ack, got)
+	}
+	if err := s.Sync(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.LastAck(); !got.After(ack) {
+		t.Errorf("an answered sync did not move LastAck (still %v)", got)
+	}
 	if _, _, err := s.Create(ctx, "/a/b", nil, zk.Persistent); !errors.Is(err, zk.ErrNodeExists) {
 		t.Errorf("Create existing = %v, want ErrNodeExists", err)
 	}
