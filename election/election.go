@@ -104,6 +104,9 @@ type Leadership struct {
 	Path    string      // our election znode; breadcrumb writes check it exists
 	Session *zk.Session // the session that owns Path
 	NodeID  string
+	// Lease is how long this leadership trusts itself after the newest
+	// answer of the ZooKeeper leader (derived from the negotiated timeout).
+	Lease time.Duration
 
 	deadline func() time.Time
 }
@@ -603,7 +606,7 @@ func (e *Elector) lead(ctx context.Context, sess *zk.Session, node string, epoch
 		renewEvery = lease / 4
 	}
 	deadline := func() time.Time { return sess.LastAck().Add(lease) }
-	l := Leadership{Epoch: epoch, Path: node, Session: sess, NodeID: e.cfg.NodeID, deadline: deadline}
+	l := Leadership{Epoch: epoch, Path: node, Session: sess, NodeID: e.cfg.NodeID, Lease: lease, deadline: deadline}
 
 	lctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(ErrStopped)
