@@ -5,15 +5,21 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"time"
+
+	"github.com/failoverd/failoverd/internal/loopback"
 )
 
 // DemotePath is where a failoverd admin API accepts demote requests.
@@ -41,9 +47,11 @@ type DemoteResponse struct {
 	// Demoted is true only when the service no longer acts as primary.
 	Demoted bool `json:"demoted"`
 	// NodeID is the answering node's id, so a caller can tell that it
-	// demoted the node it meant to.
+	// demoted the node it meant to. The rpc fencer requires it.
 	NodeID string `json:"node_id"`
-	// Epoch is the answering node's last leadership epoch, 0 if none.
+	// Epoch is the answering daemon's current or last leadership epoch, 0 if
+	// it has led no term since it started. The rpc fencer requires it to be
+	// at least the epoch being fenced; see RPC.Fence.
 	Epoch int64 `json:"epoch"`
 	// Error says why the node was not demoted.
 	Error string `json:"error,omitempty"`
@@ -55,6 +63,16 @@ type Demoter interface {
 	// the outcome; Demoted must be false unless that is done.
 	Demote(ctx context.Context, reason string) (DemoteResponse, error)
 }
+
+// ErrInsecureHTTP is returned, before anything is sent, when the admin URL
+// is plain http to a host that is not loopback and RPCConfig.AllowInsecureHTTP
+// is not set: the token would cross the network in clear text.
+var ErrInsecureHTTP = errors.New("refusing to send the admin token over plain http to a host that is not loopback " +
+	"(use an https admin URL, or set allow_insecure_http on the rpc method)")
+
+// ErrRedirect is returned when the admin API answers with a redirect: the
+// fencer never follows one, so the token goes only to the URL it was meant for.
+var ErrRedirect = errors.New("refusing to follow a redirect with the admin token")
 
 // RPCConfig configures the rpc fencing method.
 type RPCConfig struct {
@@ -68,8 +86,18 @@ type RPCConfig struct {
 	Timeout time.Duration
 	// From is our own node id, sent so the target can log who demoted it.
 	From string
-	// HTTPClient sends the request. Default: a client that does not follow
-	// redirects, so the token and the demand go only where they were meant.
+	// CAFile, when set, is a PEM file of the CA certificates that verify an
+	// https admin API, instead of the system roots.
+	CAFile string
+	// AllowInsecureHTTP lets the token go over plain http to a host that is
+	// not loopback. Dangerous: anyone on the path can read the token and
+	// then demote or cede any node. Without it such URLs fail with
+	// ErrInsecureHTTP before anything is dialled.
+	AllowInsecureHTTP bool
+	// HTTPClient sends the request, for tests; it may not be combined with
+	// CAFile. Default: a client that connects directly (no proxy from the
+	// environment) and verifies https servers against CAFile or the system
+	// roots. Redirects are refused (ErrRedirect) whichever client is used.
 	HTTPClient *http.Client
 }
 
@@ -99,24 +127,79 @@ func NewRPC(cfg RPCConfig, logger *slog.Logger) (*RPC, error) {
 		errs = append(errs, fmt.Errorf("timeout must be > 0, got %s", cfg.Timeout))
 	}
 	if cfg.URL != "" {
-		if _, err := demoteURL(cfg.URL); err != nil {
+		if _, err := demoteURL(cfg.URL, cfg.AllowInsecureHTTP); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if cfg.CAFile != "" && cfg.HTTPClient != nil {
+		errs = append(errs, errors.New("set CAFile or HTTPClient, not both"))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	client := cfg.HTTPClient
-	if client == nil {
-		client = &http.Client{
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	var client http.Client
+	if cfg.HTTPClient != nil {
+		client = *cfg.HTTPClient
+	} else {
+		tr, err := newTransport(cfg.CAFile)
+		if err != nil {
+			return nil, err
 		}
+		client.Transport = tr
 	}
-	return &RPC{cfg: cfg, client: client, logger: logger.With("method", "rpc")}, nil
+	// Not following is not enough: a redirect must fail the fence, and Go
+	// would resend Authorization on a redirect to the same host, http or not.
+	client.CheckRedirect = func(req *http.Request, _ []*http.Request) error {
+		return fmt.Errorf("%w (to %s)", ErrRedirect, req.URL.Redacted())
+	}
+	if cfg.AllowInsecureHTTP {
+		logger.Warn("rpc fencing may send the admin token over plain http to hosts that are not loopback (allow_insecure_http)")
+	}
+	return &RPC{cfg: cfg, client: &client, logger: logger.With("method", "rpc")}, nil
 }
 
-// demoteURL turns an admin API base URL into its demote endpoint.
-func demoteURL(base string) (string, error) {
+// newTransport returns the transport of the default client: direct
+// connections only, since a proxy from the environment would see the token
+// of an http request, TLS 1.2 or later, and CAs from caFile if set.
+func newTransport(caFile string) (*http.Transport, error) {
+	tlsCfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if caFile != "" {
+		pool, err := LoadCAFile(caFile)
+		if err != nil {
+			return nil, err
+		}
+		tlsCfg.RootCAs = pool
+	}
+	return &http.Transport{
+		Proxy:             nil,
+		DialContext:       (&net.Dialer{KeepAlive: 30 * time.Second}).DialContext,
+		TLSClientConfig:   tlsCfg,
+		ForceAttemptHTTP2: true,
+		// Fencing is rare, and an idle connection to an old leader is of no
+		// use for the next one.
+		DisableKeepAlives: true,
+	}, nil
+}
+
+// LoadCAFile reads a PEM bundle of CA certificates into a pool. A file that
+// holds no certificate is an error, so that a wrong file is not silently
+// the same as an empty trust store.
+func LoadCAFile(name string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(name)
+	if err != nil {
+		return nil, fmt.Errorf("reading CA file: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("CA file %s holds no PEM certificate", name)
+	}
+	return pool, nil
+}
+
+// demoteURL turns an admin API base URL into its demote endpoint. Unless
+// insecureOK, a plain http URL to a host that is not loopback is refused
+// with ErrInsecureHTTP.
+func demoteURL(base string, insecureOK bool) (string, error) {
 	u, err := url.Parse(base)
 	if err != nil {
 		return "", fmt.Errorf("admin url: %w", err)
@@ -127,6 +210,13 @@ func demoteURL(base string) (string, error) {
 	if u.Host == "" {
 		return "", fmt.Errorf("admin url %q has no host", base)
 	}
+	if u.User != nil {
+		// Credentials in the URL would go along with the token.
+		return "", fmt.Errorf("admin url %s must not carry user information", u.Redacted())
+	}
+	if !insecureOK && loopback.PlainHTTPToRemote(u) {
+		return "", fmt.Errorf("admin url %s: %w", base, ErrInsecureHTTP)
+	}
 	return strings.TrimRight(u.String(), "/") + DemotePath, nil
 }
 
@@ -134,9 +224,33 @@ func demoteURL(base string) (string, error) {
 func (m *RPC) Name() string { return "rpc" }
 
 // Fence implements Method. It returns nil only when the target's admin API
-// answers 2xx with "demoted": true, and, when both sides name a node, the
-// node that answered is the target.
+// answers 2xx with "demoted": true, naming the target's node and an epoch
+// at least the target's:
+//
+//   - node_id must equal Target.NodeID. An answer without one proves
+//     nothing, and one from another node (whose address the breadcrumb now
+//     points to, or our own node when the old leader advertised a loopback
+//     URL) demoted the wrong service.
+//   - epoch must be >= Target.Epoch. A daemon reports the epoch of its
+//     current or last term, and epochs only grow, so a lower one comes from
+//     a daemon that has led neither the fenced term nor a later one: one
+//     restarted since, or a replacement that took over the address or the
+//     node id. We cannot tell those apart, and only the first has stopped
+//     the service that led the term, so it counts as failure and the next
+//     method (ssh, shell) runs. A later epoch is accepted: that daemon has
+//     led a term of this node id since the fenced one began, so it is the
+//     node's current daemon (node ids are unique in a cluster), the fenced
+//     term is over for it, and "demoted" covers its service whatever term
+//     it is in.
+//
+// The token is sent only over https or to a loopback host, unless
+// RPCConfig.AllowInsecureHTTP; otherwise Fence fails with ErrInsecureHTTP
+// before dialling.
 func (m *RPC) Fence(ctx context.Context, t Target) error {
+	if t.NodeID == "" {
+		// Nothing in the answer could be checked against it.
+		return errors.New("target has no node id: cannot check who answers the demote request")
+	}
 	base := m.cfg.URL
 	if base == "" {
 		base = t.AdminURL
@@ -144,7 +258,7 @@ func (m *RPC) Fence(ctx context.Context, t Target) error {
 	if base == "" {
 		return fmt.Errorf("target %q has no admin url and none is configured", t.NodeID)
 	}
-	endpoint, err := demoteURL(base)
+	endpoint, err := demoteURL(base, m.cfg.AllowInsecureHTTP)
 	if err != nil {
 		return err
 	}
@@ -191,20 +305,32 @@ func (m *RPC) Fence(ctx context.Context, t Target) error {
 	if decodeErr != nil {
 		return fmt.Errorf("demote response from %s is not a demote answer (%q): %w", endpoint, snippet(raw), decodeErr)
 	}
-	if !answer.Demoted {
-		reason := answer.Error
-		if reason == "" {
-			reason = "no reason given"
-		}
-		return fmt.Errorf("%s answered but did not demote: %s", endpoint, reason)
-	}
-	// Demoting some other node, e.g. because the address now belongs to a
-	// replacement, does not stop the old leader.
-	if answer.NodeID != "" && t.NodeID != "" && answer.NodeID != t.NodeID {
-		return fmt.Errorf("%s demoted node %q, want %q", endpoint, answer.NodeID, t.NodeID)
+	if err := checkAnswer(t, answer); err != nil {
+		return fmt.Errorf("%s: %w", endpoint, err)
 	}
 	m.logger.Info("rpc demoted target", "target", t.NodeID, "epoch", t.Epoch,
 		"url", endpoint, "node_id", answer.NodeID, "target_epoch_reported", answer.Epoch)
+	return nil
+}
+
+// checkAnswer applies Fence's rule to a 2xx answer.
+func checkAnswer(t Target, a DemoteResponse) error {
+	switch {
+	case !a.Demoted:
+		reason := a.Error
+		if reason == "" {
+			reason = "no reason given"
+		}
+		return fmt.Errorf("answered but did not demote: %s", reason)
+	case a.NodeID == "":
+		return fmt.Errorf("answer names no node, so it does not show that %q was demoted", t.NodeID)
+	case a.NodeID != t.NodeID:
+		return fmt.Errorf("demoted node %q, want %q", a.NodeID, t.NodeID)
+	case a.Epoch < t.Epoch:
+		return fmt.Errorf("node %q answered with epoch %d, before the fenced epoch %d: "+
+			"that daemon did not lead the term being fenced (restarted, or another host with the same node id)",
+			a.NodeID, a.Epoch, t.Epoch)
+	}
 	return nil
 }
 

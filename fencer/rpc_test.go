@@ -2,16 +2,25 @@ package fencer
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"io"
+	"log"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/failoverd/failoverd/internal/tlstest"
 )
 
 const rpcTestToken = "s3cret-token"
@@ -68,15 +77,20 @@ func TestRPCFenceJudgesTheAnswer(t *testing.T) {
 		wantInErr string // "" means fenced
 	}{
 		{"demoted", jsonHandler(200, `{"demoted":true,"node_id":"node-a","epoch":7}`), ""},
-		{"demoted, node not named", jsonHandler(200, `{"demoted":true}`), ""},
-		{"202 demoted", jsonHandler(202, `{"demoted":true,"node_id":"node-a"}`), ""},
+		{"demoted in a later term", jsonHandler(200, `{"demoted":true,"node_id":"node-a","epoch":9}`), ""},
+		{"202 demoted", jsonHandler(202, `{"demoted":true,"node_id":"node-a","epoch":7}`), ""},
+		{"missing node id", jsonHandler(200, `{"demoted":true,"epoch":7}`), `answer names no node, so it does not show that "node-a" was demoted`},
+		{"empty node id", jsonHandler(200, `{"demoted":true,"node_id":"","epoch":7}`), "answer names no node"},
+		{"bare demoted", jsonHandler(200, `{"demoted":true}`), "answer names no node"},
+		{"earlier epoch", jsonHandler(200, `{"demoted":true,"node_id":"node-a","epoch":6}`), `answered with epoch 6, before the fenced epoch 7`},
+		{"no epoch", jsonHandler(200, `{"demoted":true,"node_id":"node-a"}`), `answered with epoch 0, before the fenced epoch 7`},
 		{"server error", jsonHandler(500, `{"demoted":false,"error":"service stuck"}`), "500 Internal Server Error: service stuck"},
 		{"server error without json", jsonHandler(502, `<html>bad gateway</html>`), "502 Bad Gateway"},
 		{"not demoted", jsonHandler(200, `{"demoted":false,"node_id":"node-a","error":"still flushing"}`), "did not demote: still flushing"},
 		{"not demoted, no reason", jsonHandler(200, `{"node_id":"node-a"}`), "did not demote: no reason given"},
-		{"wrong node", jsonHandler(200, `{"demoted":true,"node_id":"node-b"}`), `demoted node "node-b", want "node-a"`},
+		{"wrong node", jsonHandler(200, `{"demoted":true,"node_id":"node-b","epoch":7}`), `demoted node "node-b", want "node-a"`},
 		{"not json", jsonHandler(200, `OK`), "is not a demote answer"},
-		{"redirect", http.RedirectHandler("http://127.0.0.1:1/elsewhere", http.StatusFound), "302 Found"},
+		{"redirect", http.RedirectHandler("http://127.0.0.1:1/elsewhere", http.StatusFound), "refusing to follow a redirect"},
 		{"wrong token", DemoteHandler(&fakeDemoter{resp: DemoteResponse{Demoted: true}}, "another-token"), "401 Unauthorized"},
 		{"endpoint disabled", DemoteHandler(&fakeDemoter{resp: DemoteResponse{Demoted: true}}, ""), "mutating endpoints disabled"},
 	} {
@@ -128,7 +142,7 @@ func TestRPCFenceSendsTokenAndRequest(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		gotAuth, gotPath = r.Header.Get("Authorization"), r.URL.Path
 		_ = json.NewDecoder(r.Body).Decode(&gotReq)
-		_, _ = io.WriteString(w, `{"demoted":true}`)
+		_, _ = io.WriteString(w, `{"demoted":true,"node_id":"node-a","epoch":7}`)
 	}))
 	defer srv.Close()
 
@@ -154,7 +168,7 @@ func TestRPCFenceConfiguredURLOverridesTarget(t *testing.T) {
 	record := func(name string) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			called <- name
-			_, _ = io.WriteString(w, `{"demoted":true}`)
+			_, _ = io.WriteString(w, `{"demoted":true,"node_id":"node-a","epoch":7}`)
 		})
 	}
 	configured := httptest.NewServer(record("configured"))
@@ -228,7 +242,7 @@ func TestRPCFenceTimeoutIsExact(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		hung := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
 		m := newRPCFor(t, RPCConfig{
-			URL:        "http://node-a.invalid:9000",
+			URL:        "https://node-a.invalid:9000",
 			Timeout:    3 * time.Second,
 			HTTPClient: &http.Client{Transport: handlerTransport{hung}},
 		})
@@ -247,7 +261,7 @@ func TestRPCFenceHonoursCallerContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		hung := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
 		m := newRPCFor(t, RPCConfig{
-			URL:        "http://node-a.invalid:9000",
+			URL:        "https://node-a.invalid:9000",
 			Timeout:    time.Minute,
 			HTTPClient: &http.Client{Transport: handlerTransport{hung}},
 		})
@@ -275,6 +289,12 @@ func TestNewRPCValidates(t *testing.T) {
 		{"negative timeout", RPCConfig{Token: "t", Timeout: -time.Second}, "timeout must be > 0"},
 		{"url without scheme", RPCConfig{Token: "t", URL: "node-a:8443"}, "scheme must be http or https"},
 		{"url without host", RPCConfig{Token: "t", URL: "http://"}, "has no host"},
+		{"loopback http url", RPCConfig{Token: "t", URL: "http://127.0.0.1:9101"}, ""},
+		{"remote http url", RPCConfig{Token: "t", URL: "http://10.0.0.12:9101"}, "refusing to send the admin token over plain http"},
+		{"remote http url allowed", RPCConfig{Token: "t", URL: "http://10.0.0.12:9101", AllowInsecureHTTP: true}, ""},
+		{"url with user", RPCConfig{Token: "t", URL: "https://u:p@node-a:8443"}, "must not carry user information"},
+		{"missing CA file", RPCConfig{Token: "t", CAFile: "/nonexistent/ca.pem"}, "reading CA file"},
+		{"CA file and client", RPCConfig{Token: "t", CAFile: "ca.pem", HTTPClient: &http.Client{}}, "not both"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m, err := NewRPC(tc.cfg, nil)
@@ -357,5 +377,180 @@ func TestDemoteHandler(t *testing.T) {
 				t.Errorf("Demote called = %v, want %v", called, tc.wantCalled)
 			}
 		})
+	}
+}
+
+// demoteServerTLS serves DemoteHandler over HTTPS with pki's certificate and
+// counts the requests that reached it.
+func demoteServerTLS(t *testing.T, pki *tlstest.PKI, d Demoter) (*httptest.Server, *atomic.Int32) {
+	t.Helper()
+	var hits atomic.Int32
+	h := DemoteHandler(d, rpcTestToken)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		h.ServeHTTP(w, r)
+	}))
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{pki.Cert}, MinVersion: tls.VersionTLS12}
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshakes below
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	return srv, &hits
+}
+
+func TestRPCFenceHTTPSWithCAFile(t *testing.T) {
+	pki := tlstest.New(t, "rpc")
+	d := &fakeDemoter{resp: DemoteResponse{Demoted: true, NodeID: "node-a", Epoch: 7}}
+	srv, hits := demoteServerTLS(t, pki, d)
+	target := rpcTarget
+	target.AdminURL = srv.URL // https://127.0.0.1:port
+
+	m := newRPCFor(t, RPCConfig{CAFile: pki.CAFile, From: "node-b"})
+	if err := m.Fence(t.Context(), target); err != nil {
+		t.Fatalf("Fence over https with the CA = %v, want nil", err)
+	}
+	if n := len(d.calls()); n != 1 {
+		t.Errorf("Demote called %d times, want 1", n)
+	}
+
+	// Without the CA (system roots) the handshake fails: the token is never
+	// sent, so the handler never runs.
+	before := hits.Load()
+	m = newRPCFor(t, RPCConfig{From: "node-b"})
+	err := m.Fence(t.Context(), target)
+	var unknown x509.UnknownAuthorityError
+	if err == nil || !errors.As(err, &unknown) {
+		t.Fatalf("Fence over https without the CA = %v, want an unknown-authority error", err)
+	}
+	// Another CA does not verify it either.
+	other := tlstest.New(t, "other")
+	m = newRPCFor(t, RPCConfig{CAFile: other.CAFile, From: "node-b"})
+	if err := m.Fence(t.Context(), target); err == nil || !errors.As(err, &unknown) {
+		t.Fatalf("Fence over https with another CA = %v, want an unknown-authority error", err)
+	}
+	if got := hits.Load(); got != before {
+		t.Errorf("%d requests reached the server over unverified TLS, want 0", got-before)
+	}
+	if n := len(d.calls()); n != 1 {
+		t.Errorf("Demote called %d times in all, want 1", n)
+	}
+}
+
+func TestRPCFenceCAFileWithoutCertificate(t *testing.T) {
+	name := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(name, []byte("not a certificate\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := NewRPC(RPCConfig{Token: rpcTestToken, CAFile: name}, nil)
+	if err == nil || !strings.Contains(err.Error(), "holds no PEM certificate") {
+		t.Fatalf("NewRPC with a CA file holding no certificate = %v, want an error", err)
+	}
+}
+
+// countingDialer fails every dial and counts them, so a test can show that
+// nothing was sent without any traffic leaving loopback.
+type countingDialer struct{ n atomic.Int32 }
+
+func (c *countingDialer) client() *http.Client {
+	return &http.Client{Transport: &http.Transport{
+		Proxy: nil,
+		DialContext: func(context.Context, string, string) (net.Conn, error) {
+			c.n.Add(1)
+			return nil, errors.New("test dialer: no network")
+		},
+	}}
+}
+
+func TestRPCFenceRefusesPlainHTTPToRemoteHost(t *testing.T) {
+	// 192.0.2.1 is TEST-NET-1: never dialled, as the fencer refuses first.
+	for _, adminURL := range []string{"http://192.0.2.1:1", "http://db-a.example.com:9101", "HTTP://192.0.2.1:1/"} {
+		t.Run(adminURL, func(t *testing.T) {
+			target := rpcTarget
+			target.AdminURL = adminURL
+
+			var dials countingDialer
+			m := newRPCFor(t, RPCConfig{HTTPClient: dials.client()})
+			if err := m.Fence(t.Context(), target); !errors.Is(err, ErrInsecureHTTP) {
+				t.Fatalf("Fence(%s) = %v, want ErrInsecureHTTP", adminURL, err)
+			}
+			if n := dials.n.Load(); n != 0 {
+				t.Fatalf("Fence(%s) dialled %d times, want 0", adminURL, n)
+			}
+
+			// The default client refuses the same way, at once.
+			m = newRPCFor(t, RPCConfig{Timeout: time.Minute})
+			start := time.Now()
+			if err := m.Fence(t.Context(), target); !errors.Is(err, ErrInsecureHTTP) {
+				t.Fatalf("Fence(%s) with the default client = %v, want ErrInsecureHTTP", adminURL, err)
+			}
+			if el := time.Since(start); el > 5*time.Second {
+				t.Errorf("refusing took %s; it must not wait for the network", el)
+			}
+
+			// With allow_insecure_http the request does go out: the guard, not
+			// something else, is what stopped it above.
+			m = newRPCFor(t, RPCConfig{HTTPClient: dials.client(), AllowInsecureHTTP: true})
+			if err := m.Fence(t.Context(), target); err == nil || errors.Is(err, ErrInsecureHTTP) {
+				t.Fatalf("Fence(%s) with AllowInsecureHTTP = %v, want the test dialer's error", adminURL, err)
+			}
+			if n := dials.n.Load(); n == 0 {
+				t.Errorf("Fence(%s) with AllowInsecureHTTP did not dial", adminURL)
+			}
+		})
+	}
+}
+
+func TestRPCFenceAllowsPlainHTTPToLoopback(t *testing.T) {
+	d := &fakeDemoter{resp: DemoteResponse{Demoted: true, NodeID: "node-a", Epoch: 7}}
+	srv := httptest.NewServer(DemoteHandler(d, rpcTestToken))
+	defer srv.Close()
+	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	for _, base := range []string{srv.URL, "http://localhost:" + port} {
+		target := rpcTarget
+		target.AdminURL = base
+		if err := newRPCFor(t, RPCConfig{}).Fence(t.Context(), target); err != nil {
+			t.Errorf("Fence(%s) = %v, want nil", base, err)
+		}
+	}
+}
+
+// TestRPCFenceDoesNotFollowRedirects checks that a redirect fails the fence
+// and that the token does not reach the redirect's target, whichever client
+// sends the request.
+func TestRPCFenceDoesNotFollowRedirects(t *testing.T) {
+	var gotAuth atomic.Value
+	var hits atomic.Int32
+	elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		gotAuth.Store(r.Header.Get("Authorization"))
+		_, _ = io.WriteString(w, `{"demoted":true,"node_id":"node-a","epoch":7}`)
+	}))
+	defer elsewhere.Close()
+	redirector := httptest.NewServer(http.RedirectHandler(elsewhere.URL+DemotePath, http.StatusTemporaryRedirect))
+	defer redirector.Close()
+
+	for name, client := range map[string]*http.Client{"default client": nil, "given client": {}} {
+		t.Run(name, func(t *testing.T) {
+			target := rpcTarget
+			target.AdminURL = redirector.URL
+			m := newRPCFor(t, RPCConfig{HTTPClient: client})
+			if err := m.Fence(t.Context(), target); !errors.Is(err, ErrRedirect) {
+				t.Fatalf("Fence via a redirect = %v, want ErrRedirect", err)
+			}
+			if n := hits.Load(); n != 0 {
+				t.Fatalf("the redirect was followed %d times (Authorization %q)", n, gotAuth.Load())
+			}
+		})
+	}
+}
+
+func TestRPCFenceTargetWithoutNodeID(t *testing.T) {
+	var dials countingDialer
+	m := newRPCFor(t, RPCConfig{HTTPClient: dials.client()})
+	err := m.Fence(t.Context(), Target{AdminURL: "http://127.0.0.1:1", Epoch: 7})
+	if err == nil || !strings.Contains(err.Error(), "target has no node id") {
+		t.Fatalf("Fence of a target without node id = %v, want an error", err)
+	}
+	if n := dials.n.Load(); n != 0 {
+		t.Errorf("dialled %d times, want 0", n)
 	}
 }
