@@ -351,7 +351,7 @@ func (c *Controller) onElected(lctx context.Context, l election.Leadership) {
 		return
 	}
 	rec := breadcrumb.Record{NodeID: c.cfg.NodeID, Host: c.cfg.Host, AdminURL: c.cfg.AdminURL, Epoch: l.Epoch, Since: time.Now().UTC()}
-	bcVersion, err := breadcrumb.Write(lctx, guard, c.bcPath, rec, prev.version)
+	bcVersion, err := breadcrumb.Write(pauseBeforeBreadcrumb(lctx, c.log, l.Epoch), guard, c.bcPath, rec, prev.version)
 	if err != nil {
 		c.log.Warn("breadcrumb write failed; not promoting", "epoch", l.Epoch, "err", err)
 		c.setErr(err)

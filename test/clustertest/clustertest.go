@@ -55,6 +55,9 @@ type Options struct {
 	// that node goes through Node.PeerProxy (blackhole it to break rpc
 	// fencing between nodes).
 	PeerProxy bool
+	// DaemonEnv, when set, adds environment variables to a node's failoverd
+	// (test-only failpoints, for example).
+	DaemonEnv func(n *Node) []string
 }
 
 // Cluster is a running test cluster.
@@ -287,8 +290,15 @@ func (n *Node) writeConfig(failoverd string) {
 	_ = failoverd
 }
 
-func (n *Node) startToy(bin string) {
-	args := []string{"serve", "-listen", n.ToyAddr, "-state", filepath.Join(n.dir, "toy"), "-node", n.ID, "-standby"}
+func (n *Node) startToy(bin string) { n.startToyRole(bin, true) }
+
+// startToyRole starts the toy service; without standby it resumes the role
+// its role.json records.
+func (n *Node) startToyRole(bin string, standby bool) {
+	args := []string{"serve", "-listen", n.ToyAddr, "-state", filepath.Join(n.dir, "toy"), "-node", n.ID}
+	if standby {
+		args = append(args, "-standby")
+	}
 	if n.c.Opts.StoreURL != "" {
 		args = append(args, "-store", n.c.Opts.StoreURL)
 		if n.c.Opts.WriteInterval > 0 {
@@ -334,6 +344,19 @@ func (n *Node) ToyRunning() bool {
 // goroutine.
 func (n *Node) ReviveToy() {
 	n.c.t.Helper()
+	n.reviveToy(true)
+}
+
+// ReviveToyAsIs is ReviveToy without -standby: the service resumes the role
+// and epoch its role.json records, as a primary whose host crashed and came
+// back before its failoverd would.
+func (n *Node) ReviveToyAsIs() {
+	n.c.t.Helper()
+	n.reviveToy(false)
+}
+
+func (n *Node) reviveToy(standby bool) {
+	n.c.t.Helper()
 	n.stopToy()
 	if n.toyDone != nil {
 		select {
@@ -342,7 +365,7 @@ func (n *Node) ReviveToy() {
 			n.c.t.Fatalf("toy service of %s did not exit", n.ID)
 		}
 	}
-	n.startToy(n.toyBin)
+	n.startToyRole(n.toyBin, standby)
 	n.waitToy()
 }
 
@@ -368,6 +391,9 @@ func (n *Node) Start() {
 	must(n.c.t, err)
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.Env = append(os.Environ(), "TOY=http://"+n.ToyAddr, "DIR="+n.dir)
+	if n.c.Opts.DaemonEnv != nil {
+		cmd.Env = append(cmd.Env, n.c.Opts.DaemonEnv(n)...)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	must(n.c.t, cmd.Start())
 	done := make(chan struct{})
