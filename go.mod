@@ -21,3 +21,5 @@ require (
 	golang.org/x/sys v0.49.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
+
+replace github.com/go-zookeeper/zk => ./third_party/go-zookeeper
