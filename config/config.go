@@ -76,6 +76,16 @@ type Admin struct {
 	// TokenFile holds the bearer token that mutating endpoints require. Without
 	// it those endpoints are disabled. Optional.
 	TokenFile string `yaml:"token_file,omitempty"`
+	// TLS, when set, serves the API over HTTPS only. Optional.
+	TLS *AdminTLS `yaml:"tls,omitempty"`
+}
+
+// AdminTLS is the admin API's certificate. Both files are required.
+type AdminTLS struct {
+	// CertFile is the PEM certificate chain, leaf first.
+	CertFile string `yaml:"cert_file"`
+	// KeyFile is the PEM private key; group and others must have no access.
+	KeyFile string `yaml:"key_file"`
 }
 
 // ZooKeeper configures the connection to the ZooKeeper ensemble.
@@ -211,6 +221,13 @@ type RPCFencing struct {
 	TokenFile string `yaml:"token_file,omitempty"`
 	// Timeout of the whole call. Default 5s.
 	Timeout Duration `yaml:"timeout"`
+	// CAFile is a PEM bundle of the CA certificates that verify the old
+	// leader's https admin API. Default: the system roots.
+	CAFile string `yaml:"ca_file,omitempty"`
+	// AllowInsecureHTTP lets the token go over plain http to a host that is
+	// not loopback. Dangerous: whoever sees the traffic, or can write the
+	// breadcrumb's admin URL, gets the token. Default false.
+	AllowInsecureHTTP bool `yaml:"allow_insecure_http,omitempty"`
 }
 
 // SSHFencing logs in to the old leader's host and runs Command, or kills the
@@ -370,8 +387,9 @@ func (c *Config) EffectiveLease() time.Duration {
 
 // AdminURL returns the base URL (no trailing slash) peers use to reach this
 // node's admin API: Node.Admin.AdvertiseURL when set, otherwise
-// "http://" + Node.Admin.Listen with Node.Host in place of an empty or
-// unspecified (0.0.0.0, ::) listen host. It returns "" if Listen is invalid.
+// "http://" (or "https://" with Node.Admin.TLS) + Node.Admin.Listen with
+// Node.Host in place of an empty or unspecified (0.0.0.0, ::) listen host.
+// It returns "" if Listen is invalid.
 func (c *Config) AdminURL() string {
 	if u := c.Node.Admin.AdvertiseURL; u != "" {
 		return strings.TrimRight(u, "/")
@@ -383,7 +401,11 @@ func (c *Config) AdminURL() string {
 	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
 		host = c.Node.Host
 	}
-	return "http://" + net.JoinHostPort(host, port)
+	scheme := "http://"
+	if c.Node.Admin.TLS != nil {
+		scheme = "https://"
+	}
+	return scheme + net.JoinHostPort(host, port)
 }
 
 // ReadToken reads the admin API bearer token from Node.Admin.TokenFile. It

@@ -112,7 +112,7 @@ func TestLoadFull(t *testing.T) {
 		{"health.interval", cfg.Health.Interval, Duration(500 * time.Millisecond)},
 		{"health.tcp.address", cfg.Health.TCP.Address, "127.0.0.1:5432"},
 		{"service.promote", cfg.Service.Promote, Hook{Command: []string{"/bin/true", "--promote"}, Timeout: Duration(time.Minute)}},
-		{"fencing.methods[0].rpc", *cfg.Fencing.Methods[0].RPC, RPCFencing{URL: "http://db-a.example.com:9201", TokenFile: secret("token"), Timeout: Duration(2 * time.Second)}},
+		{"fencing.methods[0].rpc", *cfg.Fencing.Methods[0].RPC, RPCFencing{URL: "http://db-a.example.com:9201", TokenFile: secret("token"), Timeout: Duration(2 * time.Second), AllowInsecureHTTP: true}},
 		{"fencing.methods[1].ssh", *cfg.Fencing.Methods[1].SSH, SSHFencing{
 			User: "postgres", Port: 2222, IdentityFiles: []string{secret("id_ed25519")}, UseAgent: true,
 			KnownHosts: secret("known_hosts"), ConnectTimeout: Duration(2 * time.Second), Timeout: Duration(8 * time.Second),

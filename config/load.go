@@ -126,6 +126,10 @@ func (c *Config) resolvePaths(dir string) {
 		}
 	}
 	file(&c.Node.Admin.TokenFile)
+	if t := c.Node.Admin.TLS; t != nil {
+		file(&t.CertFile)
+		file(&t.KeyFile)
+	}
 	if c.ZooKeeper.Auth != nil {
 		file(&c.ZooKeeper.Auth.CredentialsFile)
 	}
@@ -137,6 +141,7 @@ func (c *Config) resolvePaths(dir string) {
 	for _, m := range c.Fencing.Methods {
 		if m.RPC != nil {
 			file(&m.RPC.TokenFile)
+			file(&m.RPC.CAFile)
 		}
 		if s := m.SSH; s != nil {
 			file(&s.IdentityFile)

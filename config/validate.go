@@ -91,6 +91,7 @@ func (c *Config) validate(opts LoadOptions) error {
 	if n.Admin.TokenFile != "" {
 		v.file("node.admin.token_file", n.Admin.TokenFile)
 	}
+	v.adminTLS(c) // tls.go
 	v.positive("node.shutdown_timeout", n.ShutdownTimeout)
 
 	// zookeeper
@@ -233,6 +234,7 @@ func (v *validator) rpc(p string, r *RPCFencing) {
 		v.file(p+".token_file", r.TokenFile)
 	}
 	v.positive(p+".timeout", r.Timeout)
+	v.rpcTransport(p, r) // tls.go
 }
 
 func (v *validator) ssh(p string, s *SSHFencing) {

@@ -160,7 +160,15 @@ func build(cfg *config.Config, logger *slog.Logger) (*daemon, error) {
 		token = s.Reveal()
 	}
 	h := admin.NewHandler(ctrl, reg, token, logger)
-	server := admin.NewServer(cfg.Node.Admin.Listen, h, admin.WithLogger(logger))
+	opts := []admin.ServerOption{admin.WithLogger(logger)}
+	if t := cfg.Node.Admin.TLS; t != nil {
+		cert, err := t.LoadCertificate()
+		if err != nil {
+			return nil, fmt.Errorf("node.admin.tls: %w", err)
+		}
+		opts = append(opts, admin.WithTLS(admin.TLSConfig(cert)))
+	}
+	server := admin.NewServer(cfg.Node.Admin.Listen, h, opts...)
 	if err := server.Listen(); err != nil { // a port in use fails before we join
 		return nil, err
 	}
@@ -185,7 +193,10 @@ func buildFencer(cfg *config.Config, logger *slog.Logger, m fencer.Metrics) (*fe
 					return nil, fmt.Errorf("fencing.methods[%d].rpc: %w", i, err)
 				}
 			}
-			r, err := fencer.NewRPC(fencer.RPCConfig{URL: fm.RPC.URL, Token: tok.Reveal(), Timeout: fm.RPC.Timeout.Std(), From: cfg.Node.ID}, logger)
+			r, err := fencer.NewRPC(fencer.RPCConfig{
+				URL: fm.RPC.URL, Token: tok.Reveal(), Timeout: fm.RPC.Timeout.Std(), From: cfg.Node.ID,
+				CAFile: fm.RPC.CAFile, AllowInsecureHTTP: fm.RPC.AllowInsecureHTTP,
+			}, logger)
 			if err != nil {
 				return nil, fmt.Errorf("fencing.methods[%d].rpc: %w", i, err)
 			}
