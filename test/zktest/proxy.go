@@ -18,19 +18,32 @@ type Proxy struct {
 	mu      sync.Mutex
 	conns   map[net.Conn]struct{}
 	holes   bool
+	closed  bool
 	latency time.Duration
 	cond    *sync.Cond
+	// holdNew: during a blackhole, a new connection does not reach the
+	// target until the blackhole ends (the target sees nothing, as behind a
+	// partition). Without it the target is dialled at once.
+	holdNew bool
+	// rewrite, when set, reads the first message the connecting side sends
+	// and returns what to forward instead (set before any connection).
+	rewrite func(io.Reader) ([]byte, error)
 }
 
 // NewProxy listens on a free loopback port and forwards to the address that
 // target returns at connect time (so it can follow a restarted server).
 func NewProxy(t testing.TB, target func() string) *Proxy {
 	t.Helper()
+	return newProxy(t, target, false)
+}
+
+func newProxy(t testing.TB, target func() string, holdNew bool) *Proxy {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &Proxy{l: l, target: target, conns: map[net.Conn]struct{}{}}
+	p := &Proxy{l: l, target: target, conns: map[net.Conn]struct{}{}, holdNew: holdNew}
 	p.cond = sync.NewCond(&p.mu)
 	go p.accept()
 	t.Cleanup(p.Close)
@@ -39,6 +52,9 @@ func NewProxy(t testing.TB, target func() string) *Proxy {
 
 // Addr is where clients connect.
 func (p *Proxy) Addr() string { return p.l.Addr().String() }
+
+// Port is the port of Addr.
+func (p *Proxy) Port() int { return p.l.Addr().(*net.TCPAddr).Port }
 
 // Blackhole starts (true) or ends (false) a partition. While it lasts, new
 // connections are accepted but carry nothing.
@@ -69,6 +85,9 @@ func (p *Proxy) Reset() {
 // Close stops the proxy and closes every connection.
 func (p *Proxy) Close() {
 	p.l.Close()
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
 	p.Blackhole(false)
 	p.Reset()
 }
@@ -91,14 +110,76 @@ func (p *Proxy) accept() {
 
 func (p *Proxy) serve(in net.Conn) {
 	p.track(in)
-	out, err := net.DialTimeout("tcp", p.target(), 2*time.Second)
+	p.mu.Lock()
+	for p.holdNew && p.holes && !p.closed {
+		p.cond.Wait() // behind a partition the target sees nothing yet
+	}
+	closed, rewrite := p.closed, p.rewrite
+	p.mu.Unlock()
+	if closed {
+		in.Close()
+		return
+	}
+	var first []byte
+	if rewrite != nil {
+		var err error
+		if first, err = rewrite(in); err != nil {
+			in.Close()
+			return
+		}
+	}
+	out, err := p.dial()
 	if err != nil {
 		in.Close()
 		return
 	}
 	p.track(out)
+	if len(first) > 0 {
+		if !p.forward(out, first) {
+			in.Close()
+			out.Close()
+			return
+		}
+	}
 	go p.pipe(out, in)
 	p.pipe(in, out)
+}
+
+// dial connects to the target. The connecting side already saw its connect
+// succeed (the proxy accepted it), so a peer proxy retries for a while: a
+// ZooKeeper server that is about to listen (a new leader opening its quorum
+// port) must not look like one that answered and hung up, which would send
+// its followers back into an election.
+func (p *Proxy) dial() (net.Conn, error) {
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		out, err := net.DialTimeout("tcp", p.target(), 2*time.Second)
+		if err == nil || !p.holdNew || time.Now().After(deadline) {
+			return out, err
+		}
+		p.mu.Lock()
+		closed := p.closed
+		p.mu.Unlock()
+		if closed {
+			return nil, err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// forward writes b to dst once no blackhole holds it; false when dst failed.
+func (p *Proxy) forward(dst net.Conn, b []byte) bool {
+	p.mu.Lock()
+	for p.holes {
+		p.cond.Wait() // hold the bytes: nobody hears anything
+	}
+	d := p.latency
+	p.mu.Unlock()
+	if d > 0 {
+		time.Sleep(d)
+	}
+	_, err := dst.Write(b)
+	return err == nil
 }
 
 func (p *Proxy) pipe(dst, src net.Conn) {
@@ -107,24 +188,10 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
-		if n > 0 {
-			p.mu.Lock()
-			for p.holes {
-				p.cond.Wait() // hold the bytes: nobody hears anything
-			}
-			d := p.latency
-			p.mu.Unlock()
-			if d > 0 {
-				time.Sleep(d)
-			}
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
+		if n > 0 && !p.forward(dst, buf[:n]) {
+			return
 		}
 		if err != nil {
-			if err != io.EOF {
-				return
-			}
 			return
 		}
 	}

@@ -4,6 +4,37 @@
 //
 // When ZooKeeper is missing the test is skipped, except under CI (CI=true),
 // where it fails: CI must prove the behaviour against the real thing.
+//
+// # Quorum partitions
+//
+// StartOpts with Options.ProxyQuorum starts an ensemble whose servers reach
+// each other only through fault proxies: every server gets its own zoo.cfg in
+// which its own server.N line is its real bind address and every peer's line
+// points at a proxy that belongs to that (server, peer) pair, one for the
+// quorum port and one for the election port. The election proxy also rewrites
+// the address a server announces in its first election message (ZooKeeper
+// 3.5+ connects back to that address instead of its configured one), so no
+// link between two servers ever bypasses the proxies.
+//
+// Isolate(i) cuts every quorum and election link of server i, in both
+// directions, the way a network partition does: open connections stay open
+// but carry nothing (bytes are held, nothing is reset), and new connections
+// are accepted by the proxy but reach the peer only after Heal. Nothing
+// touches the client port, so the isolated server keeps serving its clients:
+// a follower answers reads, pings and session creation from its local copy
+// until it has heard nothing from its leader for syncLimit × tickTime (it
+// cannot answer a sync or a write: those need the leader); an isolated leader
+// keeps its role until it notices, after about syncLimit ticks, that no
+// quorum of followers acknowledges it. Meanwhile the other servers time out
+// on it and elect a new leader among themselves, which expires the sessions
+// of the isolated server's clients after their session timeout (the leader
+// learns of a follower's clients only through that follower). Heal(i)
+// releases the held bytes and lets the server rejoin.
+//
+// Options.TickTime and Options.SyncLimit set the two knobs that decide how
+// long an isolated server goes on serving; production defaults (tickTime 2 s,
+// syncLimit 5) give 10 s, longer than usual session timeouts, and a test
+// reproduces that relation with, say, 200 ms × 30 against a 2 s session.
 package zktest
 
 import (
@@ -27,8 +58,26 @@ import (
 // Jar is where Debian's zookeeper package puts the server.
 var Jar = envOr("ZOOKEEPER_JAR", "/usr/share/java/zookeeper.jar")
 
-// TickTime is the ensemble's tick; sessions may be 2 to 300 ticks long.
+// TickTime is the default tick; sessions may be 2 to 300 ticks long.
 const TickTime = 200 * time.Millisecond
+
+// Options configures the servers StartOpts runs.
+type Options struct {
+	Servers int // 1: standalone; 3 or more: an ensemble
+	// TickTime is ZooKeeper's tick (0: TickTime). Sessions may be 2 to 300
+	// ticks long.
+	TickTime time.Duration
+	// SyncLimit is how many ticks a follower may go without hearing from its
+	// leader (and a leader from a quorum of followers) before giving up on it
+	// (0: 10).
+	SyncLimit int
+	// InitLimit is how many ticks a follower may take to connect and sync to
+	// a leader (0: 50).
+	InitLimit int
+	// ProxyQuorum routes every quorum and election link through fault
+	// proxies, for Isolate and Heal (ensembles only).
+	ProxyQuorum bool
+}
 
 func envOr(k, def string) string {
 	if v := os.Getenv(k); v != "" {
@@ -78,23 +127,58 @@ func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.It
 // Cluster is a standalone server (one) or an ensemble (three or more).
 type Cluster struct {
 	t       testing.TB
+	opts    Options
 	Servers []*Server
+
+	// links[i][j] carries server i's connections to server j (ProxyQuorum).
+	links    [][]*peerLink
+	linkMu   sync.Mutex
+	isolated map[int]bool
 }
+
+// peerLink is the pair of proxies server i uses to reach server j.
+type peerLink struct{ quorum, election *Proxy }
 
 // Start runs n servers (n == 1 is standalone) and waits until they serve.
 // They are killed when the test ends; their logs are printed if it failed.
 func Start(t testing.TB, n int) *Cluster {
 	t.Helper()
+	return StartOpts(t, Options{Servers: n})
+}
+
+// StartOpts runs the servers o describes and waits until they serve.
+// They are killed when the test ends; their logs are printed if it failed.
+func StartOpts(t testing.TB, o Options) *Cluster {
+	t.Helper()
 	Require(t)
+	if o.Servers < 1 {
+		t.Fatalf("zktest: %d servers", o.Servers)
+	}
+	if o.TickTime <= 0 {
+		o.TickTime = TickTime
+	}
+	if o.SyncLimit <= 0 {
+		o.SyncLimit = 10
+	}
+	if o.InitLimit <= 0 {
+		o.InitLimit = 50
+	}
+	if o.ProxyQuorum && o.Servers < 2 {
+		t.Fatal("zktest: ProxyQuorum needs an ensemble")
+	}
+	n := o.Servers
 	base := t.TempDir()
 	ports := FreePorts(t, 3*n)
-	c := &Cluster{t: t}
+	c := &Cluster{t: t, opts: o, isolated: map[int]bool{}}
 	for i := 0; i < n; i++ {
 		s := &Server{ID: i + 1, ClientPort: ports[3*i], peerPort: ports[3*i+1], elecPort: ports[3*i+2]}
 		s.dir = filepath.Join(base, fmt.Sprintf("zk%d", s.ID))
 		s.cfg = filepath.Join(s.dir, "zoo.cfg")
 		s.log = filepath.Join(s.dir, "server.log")
 		c.Servers = append(c.Servers, s)
+	}
+	if o.ProxyQuorum {
+		c.startLinks()
 	}
 	for _, s := range c.Servers {
 		if err := os.MkdirAll(filepath.Join(s.dir, "data"), 0o755); err != nil {
@@ -130,15 +214,23 @@ func Start(t testing.TB, n int) *Cluster {
 
 func (c *Cluster) config(s *Server) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "tickTime=%d\ninitLimit=50\nsyncLimit=10\n", TickTime.Milliseconds())
-	fmt.Fprintf(&b, "minSessionTimeout=%d\nmaxSessionTimeout=60000\n", 2*TickTime.Milliseconds())
+	tick := c.opts.TickTime.Milliseconds()
+	fmt.Fprintf(&b, "tickTime=%d\ninitLimit=%d\nsyncLimit=%d\n", tick, c.opts.InitLimit, c.opts.SyncLimit)
+	fmt.Fprintf(&b, "minSessionTimeout=%d\nmaxSessionTimeout=%d\n", 2*tick, max(60000, 20*tick))
 	fmt.Fprintf(&b, "dataDir=%s\nclientPortAddress=127.0.0.1\nclientPort=%d\n", filepath.Join(s.dir, "data"), s.ClientPort)
 	b.WriteString("4lw.commands.whitelist=*\nadmin.enableServer=false\nmaxClientCnxns=0\n")
 	b.WriteString("autopurge.purgeInterval=0\nsnapCount=100000\nforceSync=no\n")
 	if len(c.Servers) > 1 {
 		b.WriteString("standaloneEnabled=false\nreconfigEnabled=false\ncnxTimeout=1000\n")
-		for _, o := range c.Servers {
-			fmt.Fprintf(&b, "server.%d=127.0.0.1:%d:%d\n", o.ID, o.peerPort, o.elecPort)
+		for j, o := range c.Servers {
+			peer, elec := o.peerPort, o.elecPort
+			if c.links != nil && o != s {
+				// Peers through this server's own proxies; its own line
+				// stays its bind address.
+				l := c.links[s.ID-1][j]
+				peer, elec = l.quorum.Port(), l.election.Port()
+			}
+			fmt.Fprintf(&b, "server.%d=127.0.0.1:%d:%d\n", o.ID, peer, elec)
 		}
 	}
 	return b.String()
@@ -192,6 +284,106 @@ func (c *Cluster) Addrs() []string {
 	}
 	return a
 }
+
+// startLinks starts the quorum and election proxies of every ordered pair
+// of servers.
+func (c *Cluster) startLinks() {
+	n := len(c.Servers)
+	c.links = make([][]*peerLink, n)
+	for i := range n {
+		c.links[i] = make([]*peerLink, n)
+		for j := range n {
+			if i == j {
+				continue
+			}
+			to := c.Servers[j]
+			quorum := newProxy(c.t, func() string { return loopback(to.peerPort) }, true)
+			election := newProxy(c.t, func() string { return loopback(to.elecPort) }, true)
+			c.links[i][j] = &peerLink{quorum: quorum, election: election}
+		}
+	}
+	// Server i's election messages announce its own address; j must reach
+	// i back through j's proxy to i.
+	for i := range n {
+		for j := range n {
+			if i != j {
+				back := c.links[j][i].election
+				c.links[i][j].election.rewrite = func(r io.Reader) ([]byte, error) {
+					return rewriteElectionHello(r, back.Addr())
+				}
+			}
+		}
+	}
+}
+
+func loopback(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
+
+// rewriteElectionHello reads the first message a server sends on an
+// election connection (protocol version, server id, its election address;
+// ZooKeeper 3.5+) and returns it with addr as the announced address.
+// Older hellos (a bare non-negative server id) pass unchanged.
+func rewriteElectionHello(r io.Reader, addr string) ([]byte, error) {
+	var hdr [8]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return nil, err
+	}
+	if int64(binary.BigEndian.Uint64(hdr[:])) >= 0 {
+		return hdr[:], nil
+	}
+	var rest [12]byte // server id, address length
+	if _, err := io.ReadFull(r, rest[:]); err != nil {
+		return nil, err
+	}
+	n := binary.BigEndian.Uint32(rest[8:])
+	if n > 4096 {
+		return nil, fmt.Errorf("election hello announces a %d-byte address", n)
+	}
+	if _, err := io.CopyN(io.Discard, r, int64(n)); err != nil {
+		return nil, err
+	}
+	out := append(hdr[:], rest[:8]...)
+	out = binary.BigEndian.AppendUint32(out, uint32(len(addr)))
+	return append(out, addr...), nil
+}
+
+// Isolate cuts server i (0-based) off from every peer, both ways, on the
+// quorum and the election ports, as a network partition would: connections
+// stay open and carry nothing. Its client port stays up. It needs
+// Options.ProxyQuorum.
+func (c *Cluster) Isolate(i int) { c.setIsolated(i, true) }
+
+// Heal ends Isolate(i): held bytes flow again and the server rejoins. Links
+// to a peer that is itself isolated stay cut.
+func (c *Cluster) Heal(i int) { c.setIsolated(i, false) }
+
+func (c *Cluster) setIsolated(i int, on bool) {
+	c.t.Helper()
+	if c.links == nil {
+		c.t.Fatal("zktest: Isolate and Heal need Options.ProxyQuorum")
+	}
+	c.linkMu.Lock()
+	defer c.linkMu.Unlock()
+	c.isolated[i] = on
+	for a := range c.links {
+		for b, l := range c.links[a] {
+			if l != nil {
+				cut := c.isolated[a] || c.isolated[b]
+				l.quorum.Blackhole(cut)
+				l.election.Blackhole(cut)
+			}
+		}
+	}
+}
+
+// Isolated reports whether server i is cut off by Isolate.
+func (c *Cluster) Isolated(i int) bool {
+	c.linkMu.Lock()
+	defer c.linkMu.Unlock()
+	return c.isolated[i]
+}
+
+// Options returns the options the cluster runs with (defaults filled in).
+func (c *Cluster) Options() Options { return c.opts }
 
 // Stop kills server i (0-based) with SIGKILL, as a crash would.
 func (c *Cluster) Stop(i int) { c.kill(c.Servers[i]) }
