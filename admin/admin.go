@@ -20,7 +20,9 @@
 // token is configured they answer 403 to everyone, so a node without a
 // token can never be demoted or ceded remotely. The token is compared in
 // constant time and never logged. Read endpoints are open: bind the API to
-// loopback or a management network.
+// loopback or a management network. Across hosts, serve it over HTTPS
+// (WithTLS): peers' rpc fencing sends the token over plain HTTP only to
+// loopback addresses.
 package admin
 
 import (
