@@ -10,7 +10,10 @@
 //
 // The payload is small, versioned JSON, decoded strictly: anything that is
 // not a valid version-1 record is an error (never trusted, never a panic),
-// and the caller must refuse to promote until an operator clears it.
+// and the caller must refuse to promote until an operator clears it. Valid
+// means every field, too: the node id, host and admin URL follow the config
+// file's rules for them, so no NUL, control character or white space reaches
+// a hook's environment, a fencer's argv or a URL.
 package breadcrumb
 
 import (
@@ -22,6 +25,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/failoverd/failoverd/internal/ids"
 	"github.com/failoverd/failoverd/zk"
 )
 
@@ -114,14 +118,34 @@ func Decode(b []byte) (Record, error) {
 	return r, nil
 }
 
+// validate applies the rules the config applies to the same values (package
+// internal/ids): a record is written from this node's config, so a valid
+// config always gives a valid record, and a reader can hand what it read to
+// hooks and the shell fencer (environment variables, argv) and to the ssh
+// and rpc fencers without further checks. A field that breaks them (a NUL
+// in the node id, a newline in the host) makes the whole record corrupt:
+// nothing in it can be trusted.
 func (r Record) validate() error {
 	switch {
 	case r.Version != Version:
 		return fmt.Errorf("version %d, want %d", r.Version, Version)
 	case r.NodeID == "":
 		return errors.New("node_id is empty")
+	case r.Host == "":
+		return errors.New("host is empty")
 	case r.Epoch <= 0:
 		return fmt.Errorf("epoch %d is not positive", r.Epoch)
+	}
+	if err := ids.CheckName(r.NodeID); err != nil {
+		return fmt.Errorf("node_id %q is not a valid node id: %v", r.NodeID, err)
+	}
+	if !ids.ValidHost(r.Host) {
+		return fmt.Errorf("host %q is not a host name or IP address", r.Host)
+	}
+	if r.AdminURL != "" {
+		if err := ids.CheckHTTPURL(r.AdminURL); err != nil {
+			return fmt.Errorf("admin_url %q: %v", r.AdminURL, err)
+		}
 	}
 	return nil
 }

@@ -174,8 +174,32 @@ type Service struct {
 type Hook struct {
 	// Command is the argv to run (no shell). Required.
 	Command []string `yaml:"command"`
-	// Timeout after which the hook is killed and counts as failed.
+	// Timeout after which the hook is sent SIGTERM and counts as failed.
 	Timeout Duration `yaml:"timeout"`
+	// KillGrace is how long a hook may take to exit after SIGTERM before its
+	// process group is sent SIGKILL; it also bounds how long the hook's output
+	// is read after it exited. A hook can so run for Timeout + KillGrace.
+	// Default: 2s for promote; for demote 1/10 of its timeout, at most 2s
+	// (the demote budget counts it).
+	KillGrace Duration `yaml:"kill_grace"`
+}
+
+// PromoteKillGrace returns the promote hook's kill grace: its KillGrace, or
+// DefaultKillGrace when that is 0.
+func (s Service) PromoteKillGrace() time.Duration {
+	if s.Promote.KillGrace > 0 {
+		return time.Duration(s.Promote.KillGrace)
+	}
+	return DefaultKillGrace
+}
+
+// DemoteKillGrace returns the demote hook's kill grace: its KillGrace, or
+// when that is 0, 1/10 of its timeout and at most DefaultKillGrace.
+func (s Service) DemoteKillGrace() time.Duration {
+	if s.Demote.KillGrace > 0 {
+		return time.Duration(s.Demote.KillGrace)
+	}
+	return min(time.Duration(s.Demote.Timeout)/demoteKillGraceDiv, DefaultKillGrace)
 }
 
 // Fencing configures how the previous leader is stopped before this node
@@ -305,8 +329,48 @@ const (
 	DefaultShellFencingTimeout = 30 * time.Second
 )
 
+// DefaultKillGrace is the promote hook's default Hook.KillGrace, and the
+// longest default of the demote hook's. It mirrors internal/proc's
+// DefaultKillGrace, which this package does not import (see doc.go).
+const DefaultKillGrace = 2 * time.Second
+
+// The demote hook's default kill grace is its timeout divided by this, so
+// that the default fits in the demote budget of any config whose timeout
+// fits with a 10 % margin.
+const demoteKillGraceDiv = 10
+
 // MinSessionTimeout is the shortest zookeeper.session_timeout accepted.
 const MinSessionTimeout = time.Second
+
+// MinLease is the shortest lease accepted. A leader renews its lease with a
+// sync and a read that the ZooKeeper leader must answer, every lease/4: two
+// round trips through the ensemble, a few milliseconds on a LAN and far
+// more under load or across zones. A lease of a few round trips is never
+// renewed in time, so a leader would demote right after winning, and a
+// lease of nanoseconds gives a renewal ticker of zero. It matches the
+// election package's floor.
+const MinLease = 200 * time.Millisecond
+
+// LeaseRenewDiv is how often, per lease, the elector renews it: every
+// lease/LeaseRenewDiv (election.Config.RenewInterval's default).
+const LeaseRenewDiv = 4
+
+// LeaseDriftDiv sets the clock-drift margin the lease must leave below the
+// session timeout: session/LeaseDriftDiv. With it, a lease fits a session
+// when lease + lease/LeaseRenewDiv + session/LeaseDriftDiv <= session, which
+// the default lease (2/3 of the session) does.
+const LeaseDriftDiv = 10
+
+// MinTimeout is the shortest timeout or interval accepted for health checks,
+// hooks, fencing and shutdown. Below it no process can be started and no
+// connection opened in time, so the check, hook or fence always fails (and
+// a fence that always fails blocks every promotion), or a check loop spins.
+const MinTimeout = 10 * time.Millisecond
+
+// MaxDuration bounds every duration in the file, so that the sums the
+// daemon derives from them (timeout plus kill grace, lease plus renewal
+// interval) cannot overflow.
+const MaxDuration = 24 * time.Hour
 
 // An unset lease is defaultLeaseNum/defaultLeaseDen of the session timeout.
 const defaultLeaseNum, defaultLeaseDen = 2, 3
@@ -331,6 +395,8 @@ func Default() *Config {
 			Fall:     DefaultFall,
 		},
 		Service: Service{
+			// The kill graces are set by applyDefaults: the demote hook's
+			// depends on its timeout.
 			Promote: Hook{Timeout: Duration(DefaultPromoteTimeout)},
 			Demote:  Hook{Timeout: Duration(DefaultDemoteTimeout)},
 		},
@@ -341,6 +407,12 @@ func Default() *Config {
 // applyDefaults fills what Default cannot: list elements and optional blocks,
 // which the decoder creates from zero values.
 func (c *Config) applyDefaults() {
+	if c.Service.Promote.KillGrace == 0 {
+		c.Service.Promote.KillGrace = Duration(c.Service.PromoteKillGrace())
+	}
+	if c.Service.Demote.KillGrace == 0 && c.Service.Demote.Timeout > 0 {
+		c.Service.Demote.KillGrace = Duration(c.Service.DemoteKillGrace())
+	}
 	if a := c.ZooKeeper.Auth; a != nil && a.Scheme == "" {
 		a.Scheme = AuthSchemeDigest
 	}
@@ -377,6 +449,19 @@ func (e Election) LeaseFor(session time.Duration) time.Duration {
 		return time.Duration(e.Lease)
 	}
 	return session * defaultLeaseNum / defaultLeaseDen
+}
+
+// LeaseRoom is what a lease needs below the session timeout: lease plus
+// the renewal interval (lease/LeaseRenewDiv) plus the drift margin
+// (session/LeaseDriftDiv). A lease fits a session when LeaseRoom <= session.
+func LeaseRoom(lease, session time.Duration) time.Duration {
+	return lease + lease/LeaseRenewDiv + session/LeaseDriftDiv
+}
+
+// MaxLeaseFor returns the longest lease that fits a session of the given
+// timeout (see LeaseRoom).
+func MaxLeaseFor(session time.Duration) time.Duration {
+	return (session - session/LeaseDriftDiv) * LeaseRenewDiv / (LeaseRenewDiv + 1)
 }
 
 // EffectiveLease returns the lease for the configured session timeout. The

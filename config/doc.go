@@ -22,7 +22,9 @@
 // (node.admin.token_file, zookeeper.auth.credentials_file, ssh keys). They
 // are read when needed with Config.ReadToken, Config.ReadCredentials and
 // RPCFencing.ReadToken, which return a Secret: a string that prints,
-// marshals and logs as "<secret>".
+// marshals and logs as "<secret>". A secret file that group or others may
+// access is refused, by validation (with its YAML path) and when it is read
+// (package internal/secret, which the ssh fencer uses for its keys too).
 //
 // # What is not checked
 //
@@ -32,6 +34,9 @@
 // they run. LoadOptions.SkipFileChecks turns the file checks off for configs
 // written for another machine.
 //
-// This package depends only on the standard library and go.yaml.in/yaml/v3;
-// cmd/failoverd maps Config onto the plain Go configs of the other packages.
+// This package depends only on the standard library, go.yaml.in/yaml/v3 and
+// two small internal packages (internal/ids, the name rules it shares with
+// the breadcrumb; internal/secret); cmd/failoverd maps Config onto the plain
+// Go configs of the other packages. Values it mirrors rather than imports
+// (the election's lease rule, the hooks' kill grace) say so where defined.
 package config

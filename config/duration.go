@@ -4,12 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"regexp"
 	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/failoverd/failoverd/internal/secret"
 )
 
 // Duration is a time.Duration written in YAML as a Go duration string such as
@@ -85,12 +86,14 @@ func (Secret) LogValue() slog.Value { return slog.StringValue(redacted) }
 func (s Secret) Reveal() string { return string(s) }
 
 // ReadSecretFile reads a secret from path, trimming surrounding white space.
-// An empty secret is an error.
+// An empty secret is an error, and so is a file that group or others may
+// access (a *secret.PermissionError that names the file, its mode and the
+// fix): see internal/secret.
 func ReadSecretFile(path string) (Secret, error) {
 	if path == "" {
 		return "", errors.New("reading secret: no file configured")
 	}
-	b, err := os.ReadFile(path)
+	b, err := secret.ReadFile(path)
 	if err != nil {
 		return "", fmt.Errorf("reading secret: %w", err)
 	}

@@ -2,15 +2,21 @@ package config
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/failoverd/failoverd/breadcrumb"
 )
 
-// FuzzLoadConfig checks that Parse never panics, and that a config that
-// validates still validates, unchanged, once marshalled and parsed again.
+// FuzzLoadConfig checks that Parse never panics, that a config that
+// validates still validates, unchanged, once marshalled and parsed again, and
+// that the daemon can derive everything it needs from it without a panic or
+// an overflow (see derived).
 func FuzzLoadConfig(f *testing.F) {
 	seeds, _ := filepath.Glob("testdata/*.yaml")
 	ref, _ := filepath.Glob("../configs/*.yaml")
@@ -22,6 +28,16 @@ func FuzzLoadConfig(f *testing.F) {
 		f.Add(data)
 	}
 	f.Add([]byte("cluster: [a, {b: c}]\n"))
+	// The lease of issue 10, item 4: a renewal ticker of 0.
+	minimal, err := os.ReadFile("testdata/minimal.good.yaml")
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, extra := range []string{"election: {lease: 3ns}\n", "election: {lease: 200ms}\n", "election: {lease: 2562047h}\n"} {
+		f.Add(append(bytes.Clone(minimal), extra...))
+	}
+	// A session so long that 2/3 of it overflows.
+	f.Add(bytes.Replace(minimal, []byte(`["127.0.0.1:2181"]}`), []byte(`["127.0.0.1:2181"], session_timeout: 2562047h}`), 1))
 	f.Add([]byte("&a [*a]"))
 
 	opts := LoadOptions{SkipFileChecks: true} // the file system is not under test
@@ -30,6 +46,7 @@ func FuzzLoadConfig(f *testing.F) {
 		if err != nil {
 			return
 		}
+		derived(t, cfg)
 		out, err := yaml.Marshal(cfg)
 		if err != nil {
 			t.Fatalf("Marshal of a valid config: %v", err)
@@ -46,4 +63,88 @@ func FuzzLoadConfig(f *testing.F) {
 			t.Fatalf("marshal, parse, marshal changed the config:\n%s\nthen:\n%s", out, out2)
 		}
 	})
+}
+
+// derived does with a valid config what the daemon does with it: the lease
+// and its renewal ticker (for the configured session timeout and for any
+// timeout ZooKeeper may grant that still fits the lease), the health check
+// ticker, the hooks' and fencers' deadlines, and the breadcrumb this node
+// writes. Nothing that validated may panic or overflow there.
+func derived(t *testing.T, cfg *Config) {
+	t.Helper()
+	session := cfg.ZooKeeper.SessionTimeout.Std()
+	lease := cfg.EffectiveLease()
+	renew := lease / LeaseRenewDiv
+	switch {
+	case lease < MinLease:
+		t.Fatalf("lease %v below MinLease", lease)
+	case renew <= 0:
+		t.Fatalf("renewal interval %v (lease %v)", renew, lease)
+	case LeaseRoom(lease, session) > session:
+		t.Fatalf("lease %v does not fit session %v", lease, session)
+	}
+	ticker(t, "lease renewal", renew)
+	timer(t, "lease", lease)
+	// A server may grant a different timeout: the default lease follows it.
+	for _, granted := range []time.Duration{session / 2, session * 2, MinSessionTimeout} {
+		if l := cfg.Election.LeaseFor(granted); cfg.Election.Lease == 0 && (l <= 0 || l/LeaseRenewDiv <= 0) {
+			t.Fatalf("default lease %v for a granted timeout of %v", l, granted)
+		}
+	}
+
+	ticker(t, "health.interval", cfg.Health.Interval.Std())
+	timer(t, "health.timeout", cfg.Health.Timeout.Std())
+	timer(t, "node.shutdown_timeout", cfg.Node.ShutdownTimeout.Std())
+	for name, h := range map[string]struct {
+		h     Hook
+		grace time.Duration
+	}{"promote": {cfg.Service.Promote, cfg.Service.PromoteKillGrace()}, "demote": {cfg.Service.Demote, cfg.Service.DemoteKillGrace()}} {
+		if h.grace <= 0 || time.Duration(h.h.KillGrace) != h.grace {
+			t.Fatalf("%s kill grace %v, field %v", name, h.grace, h.h.KillGrace)
+		}
+		timer(t, name+" timeout plus kill grace", h.h.Timeout.Std()+h.grace)
+	}
+	if d := cfg.Service.Demote.Timeout.Std() + cfg.Service.DemoteKillGrace(); d > session-lease {
+		t.Fatalf("demote budget %v exceeds session %v minus lease %v", d, session, lease)
+	}
+	for i, m := range cfg.Fencing.Methods {
+		switch {
+		case m.RPC != nil:
+			timer(t, fmt.Sprintf("fencing.methods[%d].rpc.timeout", i), m.RPC.Timeout.Std())
+		case m.SSH != nil:
+			timer(t, fmt.Sprintf("fencing.methods[%d].ssh.connect_timeout", i), m.SSH.ConnectTimeout.Std())
+			timer(t, fmt.Sprintf("fencing.methods[%d].ssh.timeout", i), m.SSH.Timeout.Std())
+		case m.Shell != nil:
+			timer(t, fmt.Sprintf("fencing.methods[%d].shell.timeout plus kill grace", i), m.Shell.Timeout.Std()+DefaultKillGrace)
+		}
+	}
+
+	// The breadcrumb this node would write must be one every node reads.
+	rec := breadcrumb.Record{NodeID: cfg.Node.ID, Host: cfg.Node.Host, AdminURL: cfg.AdminURL(), Epoch: 1, Since: time.Unix(0, 0).UTC()}
+	b, err := breadcrumb.Encode(rec)
+	if err != nil {
+		t.Fatalf("a valid config gives a breadcrumb that does not encode: %v", err)
+	}
+	if _, err := breadcrumb.Decode(b); err != nil {
+		t.Fatalf("a valid config gives a breadcrumb other nodes refuse: %v", err)
+	}
+}
+
+// ticker makes a ticker of d, as the daemon does; it panics on d <= 0.
+func ticker(t *testing.T, what string, d time.Duration) {
+	t.Helper()
+	if d <= 0 {
+		t.Fatalf("%s: ticker of %v", what, d)
+	}
+	time.NewTicker(d).Stop()
+}
+
+// timer checks a timeout that becomes a timer or deadline: positive (no
+// overflow) and at most a day past MaxDuration.
+func timer(t *testing.T, what string, d time.Duration) {
+	t.Helper()
+	if d <= 0 || d > MaxDuration+24*time.Hour {
+		t.Fatalf("%s: timer of %v", what, d)
+	}
+	time.NewTimer(d).Stop()
 }

@@ -7,10 +7,12 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/failoverd/failoverd/internal/ids"
+	"github.com/failoverd/failoverd/internal/secret"
 )
 
 // FieldError is one problem in a config file.
@@ -73,8 +75,6 @@ func (v *validator) add(path, format string, args ...any) {
 	v.errs = append(v.errs, &FieldError{Path: path, Msg: fmt.Sprintf(format, args...)})
 }
 
-var nameRE = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
-
 func (c *Config) validate(opts LoadOptions) error {
 	v := &validator{opts: opts}
 
@@ -86,13 +86,13 @@ func (c *Config) validate(opts LoadOptions) error {
 	v.host("node.host", n.Host)
 	v.hostPort("node.admin.listen", n.Admin.Listen, true)
 	if n.Admin.AdvertiseURL != "" {
-		v.httpURL("node.admin.advertise_url", n.Admin.AdvertiseURL)
+		v.adminURL("node.admin.advertise_url", n.Admin.AdvertiseURL)
 	}
 	if n.Admin.TokenFile != "" {
-		v.file("node.admin.token_file", n.Admin.TokenFile)
+		v.secretFile("node.admin.token_file", n.Admin.TokenFile)
 	}
 	v.adminTLS(c) // tls.go
-	v.positive("node.shutdown_timeout", n.ShutdownTimeout)
+	v.timeout("node.shutdown_timeout", n.ShutdownTimeout)
 
 	// zookeeper
 	zk := &c.ZooKeeper
@@ -111,10 +111,7 @@ func (c *Config) validate(opts LoadOptions) error {
 	}
 	v.root("zookeeper.root", zk.Root)
 	session := time.Duration(zk.SessionTimeout)
-	sessionOK := session >= MinSessionTimeout
-	if !sessionOK {
-		v.add("zookeeper.session_timeout", "must be at least %s, got %s", MinSessionTimeout, fmtDur(session))
-	}
+	sessionOK := v.duration("zookeeper.session_timeout", zk.SessionTimeout, MinSessionTimeout)
 	if a := zk.Auth; a != nil {
 		if a.Scheme != AuthSchemeDigest {
 			v.add("zookeeper.auth.scheme", "%q is not supported; use %q", a.Scheme, AuthSchemeDigest)
@@ -122,7 +119,7 @@ func (c *Config) validate(opts LoadOptions) error {
 		if a.CredentialsFile == "" {
 			v.add("zookeeper.auth.credentials_file", "required when zookeeper.auth is set (a file holding user:password)")
 		} else {
-			v.file("zookeeper.auth.credentials_file", a.CredentialsFile)
+			v.secretFile("zookeeper.auth.credentials_file", a.CredentialsFile)
 		}
 	}
 
@@ -133,21 +130,12 @@ func (c *Config) validate(opts LoadOptions) error {
 		v.add("election.mode", "%q is not one of %s, %s", c.Election.Mode, ModeFair, ModeUnfair)
 	}
 	lease := time.Duration(c.Election.Lease)
-	leaseOK := true
-	switch {
-	case lease < 0:
-		v.add("election.lease", "must be 0 (2/3 of the session timeout) or positive, got %s", fmtDur(lease))
-		leaseOK = false
-	case lease > 0 && sessionOK && lease >= session:
-		v.add("election.lease", "%s must be shorter than zookeeper.session_timeout (%s); a leader must step down before its session can expire",
-			fmtDur(lease), fmtDur(session))
-		leaseOK = false
-	}
+	leaseOK := v.lease(lease, session, sessionOK)
 
 	// health
 	h := &c.Health
-	v.positive("health.interval", h.Interval)
-	v.positive("health.timeout", h.Timeout)
+	v.timeout("health.interval", h.Interval)
+	v.timeout("health.timeout", h.Timeout)
 	v.atLeastOne("health.rise", h.Rise)
 	v.atLeastOne("health.fall", h.Fall)
 	if count(h.HTTP != nil, h.TCP != nil, h.Exec != nil) != 1 {
@@ -164,24 +152,18 @@ func (c *Config) validate(opts LoadOptions) error {
 	}
 
 	// service
-	v.command("service.promote.command", c.Service.Promote.Command)
-	v.positive("service.promote.timeout", c.Service.Promote.Timeout)
-	v.command("service.demote.command", c.Service.Demote.Command)
-	demote := time.Duration(c.Service.Demote.Timeout)
-	if v.positive("service.demote.timeout", c.Service.Demote.Timeout) && sessionOK && leaseOK {
-		eff := c.EffectiveLease()
-		leaseDesc := fmt.Sprintf("election.lease (%s)", fmtDur(eff))
-		if lease == 0 {
-			leaseDesc = fmt.Sprintf("the lease (%s, 2/3 of the session timeout)", fmtDur(eff))
-		}
-		if room := session - eff; demote > room {
-			v.add("service.demote.timeout", "%s exceeds zookeeper.session_timeout (%s) minus %s = %s; "+
-				"the old leader's demote must finish before a successor can be elected",
-				fmtDur(demote), fmtDur(session), leaseDesc, fmtDur(room))
-		}
+	svc := &c.Service
+	v.command("service.promote.command", svc.Promote.Command)
+	v.timeout("service.promote.timeout", svc.Promote.Timeout)
+	v.killGrace("service.promote.kill_grace", svc.Promote.KillGrace)
+	v.command("service.demote.command", svc.Demote.Command)
+	demoteOK := v.timeout("service.demote.timeout", svc.Demote.Timeout)
+	demoteOK = v.killGrace("service.demote.kill_grace", svc.Demote.KillGrace) && demoteOK
+	if demoteOK && sessionOK && leaseOK {
+		v.demoteBudget(c)
 	}
-	if n.ShutdownTimeout > 0 && demote > 0 && time.Duration(n.ShutdownTimeout) < demote {
-		v.add("node.shutdown_timeout", "%s is shorter than service.demote.timeout (%s); a graceful stop must leave time to demote",
+	if demote := time.Duration(svc.Demote.Timeout) + svc.DemoteKillGrace(); demoteOK && n.ShutdownTimeout > 0 && time.Duration(n.ShutdownTimeout) < demote {
+		v.add("node.shutdown_timeout", "%s is shorter than service.demote.timeout plus its kill_grace (%s); a graceful stop must leave time to demote",
 			fmtDur(time.Duration(n.ShutdownTimeout)), fmtDur(demote))
 	}
 
@@ -202,7 +184,7 @@ func (c *Config) validate(opts LoadOptions) error {
 		}
 		if m.Shell != nil {
 			v.command(p+".shell.command", m.Shell.Command)
-			v.positive(p+".shell.timeout", m.Shell.Timeout)
+			v.timeout(p+".shell.timeout", m.Shell.Timeout)
 		}
 	}
 
@@ -226,14 +208,14 @@ func (c *Config) validate(opts LoadOptions) error {
 
 func (v *validator) rpc(p string, r *RPCFencing) {
 	if r.URL != "" {
-		v.httpURL(p+".url", r.URL)
+		v.adminURL(p+".url", r.URL)
 	}
 	if r.TokenFile == "" {
 		v.add(p+".token_file", "required: the old leader's admin API accepts /v1/demote only with its token; set it here or in node.admin.token_file")
 	} else {
-		v.file(p+".token_file", r.TokenFile)
+		v.secretFile(p+".token_file", r.TokenFile)
 	}
-	v.positive(p+".timeout", r.Timeout)
+	v.timeout(p+".timeout", r.Timeout)
 	v.rpcTransport(p, r) // tls.go
 }
 
@@ -249,14 +231,14 @@ func (v *validator) ssh(p string, s *SSHFencing) {
 		v.add(p, "no authentication configured; set identity_file, identity_files or use_agent: true")
 	}
 	if s.IdentityFile != "" {
-		v.file(p+".identity_file", s.IdentityFile)
+		v.secretFile(p+".identity_file", s.IdentityFile)
 	}
 	for i, f := range s.IdentityFiles {
 		q := fmt.Sprintf("%s.identity_files[%d]", p, i)
 		if f == "" {
 			v.add(q, "must not be empty")
 		} else {
-			v.file(q, f)
+			v.secretFile(q, f)
 		}
 	}
 	switch {
@@ -267,8 +249,8 @@ func (v *validator) ssh(p string, s *SSHFencing) {
 	case !s.InsecureIgnoreHostKey:
 		v.add(p+".known_hosts", "required: host keys are verified against an OpenSSH known_hosts file (insecure_ignore_host_key: true is for tests only)")
 	}
-	connectOK := v.positive(p+".connect_timeout", s.ConnectTimeout)
-	if v.positive(p+".timeout", s.Timeout) && connectOK && s.ConnectTimeout > s.Timeout {
+	connectOK := v.timeout(p+".connect_timeout", s.ConnectTimeout)
+	if v.timeout(p+".timeout", s.Timeout) && connectOK && s.ConnectTimeout > s.Timeout {
 		v.add(p+".connect_timeout", "%s exceeds %s.timeout (%s)", fmtDur(time.Duration(s.ConnectTimeout)), p, fmtDur(time.Duration(s.Timeout)))
 	}
 	switch {
@@ -292,22 +274,19 @@ func count(bs ...bool) int {
 	return n
 }
 
+// name checks a cluster name or node id, by the rule the breadcrumb's
+// reader applies to the node id it finds (internal/ids).
 func (v *validator) name(p, s string) {
-	switch {
-	case s == "":
-		v.add(p, "required")
-	case !nameRE.MatchString(s):
-		v.add(p, "%q is not a valid name: use letters, digits, '.', '_' and '-'", s)
-	case s == "." || s == "..":
-		v.add(p, "%q is not a valid name", s)
+	if err := ids.CheckName(s); err != nil {
+		if s == "" {
+			v.add(p, "required")
+			return
+		}
+		v.add(p, "%q is not a valid name: %v", s, err)
 	}
 }
 
-var hostnameRE = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*\.?$`)
-
-func validHost(h string) bool {
-	return net.ParseIP(h) != nil || (len(h) <= 253 && hostnameRE.MatchString(h))
-}
+func validHost(h string) bool { return ids.ValidHost(h) }
 
 func (v *validator) host(p, h string) {
 	switch {
@@ -359,6 +338,18 @@ func (v *validator) httpURL(p, s string) {
 	}
 }
 
+// adminURL checks a URL of a failoverd admin API: it is published in the
+// breadcrumb, whose readers apply the same rule (internal/ids).
+func (v *validator) adminURL(p, s string) {
+	if err := ids.CheckHTTPURL(s); err != nil {
+		if s == "" {
+			v.add(p, "required")
+			return
+		}
+		v.add(p, "%q is not an http or https URL: %v", s, err)
+	}
+}
+
 func (v *validator) root(p, s string) {
 	switch {
 	case s == "":
@@ -384,13 +375,86 @@ func (v *validator) root(p, s string) {
 	}
 }
 
-// positive checks d > 0 and reports whether it is.
-func (v *validator) positive(p string, d Duration) bool {
-	if d <= 0 {
-		v.add(p, "must be > 0, got %s", fmtDur(time.Duration(d)))
+// duration checks min <= d <= MaxDuration and reports whether it is.
+func (v *validator) duration(p string, d Duration, min time.Duration) bool {
+	switch td := time.Duration(d); {
+	case td <= 0:
+		v.add(p, "must be > 0, got %s", fmtDur(td))
+	case td < min:
+		v.add(p, "must be at least %s, got %s", fmtDur(min), fmtDur(td))
+	case td > MaxDuration:
+		v.add(p, "must be at most %s, got %s", fmtDur(MaxDuration), fmtDur(td))
+	default:
+		return true
+	}
+	return false
+}
+
+// timeout checks a timeout or interval (MinTimeout to MaxDuration).
+func (v *validator) timeout(p string, d Duration) bool { return v.duration(p, d, MinTimeout) }
+
+// killGrace checks a hook's kill grace: 0 (its default) to MaxDuration.
+func (v *validator) killGrace(p string, d Duration) bool {
+	switch td := time.Duration(d); {
+	case td < 0:
+		v.add(p, "must not be negative, got %s", fmtDur(td))
+	case td > MaxDuration:
+		v.add(p, "must be at most %s, got %s", fmtDur(MaxDuration), fmtDur(td))
+	default:
+		return true
+	}
+	return false
+}
+
+// lease checks election.lease against the session timeout the config asks
+// for, by the rule the elector applies to the negotiated one: at least
+// MinLease, and lease + renewal interval + drift margin within the session
+// (see LeaseRoom). It reports whether the lease is usable.
+func (v *validator) lease(lease, session time.Duration, sessionOK bool) bool {
+	const p = "election.lease"
+	switch {
+	case lease < 0:
+		v.add(p, "must be 0 (2/3 of the session timeout) or positive, got %s", fmtDur(lease))
+		return false
+	case lease == 0:
+		return true // 2/3 of a session timeout of at least 1s fits, and is >= MinLease
+	case lease < MinLease:
+		v.add(p, "%s is shorter than the minimum %s; a leader renews its lease with round trips to the ZooKeeper leader every lease/%d and could not keep a shorter one",
+			fmtDur(lease), fmtDur(MinLease), LeaseRenewDiv)
+		return false
+	case !sessionOK:
+		return false
+	case LeaseRoom(lease, session) > session:
+		v.add(p, "%s is too long for zookeeper.session_timeout (%s): the lease plus its renewal interval (lease/%d) plus a clock drift margin (session/%d) must fit in the session, "+
+			"so the leader steps down before its session can expire; use at most %s, or 0 for 2/3 of the session timeout",
+			fmtDur(lease), fmtDur(session), LeaseRenewDiv, LeaseDriftDiv, fmtDur(MaxLeaseFor(session)))
 		return false
 	}
 	return true
+}
+
+// demoteBudget checks that the demote hook, counting its kill grace, ends
+// before a successor can be elected: a leader cut off from ZooKeeper starts
+// demoting when its lease runs out, and its session can expire a session
+// timeout after its last answer. The check uses the configured session
+// timeout; the daemon checks again with the one ZooKeeper negotiates, and
+// refuses to lead when the demote does not fit in it.
+func (v *validator) demoteBudget(c *Config) {
+	session := time.Duration(c.ZooKeeper.SessionTimeout)
+	lease := c.EffectiveLease()
+	timeout, grace := time.Duration(c.Service.Demote.Timeout), c.Service.DemoteKillGrace()
+	room := session - lease
+	if timeout+grace <= room {
+		return
+	}
+	leaseDesc := fmt.Sprintf("election.lease (%s)", fmtDur(lease))
+	if c.Election.Lease == 0 {
+		leaseDesc = fmt.Sprintf("the lease (%s, 2/3 of the session timeout)", fmtDur(lease))
+	}
+	v.add("service.demote.timeout", "%s plus its kill_grace (%s) exceeds zookeeper.session_timeout (%s) minus %s = %s; "+
+		"the old leader's demote must finish before a successor can be elected "+
+		"(the daemon checks this again against the session timeout ZooKeeper grants, and refuses to lead if it does not fit)",
+		fmtDur(timeout), fmtDur(grace), fmtDur(session), leaseDesc, fmtDur(room))
 }
 
 func (v *validator) atLeastOne(p string, n int) {
@@ -430,29 +494,43 @@ func (v *validator) command(p string, argv []string) {
 	}
 }
 
-// file checks that a file referenced by the config can be read.
-func (v *validator) file(p, name string) {
+// file checks that a file referenced by the config can be read, and
+// reports whether it can (or file checks are off).
+func (v *validator) file(p, name string) bool {
 	if v.opts.SkipFileChecks {
-		return
+		return true
 	}
 	fi, err := os.Stat(name)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		v.add(p, "file not found: %s", name)
-		return
+		return false
 	case err != nil:
 		v.add(p, "%s", fileErr(err))
-		return
+		return false
 	case fi.IsDir():
 		v.add(p, "is a directory: %s", name)
-		return
+		return false
 	}
 	f, err := os.Open(name)
 	if err != nil {
 		v.add(p, "%s", fileErr(err))
-		return
+		return false
 	}
 	f.Close()
+	return true
+}
+
+// secretFile checks a file that holds a secret (token, credentials, private
+// key): it must be readable, and only by its owner, as internal/secret
+// requires when the daemon reads it.
+func (v *validator) secretFile(p, name string) {
+	if !v.file(p, name) || v.opts.SkipFileChecks {
+		return
+	}
+	if err := secret.Check(name); err != nil {
+		v.add(p, "%v", err)
+	}
 }
 
 // fileErr words an *fs.PathError as "cannot read /x: permission denied".
