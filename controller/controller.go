@@ -42,6 +42,9 @@ import (
 type Hook struct {
 	Argv    []string
 	Timeout time.Duration
+	// KillGrace is how long the hook gets after SIGTERM before SIGKILL
+	// (0: proc.DefaultKillGrace). config counts it in the demote budget.
+	KillGrace time.Duration
 }
 
 // Fencer fences a target; *fencer.Chain implements it.
@@ -548,7 +551,7 @@ func (c *Controller) runHook(ctx context.Context, name string, h Hook, reason st
 	log := c.log.With("hook", name)
 	log.Info("running hook", "reason", reason, "epoch", epoch)
 	res, err := proc.Run(ctx, proc.Spec{
-		Argv: h.Argv, Env: env, Timeout: h.Timeout,
+		Argv: h.Argv, Env: env, Timeout: h.Timeout, KillGrace: h.KillGrace,
 		OnLine: func(stream, line string) { log.Info("hook output", "stream", stream, "line", line) },
 	})
 	result := "success"
