@@ -5,10 +5,12 @@
 // prometheus.DefaultRegisterer, so tests and several daemons in one process
 // do not collide. Every metric name starts with "failoverd_".
 //
-// Series whose label values are known up front (states, health and hook
-// results) are created at zero by New, so that rate() and absent() work from
-// the first scrape. Fencing methods and leadership-loss reasons are created
-// on first use.
+// Every series whose label values are known up front (states, health, hook
+// and fencing results per method, leadership-loss reasons) is created at
+// zero by New, so that an alert on increase(...{result="failure"}[5m]) has a
+// series to work on from the first scrape, and the first failure is an
+// increase that rate() sees rather than a new series. A label value outside
+// those lists still works; its series appears on first use.
 package metrics
 
 import (
@@ -32,6 +34,18 @@ const (
 	resultFailure = "failure"
 	resultTimeout = "timeout"
 )
+
+// FenceMethods are the fencing methods' names (fencer.Method.Name), whose
+// fence_attempts_total and fence_duration_seconds series New creates.
+var FenceMethods = []string{"rpc", "ssh", "shell"}
+
+// LeadershipLostReasons are the reasons the controller reports to
+// LeadershipLost, whose leadership_lost_total series New creates: its own
+// decisions, then what the election reported.
+var LeadershipLostReasons = []string{
+	"shutdown", "unhealthy", "operator_demote", "ceded", "failover_handoff",
+	"lease_expired", "session_expired", "znode_deleted", "unknown",
+}
 
 // healthyState is healthcheck.Healthy.String(); HealthState takes strings so
 // the controller can pass on what it publishes in Status.Health.
@@ -199,6 +213,15 @@ func New(reg prometheus.Registerer, version string, status func() controller.Sta
 	for _, r := range []string{resultSuccess, resultFailure} {
 		m.promotions.WithLabelValues(r)
 		m.demotions.WithLabelValues(r)
+		for _, method := range FenceMethods {
+			m.fenceAttempts.WithLabelValues(method, r)
+		}
+	}
+	for _, method := range FenceMethods {
+		m.fenceDuration.WithLabelValues(method)
+	}
+	for _, r := range LeadershipLostReasons {
+		m.leadershipLost.WithLabelValues(r)
 	}
 	return m
 }

@@ -4,10 +4,14 @@ import (
 	"bytes"
 	"flag"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +22,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/failoverd/failoverd/controller"
+	"github.com/failoverd/failoverd/fencer"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata golden files")
@@ -366,4 +371,147 @@ func TestConcurrentUse(t *testing.T) {
 	if got := testutil.ToFloat64(m.electionsWon); got != 4 {
 		t.Errorf("failoverd_elections_won_total = %v, want 4", got)
 	}
+}
+
+// TestFreshRegistryExposesEverySeries checks that a daemon that has seen no
+// event yet already exposes every known label combination of every labelled
+// counter at 0 (issue 10, item 15): an alert on
+// increase(failoverd_fence_attempts_total{result="failure"}[5m]) must have a
+// series to work on from the first scrape.
+func TestFreshRegistryExposesEverySeries(t *testing.T) {
+	_, reg := newTestMetrics(t, nil)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("Gather: %v", err)
+	}
+	got := map[string]float64{} // `name{l="v",...}` -> value (histograms: count)
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			var labels []string
+			for _, lp := range m.GetLabel() {
+				labels = append(labels, fmt.Sprintf("%s=%q", lp.GetName(), lp.GetValue()))
+			}
+			key := mf.GetName() + "{" + strings.Join(labels, ",") + "}"
+			switch {
+			case m.GetCounter() != nil:
+				got[key] = m.GetCounter().GetValue()
+			case m.GetHistogram() != nil:
+				got[key] = float64(m.GetHistogram().GetSampleCount())
+			case m.GetGauge() != nil:
+				got[key] = m.GetGauge().GetValue()
+			}
+		}
+	}
+
+	var want []string
+	for _, method := range []string{"rpc", "ssh", "shell"} {
+		for _, result := range []string{"success", "failure"} {
+			want = append(want, fmt.Sprintf(`failoverd_fence_attempts_total{method=%q,result=%q}`, method, result))
+		}
+		want = append(want, fmt.Sprintf(`failoverd_fence_duration_seconds{method=%q}`, method))
+	}
+	for _, result := range []string{"success", "failure"} {
+		want = append(want,
+			fmt.Sprintf(`failoverd_promotions_total{result=%q}`, result),
+			fmt.Sprintf(`failoverd_demotions_total{result=%q}`, result))
+	}
+	for _, result := range []string{"success", "failure", "timeout"} {
+		want = append(want, fmt.Sprintf(`failoverd_health_checks_total{result=%q}`, result))
+	}
+	for _, reason := range []string{"shutdown", "unhealthy", "operator_demote", "ceded", "failover_handoff",
+		"lease_expired", "session_expired", "znode_deleted", "unknown"} {
+		want = append(want, fmt.Sprintf(`failoverd_leadership_lost_total{reason=%q}`, reason))
+	}
+	for _, s := range controller.AllStates {
+		want = append(want, fmt.Sprintf(`failoverd_state{state=%q}`, s))
+	}
+	want = append(want,
+		"failoverd_elections_won_total{}", "failoverd_breadcrumb_unreadable_total{}", "failoverd_fencing_failed_total{}",
+		"failoverd_failover_duration_seconds{}", "failoverd_health_check_duration_seconds{}",
+		"failoverd_is_leader{}", "failoverd_epoch{}", "failoverd_health_up{}")
+	for _, k := range want {
+		v, ok := got[k]
+		switch {
+		case !ok:
+			t.Errorf("%s missing from a fresh registry", k)
+		case v != 0 && k != `failoverd_state{state="initializing"}`:
+			t.Errorf("%s = %v on a fresh registry, want 0", k, v)
+		}
+	}
+}
+
+// TestKnownLabelValuesMatchTheirSources keeps FenceMethods and
+// LeadershipLostReasons in step with the fencers' names and the reasons the
+// controller reports: a reason or method missing here would have no series
+// until its first event.
+func TestKnownLabelValuesMatchTheirSources(t *testing.T) {
+	for _, m := range []fencer.Method{(*fencer.RPC)(nil), (*fencer.SSH)(nil), &fencer.Shell{}} {
+		if !slices.Contains(FenceMethods, m.Name()) {
+			t.Errorf("fencing method %q is not in FenceMethods %q", m.Name(), FenceMethods)
+		}
+	}
+	reasons := controllerReasons(t)
+	for _, r := range reasons {
+		if !slices.Contains(LeadershipLostReasons, r) {
+			t.Errorf("the controller reports leadership lost for reason %q, which is not in LeadershipLostReasons %q", r, LeadershipLostReasons)
+		}
+	}
+}
+
+// controllerReasons reads the controller's source for the reasons it
+// reports: the values of constants named reason*, and the string literals
+// lossReason returns.
+func controllerReasons(t *testing.T) []string {
+	t.Helper()
+	fset := token.NewFileSet()
+	files, err := filepath.Glob("../controller/*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reasons []string
+	add := func(lit ast.Expr) {
+		if bl, ok := lit.(*ast.BasicLit); ok && bl.Kind == token.STRING {
+			if s, err := strconv.Unquote(bl.Value); err == nil && !slices.Contains(reasons, s) {
+				reasons = append(reasons, s)
+			}
+		}
+	}
+	foundLossReason := false
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			switch n := n.(type) {
+			case *ast.ValueSpec:
+				for i, id := range n.Names {
+					if strings.HasPrefix(strings.ToLower(id.Name), "reason") && i < len(n.Values) {
+						add(n.Values[i])
+					}
+				}
+			case *ast.FuncDecl:
+				if n.Name.Name != "lossReason" || n.Body == nil {
+					return true
+				}
+				foundLossReason = true
+				ast.Inspect(n.Body, func(m ast.Node) bool {
+					if ret, ok := m.(*ast.ReturnStmt); ok {
+						for _, r := range ret.Results {
+							add(r)
+						}
+					}
+					return true
+				})
+			}
+			return true
+		})
+	}
+	if !foundLossReason || len(reasons) == 0 {
+		t.Fatalf("found no leadership-loss reasons in ../controller (lossReason found: %v); update controllerReasons", foundLossReason)
+	}
+	return reasons
 }
