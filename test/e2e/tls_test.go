@@ -178,15 +178,26 @@ func TestRPCFencingOverHTTPS(t *testing.T) {
 			// session expires, node-b is elected and must fence it.
 			proxyA.Blackhole(true)
 			if !tc.fenced {
-				time.Sleep(12 * time.Second)
+				// Wait for node-b's fencing to fail, then give it a few more
+				// attempts: it must never promote.
+				deadline := time.Now().Add(60 * time.Second)
+				var s controller.Status
+				var err error
+				for time.Now().Before(deadline) {
+					if s, err = c.status(b); err == nil && strings.Contains(s.LastError, tc.wantErr) {
+						break
+					}
+					time.Sleep(100 * time.Millisecond)
+				}
+				if err != nil || !strings.Contains(s.LastError, tc.wantErr) {
+					t.Fatalf("node-b status %+v (err %v), want last_error naming the %s", s, err, tc.wantErr)
+				}
+				time.Sleep(5 * time.Second)
 				if p := c.hookEvents("promote", "node-b"); len(p) != 0 {
 					t.Fatalf("node-b promoted without fencing node-a: %v", p)
 				}
 				if d := c.hookEvents("demote", "node-a"); strings.Contains(strings.Join(d, "\n"), "reason=operator_demote") {
 					t.Errorf("node-a was demoted by rpc although node-b could not verify its certificate: %v", d)
-				}
-				if s, err := c.status(b); err != nil || !strings.Contains(s.LastError, tc.wantErr) {
-					t.Errorf("node-b status %+v (err %v), want last_error naming the %s", s, err, tc.wantErr)
 				}
 				return
 			}
