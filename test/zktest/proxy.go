@@ -34,9 +34,12 @@ type Proxy struct {
 // target returns at connect time (so it can follow a restarted server).
 func NewProxy(t testing.TB, target func() string) *Proxy {
 	t.Helper()
-	return newProxy(t, target, false)
+	p := newProxy(t, target, false)
+	p.start()
+	return p
 }
 
+// newProxy listens but does not accept yet: set its fields, then start it.
 func newProxy(t testing.TB, target func() string, holdNew bool) *Proxy {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -45,10 +48,11 @@ func newProxy(t testing.TB, target func() string, holdNew bool) *Proxy {
 	}
 	p := &Proxy{l: l, target: target, conns: map[net.Conn]struct{}{}, holdNew: holdNew}
 	p.cond = sync.NewCond(&p.mu)
-	go p.accept()
 	t.Cleanup(p.Close)
 	return p
 }
+
+func (p *Proxy) start() { go p.accept() }
 
 // Addr is where clients connect.
 func (p *Proxy) Addr() string { return p.l.Addr().String() }

@@ -314,6 +314,14 @@ func (c *Cluster) startLinks() {
 			}
 		}
 	}
+	for i := range n {
+		for _, l := range c.links[i] {
+			if l != nil {
+				l.quorum.start()
+				l.election.start()
+			}
+		}
+	}
 }
 
 func loopback(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
