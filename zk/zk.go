@@ -1,5 +1,5 @@
 // Package zk is failoverd's only door to ZooKeeper. It wraps go-zookeeper so
-// that nothing above it imports that library, and it adds the three things an
+// that nothing above it imports that library, and it adds what an
 // HA daemon needs and the library does not give:
 //
 //   - One Session is exactly one ZooKeeper session. When the server expires
@@ -10,6 +10,12 @@
 //     hands out a fresh Session when the previous one died.
 //   - The negotiated session timeout, the session id and its password, read
 //     from the server's connect response.
+//   - A session is handed out only when it is usable: established and, with
+//     Auth, authenticated. A connection lost while the credentials are in
+//     flight is retried; credentials the server refuses close the session
+//     and the Client opens a new one next time.
+//   - Server names are resolved at dial time, on every attempt: a name that
+//     does not resolve is skipped instead of failing every new session.
 //   - LastAck: the send time of the newest request that the ZooKeeper
 //     *leader* must have answered (a sync or a write). The election lease is
 //     measured from it. Plain reads and pings do not count: a follower cut
@@ -121,148 +127,6 @@ type Auth struct {
 	Password string
 }
 
-// Config describes how to reach the ensemble.
-type Config struct {
-	Servers        []string      // host:port of every server
-	SessionTimeout time.Duration // requested; the server may negotiate it
-	Auth           *Auth         // nil: open ACLs
-	Logger         *slog.Logger
-	// Dial, when set, replaces the TCP dialer (tests put fault proxies here).
-	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
-}
-
-// Client hands out sessions on one ensemble, one at a time.
-type Client struct {
-	cfg    Config
-	log    *slog.Logger
-	acl    []gozk.ACL
-	mu     sync.Mutex
-	cur    *Session
-	closed bool
-
-	watchEvents atomic.Int64
-}
-
-// NewClient checks cfg; it does not connect yet.
-func NewClient(cfg Config) (*Client, error) {
-	if len(cfg.Servers) == 0 {
-		return nil, errors.New("zk: no servers configured")
-	}
-	if cfg.SessionTimeout <= 0 {
-		return nil, errors.New("zk: session timeout must be > 0")
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	c := &Client{cfg: cfg, log: cfg.Logger.With("component", "zk")}
-	if cfg.Auth != nil {
-		c.acl = append(gozk.DigestACL(gozk.PermAll, cfg.Auth.User, cfg.Auth.Password), gozk.WorldACL(gozk.PermRead)...)
-	} else {
-		c.acl = gozk.WorldACL(gozk.PermAll)
-	}
-	return c, nil
-}
-
-// WatchEvents counts the watch notifications delivered to this client so far
-// (every session). The election benchmark and herd tests read it.
-func (c *Client) WatchEvents() int64 { return c.watchEvents.Load() }
-
-// Current returns the live session, or nil when there is none.
-func (c *Client) Current() *Session {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.cur != nil && !c.cur.dead() {
-		return c.cur
-	}
-	return nil
-}
-
-// Session returns the live session, opening a new one when the previous
-// expired. It waits until the server has established the session.
-func (c *Client) Session(ctx context.Context) (*Session, error) {
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return nil, ErrClosed
-	}
-	s := c.cur
-	if s == nil || s.dead() {
-		var err error
-		s, err = c.open()
-		if err != nil {
-			c.mu.Unlock()
-			return nil, err
-		}
-		c.cur = s
-	}
-	c.mu.Unlock()
-
-	select {
-	case <-s.established:
-		if err := s.authenticate(); err != nil {
-			return nil, err
-		}
-		return s, nil
-	case <-s.done:
-		return nil, s.Err()
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-}
-
-// Close closes the current session (deleting its ephemeral znodes) and
-// refuses new ones.
-func (c *Client) Close() {
-	c.mu.Lock()
-	c.closed = true
-	s := c.cur
-	c.mu.Unlock()
-	if s != nil {
-		s.Close()
-	}
-}
-
-func (c *Client) open() (*Session, error) {
-	s := &Session{
-		client:      c,
-		log:         c.log,
-		established: make(chan struct{}),
-		done:        make(chan struct{}),
-		changed:     make(chan struct{}),
-		base:        time.Now(),
-	}
-	s.lastAck.Store(-1)
-	// Hold mu until conn is set: the event callback reads it.
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	conn, _, err := gozk.Connect(c.cfg.Servers, c.cfg.SessionTimeout,
-		gozk.WithDialer(s.dial),
-		gozk.WithEventCallback(s.onEvent),
-		gozk.WithLogger(zkLogger{c.log}),
-		gozk.WithLogInfo(false),
-	)
-	if err != nil {
-		return nil, fmt.Errorf("zk: connecting: %w", err)
-	}
-	s.conn = conn
-	return s, nil
-}
-
-// authenticate adds the digest credentials once per session, before the
-// session is handed out; go-zookeeper resends them after reconnects.
-func (s *Session) authenticate() error {
-	a := s.client.cfg.Auth
-	if a == nil {
-		return nil
-	}
-	s.authOnce.Do(func() {
-		if err := s.conn.AddAuth("digest", []byte(a.User+":"+a.Password)); err != nil {
-			s.authErr = fmt.Errorf("zk: authenticating as %q: %w", a.User, mapErr(err))
-		}
-	})
-	return s.authErr
-}
-
 type zkLogger struct{ l *slog.Logger }
 
 func (z zkLogger) Printf(f string, a ...any) { z.l.Debug(fmt.Sprintf(f, a...)) }
@@ -276,10 +140,11 @@ type Session struct {
 
 	established chan struct{} // closed once the first connect succeeded
 	estOnce     sync.Once
-	authOnce    sync.Once
-	authErr     error
+	ready       chan struct{} // closed once setup (authentication) succeeded
 	done        chan struct{} // closed when the session is expired or closed
 	doneOnce    sync.Once
+	life        context.Context // canceled when the session is over
+	cancel      context.CancelFunc
 
 	mu      sync.Mutex
 	state   State
@@ -288,6 +153,10 @@ type Session struct {
 	passwd  []byte
 	timeout time.Duration
 	err     error
+	// setupErr says why setup failed for good (at setupAt); the session was
+	// closed and never handed out.
+	setupErr error
+	setupAt  time.Time
 
 	lastAck atomic.Int64 // nanoseconds since base of the newest answered send; -1 none
 	deadF   atomic.Bool
@@ -350,27 +219,7 @@ func (s *Session) finish(st State, err error) {
 	}
 	s.mu.Unlock()
 	s.doneOnce.Do(func() { close(s.done) })
-}
-
-// dial refuses once the session is dead, so that go-zookeeper cannot open a
-// successor session behind our back and run queued requests on it.
-func (s *Session) dial(network, addr string, timeout time.Duration) (net.Conn, error) {
-	if s.dead() {
-		return nil, ErrSessionExpired
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	var c net.Conn
-	var err error
-	if s.client.cfg.Dial != nil {
-		c, err = s.client.cfg.Dial(ctx, network, addr)
-	} else {
-		c, err = (&net.Dialer{}).DialContext(ctx, network, addr)
-	}
-	if err != nil {
-		return nil, err
-	}
-	return &sniffConn{Conn: c, s: s}, nil
+	s.cancel()
 }
 
 // onEvent runs on go-zookeeper's event loop: it must never block.
