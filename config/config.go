@@ -174,32 +174,12 @@ type Service struct {
 type Hook struct {
 	// Command is the argv to run (no shell). Required.
 	Command []string `yaml:"command"`
-	// Timeout after which the hook is sent SIGTERM and counts as failed.
+	// Timeout after which the hook is sent SIGTERM and counts as failed. It
+	// then gets a kill grace to exit before its process group is sent
+	// SIGKILL: DefaultKillGrace, except for the demote at the end of a
+	// leadership, which gets what the lease leaves after Timeout (at most
+	// DefaultKillGrace, at least MinDemoteKillGrace).
 	Timeout Duration `yaml:"timeout"`
-	// KillGrace is how long a hook may take to exit after SIGTERM before its
-	// process group is sent SIGKILL; it also bounds how long the hook's output
-	// is read after it exited. A hook can so run for Timeout + KillGrace.
-	// Default: 2s for promote; for demote 1/10 of its timeout, at most 2s
-	// (the demote budget counts it).
-	KillGrace Duration `yaml:"kill_grace"`
-}
-
-// PromoteKillGrace returns the promote hook's kill grace: its KillGrace, or
-// DefaultKillGrace when that is 0.
-func (s Service) PromoteKillGrace() time.Duration {
-	if s.Promote.KillGrace > 0 {
-		return time.Duration(s.Promote.KillGrace)
-	}
-	return DefaultKillGrace
-}
-
-// DemoteKillGrace returns the demote hook's kill grace: its KillGrace, or
-// when that is 0, 1/10 of its timeout and at most DefaultKillGrace.
-func (s Service) DemoteKillGrace() time.Duration {
-	if s.Demote.KillGrace > 0 {
-		return time.Duration(s.Demote.KillGrace)
-	}
-	return min(time.Duration(s.Demote.Timeout)/demoteKillGraceDiv, DefaultKillGrace)
 }
 
 // Fencing configures how the previous leader is stopped before this node
@@ -329,37 +309,45 @@ const (
 	DefaultShellFencingTimeout = 30 * time.Second
 )
 
-// DefaultKillGrace is the promote hook's default Hook.KillGrace, and the
-// longest default of the demote hook's. It mirrors internal/proc's
-// DefaultKillGrace, which this package does not import (see doc.go).
+// DefaultKillGrace is how long a hook or the shell fencer gets after SIGTERM
+// before SIGKILL. It mirrors internal/proc's DefaultKillGrace, which this
+// package does not import (see doc.go).
 const DefaultKillGrace = 2 * time.Second
 
-// The demote hook's default kill grace is its timeout divided by this, so
-// that the default fits in the demote budget of any config whose timeout
-// fits with a 10 % margin.
-const demoteKillGraceDiv = 10
+// MinDemoteKillGrace is the shortest kill grace the demote hook at the end of
+// a leadership may get: the demote budget requires service.demote.timeout
+// plus this to fit in the session timeout minus the lease. It mirrors the
+// controller's floor, which applies the same rule to the session timeout
+// ZooKeeper granted and refuses to lead when the demote does not fit.
+const MinDemoteKillGrace = 50 * time.Millisecond
 
 // MinSessionTimeout is the shortest zookeeper.session_timeout accepted.
 const MinSessionTimeout = time.Second
 
 // MinLease is the shortest lease accepted. A leader renews its lease with a
-// sync and a read that the ZooKeeper leader must answer, every lease/4: two
-// round trips through the ensemble, a few milliseconds on a LAN and far
+// request that the ZooKeeper leader and a quorum must answer, every lease/4:
+// a round trip through the ensemble, a few milliseconds on a LAN and far
 // more under load or across zones. A lease of a few round trips is never
 // renewed in time, so a leader would demote right after winning, and a
-// lease of nanoseconds gives a renewal ticker of zero. It matches the
-// election package's floor.
+// lease of nanoseconds gives a renewal ticker of zero. At least the election
+// package's floor (which it applies to the lease it derives from the
+// negotiated session timeout); validation keeps some room above it.
 const MinLease = 200 * time.Millisecond
 
 // LeaseRenewDiv is how often, per lease, the elector renews it: every
 // lease/LeaseRenewDiv (election.Config.RenewInterval's default).
 const LeaseRenewDiv = 4
 
-// LeaseDriftDiv sets the clock-drift margin the lease must leave below the
-// session timeout: session/LeaseDriftDiv. With it, a lease fits a session
-// when lease + lease/LeaseRenewDiv + session/LeaseDriftDiv <= session, which
-// the default lease (2/3 of the session) does.
-const LeaseDriftDiv = 10
+// The elector keeps lease + max(renew interval, tickTime/2) + session/20
+// within the session timeout: a ZooKeeper leader may learn of our newest
+// request only from a follower's answer to its ping (every tickTime/2), and
+// the last term absorbs clock rate differences. Without a known tickTime it
+// assumes the largest ZooKeeper's default limits allow, session/2. These
+// mirror the election package's rule.
+const (
+	reportLagDiv = 4  // tickTime/2 with tickTime = session/2
+	driftDiv     = 20 // clock drift margin: session/20
+)
 
 // MinTimeout is the shortest timeout or interval accepted for health checks,
 // hooks, fencing and shutdown. Below it no process can be started and no
@@ -395,8 +383,6 @@ func Default() *Config {
 			Fall:     DefaultFall,
 		},
 		Service: Service{
-			// The kill graces are set by applyDefaults: the demote hook's
-			// depends on its timeout.
 			Promote: Hook{Timeout: Duration(DefaultPromoteTimeout)},
 			Demote:  Hook{Timeout: Duration(DefaultDemoteTimeout)},
 		},
@@ -407,12 +393,6 @@ func Default() *Config {
 // applyDefaults fills what Default cannot: list elements and optional blocks,
 // which the decoder creates from zero values.
 func (c *Config) applyDefaults() {
-	if c.Service.Promote.KillGrace == 0 {
-		c.Service.Promote.KillGrace = Duration(c.Service.PromoteKillGrace())
-	}
-	if c.Service.Demote.KillGrace == 0 && c.Service.Demote.Timeout > 0 {
-		c.Service.Demote.KillGrace = Duration(c.Service.DemoteKillGrace())
-	}
 	if a := c.ZooKeeper.Auth; a != nil && a.Scheme == "" {
 		a.Scheme = AuthSchemeDigest
 	}
@@ -451,17 +431,19 @@ func (e Election) LeaseFor(session time.Duration) time.Duration {
 	return session * defaultLeaseNum / defaultLeaseDen
 }
 
-// LeaseRoom is what a lease needs below the session timeout: lease plus
-// the renewal interval (lease/LeaseRenewDiv) plus the drift margin
-// (session/LeaseDriftDiv). A lease fits a session when LeaseRoom <= session.
+// LeaseRoom is what a lease needs below the session timeout, by the
+// elector's rule: the lease, plus the longer of its renewal interval
+// (lease/LeaseRenewDiv) and the delay with which the ZooKeeper leader may
+// learn of a renewal (session/4), plus a clock drift margin (session/20). A
+// lease fits a session when LeaseRoom <= session.
 func LeaseRoom(lease, session time.Duration) time.Duration {
-	return lease + lease/LeaseRenewDiv + session/LeaseDriftDiv
+	return lease + max(lease/LeaseRenewDiv, session/reportLagDiv) + session/driftDiv
 }
 
 // MaxLeaseFor returns the longest lease that fits a session of the given
-// timeout (see LeaseRoom).
+// timeout (see LeaseRoom): 70 % of it.
 func MaxLeaseFor(session time.Duration) time.Duration {
-	return (session - session/LeaseDriftDiv) * LeaseRenewDiv / (LeaseRenewDiv + 1)
+	return session - session/reportLagDiv - session/driftDiv
 }
 
 // EffectiveLease returns the lease for the configured session timeout. The

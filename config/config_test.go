@@ -72,8 +72,6 @@ func TestDefaults(t *testing.T) {
 	want.Service.Promote.Command = []string{"/bin/true"}
 	want.Service.Demote.Command = []string{"/bin/true"}
 	want.Fencing.Methods = []FencingMethod{{Shell: &ShellFencing{Command: []string{"/bin/true"}, Timeout: Duration(30 * time.Second)}}}
-	want.Service.Promote.KillGrace = Duration(2 * time.Second)
-	want.Service.Demote.KillGrace = Duration(100 * time.Millisecond)
 	if !reflect.DeepEqual(got, want) {
 		g, _ := yaml.Marshal(got)
 		w, _ := yaml.Marshal(want)
@@ -98,8 +96,6 @@ func TestDefaults(t *testing.T) {
 		{"health.fall", got.Health.Fall, 3},
 		{"service.promote.timeout", got.Service.Promote.Timeout, Duration(30 * time.Second)},
 		{"service.demote.timeout", got.Service.Demote.Timeout, Duration(time.Second)},
-		{"service.promote.kill_grace", got.Service.Promote.KillGrace, Duration(2 * time.Second)},
-		{"service.demote.kill_grace (1/10 of its timeout)", got.Service.Demote.KillGrace, Duration(100 * time.Millisecond)},
 		{"fencing.allow_none", got.Fencing.AllowNone, false},
 		{"log.format", got.Log.Format, "text"},
 		{"log.level", got.Log.Level, "info"},
@@ -128,8 +124,7 @@ func TestLoadFull(t *testing.T) {
 		{"election.lease", cfg.Election.Lease, Duration(6 * time.Second)},
 		{"health.interval", cfg.Health.Interval, Duration(500 * time.Millisecond)},
 		{"health.tcp.address", cfg.Health.TCP.Address, "127.0.0.1:5432"},
-		{"service.promote", cfg.Service.Promote, Hook{Command: []string{"/bin/true", "--promote"}, Timeout: Duration(time.Minute), KillGrace: Duration(2 * time.Second)}},
-		{"service.demote.kill_grace (1/10 of 2.5s)", cfg.Service.Demote.KillGrace, Duration(250 * time.Millisecond)},
+		{"service.promote", cfg.Service.Promote, Hook{Command: []string{"/bin/true", "--promote"}, Timeout: Duration(time.Minute)}},
 		{"fencing.methods[0].rpc", *cfg.Fencing.Methods[0].RPC, RPCFencing{URL: "http://db-a.example.com:9201", TokenFile: secret("token"), Timeout: Duration(2 * time.Second), AllowInsecureHTTP: true}},
 		{"fencing.methods[1].ssh", *cfg.Fencing.Methods[1].SSH, SSHFencing{
 			User: "postgres", Port: 2222, IdentityFiles: []string{secret("id_ed25519")}, UseAgent: true,
@@ -214,16 +209,17 @@ func TestBadConfigs(t *testing.T) {
 			"fencing.methods[0].rpc.timeout: must be > 0, got -1s",
 		}},
 		{"demote_too_long", []string{
-			"service.demote.timeout: 10s plus its kill_grace (1s) exceeds zookeeper.session_timeout (5s) minus the lease (3.333s, 2/3 of the session timeout) = 1.667s; " +
-				"the old leader's demote must finish before a successor can be elected " +
+			"service.demote.timeout: 10s plus a kill grace of at least 50ms exceeds zookeeper.session_timeout (5s) minus the lease (3.333s, 2/3 of the session timeout) = 1.667s; " +
+				"the old leader's demote, killed if need be, must be over before a successor can be elected " +
 				"(the daemon checks this again against the session timeout ZooKeeper grants, and refuses to lead if it does not fit)",
 		}},
-		{"demote_explicit_lease", []string{"service.demote.timeout: 3s plus its kill_grace (300ms) exceeds zookeeper.session_timeout (5s) minus election.lease (3s) = 2s"}},
-		{"demote_kill_grace", []string{"service.demote.timeout: 1s plus its kill_grace (2s) exceeds zookeeper.session_timeout (5s) minus the lease (3.333s, 2/3 of the session timeout) = 1.667s"}},
+		{"demote_explicit_lease", []string{"service.demote.timeout: 3s plus a kill grace of at least 50ms exceeds zookeeper.session_timeout (5s) minus election.lease (3s) = 2s"}},
+		{"demote_kill_grace", []string{"service.demote.timeout: 1.99s plus a kill grace of at least 50ms exceeds zookeeper.session_timeout (5s) minus election.lease (3s) = 2s"}},
 		{"lease_too_long", []string{
 			`election.mode: "random" is not one of fair, unfair`,
-			"election.lease: 5s is too long for zookeeper.session_timeout (5s): the lease plus its renewal interval (lease/4) plus a clock drift margin (session/10) must fit in the session, " +
-				"so the leader steps down before its session can expire; use at most 3.6s, or 0 for 2/3 of the session timeout",
+			"election.lease: 5s is too long for zookeeper.session_timeout (5s): the lease, plus the time ZooKeeper may take to learn of a renewal (session/4), " +
+				"plus a clock drift margin (session/20) must fit in the session, so the leader steps down before its session can expire; " +
+				"use at most 3.5s (70% of the session timeout), or 0 for 2/3 of it",
 		}},
 		{"lease_too_short", []string{
 			"election.lease: 3ns is shorter than the minimum 200ms; a leader renews its lease with round trips to the ZooKeeper leader every lease/4 and could not keep a shorter one",
@@ -260,7 +256,7 @@ func TestBadConfigs(t *testing.T) {
 			`log.format: "logfmt" is not one of text, json`,
 			`log.level: "trace" is not one of debug, info, warn, error`,
 		}},
-		{"shutdown", []string{"node.shutdown_timeout: 500ms is shorter than service.demote.timeout plus its kill_grace (1.1s)"}},
+		{"shutdown", []string{"node.shutdown_timeout: 500ms is shorter than service.demote.timeout plus the least kill grace (1.05s)"}},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			path := filepath.Join("testdata", tc.file+".bad.yaml")

@@ -95,18 +95,12 @@ func derived(t *testing.T, cfg *Config) {
 	ticker(t, "health.interval", cfg.Health.Interval.Std())
 	timer(t, "health.timeout", cfg.Health.Timeout.Std())
 	timer(t, "node.shutdown_timeout", cfg.Node.ShutdownTimeout.Std())
-	for name, h := range map[string]struct {
-		h     Hook
-		grace time.Duration
-	}{"promote": {cfg.Service.Promote, cfg.Service.PromoteKillGrace()}, "demote": {cfg.Service.Demote, cfg.Service.DemoteKillGrace()}} {
-		if h.grace <= 0 || time.Duration(h.h.KillGrace) != h.grace {
-			t.Fatalf("%s kill grace %v, field %v", name, h.grace, h.h.KillGrace)
-		}
-		timer(t, name+" timeout plus kill grace", h.h.Timeout.Std()+h.grace)
+	timer(t, "promote timeout plus kill grace", cfg.Service.Promote.Timeout.Std()+DefaultKillGrace)
+	demote := cfg.Service.Demote.Timeout.Std()
+	if grace := min(DefaultKillGrace, session-lease-demote); grace < MinDemoteKillGrace {
+		t.Fatalf("demote %v leaves a kill grace of %v in session %v minus lease %v", demote, grace, session, lease)
 	}
-	if d := cfg.Service.Demote.Timeout.Std() + cfg.Service.DemoteKillGrace(); d > session-lease {
-		t.Fatalf("demote budget %v exceeds session %v minus lease %v", d, session, lease)
-	}
+	timer(t, "demote timeout plus kill grace", demote+DefaultKillGrace)
 	for i, m := range cfg.Fencing.Methods {
 		switch {
 		case m.RPC != nil:

@@ -155,15 +155,13 @@ func (c *Config) validate(opts LoadOptions) error {
 	svc := &c.Service
 	v.command("service.promote.command", svc.Promote.Command)
 	v.timeout("service.promote.timeout", svc.Promote.Timeout)
-	v.killGrace("service.promote.kill_grace", svc.Promote.KillGrace)
 	v.command("service.demote.command", svc.Demote.Command)
 	demoteOK := v.timeout("service.demote.timeout", svc.Demote.Timeout)
-	demoteOK = v.killGrace("service.demote.kill_grace", svc.Demote.KillGrace) && demoteOK
 	if demoteOK && sessionOK && leaseOK {
 		v.demoteBudget(c)
 	}
-	if demote := time.Duration(svc.Demote.Timeout) + svc.DemoteKillGrace(); demoteOK && n.ShutdownTimeout > 0 && time.Duration(n.ShutdownTimeout) < demote {
-		v.add("node.shutdown_timeout", "%s is shorter than service.demote.timeout plus its kill_grace (%s); a graceful stop must leave time to demote",
+	if demote := time.Duration(svc.Demote.Timeout) + MinDemoteKillGrace; demoteOK && n.ShutdownTimeout > 0 && time.Duration(n.ShutdownTimeout) < demote {
+		v.add("node.shutdown_timeout", "%s is shorter than service.demote.timeout plus the least kill grace (%s); a graceful stop must leave time to demote",
 			fmtDur(time.Duration(n.ShutdownTimeout)), fmtDur(demote))
 	}
 
@@ -393,19 +391,6 @@ func (v *validator) duration(p string, d Duration, min time.Duration) bool {
 // timeout checks a timeout or interval (MinTimeout to MaxDuration).
 func (v *validator) timeout(p string, d Duration) bool { return v.duration(p, d, MinTimeout) }
 
-// killGrace checks a hook's kill grace: 0 (its default) to MaxDuration.
-func (v *validator) killGrace(p string, d Duration) bool {
-	switch td := time.Duration(d); {
-	case td < 0:
-		v.add(p, "must not be negative, got %s", fmtDur(td))
-	case td > MaxDuration:
-		v.add(p, "must be at most %s, got %s", fmtDur(MaxDuration), fmtDur(td))
-	default:
-		return true
-	}
-	return false
-}
-
 // lease checks election.lease against the session timeout the config asks
 // for, by the rule the elector applies to the negotiated one: at least
 // MinLease, and lease + renewal interval + drift margin within the session
@@ -425,36 +410,39 @@ func (v *validator) lease(lease, session time.Duration, sessionOK bool) bool {
 	case !sessionOK:
 		return false
 	case LeaseRoom(lease, session) > session:
-		v.add(p, "%s is too long for zookeeper.session_timeout (%s): the lease plus its renewal interval (lease/%d) plus a clock drift margin (session/%d) must fit in the session, "+
-			"so the leader steps down before its session can expire; use at most %s, or 0 for 2/3 of the session timeout",
-			fmtDur(lease), fmtDur(session), LeaseRenewDiv, LeaseDriftDiv, fmtDur(MaxLeaseFor(session)))
+		v.add(p, "%s is too long for zookeeper.session_timeout (%s): the lease, plus the time ZooKeeper may take to learn of a renewal (session/%d), "+
+			"plus a clock drift margin (session/%d) must fit in the session, so the leader steps down before its session can expire; "+
+			"use at most %s (70%% of the session timeout), or 0 for 2/3 of it",
+			fmtDur(lease), fmtDur(session), reportLagDiv, driftDiv, fmtDur(MaxLeaseFor(session)))
 		return false
 	}
 	return true
 }
 
-// demoteBudget checks that the demote hook, counting its kill grace, ends
-// before a successor can be elected: a leader cut off from ZooKeeper starts
+// demoteBudget checks that the demote hook, kill grace included, ends before
+// a successor can be elected: a leader cut off from ZooKeeper starts
 // demoting when its lease runs out, and its session can expire a session
-// timeout after its last answer. The check uses the configured session
-// timeout; the daemon checks again with the one ZooKeeper negotiates, and
-// refuses to lead when the demote does not fit in it.
+// timeout after its last answer. After its timeout the hook gets what is
+// left as kill grace (at most DefaultKillGrace), which must be at least
+// MinDemoteKillGrace. The check uses the configured session timeout; the
+// daemon checks again with the one ZooKeeper grants, and refuses to lead
+// when the demote does not fit in it.
 func (v *validator) demoteBudget(c *Config) {
 	session := time.Duration(c.ZooKeeper.SessionTimeout)
 	lease := c.EffectiveLease()
-	timeout, grace := time.Duration(c.Service.Demote.Timeout), c.Service.DemoteKillGrace()
+	timeout := time.Duration(c.Service.Demote.Timeout)
 	room := session - lease
-	if timeout+grace <= room {
+	if timeout+MinDemoteKillGrace <= room {
 		return
 	}
 	leaseDesc := fmt.Sprintf("election.lease (%s)", fmtDur(lease))
 	if c.Election.Lease == 0 {
 		leaseDesc = fmt.Sprintf("the lease (%s, 2/3 of the session timeout)", fmtDur(lease))
 	}
-	v.add("service.demote.timeout", "%s plus its kill_grace (%s) exceeds zookeeper.session_timeout (%s) minus %s = %s; "+
-		"the old leader's demote must finish before a successor can be elected "+
+	v.add("service.demote.timeout", "%s plus a kill grace of at least %s exceeds zookeeper.session_timeout (%s) minus %s = %s; "+
+		"the old leader's demote, killed if need be, must be over before a successor can be elected "+
 		"(the daemon checks this again against the session timeout ZooKeeper grants, and refuses to lead if it does not fit)",
-		fmtDur(timeout), fmtDur(grace), fmtDur(session), leaseDesc, fmtDur(room))
+		fmtDur(timeout), fmtDur(MinDemoteKillGrace), fmtDur(session), leaseDesc, fmtDur(room))
 }
 
 func (v *validator) atLeastOne(p string, n int) {

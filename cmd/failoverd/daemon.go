@@ -128,8 +128,8 @@ func build(cfg *config.Config, logger *slog.Logger) (*daemon, error) {
 	ctrl, err = controller.New(controller.Config{
 		Cluster: cfg.Cluster, NodeID: cfg.Node.ID, Host: cfg.Node.Host, AdminURL: cfg.AdminURL(),
 		Root: cfg.ZooKeeper.Root, Version: version,
-		Promote:         controller.Hook{Argv: cfg.Service.Promote.Command, Timeout: cfg.Service.Promote.Timeout.Std(), KillGrace: cfg.Service.PromoteKillGrace()},
-		Demote:          controller.Hook{Argv: cfg.Service.Demote.Command, Timeout: cfg.Service.Demote.Timeout.Std(), KillGrace: cfg.Service.DemoteKillGrace()},
+		Promote:         controller.Hook{Argv: cfg.Service.Promote.Command, Timeout: cfg.Service.Promote.Timeout.Std()},
+		Demote:          controller.Hook{Argv: cfg.Service.Demote.Command, Timeout: cfg.Service.Demote.Timeout.Std()},
 		ShutdownTimeout: cfg.Node.ShutdownTimeout.Std(),
 		Logger:          logger,
 	}, client, el, fence, m)
