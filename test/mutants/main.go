@@ -1,0 +1,457 @@
+// Command mutants checks that the test suite catches deliberately broken
+// builds of failoverd (`make mutants`). For each mutant it copies the
+// working tree to a temporary directory, applies a small source edit, and
+// runs the few tests chosen to catch it; the mutant is caught when one of
+// them fails. It exits non-zero unless every mutant is caught.
+//
+// Every edit replaces an anchor that must occur exactly once in its file: when
+// the code moves on and an anchor no longer matches, the mutant fails loudly
+// instead of silently testing the unmodified daemon. Before the mutants, the
+// same tests run once against an unmodified copy (the baseline): a test that
+// fails on the real code would "catch" every mutant and prove nothing.
+//
+//	go run ./test/mutants [-only NAME[,NAME]] [-no-baseline] [-keep]
+package main
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// edit replaces Old, which must occur exactly once in File, by New; with
+// Append it adds New at the end of File instead.
+type edit struct {
+	File   string
+	Old    string
+	New    string
+	Append bool
+}
+
+// selection is one `go test` run: a package and a -run pattern.
+type selection struct {
+	Pkg string
+	Run string
+}
+
+type mutant struct {
+	Name  string
+	What  string
+	Edits []edit
+	// Tests run in order until one fails; pick the fastest that catch it.
+	Tests []selection
+}
+
+const e2e = "./test/e2e/"
+
+var mutants = []mutant{
+	{
+		Name: "skip-fencing",
+		What: "promote without calling the fencer",
+		Edits: []edit{{
+			File: "controller/controller.go",
+			Old:  "method, err := c.fence.Fence(lctx, t)",
+			New:  `method, err := "none (mutant)", error(nil); _ = t`,
+		}},
+		Tests: []selection{{e2e, "TestCrashedLeaderIsFencedBeforeSuccessorPromotes"}},
+	},
+	{
+		Name: "skip-startup-demote",
+		What: "do not demote the local service when the daemon starts",
+		Edits: []edit{{
+			File: "controller/controller.go",
+			Old:  `if err := c.runHook(context.WithoutCancel(ctx), "demote", c.cfg.Demote, "startup", 0, nil); err != nil {`,
+			New:  `if err := error(nil); err != nil {`,
+		}},
+		Tests: []selection{{e2e, "TestServiceBackFromHostCrashIsDemotedBeforeItsDaemonJoins"}},
+	},
+	{
+		Name: "lease-never-expires",
+		What: "the lease never ends a leadership (only ZooKeeper's verdicts do)",
+		Edits: []edit{{
+			File: "election/election.go",
+			Old:  "if l.deadline != nil && !time.Now().Before(l.deadline()) {",
+			New:  "if false {",
+		}, {
+			File: "election/election.go",
+			Old:  "left := time.Until(sess.LastAck().Add(lease))",
+			New:  "left := time.Hour",
+		}},
+		Tests: []selection{{e2e, "TestZooKeeperOutageDemotesWithinLease"}},
+	},
+	{
+		Name: "constant-epoch",
+		What: "every leadership carries epoch 1",
+		Edits: []edit{{
+			File: "election/election.go",
+			Old:  "l := Leadership{Epoch: epoch,",
+			New:  "l := Leadership{Epoch: 1,",
+		}},
+		Tests: []selection{{e2e, "TestExactlyOnePromotedAndGracefulHandover"}},
+	},
+	{
+		Name: "unguarded-breadcrumb",
+		What: "the breadcrumb write is a plain upsert (Set at version -1, else Create), without the election-znode check",
+		Edits: []edit{{
+			File: "breadcrumb/breadcrumb.go",
+			Old:  "if err := g.Session.Multi(ctx, zk.CheckOp{Path: g.Election, Version: -1}, op); err != nil {",
+			New:  "if err := mutantUpsert(ctx, g.Session, path, b, op); err != nil {",
+		}, {
+			File:   "breadcrumb/breadcrumb.go",
+			Append: true,
+			New: `
+func mutantUpsert(ctx context.Context, s *zk.Session, path string, b []byte, _ zk.Op) error {
+	_, err := s.Set(ctx, path, b, -1)
+	if errors.Is(err, zk.ErrNoNode) {
+		_, _, err = s.Create(ctx, path, b, zk.Persistent)
+	}
+	return err
+}
+`,
+		}},
+		Tests: []selection{{e2e, "TestLeaderThatLostItsZnodeBeforeTheBreadcrumbWriteCannotWriteIt"}},
+	},
+	{
+		Name: "promote-after-failed-fence",
+		What: "a failed fence is logged, then the node promotes anyway",
+		Edits: []edit{{
+			File: "controller/controller.go",
+			Old:  "method, err := c.fence.Fence(lctx, t)",
+			New: `method, err := c.fence.Fence(lctx, t)
+	if err != nil {
+		c.log.Error("MUTANT: promoting after a failed fence", "err", err)
+		err = nil
+	}`,
+		}},
+		Tests: []selection{{e2e, "TestFailedFencingBlocksPromotionUntilItWorks"}},
+	},
+}
+
+type result struct {
+	Name    string
+	Caught  bool
+	By      string
+	Took    time.Duration
+	Problem string // the mutant could not be tested (stale anchor, no build)
+}
+
+func main() {
+	only := flag.String("only", "", "comma-separated mutant names to run (default: all)")
+	noBaseline := flag.Bool("no-baseline", false, "skip the run of the chosen tests against the unmodified tree")
+	keep := flag.Bool("keep", false, "keep the temporary copies")
+	timeout := flag.Duration("timeout", 10*time.Minute, "go test -timeout for each run")
+	flag.Parse()
+
+	root, err := repoRoot()
+	if err != nil {
+		fatal(err)
+	}
+	chosen, err := choose(*only)
+	if err != nil {
+		fatal(err)
+	}
+	r := runner{root: root, keep: *keep, timeout: *timeout}
+
+	if !*noBaseline {
+		start := time.Now()
+		fmt.Printf(">> baseline: the chosen tests against the unmodified tree\n")
+		if failed, err := r.baseline(chosen); err != nil {
+			fatal(fmt.Errorf("baseline: %w", err))
+		} else if failed != "" {
+			fatal(fmt.Errorf("baseline: %s fails on the unmodified tree; fix it before trusting any mutant result", failed))
+		}
+		fmt.Printf(">> baseline passed in %v\n", time.Since(start).Round(time.Second))
+	}
+
+	var results []result
+	for _, m := range chosen {
+		fmt.Printf(">> mutant %s: %s\n", m.Name, m.What)
+		res := r.run(m)
+		results = append(results, res)
+		switch {
+		case res.Problem != "":
+			fmt.Printf(">> mutant %s: NOT TESTED: %s\n", m.Name, res.Problem)
+		case res.Caught:
+			fmt.Printf(">> mutant %s: caught by %s in %v\n", m.Name, res.By, res.Took.Round(time.Second))
+		default:
+			fmt.Printf(">> mutant %s: SURVIVED (%v)\n", m.Name, res.Took.Round(time.Second))
+		}
+	}
+	if !printTable(os.Stdout, results) {
+		os.Exit(1)
+	}
+}
+
+func fatal(err error) {
+	fmt.Fprintln(os.Stderr, "mutants:", err)
+	os.Exit(2)
+}
+
+func choose(only string) ([]mutant, error) {
+	if only == "" {
+		return mutants, nil
+	}
+	var out []mutant
+	for _, name := range strings.Split(only, ",") {
+		found := false
+		for _, m := range mutants {
+			if m.Name == name {
+				out, found = append(out, m), true
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("no mutant %q", name)
+		}
+	}
+	return out, nil
+}
+
+// printTable prints mutant → caught by → time and reports whether every
+// mutant was caught.
+func printTable(w io.Writer, results []result) bool {
+	all := true
+	fmt.Fprintf(w, "\n| mutant | caught | by test | time |\n|---|---|---|---:|\n")
+	for _, r := range results {
+		verdict, by := "yes", r.By
+		switch {
+		case r.Problem != "":
+			verdict, by, all = "NOT TESTED", r.Problem, false
+		case !r.Caught:
+			verdict, by, all = "NO (survived)", "-", false
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %v |\n", r.Name, verdict, by, r.Took.Round(time.Second))
+	}
+	if all {
+		fmt.Fprintf(w, "\nall %d mutants caught\n", len(results))
+	} else {
+		fmt.Fprintf(w, "\nFAIL: not every mutant was caught\n")
+	}
+	return all
+}
+
+func repoRoot() (string, error) {
+	out, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
+	if err != nil {
+		return "", fmt.Errorf("finding the repository root (run from inside the repository): %w", err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+type runner struct {
+	root    string
+	keep    bool
+	timeout time.Duration
+}
+
+// baseline runs every chosen test against an unmodified copy and returns the
+// first that failed ("" if none did).
+func (r runner) baseline(ms []mutant) (string, error) {
+	dir, err := r.copyTree()
+	if err != nil {
+		return "", err
+	}
+	defer r.cleanup(dir)
+	seen := map[selection]bool{}
+	for _, m := range ms {
+		for _, s := range m.Tests {
+			if seen[s] {
+				continue
+			}
+			seen[s] = true
+			failed, out, err := r.goTest(dir, s)
+			if err != nil {
+				return "", fmt.Errorf("%s %s: %w\n%s", s.Pkg, s.Run, err, tail(out))
+			}
+			if failed != "" {
+				return failed + "\n" + tail(out), nil
+			}
+		}
+	}
+	return "", nil
+}
+
+// run builds one mutant and runs its tests until one fails.
+func (r runner) run(m mutant) (res result) {
+	start := time.Now()
+	res.Name = m.Name
+	defer func() { res.Took = time.Since(start) }()
+	dir, err := r.copyTree()
+	if err != nil {
+		res.Problem = err.Error()
+		return res
+	}
+	defer r.cleanup(dir)
+	for _, e := range m.Edits {
+		if err := apply(dir, e); err != nil {
+			res.Problem = err.Error()
+			return res
+		}
+	}
+	if out, err := r.command(dir, "go", "build", "./...").CombinedOutput(); err != nil {
+		res.Problem = "mutant does not build: " + firstLine(string(out))
+		return res
+	}
+	for _, s := range m.Tests {
+		failed, out, err := r.goTest(dir, s)
+		if err != nil {
+			res.Problem = fmt.Sprintf("%s -run %s: %v: %s", s.Pkg, s.Run, err, firstLine(tail(out)))
+			return res
+		}
+		if failed != "" {
+			res.Caught, res.By = true, failed
+			fmt.Print(indent(failureExcerpt(out)))
+			return res
+		}
+	}
+	return res
+}
+
+var (
+	failRE    = regexp.MustCompile(`(?m)^\s*--- FAIL: (\S+)`)
+	timeoutRE = regexp.MustCompile(`(?m)^panic: test timed out after \S+\s*\n\s*running tests:\s*\n\s*(\S+)`)
+)
+
+// goTest runs one selection in dir. failed names the failing test ("" when
+// all passed); err is set when go test failed without a failing test (a
+// build error, for example).
+func (r runner) goTest(dir string, s selection) (failed string, out []byte, err error) {
+	cmd := r.command(dir, "go", "test", "-count=1", "-p", "1", "-timeout", r.timeout.String(), "-run", "^("+s.Run+")$", s.Pkg)
+	out, err = cmd.CombinedOutput()
+	if err == nil {
+		if !bytes.Contains(out, []byte("ok ")) || bytes.Contains(out, []byte("no tests to run")) {
+			return "", out, fmt.Errorf("no test matched -run %s", s.Run)
+		}
+		return "", out, nil
+	}
+	// The innermost failing test is the most precise name.
+	if ms := failRE.FindAllSubmatch(out, -1); len(ms) > 0 {
+		return s.Pkg + " " + string(ms[len(ms)-1][1]), out, nil
+	}
+	if m := timeoutRE.FindSubmatch(out); m != nil {
+		return s.Pkg + " " + string(m[1]) + " (timed out)", out, nil
+	}
+	return "", out, err
+}
+
+// command runs in dir with the race detector off in the cluster binaries
+// (faster; the mutants are logic errors) and CI=true, so a missing
+// ZooKeeper fails the tests instead of skipping them.
+func (r runner) command(dir string, name string, args ...string) *exec.Cmd {
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "CLUSTERTEST_NORACE=1", "CI=true")
+	return cmd
+}
+
+// copyTree copies the working tree (tracked and untracked, not ignored
+// files, as they are now) to a new temporary directory.
+func (r runner) copyTree() (string, error) {
+	out, err := exec.Command("git", "-C", r.root, "ls-files", "-z", "--cached", "--others", "--exclude-standard").Output()
+	if err != nil {
+		return "", fmt.Errorf("listing files: %w", err)
+	}
+	dir, err := os.MkdirTemp("", "failoverd-mutant-")
+	if err != nil {
+		return "", err
+	}
+	for _, rel := range strings.Split(string(out), "\x00") {
+		if rel == "" {
+			continue
+		}
+		src := filepath.Join(r.root, rel)
+		fi, err := os.Lstat(src)
+		if err != nil || !fi.Mode().IsRegular() {
+			continue // deleted in the working tree, or a symlink/submodule
+		}
+		dst := filepath.Join(dir, rel)
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return dir, err
+		}
+		b, err := os.ReadFile(src)
+		if err != nil {
+			return dir, err
+		}
+		if err := os.WriteFile(dst, b, fi.Mode().Perm()); err != nil {
+			return dir, err
+		}
+	}
+	return dir, nil
+}
+
+func (r runner) cleanup(dir string) {
+	if r.keep {
+		fmt.Printf("   kept %s\n", dir)
+		return
+	}
+	os.RemoveAll(dir)
+}
+
+// apply makes one edit, failing when its anchor does not occur exactly once.
+func apply(dir string, e edit) error {
+	path := filepath.Join(dir, e.File)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	s := string(b)
+	if e.Append {
+		s += e.New
+	} else {
+		switch n := strings.Count(s, e.Old); n {
+		case 1:
+			s = strings.Replace(s, e.Old, e.New, 1)
+		default:
+			return fmt.Errorf("stale mutant: anchor %q occurs %d times in %s (want exactly 1); update test/mutants", e.Old, n, e.File)
+		}
+	}
+	return os.WriteFile(path, []byte(s), 0o644)
+}
+
+func tail(b []byte) string {
+	const max = 4000
+	if len(b) > max {
+		b = b[len(b)-max:]
+	}
+	return string(b)
+}
+
+func firstLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// failureExcerpt is the lines of the test output that say why it failed.
+func failureExcerpt(out []byte) string {
+	var keep []string
+	for _, l := range strings.Split(string(out), "\n") {
+		t := strings.TrimSpace(l)
+		if strings.HasPrefix(t, "--- FAIL") || (strings.Contains(t, "_test.go:") && !strings.Contains(t, "====")) {
+			if len(t) > 240 {
+				t = t[:240] + "..."
+			}
+			keep = append(keep, t)
+		}
+		if len(keep) >= 8 {
+			break
+		}
+	}
+	return strings.Join(keep, "\n") + "\n"
+}
+
+func indent(s string) string {
+	var b strings.Builder
+	for _, l := range strings.Split(strings.TrimRight(s, "\n"), "\n") {
+		b.WriteString("   " + l + "\n")
+	}
+	return b.String()
+}
