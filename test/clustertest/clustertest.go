@@ -58,6 +58,17 @@ type Options struct {
 	// DaemonEnv, when set, adds environment variables to a node's failoverd
 	// (test-only failpoints, for example).
 	DaemonEnv func(n *Node) []string
+	// ZKTickTime and ZKSyncLimit set the ensemble's tickTime and syncLimit
+	// (0: zktest's defaults); QuorumProxies routes its quorum and election
+	// links through fault proxies, so that ZK.Isolate can cut one server off
+	// from its peers while its clients stay connected.
+	ZKTickTime    time.Duration
+	ZKSyncLimit   int
+	QuorumProxies bool
+	// ZKServersOf, when set, gives a node only these ZooKeeper servers
+	// (indexes into ZK.Servers) instead of all of them: to pin a node to
+	// one server, for example.
+	ZKServersOf func(zk *zktest.Cluster, n *Node) []int
 }
 
 // Cluster is a running test cluster.
@@ -159,7 +170,7 @@ func Start(t testing.TB, o Options) *Cluster {
 	fd, toy := Binaries(t)
 	c := &Cluster{t: t, Opts: o, Dir: t.TempDir(), Token: "test-token-" + strconv.Itoa(os.Getpid())}
 	c.EventsPath = filepath.Join(c.Dir, "events.log")
-	c.ZK = zktest.Start(t, o.ZooKeepers)
+	c.ZK = zktest.StartOpts(t, zktest.Options{Servers: o.ZooKeepers, TickTime: o.ZKTickTime, SyncLimit: o.ZKSyncLimit, ProxyQuorum: o.QuorumProxies})
 	must(t, os.WriteFile(filepath.Join(c.Dir, "token"), []byte(c.Token+"\n"), 0o600))
 	must(t, os.WriteFile(filepath.Join(c.Dir, "zk.cred"), []byte("failoverd:s3cret\n"), 0o600))
 	c.writeScripts()
@@ -263,6 +274,7 @@ func (n *Node) writeConfig(failoverd string) {
 			servers = append(servers, p.Addr())
 		}
 	}
+	servers = n.serverSubset(servers)
 	var b strings.Builder
 	fmt.Fprintf(&b, "cluster: e2e\nnode:\n  id: %s\n  host: 127.0.0.1\n  shutdown_timeout: 15s\n", n.ID)
 	fmt.Fprintf(&b, "  admin:\n    listen: %s\n    token_file: %s\n", n.AdminAddr, filepath.Join(c.Dir, "token"))
@@ -288,6 +300,24 @@ func (n *Node) writeConfig(failoverd string) {
 	n.Config = filepath.Join(n.dir, "failoverd.yaml")
 	must(c.t, os.WriteFile(n.Config, []byte(b.String()), 0o644))
 	_ = failoverd
+}
+
+// serverSubset applies Options.ZKServersOf to a server list in server order.
+func (n *Node) serverSubset(servers []string) []string {
+	if n.c.Opts.ZKServersOf == nil || len(servers) != len(n.c.ZK.Servers) {
+		return servers
+	}
+	var out []string
+	for _, i := range n.c.Opts.ZKServersOf(n.c.ZK, n) {
+		if i < 0 || i >= len(servers) {
+			n.c.t.Fatalf("ZKServersOf(%s): no server %d", n.ID, i)
+		}
+		out = append(out, servers[i])
+	}
+	if len(out) == 0 {
+		n.c.t.Fatalf("ZKServersOf(%s): no servers", n.ID)
+	}
+	return out
 }
 
 func (n *Node) startToy(bin string) { n.startToyRole(bin, true) }

@@ -87,6 +87,20 @@ var mutants = []mutant{
 		Tests: []selection{{e2e, "TestZooKeeperOutageDemotesWithinLease"}},
 	},
 	{
+		Name: "lease-renewed-by-follower-reads",
+		What: "renewals are plain reads and any answer moves the lease (a follower cut off from its leader still answers)",
+		Edits: []edit{{
+			File: "zk/zk.go",
+			Old:  "if viaLeader && answered(err) {",
+			New:  "if answered(err) {",
+		}, {
+			File: "election/election.go",
+			Old:  "err := sess.Sync(wctx, node)",
+			New:  "var err error",
+		}},
+		Tests: []selection{{e2e, "TestLeaderOnIsolatedZooKeeperFollowerDemotesBeforeASuccessorPromotes"}},
+	},
+	{
 		Name: "constant-epoch",
 		What: "every leadership carries epoch 1",
 		Edits: []edit{{
