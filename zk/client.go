@@ -26,6 +26,11 @@ type Config struct {
 	// inject failing or hanging resolvers here). Names are resolved at dial
 	// time, again on every attempt; IP literals are never looked up.
 	Resolve func(ctx context.Context, host string) ([]string, error)
+	// Protect lists znode paths that nobody but us may change: with Auth,
+	// before a new session is handed out, CheckACLs runs on each (fixing
+	// the znodes we own, failing the session on the others). Ignored
+	// without Auth.
+	Protect []string
 }
 
 // lookupTimeout bounds one name lookup at dial time, so that a resolver
@@ -39,14 +44,15 @@ const setupRetry = time.Second
 
 // Client hands out sessions on one ensemble, one at a time.
 //
-// A session is handed out only once it is ready: established and
-// authenticated. Nothing here does network I/O under a
+// A session is handed out only once it is ready: established,
+// authenticated and, with Config.Protect, checked. Nothing here does network I/O under a
 // lock, and Current takes no lock at all: the admin endpoints (status,
 // leader, metrics) call it and must never wait on the network.
 type Client struct {
 	cfg   Config
 	log   *slog.Logger
 	acl   []gozk.ACL
+	ident ACL // our digest identity (with Auth)
 	names *names
 
 	cur atomic.Pointer[Session] // newest ready session
@@ -73,6 +79,7 @@ func NewClient(cfg Config) (*Client, error) {
 	c.names = newNames(cfg.Resolve, c.log)
 	if cfg.Auth != nil {
 		c.acl = append(gozk.DigestACL(gozk.PermAll, cfg.Auth.User, cfg.Auth.Password), gozk.WorldACL(gozk.PermRead)...)
+		c.ident = ACL{Scheme: c.acl[0].Scheme, ID: c.acl[0].ID}
 	} else {
 		c.acl = gozk.WorldACL(gozk.PermAll)
 	}
@@ -93,9 +100,10 @@ func (c *Client) Current() *Session {
 }
 
 // Session returns the live session, opening a new one when the previous
-// expired. It waits until the new session is ready: established and
-// authenticated. A session whose setup failed for good (the server refused
-// our credentials) is closed and its error
+// expired. It waits until the new session is ready: established,
+// authenticated and checked. A session whose setup failed for good (the
+// server refused our credentials, a protected path has an ACL we may not
+// fix) is closed and its error
 // returned; the next call opens a new session.
 func (c *Client) Session(ctx context.Context) (*Session, error) {
 	for {
@@ -227,7 +235,7 @@ func (c *Client) open() (*Session, error) {
 }
 
 // setup makes a new session ready once the server established it:
-// authentication. A connection loss on the way is
+// authentication, then the ACL check of Config.Protect. A connection loss on the way is
 // retried within the session; any other failure is permanent for this
 // session, which is then closed so that nobody ever uses it.
 func (s *Session) setup() {
@@ -237,6 +245,9 @@ func (s *Session) setup() {
 		return
 	}
 	err := s.authenticate(s.life)
+	if err == nil && s.client.cfg.Auth != nil {
+		err = s.protect(s.life, s.client.cfg.Protect)
+	}
 	if err == nil {
 		close(s.ready)
 		return

@@ -68,6 +68,7 @@ type Stat struct {
 	Czxid          int64 // zxid of the create; ordered across the ensemble
 	Mzxid          int64
 	Version        int32 // data version, for compare-and-set
+	Aversion       int32 // ACL version, for SetACL
 	Cversion       int32
 	EphemeralOwner int64 // session id owning an ephemeral node, 0 otherwise
 	NumChildren    int32
@@ -395,7 +396,7 @@ func toStat(st *gozk.Stat) Stat {
 		return Stat{}
 	}
 	return Stat{
-		Czxid: st.Czxid, Mzxid: st.Mzxid, Version: st.Version, Cversion: st.Cversion,
+		Czxid: st.Czxid, Mzxid: st.Mzxid, Version: st.Version, Cversion: st.Cversion, Aversion: st.Aversion,
 		EphemeralOwner: st.EphemeralOwner, NumChildren: st.NumChildren, DataLength: st.DataLength,
 	}
 }
@@ -420,7 +421,10 @@ func (s *Session) Create(ctx context.Context, p string, data []byte, mode Create
 	return got, st, err
 }
 
-// EnsurePath creates p and its missing parents as persistent znodes.
+// EnsurePath creates p and its missing parents as persistent znodes. With
+// Auth, the ones that already existed must pass CheckACLs' rule (and are
+// fixed when they are ours): a parent someone else may change would let
+// them delete or replace what we create below it.
 func (s *Session) EnsurePath(ctx context.Context, p string) error {
 	parts := strings.Split(strings.Trim(p, "/"), "/")
 	cur := ""
@@ -430,6 +434,12 @@ func (s *Session) EnsurePath(ctx context.Context, p string) error {
 			_, err := s.conn.Create(cur, nil, 0, s.client.acl)
 			return err
 		})
+		if errors.Is(err, ErrNodeExists) && s.client.cfg.Auth != nil {
+			if _, err := s.checkACL(ctx, cur); err != nil {
+				return err
+			}
+			continue
+		}
 		if err != nil && !errors.Is(err, ErrNodeExists) {
 			return fmt.Errorf("creating %s: %w", cur, err)
 		}

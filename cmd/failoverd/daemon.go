@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/failoverd/failoverd/admin"
+	"github.com/failoverd/failoverd/breadcrumb"
 	"github.com/failoverd/failoverd/config"
 	"github.com/failoverd/failoverd/controller"
 	"github.com/failoverd/failoverd/election"
@@ -83,6 +84,16 @@ func zkConfig(cfg *config.Config, logger *slog.Logger) (zk.Config, error) {
 			return zc, fmt.Errorf("zookeeper.auth.credentials_file: want user:password")
 		}
 		zc.Auth = &zk.Auth{User: user, Password: pass}
+		// Nobody else may be able to change the znodes above and at the
+		// cluster path, nor the ones we keep there (the breadcrumb names
+		// the admin URL the fencer sends its token to): every new session
+		// checks them first, fixes the ones we own and refuses the others.
+		root, cluster := cfg.ZooKeeper.Root, cfg.Cluster
+		zc.Protect = []string{
+			controller.ClusterPath(root, cluster), controller.ElectionDir(root, cluster),
+			controller.MembersDir(root, cluster), controller.FailoverPath(root, cluster),
+			breadcrumb.Path(root, cluster),
+		}
 	}
 	return zc, nil
 }
