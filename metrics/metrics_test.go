@@ -419,7 +419,7 @@ func TestFreshRegistryExposesEverySeries(t *testing.T) {
 		want = append(want, fmt.Sprintf(`failoverd_health_checks_total{result=%q}`, result))
 	}
 	for _, reason := range []string{"shutdown", "unhealthy", "operator_demote", "ceded", "failover_handoff",
-		"lease_expired", "session_expired", "znode_deleted", "unknown"} {
+		"hook_unkillable", "join_refused", "lease_expired", "session_expired", "znode_deleted", "unknown"} {
 		want = append(want, fmt.Sprintf(`failoverd_leadership_lost_total{reason=%q}`, reason))
 	}
 	for _, s := range controller.AllStates {
