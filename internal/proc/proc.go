@@ -10,6 +10,16 @@
 // never outlive the command, even when it exited on its own. A background
 // child that keeps the command's output open delays Run by up to KillGrace.
 //
+// # Commands that cannot be killed
+//
+// A process in uninterruptible sleep (a umount on a dead disk, a hard NFS
+// mount) does not go away even on SIGKILL. Run never waits for it without a
+// bound: once the context is done, Run returns at the latest KillGrace +
+// ReapWait later, with an error wrapping ErrUnkillable, and leaves a
+// goroutine that reaps the process whenever it finally exits;
+// Result.Reaped is closed then. Callers must treat such a command as still
+// running (and its effects as unknown) until Reaped is closed.
+//
 // # Exit codes
 //
 // Exit status 0 is success; Run returns nil. Any other status, including
@@ -40,6 +50,24 @@ const (
 	DefaultKillGrace   = 2 * time.Second
 	DefaultOutputLimit = 64 << 10
 )
+
+// ReapWait is how long Run waits for a command to go after SIGKILL before it
+// gives up on it with ErrUnkillable. A killed process normally goes within
+// milliseconds; this only has to absorb a loaded machine.
+const ReapWait = time.Second
+
+// ErrUnkillable reports a command that was still there ReapWait after
+// SIGKILL (see the package documentation).
+var ErrUnkillable = errors.New("did not exit after SIGKILL")
+
+// MaxDuration is the longest Run takes for a command run with timeout and
+// killGrace (0: DefaultKillGrace) when ctx has no earlier deadline.
+func MaxDuration(timeout, killGrace time.Duration) time.Duration {
+	if killGrace <= 0 {
+		killGrace = DefaultKillGrace
+	}
+	return timeout + killGrace + ReapWait
+}
 
 // errTailBytes bounds how much output an error message carries; Result.Output
 // has the rest.
@@ -82,6 +110,10 @@ type Result struct {
 	// TimedOut reports that the command was stopped because Spec.Timeout or
 	// a deadline of ctx expired.
 	TimedOut bool
+	// Reaped is closed once the command's process has been waited for. It
+	// is already closed when Run returns, except after ErrUnkillable (and
+	// nil when the command did not start).
+	Reaped <-chan struct{}
 }
 
 // ExitError reports a command that ran to its end and exited unsuccessfully.
@@ -146,11 +178,28 @@ func Run(ctx context.Context, s Spec) (Result, error) {
 	if err := cmd.Start(); err != nil {
 		return res, fmt.Errorf("starting %s: %w", s.Argv[0], err)
 	}
-	waitErr := cmd.Wait()
-	// Always: reap stragglers so that nothing started by the command
-	// survives it, even if the leader exited by itself.
-	_ = signalGroup(cmd.Process.Pid, syscall.SIGKILL)
+	pid := cmd.Process.Pid
+	reaped := make(chan struct{})
+	res.Reaped = reaped
+	waited := make(chan error, 1)
+	go func() {
+		err := cmd.Wait()
+		// Always: reap stragglers so that nothing started by the command
+		// survives it, even if the leader exited by itself.
+		_ = signalGroup(pid, syscall.SIGKILL)
+		close(reaped)
+		waited <- err
+	}()
+	waitErr, ok := waitBounded(ctx, waited, pid, s.KillGrace)
 	res.Duration = time.Since(start)
+	if !ok {
+		res.TimedOut = errors.Is(ctx.Err(), context.DeadlineExceeded)
+		// The output pipes may still be written to; only what Wait's copy
+		// goroutines collected so far is read, under the buffer's lock.
+		res.Output = out.String()
+		return res, withOutput(fmt.Errorf("running %s (pid %d): %w %s ago; it is left behind and reaped when it exits",
+			s.Argv[0], pid, ErrUnkillable, (s.KillGrace + ReapWait).Round(time.Millisecond)), res.Output)
+	}
 	stdout.flush()
 	stderr.flush()
 	res.Output = out.String()
@@ -189,6 +238,35 @@ func Run(ctx context.Context, s Spec) (Result, error) {
 		return res, fmt.Errorf("running %s: %w", s.Argv[0], waitErr)
 	}
 	return res, nil
+}
+
+// waitBounded waits for the command's Wait. Before ctx is done it waits as
+// long as it takes (the command is within its time); after, exec.Cmd sends
+// SIGTERM at once and SIGKILL to the leader KillGrace later (WaitDelay); we
+// SIGKILL the whole group at that point too and wait ReapWait more. ok is
+// false when the command was still not reaped then.
+func waitBounded(ctx context.Context, waited <-chan error, pid int, killGrace time.Duration) (err error, ok bool) {
+	select {
+	case err := <-waited:
+		return err, true
+	case <-ctx.Done():
+	}
+	grace := time.NewTimer(killGrace)
+	defer grace.Stop()
+	select {
+	case err := <-waited:
+		return err, true
+	case <-grace.C:
+	}
+	_ = signalGroup(pid, syscall.SIGKILL)
+	reap := time.NewTimer(ReapWait)
+	defer reap.Stop()
+	select {
+	case err := <-waited:
+		return err, true
+	case <-reap.C:
+		return nil, false
+	}
 }
 
 // signalGroup sends sig to the process group led by pid.

@@ -3,6 +3,7 @@ package proc_test
 import (
 	"context"
 	"errors"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -261,5 +262,43 @@ func TestRunLongLineSplit(t *testing.T) {
 	}
 	if total != 10000 || len(got) < 3 {
 		t.Errorf("OnLine got pieces %v, want 10000 bytes in at least 3 pieces", got)
+	}
+}
+
+func TestMain(m *testing.M) {
+	proctest.TracerMain()
+	os.Exit(m.Run())
+}
+
+// A command that does not go away on SIGKILL (simulated with a tracer that
+// never lets its parent reap it, see proctest.Unkillable) must not hold Run
+// for ever: Run returns ErrUnkillable after timeout + grace + ReapWait, and
+// Reaped closes once the process can finally be reaped.
+func TestRunUnkillable(t *testing.T) {
+	snippet, release := proctest.Unkillable(t)
+	script := proctest.Script(t, snippet)
+	const timeout, grace = 5 * time.Second, 200 * time.Millisecond
+	start := time.Now()
+	res, err := proc.Run(t.Context(), proc.Spec{Argv: []string{script}, Timeout: timeout, KillGrace: grace})
+	took := time.Since(start)
+	if !errors.Is(err, proc.ErrUnkillable) {
+		t.Fatalf("Run() = %v, want ErrUnkillable", err)
+	}
+	if !res.TimedOut {
+		t.Error("TimedOut = false, want true")
+	}
+	if bound := proc.MaxDuration(timeout, grace); took < timeout || took > bound+3*time.Second {
+		t.Errorf("Run took %v, want between %v and %v plus slack", took, timeout, bound)
+	}
+	select {
+	case <-res.Reaped:
+		t.Fatal("Reaped closed while the process could not be reaped")
+	default:
+	}
+	release()
+	select {
+	case <-res.Reaped:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Reaped not closed after the tracer let go")
 	}
 }

@@ -3,11 +3,17 @@
 package proctest
 
 import (
+	"bufio"
 	"errors"
+	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -104,4 +110,119 @@ func RequireGone(t testing.TB, pid int) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// tracerEnv makes a test binary that calls TracerMain act as a tracer.
+const tracerEnv = "PROCTEST_TRACE_PID"
+
+// TracerMain turns this process into the tracer of Unkillable when the test
+// binary was started for that; call it first thing in TestMain. Otherwise it
+// returns at once.
+//
+// The tracer attaches to a pid with PTRACE_SEIZE, prints "attached" and then
+// never waits for its tracee until its stdin closes. A traced process that
+// gets a signal stops for its tracer, and once killed it is a zombie that
+// only its tracer can see: its real parent's wait4 does not return. To the
+// parent that is exactly a process in uninterruptible sleep that does not go
+// away on SIGKILL; when the tracer exits, the parent reaps it.
+func TracerMain() {
+	s := os.Getenv(tracerEnv)
+	if s == "" {
+		return
+	}
+	pid, err := strconv.Atoi(s)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "tracer: bad pid", s)
+		os.Exit(2)
+	}
+	runtime.LockOSThread() // ptrace ties the tracee to this thread
+	const ptraceSeize = 0x4206
+	if _, _, errno := syscall.Syscall6(syscall.SYS_PTRACE, ptraceSeize, uintptr(pid), 0, 0, 0, 0); errno != 0 {
+		fmt.Fprintln(os.Stderr, "tracer: PTRACE_SEIZE:", errno)
+		os.Exit(1)
+	}
+	fmt.Println("attached")
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	os.Exit(0)
+}
+
+// Unkillable returns a piece of shell script that, when a script run
+// through proc executes it, never returns and whose process (the script's
+// $$, the group leader when the script is the command itself) cannot be
+// reaped after SIGKILL until release is called or the test ends. It needs
+// TracerMain in the test binary's TestMain and permission to ptrace one's
+// own children (root, or yama ptrace_scope <= 1 with the same uid).
+//
+// The snippet records its pid and loops; a goroutine starts the tracer on
+// it. Once traced, the script stops at its next signal (SIGCHLD of its own
+// sleep, or our SIGTERM). A command that ran the snippet and was not
+// attached in time just times out; Run returning ErrUnkillable proves the
+// tracer held it. Each snippet works once.
+func Unkillable(t testing.TB) (snippet string, release func()) {
+	t.Helper()
+	dir := t.TempDir()
+	pidFile := filepath.Join(dir, "traced.pid")
+	snippet = fmt.Sprintf(`echo $$ > %[1]q.tmp; mv %[1]q.tmp %[1]q
+while :; do sleep 0.1; done
+`, pidFile)
+
+	stop := make(chan struct{})
+	var once sync.Once
+	var mu sync.Mutex
+	var tracer *exec.Cmd
+	var tracerIn io.WriteCloser
+	release = func() {
+		once.Do(func() { close(stop) })
+		mu.Lock()
+		defer mu.Unlock()
+		if tracer != nil {
+			tracerIn.Close()
+			_ = tracer.Process.Kill()
+			_ = tracer.Wait()
+			tracer = nil
+		}
+	}
+	t.Cleanup(release)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		var pid []byte
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			if b, err := os.ReadFile(pidFile); err == nil && len(b) > 0 {
+				pid = b
+				break
+			}
+		}
+		cmd := exec.Command(self)
+		cmd.Env = append(os.Environ(), tracerEnv+"="+strings.TrimSpace(string(pid)))
+		in, _ := cmd.StdinPipe()
+		out, _ := cmd.StdoutPipe()
+		cmd.Stderr = os.Stderr
+		mu.Lock()
+		select {
+		case <-stop:
+			mu.Unlock()
+			return
+		default:
+		}
+		if err := cmd.Start(); err != nil {
+			mu.Unlock()
+			t.Errorf("starting the tracer: %v", err)
+			return
+		}
+		tracer, tracerIn = cmd, in
+		mu.Unlock()
+		line, _ := bufio.NewReader(out).ReadString('\n')
+		if strings.TrimSpace(line) != "attached" {
+			t.Error("proctest: cannot ptrace the test command (needed to simulate an unkillable process)")
+		}
+	}()
+	return snippet, release
 }
