@@ -198,7 +198,7 @@ func Run(ctx context.Context, s Spec) (Result, error) {
 		// goroutines collected so far is read, under the buffer's lock.
 		res.Output = out.String()
 		return res, withOutput(fmt.Errorf("running %s (pid %d): %w %s ago; it is left behind and reaped when it exits",
-			s.Argv[0], pid, ErrUnkillable, (s.KillGrace + ReapWait).Round(time.Millisecond)), res.Output)
+			s.Argv[0], pid, ErrUnkillable, (s.KillGrace+ReapWait).Round(time.Millisecond)), res.Output)
 	}
 	stdout.flush()
 	stderr.flush()
