@@ -21,6 +21,8 @@ package controller
 
 import (
 	"context"
+	crand "crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -42,8 +44,9 @@ import (
 type Hook struct {
 	Argv    []string
 	Timeout time.Duration
-	// KillGrace is how long the hook gets after SIGTERM before SIGKILL
-	// (0: proc.DefaultKillGrace). config counts it in the demote budget.
+	// KillGrace is how long the hook may take to exit after SIGTERM (0:
+	// proc.DefaultKillGrace). A leadership's end-of-term demote gets what
+	// the lease leaves instead (see demoteKillGrace).
 	KillGrace time.Duration
 }
 
@@ -60,6 +63,10 @@ type Config struct {
 	AdminURL string
 	Root     string // znode root, e.g. /failoverd
 	Version  string
+	// ElectionMode ("fair" or "unfair") is recorded in the cluster record
+	// by the first node; a node whose mode differs refuses to join. Empty
+	// skips the check.
+	ElectionMode string
 
 	Promote Hook
 	Demote  Hook
@@ -82,6 +89,8 @@ const (
 	reasonOperator  = "operator_demote"
 	reasonCeded     = "ceded"
 	reasonFailover  = "failover_handoff"
+	reasonStuckHook = "hook_unkillable"
+	reasonRefused   = "join_refused"
 )
 
 // graceful reports whether a leadership end lets us delete the breadcrumb
@@ -104,6 +113,7 @@ type Controller struct {
 	wake          chan struct{} // health changed
 	memberChanged chan struct{}
 	hookMu        sync.Mutex // hooks never overlap
+	instance      string     // random id of this process, in the member record
 
 	mu         sync.Mutex
 	state      State
@@ -112,11 +122,22 @@ type Controller struct {
 	epoch      int64
 	lastErr    string
 	leadership *election.Leadership
-	endReason  string // set before we end a leadership on purpose
-	inTerm     bool   // a leadership callback is running
-	waiters    []chan bool
+	endReason  string        // set before we end a leadership on purpose
+	inTerm     bool          // a leadership callback is running
+	termOver   chan struct{} // closed when the running leadership callback returns
 	failures   int
-	cededUntil time.Time
+	cededUntil time.Time // operator cede, demote holdoff, backoff
+	primary    primaryTracker
+	stuck      *stuckHook // a hook still alive after SIGKILL
+	// join is the verdict of the checks that must pass before we campaign
+	// (duplicate node id, election mode); joinChecked is false until the
+	// first verdict.
+	joinErr     error
+	joinChecked bool
+	// A manual failover to another node: we stand aside until
+	// standAsideUntil (monotonic) or until the target is promoted.
+	standAsideKey   string
+	standAsideUntil time.Time
 }
 
 // New wires a controller. fence may be nil only when running without
@@ -143,7 +164,11 @@ func New(cfg Config, client *zk.Client, el *election.Elector, fence Fencer, m Me
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	var b [8]byte
+	crand.Read(b[:])
 	return &Controller{
+		instance:      hex.EncodeToString(b[:]),
+		primary:       primaryTracker{mayBePrimary: true}, // until the startup demote worked
 		cfg:           cfg,
 		log:           cfg.Logger.With("component", "controller"),
 		client:        client,
@@ -169,6 +194,9 @@ func MembersDir(root, cluster string) string { return zk.Join(root, cluster, "me
 
 // FailoverPath holds a manual failover request.
 func FailoverPath(root, cluster string) string { return zk.Join(root, cluster, "failover") }
+
+// ConfigPath holds the cluster record (ClusterRecord).
+func ConfigPath(root, cluster string) string { return zk.Join(root, cluster, "config") }
 
 // HealthChanged is the health monitor's callback; it never blocks.
 func (c *Controller) HealthChanged(from, to healthcheck.State, err error) {
@@ -220,7 +248,7 @@ func (c *Controller) Status() Status {
 	s := Status{
 		Cluster: c.cfg.Cluster, NodeID: c.cfg.NodeID, Host: c.cfg.Host, AdminURL: c.cfg.AdminURL,
 		State: c.state, Health: c.health.String(), Epoch: c.epoch, Since: c.since,
-		LastError: c.lastErr, Version: c.cfg.Version,
+		LastError: c.lastErr, Version: c.cfg.Version, Instance: c.instance,
 	}
 	l := c.leadership
 	c.mu.Unlock()
@@ -266,7 +294,8 @@ func (c *Controller) Run(ctx context.Context) error {
 	defer cedeTimer.Stop()
 	for {
 		stopping := ctx.Err() != nil
-		if want := c.healthy() && !stopping; want && runDone == nil {
+		blocked := c.joinBlocked()
+		if want := c.healthy() && !stopping && blocked == ""; want && runDone == nil {
 			runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 			runCancel, runDone = cancel, make(chan struct{})
 			done := runDone
@@ -279,8 +308,11 @@ func (c *Controller) Run(ctx context.Context) error {
 			}()
 		} else if !want && runDone != nil && runCancel != nil {
 			reason := reasonUnhealthy
-			if stopping {
+			switch {
+			case stopping:
 				reason = reasonShutdown
+			case c.healthy():
+				reason = blocked
 			}
 			c.mu.Lock()
 			c.endReason = reason
@@ -320,28 +352,56 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 }
 
+// joinBlocked returns why this node may not campaign now (a reason label),
+// or "" when it may.
+func (c *Controller) joinBlocked() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.stuck != nil:
+		return reasonStuckHook
+	case !c.joinChecked || c.joinErr != nil:
+		return reasonRefused
+	}
+	return ""
+}
+
 // onElected runs one leadership: fence, write the breadcrumb, promote, and
 // demote when it ends. It runs on the elector's goroutine for that term.
 func (c *Controller) onElected(lctx context.Context, l election.Leadership) {
 	wonAt := time.Now()
+	termOver := make(chan struct{})
 	c.mu.Lock()
-	c.inTerm, c.leadership, c.epoch, c.endReason = true, &l, l.Epoch, ""
+	c.inTerm, c.leadership, c.epoch, c.endReason, c.termOver = true, &l, l.Epoch, "", termOver
 	c.mu.Unlock()
 	c.metrics.ElectionWon()
 
-	demoteResult := true // service not promoted in this term: nothing to undo
 	defer func() {
 		c.mu.Lock()
-		c.inTerm, c.leadership = false, nil
-		waiters := c.waiters
-		c.waiters = nil
+		c.inTerm, c.leadership, c.termOver = false, nil, nil
 		c.mu.Unlock()
-		for _, w := range waiters {
-			w <- demoteResult
-		}
+		close(termOver) // Demote callers read the outcome from c.primary
 		c.metrics.Leader(false, l.Epoch)
 		c.setState(c.idleState(), "leadership over")
 	}()
+
+	if why := c.joinBlocked(); why != "" {
+		// Won just before Run could leave the election (a hook is stuck, or
+		// a duplicate or mismatched node appeared): give it back at once.
+		c.log.Warn("elected while this node may not lead; giving leadership back", "why", why, "epoch", l.Epoch)
+		return
+	}
+	demote := c.cfg.Demote
+	if len(demote.Argv) > 0 {
+		grace, err := demoteKillGrace(l.Session.Timeout(), l.Lease, demote.Timeout)
+		if err != nil {
+			c.log.Error("refusing to lead: the demote hook cannot finish before a successor may be elected", "epoch", l.Epoch, "err", err)
+			c.setErr(err)
+			c.backoff("demote_budget")
+			return
+		}
+		demote.KillGrace = grace
+	}
 
 	c.setState(StateFencing, "elected")
 	prev, ok := c.takeOver(lctx, l)
@@ -371,7 +431,9 @@ func (c *Controller) onElected(lctx context.Context, l election.Leadership) {
 	if err != nil || lctx.Err() != nil || l.Valid() != nil {
 		c.metrics.Promotion("failure")
 		c.setState(StateDemoting, "promote failed")
-		demoteResult = c.runHook(context.Background(), "demote", c.cfg.Demote, "promote_failed", l.Epoch, nil) == nil
+		if derr := c.runHook(context.Background(), "demote", demote, "promote_failed", l.Epoch, nil); derr != nil {
+			c.setErr(derr)
+		}
 		if err != nil {
 			c.setErr(err)
 			c.backoff("promote_failed")
@@ -385,6 +447,7 @@ func (c *Controller) onElected(lctx context.Context, l election.Leadership) {
 	c.mu.Unlock()
 	c.setState(StateLeader, "promoted")
 	c.metrics.Leader(true, l.Epoch)
+	c.completeFailover(lctx, l)
 
 	<-lctx.Done()
 
@@ -393,8 +456,11 @@ func (c *Controller) onElected(lctx context.Context, l election.Leadership) {
 	c.metrics.Leader(false, l.Epoch)
 	c.metrics.LeadershipLost(reason)
 	c.setState(StateDemoting, reason)
-	demoteResult = c.runHook(context.Background(), "demote", c.cfg.Demote, reason, l.Epoch, nil) == nil
-	if demoteResult && graceful(reason) {
+	derr := c.runHook(context.Background(), "demote", demote, reason, l.Epoch, nil)
+	if derr != nil {
+		c.setErr(derr)
+	}
+	if derr == nil && graceful(reason) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if err := breadcrumb.Delete(ctx, guard, c.bcPath, bcVersion); err != nil {
@@ -438,7 +504,12 @@ func (c *Controller) takeOver(lctx context.Context, l election.Leadership) (prev
 		return p, true
 	}
 	p.record = &rec
-	if rec.NodeID == c.cfg.NodeID {
+	if rec.NodeID == c.cfg.NodeID && rec.Host != c.cfg.Host {
+		// Our id, another host: a second node was configured with this id.
+		// Its service is not ours; it must be fenced like any other.
+		c.log.Error("the breadcrumb names this node id on another host: a second node uses this id; fencing it", "host", rec.Host, "target_epoch", rec.Epoch)
+	}
+	if rec.NodeID == c.cfg.NodeID && rec.Host == c.cfg.Host {
 		// An earlier leadership of this very node (a restart, or a term that
 		// ended without cleanup): its service is ours, so demoting it locally
 		// is the fence; asking our own admin API would only make us step aside.
@@ -527,13 +598,41 @@ func (c *Controller) lossReason(cause error) string {
 	return "unknown"
 }
 
-// runHook runs a promote or demote hook with the documented environment.
+// runHook runs a promote or demote hook with the documented environment,
+// and keeps c.primary up to date: a promote that starts makes the service
+// possibly primary, only a demote that succeeds makes it surely not.
+//
+// Hooks never overlap. A hook that did not exit after SIGKILL (proc.Run
+// gave up on it) still counts as running: until it is reaped, every other
+// hook fails at once with ErrHookStuck instead of starting next to it.
 func (c *Controller) runHook(ctx context.Context, name string, h Hook, reason string, epoch int64, prev *breadcrumb.Record) error {
+	c.hookMu.Lock()
+	defer c.hookMu.Unlock()
+	if err := c.stuckErr(name); err != nil {
+		c.log.Error("hook not run", "hook", name, "reason", reason, "err", err)
+		if name == "demote" {
+			c.metrics.Demotion("failure")
+		}
+		return err
+	}
+	if name == "promote" {
+		c.mu.Lock()
+		c.primary.promoteStarted()
+		c.mu.Unlock()
+	}
+	err := c.execHook(ctx, name, h, reason, epoch, prev)
+	if name == "demote" && err == nil {
+		c.mu.Lock()
+		c.primary.demoted()
+		c.mu.Unlock()
+	}
+	return err
+}
+
+func (c *Controller) execHook(ctx context.Context, name string, h Hook, reason string, epoch int64, prev *breadcrumb.Record) error {
 	if len(h.Argv) == 0 {
 		return nil
 	}
-	c.hookMu.Lock()
-	defer c.hookMu.Unlock()
 	role := "standby"
 	if name == "promote" {
 		role = "leader"
@@ -555,6 +654,9 @@ func (c *Controller) runHook(ctx context.Context, name string, h Hook, reason st
 		OnLine: func(stream, line string) { log.Info("hook output", "stream", stream, "line", line) },
 	})
 	result := "success"
+	if errors.Is(err, proc.ErrUnkillable) {
+		c.hookUnkillable(name, res.Reaped, err)
+	}
 	if err != nil {
 		result = "failure"
 		log.Error("hook failed", "err", err, "duration_seconds", res.Duration.Seconds())
@@ -570,40 +672,44 @@ func (c *Controller) runHook(ctx context.Context, name string, h Hook, reason st
 // Demote is the server side of the rpc fencer and of POST /v1/demote: the
 // local service stops acting as primary now, and this node stays out of the
 // election for DemoteHoldoff.
+//
+// Demoted is true only when, as the answer leaves, the service is known not
+// to be primary: a demote hook succeeded after the last promote hook started
+// (in this term or any earlier one), and no term is running that could
+// promote again. A term in progress is waited for (it demotes as it ends);
+// outside a term, a service that may be primary is demoted here.
 func (c *Controller) Demote(ctx context.Context, reason string) (fencer.DemoteResponse, error) {
 	c.log.Warn("demote requested", "reason", reason)
-	c.mu.Lock()
-	epoch := c.epoch
-	var wait chan bool
-	if c.inTerm {
-		wait = make(chan bool, 1)
-		c.waiters = append(c.waiters, wait)
-	}
-	c.mu.Unlock()
-	resp := fencer.DemoteResponse{NodeID: c.cfg.NodeID, Epoch: epoch}
 	c.cede(c.cfg.DemoteHoldoff, reasonOperator)
-	if wait != nil {
-		select {
-		case ok := <-wait:
-			resp.Demoted = ok
-		case <-ctx.Done():
-			resp.Error = "demote still running: " + ctx.Err().Error()
+	c.mu.Lock()
+	resp := fencer.DemoteResponse{NodeID: c.cfg.NodeID, Epoch: c.epoch}
+	c.mu.Unlock()
+	for {
+		c.mu.Lock()
+		termOver, may := c.termOver, c.primary.mayBePrimary
+		c.mu.Unlock()
+		if termOver != nil {
+			select {
+			case <-termOver:
+				continue
+			case <-ctx.Done():
+				resp.Error = "demote still running: " + ctx.Err().Error()
+				return resp, nil
+			}
+		}
+		if !may {
+			resp.Demoted = true
 			return resp, nil
 		}
-	} else {
-		// Not leading: make sure anyway (a paused leader may wake here). The
-		// hook gets its own timeout: a caller that gave up must not cut a
-		// demote short halfway.
-		err := c.runHook(context.WithoutCancel(ctx), "demote", c.cfg.Demote, reasonOperator, epoch, nil)
-		resp.Demoted = err == nil
-		if err != nil {
+		// Not leading, yet the service may be primary (an earlier demote
+		// failed, or a paused leader woke here). The hook gets its own
+		// timeout: a caller that gave up must not cut a demote short.
+		if err := c.runHook(context.WithoutCancel(ctx), "demote", c.cfg.Demote, reasonOperator, resp.Epoch, nil); err != nil {
 			resp.Error = err.Error()
+			return resp, nil
 		}
+		// Demoted; loop once more in case a term started meanwhile.
 	}
-	if !resp.Demoted && resp.Error == "" {
-		resp.Error = "demote hook failed"
-	}
-	return resp, nil
 }
 
 // Cede leaves leadership gracefully (demote, then delete the breadcrumb) and
@@ -622,7 +728,8 @@ func (c *Controller) Cede(ctx context.Context, d time.Duration) error {
 func (c *Controller) idleState() State {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.health != healthcheck.Healthy || time.Now().Before(c.cededUntil) {
+	blocked := c.stuck != nil || !c.joinChecked || c.joinErr != nil
+	if c.health != healthcheck.Healthy || blocked || time.Now().Before(c.cededUntil) || time.Now().Before(c.standAsideUntil) {
 		return StateOut
 	}
 	return StateStandby
@@ -647,119 +754,14 @@ func (c *Controller) member() []byte {
 	return b
 }
 
+// cededUntilTime is when every cede and stand-aside is over.
 func (c *Controller) cededUntilTime() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.standAsideUntil.After(c.cededUntil) {
+		return c.standAsideUntil
+	}
 	return c.cededUntil
-}
-
-// memberDebounce delays a member status write after a change.
-const memberDebounce = 25 * time.Millisecond
-
-// publishMember keeps members/<node-id> up to date: an ephemeral znode of
-// the current session, rewritten on every change.
-func (c *Controller) publishMember(ctx context.Context) {
-	dir := MembersDir(c.cfg.Root, c.cfg.Cluster)
-	path := zk.Join(dir, c.cfg.NodeID)
-	for ctx.Err() == nil {
-		sess, err := c.client.Session(ctx)
-		if err != nil {
-			sleepCtx(ctx, time.Second)
-			continue
-		}
-		if err := c.writeMember(ctx, sess, dir, path); err != nil {
-			if ctx.Err() == nil {
-				c.log.Debug("publishing member status failed", "err", err)
-				sleepCtx(ctx, 500*time.Millisecond)
-			}
-			continue
-		}
-		_, changed := sess.State()
-		select {
-		case <-ctx.Done():
-		case <-c.memberChanged:
-			// Coalesce bursts (standby → fencing → promoting → leader) and keep
-			// this write off the session while a takeover reads and writes:
-			// ZooKeeper answers a session's requests in order.
-			sleepCtx(ctx, memberDebounce)
-		case <-changed:
-		case <-sess.Done():
-		case <-time.After(30 * time.Second):
-		}
-	}
-}
-
-func (c *Controller) writeMember(ctx context.Context, sess *zk.Session, dir, path string) error {
-	data := c.member()
-	st, err := sess.Set(ctx, path, data, -1)
-	if err == nil && st.EphemeralOwner == sess.ID() {
-		return nil
-	}
-	if err == nil { // left over from an earlier session of ours
-		if err := sess.Delete(ctx, path, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
-			return err
-		}
-	} else if !errors.Is(err, zk.ErrNoNode) {
-		return err
-	}
-	if err := sess.EnsurePath(ctx, dir); err != nil {
-		return err
-	}
-	_, _, err = sess.Create(ctx, path, data, zk.Ephemeral)
-	return err
-}
-
-// FailoverRequest is the JSON of a manual failover request znode.
-type FailoverRequest struct {
-	To       string    `json:"to"`
-	Deadline time.Time `json:"deadline"`
-	By       string    `json:"by,omitempty"`
-}
-
-// watchFailover acts on manual failover requests: every node but the target
-// cedes until the deadline; a leader that is not the target hands over
-// gracefully (demote, delete the breadcrumb).
-func (c *Controller) watchFailover(ctx context.Context) {
-	path := FailoverPath(c.cfg.Root, c.cfg.Cluster)
-	var seen time.Time
-	for ctx.Err() == nil {
-		sess, err := c.client.Session(ctx)
-		if err != nil {
-			sleepCtx(ctx, time.Second)
-			continue
-		}
-		data, _, ch, err := sess.GetW(ctx, path)
-		if errors.Is(err, zk.ErrNoNode) {
-			var ok bool
-			ok, _, ch, err = sess.ExistsW(ctx, path)
-			if err == nil && ok {
-				continue
-			}
-		}
-		if err != nil {
-			sleepCtx(ctx, 500*time.Millisecond)
-			continue
-		}
-		if data != nil {
-			var req FailoverRequest
-			if json.Unmarshal(data, &req) == nil && req.To != "" && time.Now().Before(req.Deadline) && !req.Deadline.Equal(seen) {
-				seen = req.Deadline
-				if req.To != c.cfg.NodeID {
-					d := time.Until(req.Deadline)
-					c.log.Info("manual failover requested: standing aside", "to", req.To, "for", d.Round(time.Millisecond).String())
-					c.cede(d, reasonFailover)
-					c.setStateIfIdle()
-				} else {
-					c.log.Info("manual failover requested to this node")
-				}
-			}
-		}
-		select {
-		case <-ctx.Done():
-		case <-ch:
-		case <-sess.Done():
-		}
-	}
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) {

@@ -38,6 +38,10 @@ type Status struct {
 	LeaseRemaining float64   `json:"lease_remaining_seconds,omitempty"`
 	LastError      string    `json:"last_error,omitempty"`
 	Version        string    `json:"version"`
+	// Instance is a random id of the failoverd process, new at every start:
+	// it tells a node's own earlier session from another process using the
+	// same node id.
+	Instance string `json:"instance,omitempty"`
 }
 
 // Promoted reports whether the local service is (being treated as) primary.

@@ -208,6 +208,20 @@ func (e *Elector) Cede(d time.Duration) {
 	e.kick = make(chan struct{})
 }
 
+// EndCede shortens a cede: the elector stays out only until until (zero or
+// past: it joins again now). It acts only while the elector is ceded, so it
+// never ends a leadership or a candidacy.
+func (e *Elector) EndCede(until time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !time.Now().Before(e.cededUntil) || !until.Before(e.cededUntil) {
+		return
+	}
+	e.cededUntil = until
+	close(e.kick) // wakes Run's wait; every term it could end was kicked by the Cede
+	e.kick = make(chan struct{})
+}
+
 func (e *Elector) state() (kick <-chan struct{}, cededUntil time.Time) {
 	e.mu.Lock()
 	defer e.mu.Unlock()

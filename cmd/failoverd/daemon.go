@@ -138,7 +138,7 @@ func build(cfg *config.Config, logger *slog.Logger) (*daemon, error) {
 	}
 	ctrl, err = controller.New(controller.Config{
 		Cluster: cfg.Cluster, NodeID: cfg.Node.ID, Host: cfg.Node.Host, AdminURL: cfg.AdminURL(),
-		Root: cfg.ZooKeeper.Root, Version: version,
+		Root: cfg.ZooKeeper.Root, Version: version, ElectionMode: cfg.Election.Mode,
 		Promote:         controller.Hook{Argv: cfg.Service.Promote.Command, Timeout: cfg.Service.Promote.Timeout.Std()},
 		Demote:          controller.Hook{Argv: cfg.Service.Demote.Command, Timeout: cfg.Service.Demote.Timeout.Std()},
 		ShutdownTimeout: cfg.Node.ShutdownTimeout.Std(),

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -178,12 +180,16 @@ func cmdBreadcrumb(args []string, stdout, stderr io.Writer) int {
 func cmdFailover(args []string, stdout, stderr io.Writer) int {
 	f := newFlags("failover", "failover -c FILE --to NODE [--timeout 30s]", stderr)
 	to := f.fs.String("to", "", "node id that should become leader (required)")
-	timeout := f.fs.Duration("timeout", 30*time.Second, "how long to wait for NODE to take over")
+	timeout := f.fs.Duration("timeout", 30*time.Second, "how long to wait for NODE to take over (the other nodes stay out of the election that long at most)")
 	if code := f.parse(args); code >= 0 {
 		return code
 	}
 	if *to == "" {
 		fmt.Fprintln(stderr, "failoverd failover: --to NODE is required")
+		return exitUsage
+	}
+	if *timeout <= 0 || *timeout > controller.MaxFailoverTimeout {
+		fmt.Fprintf(stderr, "failoverd failover: --timeout must be > 0 and <= %s, got %s\n", controller.MaxFailoverTimeout, *timeout)
 		return exitUsage
 	}
 	cfg, client, sess, code := connect(f.config, stderr)
@@ -218,7 +224,12 @@ func cmdFailover(args []string, stdout, stderr io.Writer) int {
 	}
 
 	start := time.Now()
-	req := controller.FailoverRequest{To: *to, Deadline: start.Add(*timeout), By: "failoverd failover"}
+	var id [8]byte
+	rand.Read(id[:])
+	req := controller.FailoverRequest{
+		To: *to, Deadline: start.Add(*timeout), TimeoutMS: timeout.Milliseconds(),
+		ID: hex.EncodeToString(id[:]), By: "failoverd failover",
+	}
 	data, _ := json.Marshal(req)
 	path := controller.FailoverPath(cfg.ZooKeeper.Root, cfg.Cluster)
 	if _, err := sess.Set(ctx, path, data, -1); errors.Is(err, zk.ErrNoNode) {

@@ -197,8 +197,8 @@ func Run(ctx context.Context, s Spec) (Result, error) {
 		// The output pipes may still be written to; only what Wait's copy
 		// goroutines collected so far is read, under the buffer's lock.
 		res.Output = out.String()
-		return res, withOutput(fmt.Errorf("running %s (pid %d): %w %s ago; it is left behind and reaped when it exits",
-			s.Argv[0], pid, ErrUnkillable, (s.KillGrace+ReapWait).Round(time.Millisecond)), res.Output)
+		return res, withOutput(fmt.Errorf("running %s (pid %d): %v, and it %w (sent %s ago); left behind, reaped when it exits",
+			s.Argv[0], pid, context.Cause(ctx), ErrUnkillable, ReapWait), res.Output)
 	}
 	stdout.flush()
 	stderr.flush()

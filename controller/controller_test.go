@@ -1,0 +1,407 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/failoverd/failoverd/election"
+	"github.com/failoverd/failoverd/fencer"
+	"github.com/failoverd/failoverd/healthcheck"
+	"github.com/failoverd/failoverd/internal/proc"
+	"github.com/failoverd/failoverd/internal/proc/proctest"
+	"github.com/failoverd/failoverd/test/zktest"
+	"github.com/failoverd/failoverd/zk"
+)
+
+func TestMain(m *testing.M) {
+	proctest.TracerMain()
+	os.Exit(m.Run())
+}
+
+func TestPrimaryTrackerRules(t *testing.T) {
+	type step struct {
+		hook string // "promote" (started) or "demote"
+		ok   bool   // demote succeeded
+	}
+	for _, tc := range []struct {
+		name  string
+		steps []step
+		want  bool
+	}{
+		{"process start: unknown", nil, true},
+		{"startup demote worked", []step{{"demote", true}}, false},
+		{"startup demote failed", []step{{"demote", false}}, true},
+		{"promoted", []step{{"demote", true}, {"promote", false}}, true},
+		{"promote failed, demote worked", []step{{"demote", true}, {"promote", false}, {"demote", true}}, false},
+		{"demote of an earlier term failed, next term not promoted", []step{{"demote", true}, {"promote", false}, {"demote", false}}, true},
+		{"a later failed demote does not undo a good one", []step{{"promote", false}, {"demote", true}, {"demote", false}}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := primaryTracker{mayBePrimary: true}
+			for _, s := range tc.steps {
+				switch {
+				case s.hook == "promote":
+					p.promoteStarted()
+				case s.ok:
+					p.demoted()
+				}
+			}
+			if p.mayBePrimary != tc.want {
+				t.Errorf("mayBePrimary = %v, want %v", p.mayBePrimary, tc.want)
+			}
+		})
+	}
+}
+
+func TestDemoteKillGrace(t *testing.T) {
+	for _, tc := range []struct {
+		session, lease, timeout time.Duration
+		want                    time.Duration // 0: refused
+	}{
+		{5 * time.Second, 5 * time.Second * 2 / 3, time.Second, 5*time.Second - 5*time.Second*2/3 - time.Second},
+		{30 * time.Second, 10 * time.Second, time.Second, proc.DefaultKillGrace},
+		{2 * time.Second, 2 * time.Second * 2 / 3, 600 * time.Millisecond, 2*time.Second - 2*time.Second*2/3 - 600*time.Millisecond},
+		{60 * time.Second, 50 * time.Second, 30 * time.Second, 0}, // configured 100s, granted 60s
+		{5 * time.Second, 4 * time.Second, time.Second, 0},        // the kill grace does not fit
+	} {
+		got, err := demoteKillGrace(tc.session, tc.lease, tc.timeout)
+		if tc.want == 0 {
+			if err == nil {
+				t.Errorf("demoteKillGrace(%v, %v, %v) = %v, want an error", tc.session, tc.lease, tc.timeout, got)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("demoteKillGrace(%v, %v, %v) = %v, %v; want %v", tc.session, tc.lease, tc.timeout, got, err, tc.want)
+		}
+	}
+}
+
+// nopMetrics satisfies Metrics.
+type nopMetrics struct{}
+
+func (nopMetrics) StateChanged(from, to State)       {}
+func (nopMetrics) Leader(isLeader bool, epoch int64) {}
+func (nopMetrics) ElectionWon()                      {}
+func (nopMetrics) LeadershipLost(reason string)      {}
+func (nopMetrics) Promotion(result string)           {}
+func (nopMetrics) Demotion(result string)            {}
+func (nopMetrics) FailoverDuration(d time.Duration)  {}
+func (nopMetrics) BreadcrumbUnreadable()             {}
+func (nopMetrics) FencingFailed()                    {}
+
+// recordingFencer stands in for STONITH: it always succeeds and records.
+type recordingFencer struct {
+	mu      sync.Mutex
+	targets []fencer.Target
+}
+
+func (f *recordingFencer) Fence(ctx context.Context, t fencer.Target) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.targets = append(f.targets, t)
+	return "test", nil
+}
+
+func (f *recordingFencer) fenced() []fencer.Target {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]fencer.Target(nil), f.targets...)
+}
+
+type nodeOpts struct {
+	id, host       string
+	mode           string // "fair" (default) or "unfair"
+	session, lease time.Duration
+	demoteTimeout  time.Duration
+	demoteBody     string // extra shell run by the demote hook before it succeeds
+	fence          Fencer
+}
+
+// testNode is one controller with its own ZooKeeper client and hooks that
+// append "promote EPOCH" / "demote REASON" lines to an events file.
+type testNode struct {
+	t      *testing.T
+	c      *Controller
+	client *zk.Client
+	dir    string
+	cancel context.CancelFunc
+	done   chan error
+	once   sync.Once
+}
+
+func startNode(t *testing.T, zkc *zktest.Cluster, o nodeOpts) *testNode {
+	t.Helper()
+	if o.mode == "" {
+		o.mode = "fair"
+	}
+	if o.host == "" {
+		o.host = "host-" + o.id
+	}
+	if o.session == 0 {
+		o.session = 6 * time.Second
+	}
+	if o.demoteTimeout == 0 {
+		o.demoteTimeout = time.Second
+	}
+	dir := t.TempDir()
+	events := filepath.Join(dir, "events")
+	promote := proctest.Script(t, fmt.Sprintf("echo \"promote $FAILOVERD_EPOCH\" >> %q\n", events))
+	demote := proctest.Script(t, o.demoteBody+fmt.Sprintf("\necho \"demote $FAILOVERD_REASON\" >> %q\n", events))
+	client, err := zk.NewClient(zk.Config{Servers: zkc.Addrs(), SessionTimeout: o.session})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mode := election.Fair
+	if o.mode == "unfair" {
+		mode = election.Unfair
+	}
+	el, err := election.New(client, election.Config{Dir: ElectionDir("/failoverd", "ct"), NodeID: o.id, Mode: mode, Lease: o.lease})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := New(Config{
+		Cluster: "ct", NodeID: o.id, Host: o.host, Root: "/failoverd", ElectionMode: o.mode,
+		Promote:    Hook{Argv: []string{promote}, Timeout: 10 * time.Second},
+		Demote:     Hook{Argv: []string{demote}, Timeout: o.demoteTimeout},
+		BackoffMin: 200 * time.Millisecond, BackoffMax: time.Second,
+		ShutdownTimeout: 30 * time.Second,
+		Logger: testLogger(o.id),
+	}, client, el, o.fence, nopMetrics{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	n := &testNode{t: t, c: c, client: client, dir: dir, cancel: cancel, done: make(chan error, 1)}
+	go func() { n.done <- c.Run(ctx) }()
+	c.HealthChanged(healthcheck.Initializing, healthcheck.Healthy, nil)
+	t.Cleanup(n.stop)
+	return n
+}
+
+// testLogger logs to stderr when CONTROLLER_TEST_LOG is set.
+func testLogger(id string) *slog.Logger {
+	if os.Getenv("CONTROLLER_TEST_LOG") == "" {
+		return nil
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, nil)).With("node", id)
+}
+
+func (n *testNode) stop() {
+	n.once.Do(func() {
+		n.cancel()
+		select {
+		case <-n.done:
+		case <-time.After(60 * time.Second):
+			n.t.Errorf("controller %s did not stop", n.c.cfg.NodeID)
+		}
+	})
+}
+
+func (n *testNode) events() []string {
+	b, _ := os.ReadFile(filepath.Join(n.dir, "events"))
+	return strings.Fields(strings.ReplaceAll(string(b), " ", "_"))
+}
+
+func (n *testNode) count(prefix string) int {
+	k := 0
+	for _, e := range n.events() {
+		if strings.HasPrefix(e, prefix) {
+			k++
+		}
+	}
+	return k
+}
+
+// waitFor polls cond until it holds or timeout passes.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (n *testNode) state() State { return n.c.Status().State }
+
+// Item 3: a demote that arrives while a term is in progress, after an
+// earlier term's demote failed, must not be told "demoted".
+func TestDemoteAnswerAfterFailedDemote(t *testing.T) {
+	zkc := zktest.Start(t, 1)
+	failFile := filepath.Join(t.TempDir(), "fail")
+	a := startNode(t, zkc, nodeOpts{id: "a", demoteBody: fmt.Sprintf("if [ -e %q ]; then sleep 1; exit 1; fi", failFile)})
+	waitFor(t, 30*time.Second, "a to lead", func() bool { return a.state() == StateLeader })
+
+	// The term ends and its demote fails: the service may still be primary.
+	if err := os.WriteFile(failFile, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a.c.HealthChanged(healthcheck.Healthy, healthcheck.Unhealthy, nil)
+	waitFor(t, 30*time.Second, "the term to end", func() bool { return a.state() == StateOut })
+	a.c.HealthChanged(healthcheck.Unhealthy, healthcheck.Healthy, nil)
+	// The next term fences our own previous term with a local demote, which
+	// fails (a second, slow): ask for a demote while that term runs.
+	waitFor(t, 30*time.Second, "the next term", func() bool { return a.state() == StateFencing })
+	resp, err := a.c.Demote(t.Context(), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Demoted || resp.Error == "" {
+		t.Fatalf("Demote() = %+v while every demote failed since the last promotion, want demoted=false with an error", resp)
+	}
+
+	// Once the demote works, the answer is yes.
+	if err := os.Remove(failFile); err != nil {
+		t.Fatal(err)
+	}
+	resp, err = a.c.Demote(t.Context(), "test")
+	if err != nil || !resp.Demoted {
+		t.Fatalf("Demote() = %+v, %v; want demoted=true", resp, err)
+	}
+	if a.count("promote") != 1 {
+		t.Errorf("events %v, want exactly one promotion", a.events())
+	}
+}
+
+// Item 8: a demote hook that cannot be killed must not keep the leadership:
+// after its timeout + kill grace + proc.ReapWait the node gives up its
+// election znode, a successor is elected, fences it and promotes.
+func TestUnkillableDemoteReleasesLeadership(t *testing.T) {
+	zkc := zktest.Start(t, 1)
+	snippet, release := proctest.Unkillable(t)
+	stuckFile := filepath.Join(t.TempDir(), "stuck")
+	a := startNode(t, zkc, nodeOpts{id: "a", demoteBody: fmt.Sprintf("if [ -e %q ]; then\n%s\nfi", stuckFile, snippet)})
+	waitFor(t, 30*time.Second, "a to lead", func() bool { return a.state() == StateLeader })
+	f := &recordingFencer{}
+	b := startNode(t, zkc, nodeOpts{id: "b", fence: f})
+	waitFor(t, 30*time.Second, "b to stand by", func() bool { return b.state() == StateStandby })
+
+	if err := os.WriteFile(stuckFile, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	a.c.HealthChanged(healthcheck.Healthy, healthcheck.Unhealthy, nil) // storage died: demote hangs in umount
+	// Session 6s, lease 4s: the demote gets 1s + 1s kill grace.
+	bound := proc.MaxDuration(time.Second, time.Second) + 10*time.Second
+	waitFor(t, bound, "b to promote", func() bool { return b.count("promote") == 1 })
+	t.Logf("b promoted %v after a's demote hung", time.Since(start).Round(time.Millisecond))
+	if got := f.fenced(); len(got) != 1 || got[0].NodeID != "a" {
+		t.Errorf("b fenced %+v, want a", got)
+	}
+	st := a.c.Status()
+	if !strings.Contains(st.LastError, "SIGKILL") {
+		t.Errorf("a's last error = %q, want it to say the hook did not exit after SIGKILL", st.LastError)
+	}
+	// While the hook is alive, a demote request cannot be honoured.
+	resp, _ := a.c.Demote(t.Context(), "test")
+	if resp.Demoted || !strings.Contains(resp.Error, ErrHookStuck.Error()) {
+		t.Errorf("Demote() = %+v, want demoted=false because the hook is stuck", resp)
+	}
+	a.c.HealthChanged(healthcheck.Unhealthy, healthcheck.Healthy, nil)
+	time.Sleep(time.Second)
+	if a.state() != StateOut {
+		t.Errorf("a is %s while its hook is stuck, want out", a.state())
+	}
+	release()
+	waitFor(t, 30*time.Second, "a to rejoin after the hook went", func() bool { return a.state() == StateStandby })
+}
+
+// Item 11: the demote budget is checked against the session timeout the
+// server granted. Asked for 100s, ZooKeeper (maxSessionTimeout 60s) grants
+// 60s; with a 50s lease only 10s remain, too little for a 30s demote,
+// although the configured numbers (100s - 50s) would fit.
+func TestDemoteBudgetUsesNegotiatedTimeout(t *testing.T) {
+	zkc := zktest.Start(t, 1)
+	a := startNode(t, zkc, nodeOpts{id: "a", session: 100 * time.Second, lease: 50 * time.Second, demoteTimeout: 30 * time.Second})
+	waitFor(t, 30*time.Second, "a to refuse to lead", func() bool {
+		return strings.Contains(a.c.Status().LastError, "granted")
+	})
+	time.Sleep(2 * time.Second)
+	if n := a.count("promote"); n != 0 {
+		t.Fatalf("a promoted %d times; it must refuse to lead", n)
+	}
+	t.Logf("refusal: %s", a.c.Status().LastError)
+}
+
+func electionQueue(t *testing.T, zkc *zktest.Cluster) []string {
+	t.Helper()
+	client, err := zk.NewClient(zk.Config{Servers: zkc.Addrs(), SessionTimeout: 6 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	sess, err := client.Session(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kids, err := sess.Children(ctx, ElectionDir("/failoverd", "ct"))
+	if err != nil && !errors.Is(err, zk.ErrNoNode) {
+		t.Fatal(err)
+	}
+	return kids
+}
+
+// Item 14a: a second process with the same node id refuses to join while
+// the first is alive, names the first's host, and once it leads it fences
+// the first (the breadcrumb names the id but another host) instead of
+// taking it for its own previous term.
+func TestDuplicateNodeID(t *testing.T) {
+	zkc := zktest.Start(t, 1)
+	failFile := filepath.Join(t.TempDir(), "fail")
+	a1 := startNode(t, zkc, nodeOpts{id: "a", host: "host-one", demoteBody: fmt.Sprintf("if [ -e %q ]; then exit 1; fi", failFile)})
+	waitFor(t, 30*time.Second, "a@host-one to lead", func() bool { return a1.state() == StateLeader })
+	f := &recordingFencer{}
+	a2 := startNode(t, zkc, nodeOpts{id: "a", host: "host-two", fence: f})
+	waitFor(t, 30*time.Second, "a@host-two to refuse", func() bool {
+		return strings.Contains(a2.c.Status().LastError, `host "host-one"`)
+	})
+	time.Sleep(2 * time.Second)
+	if q := electionQueue(t, zkc); len(q) != 1 {
+		t.Fatalf("election znodes %v: the duplicate joined", q)
+	}
+	if a2.state() != StateOut {
+		t.Errorf("duplicate is %s, want out", a2.state())
+	}
+
+	// The first one stops, its demote failing: the breadcrumb stays.
+	if err := os.WriteFile(failFile, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a1.stop()
+	waitFor(t, 30*time.Second, "a@host-two to lead", func() bool { return a2.state() == StateLeader })
+	got := f.fenced()
+	if len(got) != 1 || got[0].Host != "host-one" {
+		t.Fatalf("a@host-two fenced %+v, want the other host's a", got)
+	}
+}
+
+// Item 14b: a node of the other election mode refuses to join.
+func TestMixedElectionModes(t *testing.T) {
+	zkc := zktest.Start(t, 1)
+	a := startNode(t, zkc, nodeOpts{id: "a", mode: "fair"})
+	waitFor(t, 30*time.Second, "a to lead", func() bool { return a.state() == StateLeader })
+	b := startNode(t, zkc, nodeOpts{id: "b", mode: "unfair"})
+	waitFor(t, 30*time.Second, "b to refuse", func() bool {
+		return strings.Contains(b.c.Status().LastError, `election.mode is "unfair"`)
+	})
+	time.Sleep(2 * time.Second)
+	if q := electionQueue(t, zkc); len(q) != 1 || q[0] == "lock" {
+		t.Fatalf("election znodes %v: the unfair node joined", q)
+	}
+	if b.count("promote") != 0 {
+		t.Fatal("the unfair node promoted")
+	}
+}

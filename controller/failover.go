@@ -1,0 +1,160 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/failoverd/failoverd/election"
+	"github.com/failoverd/failoverd/zk"
+)
+
+// MaxFailoverTimeout bounds how long a manual failover request keeps the
+// other nodes out of the election (failover --timeout).
+const MaxFailoverTimeout = 10 * time.Minute
+
+// FailoverRequest is the JSON of a manual failover request znode.
+type FailoverRequest struct {
+	To string `json:"to"`
+	// Deadline is the requester's wall clock plus the timeout. Only nodes
+	// of earlier versions use it; clocks of different hosts differ.
+	Deadline time.Time `json:"deadline"`
+	// TimeoutMS is how long the request stands, measured by every node on
+	// its own monotonic clock from when it saw the request.
+	TimeoutMS int64 `json:"timeout_ms,omitempty"`
+	// ID tells requests apart (a new request may overwrite an old one).
+	ID string `json:"id,omitempty"`
+	By string `json:"by,omitempty"`
+	// Done is set by the target once it is promoted (with its epoch): the
+	// other nodes stop standing aside at once.
+	Done  bool  `json:"done,omitempty"`
+	Epoch int64 `json:"epoch,omitempty"`
+}
+
+// key identifies a request.
+func (r FailoverRequest) key() string {
+	if r.ID != "" {
+		return r.ID
+	}
+	return r.To + "@" + r.Deadline.UTC().Format(time.RFC3339Nano)
+}
+
+// standFor is how long a node that sees r now stands aside: the request's
+// timeout, or for a request of an earlier version, what its deadline leaves
+// by our clock; at most MaxFailoverTimeout. <= 0: not at all.
+func (r FailoverRequest) standFor(now time.Time) time.Duration {
+	d := time.Duration(r.TimeoutMS) * time.Millisecond
+	if r.TimeoutMS <= 0 {
+		d = r.Deadline.Sub(now)
+	}
+	return min(d, MaxFailoverTimeout)
+}
+
+// watchFailover acts on manual failover requests: every node but the target
+// stands aside until the target is promoted (the target marks the request
+// done, or the requester deletes it) or the request's timeout ran out; a
+// leader that is not the target hands over gracefully (demote, delete the
+// breadcrumb).
+func (c *Controller) watchFailover(ctx context.Context) {
+	path := FailoverPath(c.cfg.Root, c.cfg.Cluster)
+	seen := ""
+	for ctx.Err() == nil {
+		sess, err := c.client.Session(ctx)
+		if err != nil {
+			sleepCtx(ctx, time.Second)
+			continue
+		}
+		data, _, ch, err := sess.GetW(ctx, path)
+		if errors.Is(err, zk.ErrNoNode) {
+			var ok bool
+			ok, _, ch, err = sess.ExistsW(ctx, path)
+			if err == nil && ok {
+				continue
+			}
+			if err == nil {
+				c.endStandAside("", "the failover request was withdrawn")
+			}
+		}
+		if err != nil {
+			sleepCtx(ctx, 500*time.Millisecond)
+			continue
+		}
+		var req FailoverRequest
+		if data != nil && json.Unmarshal(data, &req) == nil && req.To != "" {
+			switch key := req.key(); {
+			case req.Done:
+				c.endStandAside(key, "the failover target was promoted")
+			case key != seen:
+				seen = key
+				c.onFailoverRequest(key, req)
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-ch:
+		case <-sess.Done():
+		}
+	}
+}
+
+func (c *Controller) onFailoverRequest(key string, req FailoverRequest) {
+	d := req.standFor(time.Now())
+	if d <= 0 {
+		return
+	}
+	if req.To == c.cfg.NodeID {
+		c.log.Info("manual failover requested to this node")
+		return
+	}
+	c.log.Info("manual failover requested: standing aside", "to", req.To, "for", d.Round(time.Millisecond).String())
+	c.mu.Lock()
+	c.endReason = reasonFailover
+	c.standAsideKey = key
+	c.standAsideUntil = time.Now().Add(d) // monotonic: no other host's clock involved
+	c.mu.Unlock()
+	c.el.Cede(d)
+	c.poke(c.wake) // Run re-arms its end-of-cede timer
+	c.setStateIfIdle()
+}
+
+// endStandAside ends the stand-aside for request key ("": any) before its
+// time; cedes of other origins (operator, holdoff, backoff) still hold.
+func (c *Controller) endStandAside(key, why string) {
+	c.mu.Lock()
+	if c.standAsideKey == "" || (key != "" && key != c.standAsideKey) || !time.Now().Before(c.standAsideUntil) {
+		c.mu.Unlock()
+		return
+	}
+	c.standAsideKey, c.standAsideUntil = "", time.Time{}
+	until := c.cededUntil
+	c.mu.Unlock()
+	c.log.Info("manual failover over: joining the election again", "why", why)
+	c.el.EndCede(until)
+	c.poke(c.wake)
+}
+
+// completeFailover marks a pending failover request to this node done once
+// we are promoted, so the other nodes stop standing aside (they are the
+// candidates if we die now). Bounded and best effort: the requester deletes
+// the request when it sees us lead, and the request times out anyway.
+func (c *Controller) completeFailover(lctx context.Context, l election.Leadership) {
+	ctx, cancel := context.WithTimeout(lctx, 2*time.Second)
+	defer cancel()
+	path := FailoverPath(c.cfg.Root, c.cfg.Cluster)
+	data, st, err := l.Session.Get(ctx, path)
+	if err != nil {
+		return
+	}
+	var req FailoverRequest
+	if json.Unmarshal(data, &req) != nil || req.To != c.cfg.NodeID || req.Done {
+		return
+	}
+	req.Done, req.Epoch = true, l.Epoch
+	b, _ := json.Marshal(req)
+	if _, err := l.Session.Set(ctx, path, b, st.Version); err != nil {
+		c.log.Warn("could not mark the failover request done; the others rejoin when it is deleted or times out", "err", err)
+		return
+	}
+	c.log.Info("failover request to this node marked done", "epoch", l.Epoch)
+}

@@ -1,0 +1,108 @@
+package controller
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/failoverd/failoverd/internal/proc"
+)
+
+// primaryTracker remembers whether the local service may be acting as
+// primary, across leaderships. Hooks never overlap, so the last hook event
+// decides: a promote that starts (whatever it then does) makes the service
+// possibly primary; only a demote that succeeded makes it surely not. A
+// failed or stuck demote changes nothing. It starts true: whatever the
+// service did before this process started is unknown until the startup
+// demote succeeded.
+type primaryTracker struct {
+	mayBePrimary bool
+}
+
+func (p *primaryTracker) promoteStarted() { p.mayBePrimary = true }
+func (p *primaryTracker) demoted()        { p.mayBePrimary = false }
+
+// ErrHookStuck is returned instead of running a hook while an earlier hook
+// is still alive after SIGKILL.
+var ErrHookStuck = errors.New("an earlier hook is still running after SIGKILL")
+
+// stuckHook is a hook that proc.Run gave up on: it did not exit after
+// SIGKILL (uninterruptible sleep). Reaped closes when it finally goes.
+type stuckHook struct {
+	name   string
+	since  time.Time
+	reaped <-chan struct{}
+}
+
+// stuckErr returns ErrHookStuck (wrapped) while a stuck hook is alive, and
+// forgets it once it was reaped. Call it with hookMu held.
+func (c *Controller) stuckErr(next string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	h := c.stuck
+	if h == nil {
+		return nil
+	}
+	select {
+	case <-h.reaped:
+		c.stuck = nil
+		return nil
+	default:
+	}
+	return fmt.Errorf("%s hook not started: %w (the %s hook, stuck for %s)",
+		next, ErrHookStuck, h.name, time.Since(h.since).Round(time.Second))
+}
+
+// hookUnkillable records a hook that did not exit after SIGKILL and says so
+// loudly. Until it is reaped, no hook runs and this node stays out of the
+// election: a leadership in progress ends (the callback returns, the
+// elector deletes our znode), so a successor is elected and fences us, and
+// the service counts as possibly primary (a demote cannot succeed).
+func (c *Controller) hookUnkillable(name string, reaped <-chan struct{}, err error) {
+	h := &stuckHook{name: name, since: time.Now(), reaped: reaped}
+	c.mu.Lock()
+	c.stuck = h
+	c.lastErr = fmt.Sprintf("%s hook did not exit after SIGKILL; out of the election until it exits: %v", name, err)
+	c.mu.Unlock()
+	c.log.Error("HOOK DID NOT EXIT AFTER SIGKILL: giving up leadership and staying out of the election until it exits; the successor fences this node",
+		"hook", name, "err", err)
+	if m, ok := c.metrics.(interface{ HookUnkillable(hook string) }); ok {
+		m.HookUnkillable(name)
+	}
+	c.poke(c.wake)
+	c.poke(c.memberChanged)
+	go func() {
+		<-reaped
+		c.mu.Lock()
+		if c.stuck == h {
+			c.stuck = nil
+		}
+		c.mu.Unlock()
+		c.log.Warn("the stuck hook finally exited; this node may join the election again", "hook", name, "stuck_for", time.Since(h.since).Round(time.Millisecond).String())
+		c.poke(c.wake)
+		c.poke(c.memberChanged)
+	}()
+}
+
+// minDemoteKillGrace is the shortest time a demote hook gets between
+// SIGTERM and SIGKILL.
+const minDemoteKillGrace = 50 * time.Millisecond
+
+// demoteKillGrace checks, for a leadership whose session timeout (as the
+// server granted it) is session and whose lease is lease, that the demote
+// hook can be over before a successor can be elected: a leader cut off from
+// ZooKeeper starts demoting when its lease runs out, and the server may
+// expire its session (and elect a successor) session after the last answer,
+// so timeout plus the kill grace must fit in session - lease. It returns
+// the kill grace to use: what that room leaves after timeout, at most
+// proc.DefaultKillGrace, at least minDemoteKillGrace (else an error).
+func demoteKillGrace(session, lease, timeout time.Duration) (time.Duration, error) {
+	room := session - lease
+	grace := min(proc.DefaultKillGrace, room-timeout)
+	if grace < minDemoteKillGrace {
+		return 0, fmt.Errorf("service.demote.timeout %s plus a kill grace of at least %s does not fit in the session timeout ZooKeeper granted (%s) minus the lease (%s) = %s; "+
+			"shorten the demote timeout or the lease, or raise the server's maxSessionTimeout",
+			timeout, minDemoteKillGrace, session, lease, room)
+	}
+	return grace, nil
+}

@@ -1,0 +1,224 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/failoverd/failoverd/zk"
+)
+
+// ClusterRecord is the JSON of <root>/<cluster>/config, created by the first
+// node that joins a cluster and never rewritten by failoverd. Nodes whose
+// settings differ from it refuse to join: nodes of different election modes
+// do not see each other's znodes and could both lead.
+type ClusterRecord struct {
+	ElectionMode string `json:"election_mode"`
+}
+
+// DuplicateIDError means another live failoverd process publishes the
+// member record of our node id.
+type DuplicateIDError struct {
+	NodeID, Host, Instance string
+}
+
+func (e *DuplicateIDError) Error() string {
+	return fmt.Sprintf("node id %q is already used by another running failoverd (host %q, instance %q): "+
+		"refusing to join the election while it is alive; give every node its own node.id "+
+		"(after a restart of this very node this clears once its previous ZooKeeper session expired)",
+		e.NodeID, e.Host, e.Instance)
+}
+
+// ModeMismatchError means the cluster runs another election mode.
+type ModeMismatchError struct {
+	Mode, Cluster, Why string
+}
+
+func (e *ModeMismatchError) Error() string {
+	return fmt.Sprintf("election.mode is %q but %s: refusing to join the election (nodes of different modes could both lead); "+
+		"use the same election.mode on every node (to change it, stop every node and delete the cluster record %s)",
+		e.Mode, e.Why, e.Cluster)
+}
+
+// setJoinVerdict records the outcome of the join checks; Run campaigns only
+// after a nil verdict.
+func (c *Controller) setJoinVerdict(err error) {
+	c.mu.Lock()
+	changed := !c.joinChecked || fmt.Sprint(c.joinErr) != fmt.Sprint(err)
+	c.joinChecked, c.joinErr = true, err
+	if err != nil {
+		c.lastErr = err.Error()
+	}
+	c.mu.Unlock()
+	if !changed {
+		return
+	}
+	if err != nil {
+		c.log.Error("not joining the election", "err", err)
+	} else {
+		c.log.Info("cluster checks passed: node id unique, election mode matches")
+	}
+	c.poke(c.wake)
+	c.poke(c.memberChanged)
+}
+
+// joinVerdict reports whether err is a verdict (nil or a refusal) rather
+// than a failure to check (ZooKeeper unavailable: keep the last verdict).
+func joinVerdict(err error) bool {
+	var d *DuplicateIDError
+	var m *ModeMismatchError
+	return err == nil || errors.As(err, &d) || errors.As(err, &m)
+}
+
+// memberDebounce delays a member status write after a change.
+const memberDebounce = 25 * time.Millisecond
+
+// publishMember keeps members/<node-id> up to date: an ephemeral znode of
+// the current session, rewritten on every change. On every session it also
+// checks the cluster record, and before every write that no other process
+// holds our member record; the verdict gates joining the election.
+func (c *Controller) publishMember(ctx context.Context) {
+	dir := MembersDir(c.cfg.Root, c.cfg.Cluster)
+	path := zk.Join(dir, c.cfg.NodeID)
+	var modeChecked *zk.Session
+	for ctx.Err() == nil {
+		sess, err := c.client.Session(ctx)
+		if err != nil {
+			sleepCtx(ctx, time.Second)
+			continue
+		}
+		err = c.writeMember(ctx, sess, dir, path)
+		if err == nil {
+			// The directory first: a node must not record its mode over
+			// a cluster whose nodes of the other mode are campaigning.
+			err = c.checkElectionDir(ctx, sess)
+		}
+		if err == nil && modeChecked != sess {
+			if err = c.checkClusterRecord(ctx, sess); err == nil {
+				modeChecked = sess
+			}
+		}
+		if joinVerdict(err) {
+			c.setJoinVerdict(err)
+		}
+		if err != nil {
+			if ctx.Err() == nil {
+				c.log.Debug("publishing member status failed", "err", err)
+				sleepCtx(ctx, time.Second) // a duplicate is polled for too
+			}
+			continue
+		}
+		_, changed := sess.State()
+		select {
+		case <-ctx.Done():
+		case <-c.memberChanged:
+			// Coalesce bursts (standby → fencing → promoting → leader) and keep
+			// this write off the session while a takeover reads and writes:
+			// ZooKeeper answers a session's requests in order.
+			sleepCtx(ctx, memberDebounce)
+		case <-changed:
+		case <-sess.Done():
+		case <-time.After(30 * time.Second):
+		}
+	}
+}
+
+// writeMember writes our member record. A record owned by another session
+// is replaced only when it carries our instance id (an earlier session of
+// this very process); one of another live process is a duplicate node id.
+func (c *Controller) writeMember(ctx context.Context, sess *zk.Session, dir, path string) error {
+	data := c.member()
+	old, st, err := sess.Get(ctx, path)
+	switch {
+	case err == nil && st.EphemeralOwner == sess.ID():
+		_, err = sess.Set(ctx, path, data, -1)
+		return err
+	case err == nil:
+		var other Status
+		_ = json.Unmarshal(old, &other)
+		if st.EphemeralOwner != 0 && other.Instance != c.instance {
+			return &DuplicateIDError{NodeID: c.cfg.NodeID, Host: other.Host, Instance: other.Instance}
+		}
+		// Ours from an earlier session, or not ephemeral (no live owner).
+		if err := sess.Delete(ctx, path, st.Version); err != nil && !errors.Is(err, zk.ErrNoNode) {
+			return err
+		}
+	case !errors.Is(err, zk.ErrNoNode):
+		return err
+	}
+	if err := sess.EnsurePath(ctx, dir); err != nil {
+		return err
+	}
+	_, _, err = sess.Create(ctx, path, data, zk.Ephemeral)
+	if errors.Is(err, zk.ErrNodeExists) {
+		return fmt.Errorf("member record %s created meanwhile: %w", path, err) // looked at on the next round
+	}
+	return err
+}
+
+// checkClusterRecord creates the cluster record if there is none, and
+// checks that our election mode is the cluster's.
+func (c *Controller) checkClusterRecord(ctx context.Context, sess *zk.Session) error {
+	if c.cfg.ElectionMode == "" {
+		return nil
+	}
+	path := ConfigPath(c.cfg.Root, c.cfg.Cluster)
+	for attempt := 0; ; attempt++ {
+		b, _, err := sess.Get(ctx, path)
+		if errors.Is(err, zk.ErrNoNode) && attempt < 3 {
+			if err := sess.EnsurePath(ctx, ClusterPath(c.cfg.Root, c.cfg.Cluster)); err != nil {
+				return err
+			}
+			rec, _ := json.Marshal(ClusterRecord{ElectionMode: c.cfg.ElectionMode})
+			_, _, err = sess.Create(ctx, path, rec, zk.Persistent)
+			if err == nil {
+				c.log.Info("cluster record created", "path", path, "election_mode", c.cfg.ElectionMode)
+				return nil
+			}
+			if !errors.Is(err, zk.ErrNodeExists) {
+				return err
+			}
+			continue // another node was first: read its record
+		}
+		if err != nil {
+			return err
+		}
+		var rec ClusterRecord
+		if err := json.Unmarshal(b, &rec); err != nil || rec.ElectionMode == "" {
+			return &ModeMismatchError{Mode: c.cfg.ElectionMode, Cluster: path, Why: fmt.Sprintf("the cluster record %s is unreadable (%q)", path, b)}
+		}
+		if rec.ElectionMode != c.cfg.ElectionMode {
+			return &ModeMismatchError{Mode: c.cfg.ElectionMode, Cluster: path, Why: fmt.Sprintf("the cluster record %s says %q", path, rec.ElectionMode)}
+		}
+		return nil
+	}
+}
+
+// checkElectionDir refuses to join when the election directory holds
+// znodes of the other mode (a node of another mode, or of a version that
+// does not know the cluster record, is campaigning).
+func (c *Controller) checkElectionDir(ctx context.Context, sess *zk.Session) error {
+	if c.cfg.ElectionMode == "" {
+		return nil
+	}
+	dir := ElectionDir(c.cfg.Root, c.cfg.Cluster)
+	kids, err := sess.Children(ctx, dir)
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, k := range kids {
+		fair := strings.HasPrefix(k, "c_")
+		unfair := k == "lock"
+		if (c.cfg.ElectionMode == "fair" && unfair) || (c.cfg.ElectionMode == "unfair" && fair) {
+			return &ModeMismatchError{Mode: c.cfg.ElectionMode, Cluster: ConfigPath(c.cfg.Root, c.cfg.Cluster),
+				Why: fmt.Sprintf("the election directory %s holds %s, a znode of the other mode", dir, k)}
+		}
+	}
+	return nil
+}
