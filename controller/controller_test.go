@@ -174,7 +174,7 @@ func startNode(t *testing.T, zkc *zktest.Cluster, o nodeOpts) *testNode {
 		Demote:     Hook{Argv: []string{demote}, Timeout: o.demoteTimeout},
 		BackoffMin: 200 * time.Millisecond, BackoffMax: time.Second,
 		ShutdownTimeout: 30 * time.Second,
-		Logger: testLogger(o.id),
+		Logger:          testLogger(o.id),
 	}, client, el, o.fence, nopMetrics{})
 	if err != nil {
 		t.Fatal(err)
