@@ -143,7 +143,10 @@ func TestUnresolvableServerNameDoesNotBlockSessions(t *testing.T) {
 		got <- err
 	}()
 	start := dns.lookups.Load()
-	for dns.lookups.Load() < start+3 {
+	for deadline := time.Now().Add(20 * time.Second); dns.lookups.Load() < start+3; {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d lookups of the failing name in 20s", dns.lookups.Load()-start)
+		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	if n := logs.count(`msg="zookeeper server name does not resolve`) - before; n != 1 {
