@@ -19,17 +19,68 @@
 //   - Every leadership carries an epoch, the czxid of the winning znode. Zxids
 //     are ordered across the ensemble, and a leadership always wins with a
 //     znode created after the previous leader's, so epochs strictly increase
-//     across all leaderships of a cluster.
-//   - The leadership context is cancelled no later than Lease after the send
-//     time of the newest request the server answered (default: 2/3 of the
-//     negotiated session timeout), so a leader cut off from ZooKeeper stops
-//     before the server can expire its session and let a successor win
-//     (assuming clock rates drift less than the remaining third).
+//     across all leaderships of a cluster. An elector never leads twice with
+//     one epoch: after a lost create response it adopts a znode only when the
+//     znode carries the nonce of the current join (a lock left over from an
+//     earlier term, whose delete was lost, is deleted instead), and it refuses
+//     an epoch not above the one it last led with.
+//   - The leadership context is cancelled, and Valid fails, no later than
+//     Lease after the send time of the newest answered write of the session
+//     (zk.Session.LastAck). The elector renews with a write that changes
+//     nothing (a multi holding one version check of its znode): its answer
+//     proves that a quorum of ZooKeeper servers acknowledged the leader that
+//     handled it after we sent it. (A sync does not: a ZooKeeper leader cut
+//     off from its quorum answers syncs until it notices, about syncLimit ×
+//     tickTime later, and the others may have elected a leader by then.)
+//   - No successor can be elected before the lease ends, as argued below.
 //   - A leadership also ends when its znode is deleted, its session expires,
 //     Resign or Cede is called, or Run's context ends.
+//   - The lease is enforced by the clock alone: no ZooKeeper call runs in the
+//     loop that watches a leadership, so a call that hangs (go-zookeeper's
+//     calls can, during reconnect cycles) cannot delay the end of leadership.
 //   - After losing a create response, the elector finds its own znode by the
 //     GUID in its name and adopts it only when its ephemeralOwner is the
-//     current session; znodes of its earlier sessions are deleted.
+//     current session and it carries the current join's nonce; znodes of its
+//     earlier sessions and terms are deleted.
+//
+// The lease argument. Let S be the send time of the newest answered write, T
+// the negotiated session timeout, R the renew interval and tick ZooKeeper's
+// tickTime. A successor is elected only after our session expired (or our
+// znode was deleted), and only the ZooKeeper leader expires sessions:
+//
+//  1. A ZooKeeper leader that took over after S starts every session's
+//     timeout afresh when it starts, and it starts after S: a quorum
+//     acknowledged our write after S, and a new leader needs a quorum that
+//     gave up on the old one. So it expires us no earlier than S + T.
+//  2. The leader that committed our write expires the session T after the
+//     newest touch of it that it knows of. If we talk to that leader, the
+//     write itself was a touch, at or after S. If we talk to a follower, the
+//     follower passes its clients' touches on only in its answers to the
+//     leader's pings (sent every tick/2), and a follower cut off from its
+//     leader, which goes on answering reads and pings from its local copy for
+//     syncLimit × tick, passes on nothing: the newest touch the leader knows
+//     of can be older than S by up to max(R, tick/2) (our previous renewal,
+//     or the activity before the leader's last ping).
+//
+// So the session lives until at least S + T - max(R, tick/2), and the lease
+// must end before: the elector keeps Lease + max(R, tick/2) + T/20 <= T
+// (MaxLease), shortening a configured lease that does not fit the negotiated
+// timeout and saying so in the log. The T/20 absorbs clock rate differences
+// between this host and the ZooKeeper leader and the leader's ping round
+// trips. The default, Lease = 2/3 T with R = Lease/4, fits. What is left,
+// T - Lease - max(R, tick/2) - T/20, is Leadership.Grace: how long after the
+// lease ended a successor still cannot be elected, the time a demote has if
+// it must finish before then.
+//
+// Assumed: tick <= T/2 when Config.TickTime is not set (ZooKeeper's default
+// minSessionTimeout is two ticks; a server configured with a lower minimum
+// breaks the bound unless TickTime says so); clock rates on this host and on
+// the ZooKeeper servers within a few percent of each other (clock steps do
+// not matter: only durations measured on one host are compared); ZooKeeper
+// behaving as 3.5 to 3.9 do (the leader alone expires sessions, learns of a
+// follower's clients only from ping answers, and restarts every session's
+// timeout when it takes over); and ZooKeeper's own safety (a quorum, at most
+// one leader per epoch).
 //
 // # What is not
 //
@@ -79,6 +130,9 @@ var (
 	ErrResigned       = errors.New("election: resigned")
 	ErrStopped        = errors.New("election: stopped")
 	ErrReleased       = errors.New("election: released by the callback")
+	// ErrLeaseTooShort: the lease that fits the negotiated session timeout
+	// is below MinLease; the elector stays out of the election.
+	ErrLeaseTooShort = errors.New("election: lease too short")
 )
 
 // lockName is the single znode of unfair mode.
@@ -90,12 +144,87 @@ type Config struct {
 	NodeID string // stored in the candidate znode, shown by status
 	Mode   Mode
 	// Lease bounds how long a leader trusts itself without an answer from
-	// ZooKeeper. 0 means 2/3 of the negotiated session timeout; values not
-	// below the session timeout fall back to that default.
+	// ZooKeeper. 0 means 2/3 of the negotiated session timeout. A lease
+	// longer than MaxLease allows for the negotiated timeout is shortened
+	// (and logged); the elector refuses to join with one below MinLease.
 	Lease time.Duration
-	// RenewInterval is how often a leader asks ZooKeeper (0: Lease/4).
+	// RenewInterval is how often a leader asks ZooKeeper (0: Lease/4; at
+	// most Lease/2).
 	RenewInterval time.Duration
-	Logger        *slog.Logger
+	// TickTime is ZooKeeper's tickTime when the operator knows it; 0 assumes
+	// the largest the negotiated session timeout allows with ZooKeeper's
+	// default limits (half of it). See "What is guaranteed".
+	TickTime time.Duration
+	Logger   *slog.Logger
+}
+
+// MinLease is the shortest lease an elector leads with: a renewal is a write
+// that goes through the ZooKeeper leader and a quorum, and a lease not much
+// longer than that round trip would end all the time (or before the first
+// leadership could even start). Configuration validation must reject shorter
+// leases; at runtime the elector refuses to join with one, for example when
+// the negotiated session timeout turns out too short for any lease.
+const MinLease = 100 * time.Millisecond
+
+// minRenewInterval floors the renew interval whatever the configuration:
+// a ticker needs a positive period, and renewing faster only loads ZooKeeper.
+const minRenewInterval = 10 * time.Millisecond
+
+// reportLag bounds how much older than our newest answered write the newest
+// touch of our session the ZooKeeper leader knows of can be (see "What is
+// guaranteed"): max(renew, tick/2), tick unknown meaning timeout/2.
+func reportLag(timeout, renew, tick time.Duration) time.Duration {
+	if tick <= 0 || tick > timeout/2 {
+		tick = timeout / 2
+	}
+	return max(renew, tick/2)
+}
+
+// driftMargin is kept free between the lease (plus the report lag) and the
+// session timeout for clock rate differences and the leader's ping round
+// trips.
+func driftMargin(timeout time.Duration) time.Duration { return timeout / 20 }
+
+// MaxLease is the longest lease that is safe with a negotiated session
+// timeout: Lease + max(RenewInterval, tickTime/2) + timeout/20 <= timeout,
+// for a renew interval not above tickTime/2 (the default, Lease/4, is not).
+// tickTime 0 means unknown, assumed timeout/2. With it unknown, MaxLease is
+// 70% of the timeout.
+func MaxLease(sessionTimeout, tickTime time.Duration) time.Duration {
+	return sessionTimeout - reportLag(sessionTimeout, 0, tickTime) - driftMargin(sessionTimeout)
+}
+
+// timing is the lease and renew interval an elector uses with a session of
+// the given negotiated timeout, and the grace left after the lease.
+type timing struct {
+	lease, renew, grace time.Duration
+	clamped             bool // the configured lease did not fit
+}
+
+func (e *Elector) timing(timeout time.Duration) (timing, error) {
+	var tm timing
+	tm.lease = e.cfg.Lease
+	if tm.lease <= 0 {
+		tm.lease = timeout * 2 / 3
+	}
+	tm.renew = e.cfg.RenewInterval
+	if tm.renew <= 0 || tm.renew > tm.lease/2 {
+		tm.renew = tm.lease / 4
+	}
+	tm.renew = max(tm.renew, minRenewInterval)
+	lag := reportLag(timeout, tm.renew, e.cfg.TickTime)
+	if limit := timeout - lag - driftMargin(timeout); tm.lease > limit {
+		tm.lease, tm.clamped = limit, true
+		// Lowering the interval keeps the bound; below the floor only for
+		// leases that are refused anyway.
+		tm.renew = max(min(tm.renew, tm.lease/2), minRenewInterval)
+	}
+	if tm.lease < MinLease {
+		return tm, fmt.Errorf("%w: refusing to lead with a lease of %v (session timeout %v negotiated with zookeeper): the minimum is %v",
+			ErrLeaseTooShort, tm.lease, timeout, MinLease)
+	}
+	tm.grace = timeout - tm.lease - reportLag(timeout, tm.renew, e.cfg.TickTime) - driftMargin(timeout)
+	return tm, nil
 }
 
 // Leadership is what a won election hands to OnElected.
@@ -104,9 +233,22 @@ type Leadership struct {
 	Path    string      // our election znode; breadcrumb writes check it exists
 	Session *zk.Session // the session that owns Path
 	NodeID  string
-	// Lease is how long this leadership trusts itself after the newest
-	// answer of the ZooKeeper leader (derived from the negotiated timeout).
+	// Lease is how long this leadership trusts itself after the send time of
+	// the newest answered write of Session (derived from the negotiated
+	// timeout, see MaxLease).
 	Lease time.Duration
+	// SessionTimeout is the session timeout ZooKeeper negotiated for Session
+	// when the leadership began (Session.Timeout() may differ after a
+	// reconnect; the elector re-checks nothing mid-term).
+	SessionTimeout time.Duration
+	// RenewInterval is how often the elector renews the lease.
+	RenewInterval time.Duration
+	// Grace is how long after the lease ended no successor can have been
+	// elected yet: SessionTimeout - Lease - max(RenewInterval, tickTime/2) -
+	// SessionTimeout/20 (see "What is guaranteed"). A demote that must finish
+	// before a successor exists (kill grace included) must fit in it; the
+	// controller refuses to lead when it does not.
+	Grace time.Duration
 
 	deadline func() time.Time
 }
@@ -139,6 +281,9 @@ func (l Leadership) LeaseRemaining() time.Duration {
 type candidate struct {
 	NodeID string `json:"node_id"`
 	GUID   string `json:"guid"`
+	// Join is a nonce of the join that created the znode: after a lost
+	// create response only a znode of the current join may be adopted.
+	Join string `json:"join,omitempty"`
 }
 
 // Elector campaigns for one candidate.
@@ -152,6 +297,10 @@ type Elector struct {
 	kick       chan struct{} // closed by Resign/Cede; replaced after each use
 	cededUntil time.Time
 	current    *Leadership
+
+	// lastEpoch is the epoch of our newest leadership; a new one must be
+	// above it. Only Run's goroutine uses it.
+	lastEpoch int64
 }
 
 // New checks cfg and returns an Elector; it does not contact ZooKeeper.
@@ -165,8 +314,8 @@ func New(client *zk.Client, cfg Config) (*Elector, error) {
 	if cfg.NodeID == "" {
 		return nil, errors.New("election: node id is empty")
 	}
-	if cfg.Lease < 0 || cfg.RenewInterval < 0 {
-		return nil, errors.New("election: negative lease or renew interval")
+	if cfg.Lease < 0 || cfg.RenewInterval < 0 || cfg.TickTime < 0 {
+		return nil, errors.New("election: negative lease, renew interval or tick time")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -263,6 +412,9 @@ func (e *Elector) Run(ctx context.Context, onElected func(ctx context.Context, l
 			backoff = 100 * time.Millisecond
 		case ctx.Err() != nil:
 			return nil
+		case errors.Is(err, ErrLeaseTooShort):
+			e.log.Error("not joining the election", "err", err)
+			sleep(ctx, 5*time.Second)
 		default:
 			e.log.Warn("campaign interrupted", "err", err)
 			sleep(ctx, backoff)
@@ -284,12 +436,22 @@ func sleep(ctx context.Context, d time.Duration) {
 // campaign joins with one znode, waits for our turn, leads, and leaves.
 // It returns nil when the leadership or candidacy ended normally.
 func (e *Elector) campaign(ctx context.Context, sess *zk.Session, kick <-chan struct{}, onElected func(context.Context, Leadership)) error {
+	// A candidate that could not lead safely with this session's negotiated
+	// timeout must not win and then refuse: it stays out altogether.
+	tm, err := e.timing(sess.Timeout())
+	if err != nil {
+		return err
+	}
+	if tm.clamped {
+		e.log.Warn("configured lease too long for the negotiated session timeout; using a shorter one",
+			"configured", e.cfg.Lease.String(), "lease", tm.lease.String(), "session_timeout", sess.Timeout().String(),
+			"max_lease", MaxLease(sess.Timeout(), e.cfg.TickTime).String())
+	}
 	if err := sess.EnsurePath(ctx, e.cfg.Dir); err != nil {
 		return err
 	}
 	var node string
 	var epoch int64
-	var err error
 	if e.cfg.Mode == Unfair {
 		node, epoch, err = e.acquireLock(ctx, sess, kick)
 		if node == "" {
@@ -310,7 +472,7 @@ func (e *Elector) campaign(ctx context.Context, sess *zk.Session, kick <-chan st
 			return err
 		}
 	}
-	e.lead(ctx, sess, node, epoch, kick, onElected)
+	e.lead(ctx, sess, node, epoch, tm, kick, onElected)
 	return nil
 }
 
@@ -325,23 +487,42 @@ func (e *Elector) leave(sess *zk.Session, node string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
+	if testHookLeave != nil && testHookLeave(sess, node) {
+		e.log.Warn("leaving the election failed; the znode goes with the session", "node", node, "err", "injected")
+		return
+	}
 	if err := sess.Delete(ctx, node, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
 		e.log.Warn("leaving the election failed; the znode goes with the session", "node", node, "err", err)
 	}
 }
 
-func (e *Elector) data() []byte {
-	b, _ := json.Marshal(candidate{NodeID: e.cfg.NodeID, GUID: e.guid})
+func (e *Elector) data(join string) []byte {
+	b, _ := json.Marshal(candidate{NodeID: e.cfg.NodeID, GUID: e.guid, Join: join})
 	return b
 }
 
-// testHookAfterCreate lets tests lose a create response on purpose.
-var testHookAfterCreate func(sess *zk.Session, path string) error
+func nonce() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
 
-func (e *Elector) create(ctx context.Context, sess *zk.Session, p string, mode zk.CreateMode) (string, zk.Stat, error) {
-	got, st, err := sess.Create(ctx, p, e.data(), mode)
-	if err == nil && testHookAfterCreate != nil {
-		if herr := testHookAfterCreate(sess, got); herr != nil {
+// Failpoints for tests. testHookAfterCreate sees every create's outcome and
+// may replace it (a lost response: the create happened, or failed, but we
+// hear ErrConnectionLoss); testHookLeave may lose a leave's delete (it
+// returns true: the request never reached the server).
+// testHookLeading runs when a leadership has begun, right before the elector
+// starts watching it.
+var (
+	testHookAfterCreate func(sess *zk.Session, path string, err error) error
+	testHookLeave       func(sess *zk.Session, path string) bool
+	testHookLeading     func(l Leadership)
+)
+
+func (e *Elector) create(ctx context.Context, sess *zk.Session, p string, mode zk.CreateMode, join string) (string, zk.Stat, error) {
+	got, st, err := sess.Create(ctx, p, e.data(join), mode)
+	if testHookAfterCreate != nil {
+		if herr := testHookAfterCreate(sess, got, err); herr != nil {
 			return "", zk.Stat{}, herr
 		}
 	}
@@ -354,11 +535,12 @@ func (e *Elector) join(ctx context.Context, sess *zk.Session) (string, int64, er
 	prefix := e.cfg.Dir + "/c_" + e.guid + "-n_"
 	// Leftovers of earlier terms (a leave that failed while ZooKeeper was
 	// away) must go: adopting one would reuse an old epoch.
-	if _, err := e.adopt(ctx, sess, false); err != nil {
+	if _, err := e.adopt(ctx, sess, ""); err != nil {
 		return "", 0, err
 	}
+	join := nonce()
 	for attempt := 0; ; attempt++ {
-		node, st, err := e.create(ctx, sess, prefix, zk.EphemeralSequential)
+		node, st, err := e.create(ctx, sess, prefix, zk.EphemeralSequential, join)
 		if err == nil {
 			return node, st.Czxid, nil
 		}
@@ -369,7 +551,7 @@ func (e *Elector) join(ctx context.Context, sess *zk.Session) (string, int64, er
 		if err := waitConnected(ctx, sess); err != nil {
 			return "", 0, err
 		}
-		node, err = e.adopt(ctx, sess, true)
+		node, err = e.adopt(ctx, sess, join)
 		if err != nil {
 			return "", 0, err
 		}
@@ -380,10 +562,11 @@ func (e *Elector) join(ctx context.Context, sess *zk.Session) (string, int64, er
 	}
 }
 
-// adopt looks for fair-mode znodes carrying our GUID. With keep it returns
-// one owned by the current session (our create went through after all); it
-// deletes the rest: orphans of earlier sessions, duplicates, leftovers.
-func (e *Elector) adopt(ctx context.Context, sess *zk.Session, keep bool) (string, error) {
+// adopt looks for fair-mode znodes carrying our GUID. With a join nonce it
+// returns one owned by the current session and created by that join (our
+// create went through after all); it deletes the rest: orphans of earlier
+// sessions, duplicates, leftovers of earlier terms.
+func (e *Elector) adopt(ctx context.Context, sess *zk.Session, join string) (string, error) {
 	kids, err := sess.Children(ctx, e.cfg.Dir)
 	if err != nil {
 		return "", err
@@ -394,14 +577,16 @@ func (e *Elector) adopt(ctx context.Context, sess *zk.Session, keep bool) (strin
 			continue
 		}
 		p := e.cfg.Dir + "/" + k
-		ok, st, err := sess.Exists(ctx, p)
+		b, st, err := sess.Get(ctx, p)
+		if errors.Is(err, zk.ErrNoNode) {
+			continue
+		}
 		if err != nil {
 			return "", err
 		}
-		if !ok {
-			continue
-		}
-		if keep && st.EphemeralOwner == sess.ID() && mine == "" {
+		var c candidate
+		_ = json.Unmarshal(b, &c)
+		if join != "" && c.Join == join && st.EphemeralOwner == sess.ID() && mine == "" {
 			mine = p
 			continue
 		}
@@ -550,9 +735,10 @@ func (e *Elector) waitTurn(ctx context.Context, sess *zk.Session, node string, c
 // path and its czxid, or "" when kicked.
 func (e *Elector) acquireLock(ctx context.Context, sess *zk.Session, kick <-chan struct{}) (string, int64, error) {
 	lock := e.cfg.Dir + "/" + lockName
+	join := nonce()
 	lostCreate := false
 	for {
-		_, st, err := e.create(ctx, sess, lock, zk.Ephemeral)
+		_, st, err := e.create(ctx, sess, lock, zk.Ephemeral, join)
 		switch {
 		case err == nil:
 			return lock, st.Czxid, nil
@@ -574,12 +760,12 @@ func (e *Elector) acquireLock(ctx context.Context, sess *zk.Session, kick <-chan
 		}
 		var c candidate
 		_ = json.Unmarshal(b, &c)
-		if lostCreate && st.EphemeralOwner == sess.ID() {
+		if lostCreate && st.EphemeralOwner == sess.ID() && c.Join == join {
 			return lock, st.Czxid, nil // our create went through after all
 		}
 		if c.GUID == e.guid || st.EphemeralOwner == sess.ID() {
-			// Ours from an earlier session or term: adopting it would reuse
-			// an old epoch.
+			// Ours from an earlier session or term (a leave whose delete was
+			// lost): adopting it would reuse an old epoch.
 			e.log.Info("deleting an old lock of ours", "owner", fmt.Sprintf("0x%x", st.EphemeralOwner))
 			if err := sess.Delete(ctx, lock, st.Version); err != nil && !errors.Is(err, zk.ErrNoNode) {
 				return "", 0, err
@@ -598,29 +784,49 @@ func (e *Elector) acquireLock(ctx context.Context, sess *zk.Session, kick <-chan
 	}
 }
 
-func (e *Elector) lease(sess *zk.Session) time.Duration {
-	def := sess.Timeout() * 2 / 3
-	if e.cfg.Lease > 0 && e.cfg.Lease < sess.Timeout() {
-		return e.cfg.Lease
+// confirm renews the lease: a multi holding one version check of our znode
+// is a write that changes nothing, so the ZooKeeper leader answers it only
+// after a quorum acknowledged it (a follower cut off from its leader, or a
+// leader cut off from its quorum, cannot), and an answer moves
+// sess.LastAck to its send time. It also fails when the znode is gone.
+// The Exists after it (read-your-writes: as fresh as the write) checks that
+// the znode is still ours.
+func confirm(ctx context.Context, sess *zk.Session, node string) (bool, error) {
+	err := sess.Multi(ctx, zk.CheckOp{Path: node, Version: -1})
+	if errors.Is(err, zk.ErrNoNode) {
+		return false, nil
 	}
-	return def
+	if err != nil {
+		return false, err
+	}
+	ok, st, err := sess.Exists(ctx, node)
+	if err != nil {
+		return false, err
+	}
+	return ok && st.EphemeralOwner == sess.ID(), nil
 }
 
 // lead runs the callback and watches leadership until it ends.
-func (e *Elector) lead(ctx context.Context, sess *zk.Session, node string, epoch int64, kick <-chan struct{}, onElected func(context.Context, Leadership)) {
-	// The lease runs from the newest answer of the ZooKeeper leader; a
-	// candidate that waited in the queue may have none for a long time.
-	if err := sess.Sync(ctx, node); err != nil {
-		e.log.Warn("could not confirm leadership with the zookeeper leader", "err", err)
+func (e *Elector) lead(ctx context.Context, sess *zk.Session, node string, epoch int64, tm timing, kick <-chan struct{}, onElected func(context.Context, Leadership)) {
+	if epoch <= e.lastEpoch {
+		// Never lead twice with one epoch, whatever went wrong in between.
+		e.log.Error("refusing to lead with an epoch not above our last one", "epoch", epoch, "last_epoch", e.lastEpoch, "node", node)
 		return
 	}
-	lease := e.lease(sess)
-	renewEvery := e.cfg.RenewInterval
-	if renewEvery <= 0 || renewEvery > lease/2 {
-		renewEvery = lease / 4
+	// The lease runs from the newest write the ZooKeeper leader answered; a
+	// candidate that waited in the queue may have none for a long time.
+	cctx, cancelConfirm := context.WithTimeout(ctx, sess.Timeout())
+	ok, err := confirm(cctx, sess, node)
+	cancelConfirm()
+	if err != nil || !ok {
+		e.log.Warn("could not confirm leadership with the zookeeper leader", "node", node, "err", err)
+		return
 	}
+	e.lastEpoch = epoch
+	lease := tm.lease
 	deadline := func() time.Time { return sess.LastAck().Add(lease) }
-	l := Leadership{Epoch: epoch, Path: node, Session: sess, NodeID: e.cfg.NodeID, Lease: lease, deadline: deadline}
+	l := Leadership{Epoch: epoch, Path: node, Session: sess, NodeID: e.cfg.NodeID, Lease: lease,
+		SessionTimeout: sess.Timeout(), RenewInterval: tm.renew, Grace: tm.grace, deadline: deadline}
 
 	lctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(ErrStopped)
@@ -628,13 +834,17 @@ func (e *Elector) lead(ctx context.Context, sess *zk.Session, node string, epoch
 	e.mu.Lock()
 	e.current = &l
 	e.mu.Unlock()
-	e.log.Info("elected", "epoch", epoch, "node", node, "lease", lease.String())
+	e.log.Info("elected", "epoch", epoch, "node", node, "lease", lease.String(),
+		"renew_every", tm.renew.String(), "grace", tm.grace.String(), "session_timeout", l.SessionTimeout.String())
 	go func() {
 		defer close(done)
 		onElected(lctx, l)
 	}()
 
-	cause := e.watch(ctx, sess, node, lease, renewEvery, kick, done)
+	if testHookLeading != nil {
+		testHookLeading(l)
+	}
+	cause := e.watch(ctx, sess, node, lease, tm.renew, kick, done)
 	cancel(cause)
 	<-done
 	e.mu.Lock()
@@ -643,31 +853,31 @@ func (e *Elector) lead(ctx context.Context, sess *zk.Session, node string, epoch
 	e.log.Info("leadership ended", "epoch", epoch, "reason", cause.Error())
 }
 
-// watch returns why the leadership ended. It never blocks on ZooKeeper: the
-// renewals run in their own goroutine and the lease is checked by the clock.
+// watch returns why the leadership ended. It makes no ZooKeeper call itself:
+// renewals and the watch on our znode run in goroutines that report over
+// channels, so however long any call blocks, the loop only selects and ends
+// leadership when the lease runs out by the clock.
 func (e *Elector) watch(ctx context.Context, sess *zk.Session, node string, lease, renewEvery time.Duration, kick <-chan struct{}, done <-chan struct{}) error {
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
 
 	gone := make(chan error, 1)
-	renewed := make(chan struct{}, 1)
+	report := func(err error) {
+		select {
+		case gone <- err:
+		default:
+		}
+	}
 	var inflight sync.Mutex
-	// renew asks ZooKeeper whether our znode is still ours (which also moves
-	// the lease on); after a reconnect (full) it also checks we are first.
+	// renew confirms that our znode is still ours (which also moves the
+	// lease on); after a reconnect (full) it also checks we are first.
 	renew := func(full bool) {
 		if !inflight.TryLock() {
-			return
+			return // the previous renewal still runs; the lease decides
 		}
 		go func() {
 			defer inflight.Unlock()
-			// Sync first: only an answer the ZooKeeper leader gave moves the
-			// lease (a cut-off follower still answers reads).
-			err := sess.Sync(wctx, node)
-			var ok bool
-			var st zk.Stat
-			if err == nil {
-				ok, st, err = sess.Exists(wctx, node)
-			}
+			ok, err := confirm(wctx, sess, node)
 			if err == nil && ok && full && e.cfg.Mode == Fair {
 				var kids []string
 				if kids, err = sess.Children(wctx, e.cfg.Dir); err == nil {
@@ -675,30 +885,14 @@ func (e *Elector) watch(ctx context.Context, sess *zk.Session, node string, leas
 					ok = len(order) > 0 && e.cfg.Dir+"/"+order[0] == node
 				}
 			}
-			switch {
-			case err == nil && (!ok || st.EphemeralOwner != sess.ID()):
-				select {
-				case gone <- ErrNodeDeleted:
-				default:
-				}
-			case err == nil:
-				select {
-				case renewed <- struct{}{}:
-				default:
-				}
+			if err == nil && !ok {
+				report(ErrNodeDeleted)
 			}
 		}()
 	}
-	// Watch our own znode so an operator deleting it ends leadership at once.
-	var deleted <-chan zk.Event
-	if ok, _, ch, err := sess.ExistsW(ctx, node); err == nil {
-		if !ok {
-			return ErrNodeDeleted
-		}
-		deleted = ch
-	}
+	go e.watchNode(wctx, sess, node, report)
 
-	ticker := time.NewTicker(renewEvery)
+	ticker := time.NewTicker(max(renewEvery, minRenewInterval))
 	defer ticker.Stop()
 	timer := time.NewTimer(lease)
 	defer timer.Stop()
@@ -721,17 +915,6 @@ func (e *Elector) watch(ctx context.Context, sess *zk.Session, node string, leas
 			return ErrSessionExpired
 		case err := <-gone:
 			return err
-		case ev, ok := <-deleted:
-			if ok && ev.Type == zk.EventNodeDeleted {
-				return ErrNodeDeleted
-			}
-			deleted = nil
-			if ok && ev.Type != zk.EventNotWatching {
-				// Data changed: watch again.
-				if ok, _, ch, err := sess.ExistsW(ctx, node); err == nil && ok {
-					deleted = ch
-				}
-			}
 		case <-stateChanged:
 			var st zk.State
 			st, stateChanged = sess.State()
@@ -739,16 +922,43 @@ func (e *Elector) watch(ctx context.Context, sess *zk.Session, node string, leas
 				// Reconnected within the session: make sure our znode survived
 				// and is still first.
 				renew(true)
-				if deleted == nil {
-					if ok, _, ch, err := sess.ExistsW(ctx, node); err == nil && ok {
-						deleted = ch
-					}
-				}
 			}
 		case <-ticker.C:
 			renew(false)
-		case <-renewed:
 		case <-timer.C:
+		}
+	}
+}
+
+// watchNode watches our znode until ctx ends and reports its deletion, so
+// that an operator deleting it ends leadership at once. It sets the watch
+// again after a data change and after a failed call (once the session is
+// connected again).
+func (e *Elector) watchNode(ctx context.Context, sess *zk.Session, node string, report func(error)) {
+	for ctx.Err() == nil {
+		ok, _, ch, err := sess.ExistsW(ctx, node)
+		switch {
+		case err == nil && !ok:
+			report(ErrNodeDeleted)
+			return
+		case err == nil:
+			select {
+			case ev := <-ch:
+				if ev.Type == zk.EventNodeDeleted {
+					report(ErrNodeDeleted)
+					return
+				}
+				// Changed, or not watching any more: watch again.
+			case <-ctx.Done():
+				return
+			}
+		case sess.Err() != nil:
+			return // the session is over; watch reports that
+		default:
+			if waitConnected(ctx, sess) != nil {
+				return
+			}
+			sleep(ctx, 100*time.Millisecond)
 		}
 	}
 }

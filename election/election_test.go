@@ -167,6 +167,8 @@ type opts struct {
 	timeout time.Duration
 	dial    func(ctx context.Context, network, addr string) (net.Conn, error)
 	servers []string
+	lease   time.Duration
+	renew   time.Duration
 }
 
 func startCandidate(t *testing.T, r *referee, id string, o opts) *cand {
@@ -175,7 +177,7 @@ func startCandidate(t *testing.T, r *referee, id string, o opts) *cand {
 	if err != nil {
 		t.Fatal(err)
 	}
-	el, err := New(c, Config{Dir: "/failoverd/test/election", NodeID: id, Mode: o.mode})
+	el, err := New(c, Config{Dir: "/failoverd/test/election", NodeID: id, Mode: o.mode, Lease: o.lease, RenewInterval: o.renew})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -550,9 +552,11 @@ func TestLostCreateResponse(t *testing.T) {
 	zks := zktest.Start(t, 1)
 	modes(t, func(t *testing.T, m Mode) {
 		var once sync.Once
-		testHookAfterCreate = func(sess *zk.Session, p string) error {
+		testHookAfterCreate = func(sess *zk.Session, p string, cerr error) error {
 			var err error
-			once.Do(func() { err = fmt.Errorf("%w: injected", zk.ErrConnectionLoss) })
+			if cerr == nil {
+				once.Do(func() { err = fmt.Errorf("%w: injected", zk.ErrConnectionLoss) })
+			}
 			return err
 		}
 		defer func() { testHookAfterCreate = nil }()
@@ -586,7 +590,7 @@ func TestLostCreateResponse(t *testing.T) {
 		if m == Unfair {
 			mode = zk.Ephemeral
 		}
-		_, _, err = old.Create(t.Context(), orphanName, a.el.data(), mode)
+		_, _, err = old.Create(t.Context(), orphanName, a.el.data(""), mode)
 		if err != nil && !errors.Is(err, zk.ErrNodeExists) {
 			t.Fatal(err)
 		}

@@ -1,0 +1,79 @@
+package election
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/failoverd/failoverd/test/zktest"
+)
+
+// A ZooKeeper quorum partition: the failoverd leader talks only to server X,
+// X is cut off from its peers but keeps its client port, and syncLimit ×
+// tickTime (6 s) is well above the session timeout (2 s), as in production.
+// X keeps answering reads and pings from its local copy while the rest of
+// the ensemble expires the leader's session and lets the other candidate
+// win. The old leader must stand down (its lease ends) before the successor
+// is elected; only answers the ZooKeeper leader gave may renew the lease.
+func TestQuorumPartitionOldLeaderStopsFirst(t *testing.T) {
+	const (
+		tick      = 200 * time.Millisecond
+		syncLimit = 30
+		timeout   = 2 * time.Second
+	)
+	run := func(t *testing.T, m Mode, isolateLeader bool) {
+		zks := zktest.StartOpts(t, zktest.Options{Servers: 3, TickTime: tick, SyncLimit: syncLimit, ProxyQuorum: true})
+		x := (zks.Leader() + 1) % 3
+		if isolateLeader {
+			x = zks.Leader()
+		}
+		var others []string
+		for i, s := range zks.Servers {
+			if i != x {
+				others = append(others, s.Addr())
+			}
+		}
+		r := newReferee()
+		startCandidate(t, r, "a", opts{mode: m, timeout: timeout, servers: []string{zks.Servers[x].Addr()}})
+		if l := r.waitLeader(t, "", 20*time.Second); l != "a" {
+			t.Fatalf("leader %s, want a", l)
+		}
+		startCandidate(t, r, "b", opts{mode: m, timeout: timeout, servers: others})
+		waitQueueOrLock(t, others, m)
+		time.Sleep(time.Second) // a few renewals
+
+		cut := time.Now()
+		zks.Isolate(x)
+		if mode, _ := zktest.Mode(zks.Servers[x].Addr()); isolateLeader && mode != "leader" || !isolateLeader && mode != "follower" {
+			t.Fatalf("isolated server reports %q", mode)
+		}
+		succ := r.waitLeader(t, "a", 60*time.Second)
+		r.mu.Lock()
+		var old, next term
+		for _, tm := range r.terms {
+			switch tm.id {
+			case "a":
+				old = tm
+			case succ:
+				next = tm
+			}
+		}
+		r.mu.Unlock()
+		if old.end.IsZero() {
+			t.Fatalf("%s elected %v after the cut while a still leads", succ, next.start.Sub(cut))
+		}
+		demoted, elected := old.end.Sub(cut), next.start.Sub(cut)
+		t.Logf("isolated %s: old leader demoted %v after the cut (%v), successor elected %v after it: margin %v",
+			map[bool]string{true: "zk leader", false: "zk follower"}[isolateLeader],
+			demoted.Round(time.Millisecond), old.cause, elected.Round(time.Millisecond), (elected - demoted).Round(time.Millisecond))
+		if !old.end.Before(next.start) {
+			t.Errorf("old leader demoted %v after the cut, successor elected %v after it: overlap", demoted, elected)
+		}
+		zks.Heal(x)
+		r.check(t)
+	}
+	for _, m := range []Mode{Fair, Unfair} {
+		t.Run(fmt.Sprintf("follower/%s", m), func(t *testing.T) { run(t, m, false) })
+	}
+	t.Run("leader/fair", func(t *testing.T) { run(t, Fair, true) })
+}

@@ -1,0 +1,174 @@
+package election
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/failoverd/failoverd/test/zktest"
+	"github.com/failoverd/failoverd/zk"
+)
+
+// Whatever lease and renew interval a configuration holds, the timing the
+// elector derives never has a renew interval a ticker would panic on, never
+// exceeds MaxLease, keeps lease + report lag + margin within the session
+// timeout, and refuses leases below MinLease.
+func TestTimingForAnyLease(t *testing.T) {
+	timeouts := []time.Duration{time.Nanosecond, time.Millisecond, 100 * time.Millisecond, 400 * time.Millisecond,
+		2 * time.Second, 5 * time.Second, 40 * time.Second}
+	values := []time.Duration{0, 1, 3, 4, 100, time.Microsecond, time.Millisecond, 99 * time.Millisecond,
+		MinLease, 300 * time.Millisecond, time.Second, 3 * time.Second, 5 * time.Second, time.Hour}
+	for _, T := range timeouts {
+		for _, lease := range values {
+			for _, renew := range values {
+				for _, tick := range []time.Duration{0, 1, T / 10, T / 2, T} {
+					e := &Elector{cfg: Config{Lease: lease, RenewInterval: renew, TickTime: tick}}
+					name := fmt.Sprintf("T=%v lease=%v renew=%v tick=%v", T, lease, renew, tick)
+					tm, err := e.timing(T)
+					if err != nil {
+						if !errors.Is(err, ErrLeaseTooShort) {
+							t.Fatalf("%s: %v", name, err)
+						}
+						if tm.lease >= MinLease {
+							t.Errorf("%s: refused a lease of %v >= MinLease", name, tm.lease)
+						}
+						continue
+					}
+					if tm.renew < minRenewInterval || tm.renew > tm.lease/2 {
+						t.Errorf("%s: renew interval %v (lease %v)", name, tm.renew, tm.lease)
+					}
+					if tm.lease < MinLease || tm.lease > MaxLease(T, tick) {
+						t.Errorf("%s: lease %v outside [%v, %v]", name, tm.lease, MinLease, MaxLease(T, tick))
+					}
+					if used := tm.lease + reportLag(T, tm.renew, tick) + driftMargin(T); used > T || tm.grace < 0 || tm.grace != T-used {
+						t.Errorf("%s: lease %v + lag + margin = %v > session timeout (grace %v)", name, tm.lease, used, tm.grace)
+					}
+					if lease > 0 && lease+reportLag(T, tm.renew, tick)+driftMargin(T) <= T && tm.lease != lease {
+						t.Errorf("%s: a lease that fits was changed to %v", name, tm.lease)
+					}
+					// The ticker of a real leadership must not panic.
+					time.NewTicker(max(tm.renew, minRenewInterval)).Stop()
+				}
+			}
+		}
+	}
+	// The default (2/3 of the timeout, renew every quarter of it) fits.
+	e := &Elector{}
+	if tm, err := e.timing(5 * time.Second); err != nil || tm.clamped || tm.lease != 5*time.Second*2/3 {
+		t.Errorf("default timing for 5s: %+v, %v", tm, err)
+	}
+}
+
+// A validated but tiny lease (3ns) or renew interval (1ns) never panics: the
+// elector refuses to lead with a lease below MinLease (and keeps running),
+// and floors a tiny renew interval.
+func TestTinyLeasesDoNotPanic(t *testing.T) {
+	zks := zktest.Start(t, 1)
+	r := newReferee()
+	startCandidate(t, r, "tiny", opts{mode: Fair, timeout: 2 * time.Second, servers: zks.Addrs(), lease: 3})
+	time.Sleep(2 * time.Second)
+	if l := r.leader(); l != "" {
+		t.Fatalf("%s leads with a 3ns lease", l)
+	}
+	startCandidate(t, r, "fast", opts{mode: Unfair, timeout: 2 * time.Second, servers: zks.Addrs(), lease: 500 * time.Millisecond, renew: 1})
+	if l := r.waitLeader(t, "", 10*time.Second); l != "fast" {
+		t.Fatalf("leader %s, want fast", l)
+	}
+	time.Sleep(time.Second) // renewing every 10ms, no panic
+	if l := r.leader(); l != "fast" {
+		t.Errorf("leader after a second: %q", l)
+	}
+}
+
+// Unfair mode: the delete of the lock at the end of a term is lost (the
+// lock stays, owned by our session) and at the next join the create's
+// answer (NodeExists) is lost too. The elector must not adopt the old lock:
+// the next leadership has a newer epoch. Fair mode faces the same faults.
+func TestNoEpochReuseAfterLostDeleteAndCreateReply(t *testing.T) {
+	zks := zktest.Start(t, 1)
+	var loseDelete, loseCreate atomic.Bool
+	testHookLeave = func(*zk.Session, string) bool { return loseDelete.CompareAndSwap(true, false) }
+	testHookAfterCreate = func(_ *zk.Session, _ string, err error) error {
+		if loseCreate.CompareAndSwap(true, false) {
+			return fmt.Errorf("%w: injected (the server said %v)", zk.ErrConnectionLoss, err)
+		}
+		return nil
+	}
+	defer func() { testHookLeave, testHookAfterCreate = nil, nil }()
+	modes(t, func(t *testing.T, m Mode) {
+		r := newReferee()
+		a := startCandidate(t, r, "a", opts{mode: m, timeout: 4 * time.Second, servers: zks.Addrs()})
+		r.waitLeader(t, "", 10*time.Second)
+		for i := range 3 {
+			first := r.lastTerm()
+			loseDelete.Store(true)
+			loseCreate.Store(true)
+			a.el.Resign()
+			r.waitNoLeaderOrOther(t, "a", first.epoch)
+			r.waitLeader(t, "", 10*time.Second)
+			next := r.lastTerm()
+			t.Logf("round %d: epoch %d, then %d", i, first.epoch, next.epoch)
+			if next.epoch <= first.epoch {
+				t.Fatalf("round %d: leadership with epoch %d after one with %d: epoch reused", i, next.epoch, first.epoch)
+			}
+			if loseDelete.Load() || loseCreate.Load() {
+				t.Fatalf("round %d: a fault was not injected (delete %v, create %v)", i, loseDelete.Load(), loseCreate.Load())
+			}
+		}
+		r.check(t)
+	})
+}
+
+// The lease ends leadership on time even while ZooKeeper calls hang: the
+// client is cut off (bytes held, nothing closed) right when a leadership
+// begins, while the elector sets up its watch, and in another round in the
+// middle of a term. The lease (1s) is shorter than the time go-zookeeper
+// takes to give up on a silent connection (2/3 of the 3s session).
+func TestLeaseEndsWhileCallsHang(t *testing.T) {
+	zks := zktest.Start(t, 1)
+	const lease, slack = time.Second, 400 * time.Millisecond
+	for _, when := range []string{"at election", "mid-term"} {
+		t.Run(when, func(t *testing.T) {
+			proxy := zktest.NewProxy(t, func() string { return zks.Servers[0].Addr() })
+			var cutAt atomic.Int64 // unix nanos of the cut
+			var armed atomic.Bool
+			armed.Store(when == "at election")
+			testHookLeading = func(Leadership) {
+				if armed.CompareAndSwap(true, false) {
+					proxy.Blackhole(true)
+					cutAt.Store(time.Now().UnixNano())
+				}
+			}
+			defer func() { testHookLeading = nil }()
+			r := newReferee()
+			a := startCandidate(t, r, "a", opts{mode: Fair, timeout: 3 * time.Second, servers: []string{proxy.Addr()}, lease: lease})
+			r.waitLeader(t, "", 10*time.Second)
+			l := a.el.Leader()
+			if l == nil {
+				t.Fatal("no leadership")
+			}
+			if when == "mid-term" {
+				time.Sleep(700 * time.Millisecond)
+				proxy.Blackhole(true)
+				cutAt.Store(time.Now().UnixNano())
+			}
+			end := r.waitNoLeader(t, 10*time.Second)
+			took := end.Sub(time.Unix(0, cutAt.Load()))
+			tm := r.lastTerm()
+			t.Logf("%s: leadership ended %v after the cut (lease %v): %v", when, took.Round(time.Millisecond), lease, tm.cause)
+			if !errors.Is(tm.cause, ErrLeaseExpired) {
+				t.Errorf("cause %v, want ErrLeaseExpired", tm.cause)
+			}
+			if took > lease+slack {
+				t.Errorf("leadership ended %v after the cut, later than the lease %v + %v", took, lease, slack)
+			}
+			proxy.Blackhole(false)
+			r.check(t)
+		})
+	}
+}
+
+var _ = context.Background
