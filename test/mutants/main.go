@@ -95,8 +95,8 @@ var mutants = []mutant{
 			New:  "if answered(err) {",
 		}, {
 			File: "election/election.go",
-			Old:  "err := sess.Sync(wctx, node)",
-			New:  "var err error",
+			Old:  "err := sess.Multi(ctx, zk.CheckOp{Path: node, Version: -1})",
+			New:  "err := error(nil)",
 		}},
 		Tests: []selection{{e2e, "TestLeaderOnIsolatedZooKeeperFollowerDemotesBeforeASuccessorPromotes"}},
 	},
