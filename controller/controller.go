@@ -673,20 +673,22 @@ func (c *Controller) execHook(ctx context.Context, name string, h Hook, reason s
 // local service stops acting as primary now, and this node stays out of the
 // election for DemoteHoldoff.
 //
-// Demoted is true only when, as the answer leaves, the service is known not
-// to be primary: a demote hook succeeded after the last promote hook started
-// (in this term or any earlier one), and no term is running that could
-// promote again. A term in progress is waited for (it demotes as it ends);
-// outside a term, a service that may be primary is demoted here.
+// Demoted is true only when a demote hook succeeded after this request
+// arrived and after the last promote hook started (in this term or any
+// earlier one), and no term is left running that could promote again. A term
+// in progress is waited for (it demotes as it ends); otherwise the demote
+// hook runs here, also when the service should already be standby (the
+// service may have been restarted as primary behind our back).
 func (c *Controller) Demote(ctx context.Context, reason string) (fencer.DemoteResponse, error) {
 	c.log.Warn("demote requested", "reason", reason)
 	c.cede(c.cfg.DemoteHoldoff, reasonOperator)
 	c.mu.Lock()
 	resp := fencer.DemoteResponse{NodeID: c.cfg.NodeID, Epoch: c.epoch}
+	seen := c.primary.demotes
 	c.mu.Unlock()
 	for {
 		c.mu.Lock()
-		termOver, may := c.termOver, c.primary.mayBePrimary
+		termOver, done := c.termOver, c.primary.demotedSince(seen)
 		c.mu.Unlock()
 		if termOver != nil {
 			select {
@@ -697,18 +699,17 @@ func (c *Controller) Demote(ctx context.Context, reason string) (fencer.DemoteRe
 				return resp, nil
 			}
 		}
-		if !may {
+		if done {
 			resp.Demoted = true
 			return resp, nil
 		}
-		// Not leading, yet the service may be primary (an earlier demote
-		// failed, or a paused leader woke here). The hook gets its own
-		// timeout: a caller that gave up must not cut a demote short.
+		// The hook gets its own timeout: a caller that gave up must not cut
+		// a demote short halfway.
 		if err := c.runHook(context.WithoutCancel(ctx), "demote", c.cfg.Demote, reasonOperator, resp.Epoch, nil); err != nil {
 			resp.Error = err.Error()
 			return resp, nil
 		}
-		// Demoted; loop once more in case a term started meanwhile.
+		// Demoted; look again in case a term started meanwhile.
 	}
 }
 

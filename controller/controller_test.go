@@ -57,6 +57,12 @@ func TestPrimaryTrackerRules(t *testing.T) {
 			if p.mayBePrimary != tc.want {
 				t.Errorf("mayBePrimary = %v, want %v", p.mayBePrimary, tc.want)
 			}
+			if p.demotedSince(0) == tc.want && len(tc.steps) > 0 {
+				t.Errorf("demotedSince(0) = %v with mayBePrimary %v", !tc.want, tc.want)
+			}
+			if p.demotedSince(p.demotes) {
+				t.Error("demotedSince(now) = true: no demote succeeded since")
+			}
 		})
 	}
 }

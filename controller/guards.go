@@ -14,13 +14,25 @@ import (
 // possibly primary; only a demote that succeeded makes it surely not. A
 // failed or stuck demote changes nothing. It starts true: whatever the
 // service did before this process started is unknown until the startup
-// demote succeeded.
+// demote succeeded. demotes counts successful demotes, so that a demote
+// request can tell whether one succeeded since it arrived.
 type primaryTracker struct {
 	mayBePrimary bool
+	demotes      uint64
 }
 
 func (p *primaryTracker) promoteStarted() { p.mayBePrimary = true }
-func (p *primaryTracker) demoted()        { p.mayBePrimary = false }
+
+func (p *primaryTracker) demoted() {
+	p.mayBePrimary = false
+	p.demotes++
+}
+
+// demotedSince reports whether the service is known not to be primary by a
+// demote that succeeded after the count was seen (and after every promote).
+func (p *primaryTracker) demotedSince(seen uint64) bool {
+	return !p.mayBePrimary && p.demotes > seen
+}
 
 // ErrHookStuck is returned instead of running a hook while an earlier hook
 // is still alive after SIGKILL.
