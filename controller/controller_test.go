@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -410,4 +411,56 @@ func TestMixedElectionModes(t *testing.T) {
 	if b.count("promote") != 0 {
 		t.Fatal("the unfair node promoted")
 	}
+}
+
+func TestFailoverRequestStandFor(t *testing.T) {
+	now := time.Now()
+	for _, tc := range []struct {
+		name string
+		req  FailoverRequest
+		want time.Duration
+	}{
+		{"timeout wins over a skewed deadline", FailoverRequest{TimeoutMS: 30000, Deadline: now.Add(-time.Hour)}, 30 * time.Second},
+		{"earlier version: deadline by our clock", FailoverRequest{Deadline: now.Add(20 * time.Second)}, 20 * time.Second},
+		{"earlier version, over", FailoverRequest{Deadline: now.Add(-time.Second)}, -time.Second},
+		{"capped", FailoverRequest{TimeoutMS: (24 * time.Hour).Milliseconds()}, MaxFailoverTimeout},
+		{"earlier version, capped", FailoverRequest{Deadline: now.Add(24 * time.Hour)}, MaxFailoverTimeout},
+	} {
+		if got := tc.req.standFor(now); got != tc.want {
+			t.Errorf("%s: standFor = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	a := FailoverRequest{To: "b", Deadline: now}
+	if a.key() == (FailoverRequest{To: "c", Deadline: now}).key() || a.key() != (FailoverRequest{To: "b", Deadline: now}).key() {
+		t.Error("key does not tell earlier-version requests apart")
+	}
+}
+
+// A request whose target never takes over is deleted when its timeout (as
+// measured by the nodes) is over, so nodes that restart later do not stand
+// aside for it again; the node leads again meanwhile.
+func TestExpiredFailoverRequestDeleted(t *testing.T) {
+	zkc := zktest.Start(t, 1)
+	a := startNode(t, zkc, nodeOpts{id: "a"})
+	waitFor(t, 30*time.Second, "a to lead", func() bool { return a.state() == StateLeader })
+	client, err := zk.NewClient(zk.Config{Servers: zkc.Addrs(), SessionTimeout: 6 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	sess, err := client.Session(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := FailoverPath("/failoverd", "ct")
+	data, _ := json.Marshal(FailoverRequest{To: "ghost", TimeoutMS: 1500, ID: "r1", Deadline: time.Now().Add(time.Hour)})
+	if _, _, err := sess.Create(t.Context(), path, data, zk.Persistent); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "a to stand aside", func() bool { return a.state() == StateOut })
+	waitFor(t, 15*time.Second, "the expired request to be deleted", func() bool {
+		ok, _, err := sess.Exists(t.Context(), path)
+		return err == nil && !ok
+	})
+	waitFor(t, 15*time.Second, "a to lead again", func() bool { return a.state() == StateLeader })
 }

@@ -59,6 +59,12 @@ func (r FailoverRequest) standFor(now time.Time) time.Duration {
 func (c *Controller) watchFailover(ctx context.Context) {
 	path := FailoverPath(c.cfg.Root, c.cfg.Cluster)
 	seen := ""
+	// A request not done by its timeout (measured here) is deleted, so that
+	// one whose requester died does not hold nodes that restart later.
+	expiry := time.NewTimer(time.Hour)
+	expiry.Stop()
+	defer expiry.Stop()
+	var expiring *FailoverRequest
 	for ctx.Err() == nil {
 		sess, err := c.client.Session(ctx)
 		if err != nil {
@@ -87,25 +93,48 @@ func (c *Controller) watchFailover(ctx context.Context) {
 				c.endStandAside(key, "the failover target was promoted")
 			case key != seen:
 				seen = key
-				c.onFailoverRequest(key, req)
+				if d := c.onFailoverRequest(key, req); d > 0 {
+					expiring = &req
+					expiry.Reset(d)
+				}
 			}
 		}
 		select {
 		case <-ctx.Done():
 		case <-ch:
 		case <-sess.Done():
+		case <-expiry.C:
+			c.deleteExpiredRequest(ctx, sess, path, *expiring)
 		}
 	}
 }
 
-func (c *Controller) onFailoverRequest(key string, req FailoverRequest) {
+// deleteExpiredRequest deletes the failover request r if it is still there
+// and not done.
+func (c *Controller) deleteExpiredRequest(ctx context.Context, sess *zk.Session, path string, r FailoverRequest) {
+	data, st, err := sess.Get(ctx, path)
+	if err != nil {
+		return
+	}
+	var now FailoverRequest
+	if json.Unmarshal(data, &now) != nil || now.key() != r.key() || now.Done {
+		return
+	}
+	if err := sess.Delete(ctx, path, st.Version); err == nil {
+		c.log.Warn("manual failover request timed out without the target being promoted; deleted it", "to", r.To)
+	}
+}
+
+// onFailoverRequest stands aside for a request to another node. It returns
+// how long the request stands (<= 0: over already).
+func (c *Controller) onFailoverRequest(key string, req FailoverRequest) time.Duration {
 	d := req.standFor(time.Now())
 	if d <= 0 {
-		return
+		return d
 	}
 	if req.To == c.cfg.NodeID {
 		c.log.Info("manual failover requested to this node")
-		return
+		return d
 	}
 	c.log.Info("manual failover requested: standing aside", "to", req.To, "for", d.Round(time.Millisecond).String())
 	c.mu.Lock()
@@ -116,6 +145,7 @@ func (c *Controller) onFailoverRequest(key string, req FailoverRequest) {
 	c.el.Cede(d)
 	c.poke(c.wake) // Run re-arms its end-of-cede timer
 	c.setStateIfIdle()
+	return d
 }
 
 // endStandAside ends the stand-aside for request key ("": any) before its
