@@ -43,10 +43,20 @@ const (
 	VGoroutines     = "goroutine_growth" // goroutines grew across cycles
 	VFDs            = "fd_growth"        // file descriptors grew across cycles
 	VUnhealedFaults = "unhealed_fault"   // a fault injected but never healed
+	// A node still believed it was leader (elected, not yet stood down)
+	// after a successor was elected, even if fencing prevented harm.
+	VStaleLeader = "stale_leader"
+	// A node promoted in a term in which fencing the previous leader had
+	// failed, with no later successful fence of it.
+	VPromoteAfterFailedFence = "promote_after_failed_fence"
+	// A fault that must be survived while it lasts (a hook that cannot be
+	// killed) saw no other node take over before it was healed.
+	VNoTakeover = "no_takeover"
 )
 
 // AllViolationKinds lists every kind, for the summary.
-var AllViolationKinds = []string{VOverlap, VStaleWrite, VWrongWriter, VUnpromoted, VEpochOrder, VLiveness, VExit, VCrash, VGoroutines, VFDs, VUnhealedFaults}
+var AllViolationKinds = []string{VOverlap, VStaleWrite, VWrongWriter, VUnpromoted, VEpochOrder, VStaleLeader, VPromoteAfterFailedFence,
+	VLiveness, VNoTakeover, VExit, VCrash, VGoroutines, VFDs, VUnhealedFaults}
 
 // Violation is one failed property.
 type Violation struct {
@@ -72,11 +82,31 @@ type CheckConfig struct {
 	GoroutineFactor float64
 	GoroutineSlack  int64
 	FDSlack         int64
+	// StaleLeaderSlack: how long after a successor's "elected" an old
+	// leader's stand-down may still be logged (see StaleLeaderSlack).
+	StaleLeaderSlack time.Duration
 }
+
+// StaleLeaderSlack bounds the error of comparing two daemons' log times.
+// Both log with the same host clock (CLOCK_REALTIME, nanoseconds), so the
+// only error is the delay between a decision and its log line: goroutine
+// scheduling of a -race binary on a loaded 2-core machine, tens of
+// milliseconds, rarely a few hundred. A correct daemon stands down at the
+// end of its lease, a third of the session timeout (0.67s in the suite)
+// before ZooKeeper can even expire its session, so the margin it keeps is
+// larger still; the broken builds the rule is for overrun by seconds (a
+// lease that never ends lasts until the session expiry is noticed; a lease
+// renewed by a cut-off follower lasts syncLimit×tickTime).
+const StaleLeaderSlack = 500 * time.Millisecond
+
+// TakeoverKinds are fault kinds the cluster must survive while they last:
+// another node must be promoted between injection and heal.
+var TakeoverKinds = map[string]bool{}
 
 // DefaultCheckConfig is what the suite uses; see LivenessBound in chaos_test.go.
 func DefaultCheckConfig(bound time.Duration) CheckConfig {
-	return CheckConfig{LivenessBound: bound, MinSamples: 9, GoroutineFactor: 0.5, GoroutineSlack: 25, FDSlack: 12}
+	return CheckConfig{LivenessBound: bound, MinSamples: 9, GoroutineFactor: 0.5, GoroutineSlack: 25, FDSlack: 12,
+		StaleLeaderSlack: StaleLeaderSlack}
 }
 
 // FaultResult is what happened around one fault.
@@ -107,6 +137,11 @@ type Report struct {
 	KnownRaces        []string // node: name of a known dependency race (reported, not a violation)
 	Samples           int
 	Start, End        time.Time
+	// Handoffs: successor elections after which the checker judged the
+	// previous leader's stand-down; MinHandoffMargin is the smallest time
+	// from a stand-down to its successor's election (negative: after it).
+	Handoffs         int
+	MinHandoffMargin time.Duration
 }
 
 // Count returns the number of violations of kind.
@@ -357,8 +392,181 @@ func Check(h History, cfg CheckConfig) Report {
 			}
 		}
 	}
+	checkStaleLeaders(h, cfg, &r, add)
+	checkPromoteAfterFailedFence(h, add)
+	checkTakeovers(r.Faults, h, add)
 	sort.SliceStable(r.Violations, func(i, j int) bool { return r.Violations[i].At.Before(r.Violations[j].At) })
 	return r
+}
+
+// leaderStates are the controller states of a node that holds leadership:
+// it was elected and has not stood down yet.
+var leaderStates = map[string]bool{"fencing": true, "promoting": true, "leader": true}
+
+// A belief is one term of a node as its daemon saw it: from its "elected"
+// to the first sign it stood down: a state transition out of fencing,
+// promoting or leader (the controller saw the term end: a lost lease, an
+// expired session, a cede, a failed promotion), the elector's "leadership
+// ended", or the daemon's death.
+type belief struct {
+	node       string
+	epoch      int64
+	start, end time.Time // end zero: never stood down
+}
+
+// checkStaleLeaders: when a node is elected at epoch E, every other node
+// elected at a lower epoch that has not stood down must do so within the
+// slack. A daemon that was paused (SIGSTOP) when its successor was elected
+// cannot act; it must stand down within the slack of being resumed.
+// Fencing may have kept the store safe: a node that believes it leads
+// after its successor won is a broken lease all the same.
+func checkStaleLeaders(h History, cfg CheckConfig, r *Report, add func(string, time.Time, string, ...any)) {
+	// Pauses of daemons (pause-daemon faults), by node.
+	type span struct{ from, to time.Time }
+	paused := map[string][]span{}
+	injected := map[string]Event{}
+	for _, e := range h {
+		if e.Kind != KindFault || e.Get("kind") != "pause-daemon" {
+			continue
+		}
+		id := e.Get("id")
+		switch e.Get("phase") {
+		case "inject":
+			injected[id] = e
+		case "heal":
+			if in, ok := injected[id]; ok {
+				paused[in.Get("target")] = append(paused[in.Get("target")], span{in.At, e.At})
+			}
+		}
+	}
+	resumedAt := func(node string, at time.Time) time.Time {
+		for _, s := range paused[node] {
+			if !at.Before(s.from) && !at.After(s.to) {
+				return s.to
+			}
+		}
+		return at
+	}
+
+	type pending struct {
+		b        *belief
+		base     time.Time // the successor's election, or the end of a pause over it
+		deadline time.Time
+		succ     Event
+	}
+	latest := map[string]*belief{} // node -> its newest term
+	judged := map[*belief]bool{}
+	var checks []pending
+	for _, e := range h {
+		node := e.Get("node")
+		b := latest[node]
+		if b != nil && !b.end.IsZero() {
+			b = nil // only an open term can end
+		}
+		switch e.Kind {
+		case KindElected:
+			if b != nil {
+				b.end = e.At // a new term ends any earlier one
+			}
+			ep := e.Int("epoch")
+			for other, ob := range latest {
+				if other != node && !judged[ob] && ob.epoch < ep {
+					judged[ob] = true
+					base := resumedAt(other, e.At)
+					checks = append(checks, pending{ob, base, base.Add(cfg.StaleLeaderSlack), e})
+				}
+			}
+			latest[node] = &belief{node: node, epoch: ep, start: e.At}
+		case KindState:
+			if b != nil && leaderStates[e.Get("from")] && !leaderStates[e.Get("to")] {
+				b.end = e.At
+			}
+		case KindLeadershipEnd:
+			if b != nil && b.epoch == e.Int("epoch") {
+				b.end = e.At
+			}
+		case KindDaemonExit:
+			if b != nil {
+				b.end = e.At
+			}
+		}
+	}
+	for i, c := range checks {
+		r.Handoffs++
+		margin := c.base.Sub(c.b.end)
+		if !c.b.end.IsZero() && (i == 0 || margin < r.MinHandoffMargin) {
+			r.MinHandoffMargin = margin
+		}
+		switch {
+		case c.b.end.IsZero():
+			add(VStaleLeader, c.deadline, "%s still believed it was leader at epoch %d (elected %s) after %s was elected at epoch %d at %s, and never stood down",
+				c.b.node, c.b.epoch, c.b.start.Format("15:04:05.000"), c.succ.Get("node"), c.succ.Int("epoch"), c.succ.At.Format("15:04:05.000"))
+		case c.b.end.After(c.deadline):
+			add(VStaleLeader, c.deadline, "%s still believed it was leader at epoch %d until %s, %v after %s was elected at epoch %d (slack %v)",
+				c.b.node, c.b.epoch, c.b.end.Format("15:04:05.000"), c.b.end.Sub(c.base).Round(time.Millisecond),
+				c.succ.Get("node"), c.succ.Int("epoch"), cfg.StaleLeaderSlack)
+		}
+	}
+}
+
+// checkPromoteAfterFailedFence: within one term of a node (from its
+// "elected"), once fencing a target failed (the shell fencer's fence_failed,
+// the last method of the suite's chain, or the daemon's own "fencing
+// failed"), the node must not promote unless that target was fenced after
+// all (a fence event for it) or its service demoted. A new term starts
+// clean: it reads the breadcrumb again.
+func checkPromoteAfterFailedFence(h History, add func(string, time.Time, string, ...any)) {
+	failed := map[string]map[string]time.Time{} // fencer -> target -> when its fence failed
+	clear := func(target string) {
+		for _, ts := range failed {
+			delete(ts, target)
+		}
+	}
+	for _, e := range h {
+		node := e.Get("node")
+		switch e.Kind {
+		case KindElected:
+			delete(failed, node)
+		case "fence_failed", KindFenceFailed:
+			if failed[node] == nil {
+				failed[node] = map[string]time.Time{}
+			}
+			failed[node][e.Get("target")] = e.At
+		case "fence", KindFenced:
+			clear(e.Get("target"))
+		case "demote":
+			clear(node)
+		case "promote":
+			for target, at := range failed[node] {
+				add(VPromoteAfterFailedFence, e.At, "%s promoted at epoch %d although fencing %s failed at %s in the same term and never succeeded",
+					node, e.Int("epoch"), target, at.Format("15:04:05.000"))
+			}
+		}
+	}
+}
+
+// checkTakeovers: for a fault of a TakeoverKinds kind, a node other than
+// its target must be promoted (and not refused) between injection and heal.
+func checkTakeovers(faults []FaultResult, h History, add func(string, time.Time, string, ...any)) {
+	for _, f := range faults {
+		if !TakeoverKinds[f.Kind] || f.Healed.IsZero() {
+			continue
+		}
+		took := false
+		for _, e := range h {
+			if e.At.Before(f.Injected) || e.At.After(f.Healed) {
+				continue
+			}
+			if e.Kind == KindState && e.Get("to") == "leader" && e.Get("node") != f.Target {
+				took = true
+				break
+			}
+		}
+		if !took {
+			add(VNoTakeover, f.Healed, "fault %d (%s on %s): no other node became leader in the %v it lasted",
+				f.ID, f.Kind, f.Target, f.Healed.Sub(f.Injected).Round(time.Millisecond))
+		}
+	}
 }
 
 // maxGap is the longest stretch within [from, to] without an accepted write

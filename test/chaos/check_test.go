@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -374,7 +375,12 @@ func TestCheckSaved(t *testing.T) {
 	if dir == "" {
 		t.Skip("set CHAOS_CHECK_DIR to a directory with events.log and decisions.jsonl")
 	}
-	h, err := Load(filepath.Join(dir, "events.log"), filepath.Join(dir, "decisions.jsonl"))
+	logs := map[string]string{}
+	matches, _ := filepath.Glob(filepath.Join(dir, "*-failoverd.log"))
+	for _, m := range matches {
+		logs[strings.TrimSuffix(filepath.Base(m), "-failoverd.log")] = m
+	}
+	h, err := Load(filepath.Join(dir, "events.log"), filepath.Join(dir, "decisions.jsonl"), logs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -405,5 +411,157 @@ func TestClassifyRace(t *testing.T) {
 	other := []string{"Write at 0x1 by goroutine 1:", "github.com/failoverd/failoverd/controller.(*Controller).Status()"}
 	if got := classifyRace(other); got != "data_race" {
 		t.Errorf("other race classified %q", got)
+	}
+}
+
+// A leader whose lease never ends, or is renewed by a ZooKeeper follower cut
+// off from its leader, keeps acting after its successor won: a violation of
+// its own even when fencing kept the store safe.
+func TestCheckStaleLeader(t *testing.T) {
+	// Stood down a second after the successor was elected.
+	r := Check(hist(t, `
+0 daemon elected node=node-a epoch=10
+100 daemon state node=node-a from=fencing to=leader epoch=10
+3000 daemon elected node=node-b epoch=20
+3200 hook fence node=node-b target=node-a target_epoch=10
+4000 daemon state node=node-a from=leader to=demoting reason=session_expired epoch=10
+`), cfg)
+	wantOnly(t, r, VStaleLeader)
+	// Never stood down at all.
+	wantOnly(t, Check(hist(t, `
+0 daemon elected node=node-a epoch=10
+100 daemon state node=node-a from=fencing to=leader epoch=10
+3000 daemon elected node=node-b epoch=20
+`), cfg), VStaleLeader)
+	// Stood down only when a pause that did not cover the election ended.
+	wantOnly(t, Check(hist(t, `
+0 daemon elected node=node-a epoch=10
+500 nemesis fault phase=inject kind=pause-daemon id=1 target=node-a
+1000 nemesis fault phase=heal kind=pause-daemon id=1 target=node-a
+3000 daemon elected node=node-b epoch=20
+3600 daemon leadership_ended node=node-a epoch=10 reason=lease_expired
+`), cfg), VStaleLeader)
+	// Paused over the successor's election, stood down late after waking.
+	wantOnly(t, Check(hist(t, `
+0 daemon elected node=node-a epoch=10
+500 nemesis fault phase=inject kind=pause-daemon id=1 target=node-a
+3000 daemon elected node=node-b epoch=20
+5000 nemesis fault phase=heal kind=pause-daemon id=1 target=node-a
+6000 daemon state node=node-a from=leader to=demoting reason=lease_expired epoch=10
+`), cfg), VStaleLeader)
+}
+
+func TestCheckStaleLeaderClean(t *testing.T) {
+	r := Check(hist(t, `
+0 daemon elected node=node-a epoch=10
+100 daemon state node=node-a from=fencing to=leader epoch=10
+# the lease ends before the session can expire
+1400 daemon state node=node-a from=leader to=demoting reason=lease_expired epoch=10
+2100 daemon elected node=node-b epoch=20
+2200 daemon state node=node-b from=fencing to=leader epoch=20
+# a daemon killed while leader believes nothing any more
+3000 nemesis daemon_exit node=node-b pid=5 expected=true err=killed
+5000 daemon elected node=node-c epoch=30
+# paused over its successor's election, stands down on waking
+5100 daemon state node=node-c from=fencing to=leader epoch=30
+5500 nemesis fault phase=inject kind=pause-daemon id=1 target=node-c
+8000 daemon elected node=node-a epoch=40
+9000 nemesis fault phase=heal kind=pause-daemon id=1 target=node-c
+9020 daemon state node=node-c from=leader to=demoting reason=lease_expired epoch=30
+# stood down within the slack of the successor's election (log delay)
+10000 daemon elected node=node-b epoch=50
+10300 daemon state node=node-a from=leader to=demoting reason=lease_expired epoch=40
+# a term that ended in fencing, then the elector's own end of term
+11000 daemon state node=node-b from=fencing to=standby reason=leadership_over epoch=50
+11500 daemon elected node=node-c epoch=60
+`), cfg)
+	wantClean(t, r)
+	if r.Handoffs != 5 {
+		t.Errorf("handoffs judged %d, want 5", r.Handoffs)
+	}
+	if r.MinHandoffMargin != -300*time.Millisecond {
+		t.Errorf("min handoff margin %v, want -300ms", r.MinHandoffMargin)
+	}
+}
+
+func TestCheckPromoteAfterFailedFence(t *testing.T) {
+	wantOnly(t, Check(hist(t, `
+0 daemon elected node=node-b epoch=20
+10 hook fence_attempt node=node-b target=node-a target_epoch=10
+20 hook fence_failed node=node-b target=node-a
+30 hook promote node=node-b epoch=20
+`), cfg), VPromoteAfterFailedFence)
+	// The daemon's own verdict counts too (an rpc-only chain).
+	wantOnly(t, Check(hist(t, `
+0 daemon elected node=node-b epoch=20
+20 daemon fencing_failed node=node-b target=node-a target_epoch=10
+30 hook promote node=node-b epoch=20
+`), cfg), VPromoteAfterFailedFence)
+}
+
+func TestCheckPromoteAfterFailedFenceClean(t *testing.T) {
+	wantClean(t, Check(hist(t, `
+0 daemon elected node=node-b epoch=20
+20 hook fence_failed node=node-b target=node-a
+30 daemon fencing_failed node=node-b target=node-a target_epoch=10
+40 daemon state node=node-b from=fencing to=standby epoch=20
+# a new term reads the breadcrumb again; this time rpc fencing works
+1000 daemon elected node=node-b epoch=30
+1010 daemon fenced node=node-b target=node-a target_epoch=10 method=rpc
+1020 hook promote node=node-b epoch=30
+1500 hook demote node=node-b epoch=30 reason=ceded
+1510 daemon state node=node-b from=leader to=demoting epoch=30
+# failed, then fenced after all in the same term
+2000 daemon elected node=node-c epoch=40
+2010 hook fence_failed node=node-c target=node-b
+2020 hook fence node=node-c target=node-b target_epoch=30
+2030 hook promote node=node-c epoch=40
+2500 daemon state node=node-c from=leader to=demoting epoch=40
+2510 hook demote node=node-c epoch=40 reason=ceded
+# failed, but the target's service demoted (an rpc fence, a restart)
+3000 daemon elected node=node-a epoch=50
+3010 hook fence_failed node=node-a target=node-c
+3020 hook demote node=node-c epoch=0 reason=startup
+3030 hook promote node=node-a epoch=50
+`), cfg))
+}
+
+func TestCheckNoTakeover(t *testing.T) {
+	h := `
+0 daemon state node=node-a from=promoting to=leader epoch=10
+100 nemesis fault phase=inject kind=hook-unkillable id=1 target=node-a
+` + "%TAKEOVER%" + `
+9000 nemesis fault phase=heal kind=hook-unkillable id=1 target=node-a
+`
+	wantOnly(t, Check(hist(t, strings.Replace(h, "%TAKEOVER%", "", 1)), cfg), VNoTakeover)
+	wantClean(t, Check(hist(t, strings.Replace(h, "%TAKEOVER%", `
+4000 daemon state node=node-b from=promoting to=leader epoch=20
+`, 1)), cfg))
+}
+
+// The daemon's JSON log lines the checker reads, as slog writes them.
+func TestParseDaemonLog(t *testing.T) {
+	var b strings.Builder
+	log := slog.New(slog.NewJSONHandler(&b, nil))
+	log.Info("elected", "epoch", 42, "node", "/failoverd/e2e/election/n_0000000042", "lease", "1.333s")
+	log.Info("hook output", "stream", "stdout", "line", "hello world")
+	log.Info("state transition", "from", "leader", "to", "demoting", "reason", "lease_expired", "epoch", 42)
+	log.Info("previous term of this node fenced by a local demote", "target_epoch", 41)
+	log.Error("fencing failed: not promoting", "target", "node-b", "target_epoch", 40, "err", "boom")
+	b.WriteString("WARNING: DATA RACE\n")
+	evs := ParseDaemonLog(strings.NewReader(b.String()), "node-a")
+	var got []string
+	for _, e := range evs {
+		got = append(got, e.Kind+":"+e.Get("node")+":"+e.Get("epoch")+e.Get("to")+e.Get("target"))
+	}
+	want := "elected:node-a:42 state:node-a:42demoting fenced:node-a:node-a fencing_failed:node-a:node-b"
+	if strings.Join(got, " ") != want {
+		t.Errorf("parsed %q, want %q", strings.Join(got, " "), want)
+	}
+	if z := evs[0].Get("znode"); z != "/failoverd/e2e/election/n_0000000042" {
+		t.Errorf("znode %q", z)
+	}
+	if evs[0].At.IsZero() || evs[0].Src != SrcDaemon {
+		t.Errorf("event %+v", evs[0])
 	}
 }

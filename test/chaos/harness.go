@@ -105,7 +105,7 @@ func NewEnv(t testing.TB, seed uint64) *Env {
 	e.C = clustertest.Start(t, clustertest.Options{
 		ZooKeepers: 3, SessionTimeout: SessionTimeout,
 		StoreURL: e.StoreURL, WriteInterval: WriteInterval,
-		ProxyEnsemble: true, PeerProxy: true,
+		ProxyEnsemble: true, PeerProxy: true, LogFormat: "json",
 	})
 	e.events, err = os.OpenFile(e.C.EventsPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 	if err != nil {
@@ -142,7 +142,18 @@ func (e *Env) Log(kind string, kv ...any) time.Time {
 func (e *Env) DecisionsPath() string { return filepath.Join(e.StoreDir, "decisions.jsonl") }
 
 // History loads and merges the events log and the store's decisions.
-func (e *Env) History() (History, error) { return Load(e.C.EventsPath, e.DecisionsPath()) }
+func (e *Env) History() (History, error) {
+	return Load(e.C.EventsPath, e.DecisionsPath(), e.DaemonLogs())
+}
+
+// DaemonLogs maps every node to its failoverd log.
+func (e *Env) DaemonLogs() map[string]string {
+	logs := map[string]string{}
+	for _, n := range e.C.Nodes {
+		logs[n.ID] = filepath.Join(n.Dir(), "failoverd.log")
+	}
+	return logs
+}
 
 type storeStats struct {
 	Accepted      int64 `json:"accepted"`

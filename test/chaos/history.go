@@ -28,6 +28,7 @@ const (
 	SrcHook    = "hook"    // the hook scripts' events log (promote, demote, fence...)
 	SrcStore   = "store"   // the fenced store's decisions.jsonl (write)
 	SrcNemesis = "nemesis" // faults injected and healed, daemon exits, samples
+	SrcDaemon  = "daemon"  // a failoverd's own log (elected, state transitions, fencing)
 )
 
 // Event is one entry of the merged history.
@@ -141,8 +142,99 @@ func ParseDecisions(r io.Reader) ([]Event, error) {
 // KindWrite is a store decision.
 const KindWrite = "write"
 
-// Load reads and merges the events log and the store's decision log.
-func Load(eventsPath, decisionsPath string) (History, error) {
+// Daemon event kinds, parsed from a failoverd's JSON log (ParseDaemonLog).
+// The hooks only show what the service was told; these show what the
+// daemon believed: when it won an election, when it stopped acting as
+// leader, and what its fencing concluded.
+const (
+	KindElected       = "elected"          // epoch= znode= lease=: the elector won (after its sync)
+	KindLeadershipEnd = "leadership_ended" // epoch= reason=: the elector's term is over (after the demote hook)
+	KindState         = "state"            // from= to= reason= epoch=: a controller state transition
+	KindFenced        = "fenced"           // target= target_epoch= method=: the previous leader was fenced
+	KindFenceFailed   = "fencing_failed"   // target= target_epoch=: the whole chain failed; no promotion may follow
+)
+
+// daemonMessages maps the log messages the checker needs to event kinds.
+// Any other line is left out of the history.
+var daemonMessages = map[string]string{
+	"elected":                       KindElected,
+	"leadership ended":              KindLeadershipEnd,
+	"state transition":              KindState,
+	"previous leader fenced":        KindFenced,
+	"fencing failed: not promoting": KindFenceFailed,
+	// A node fencing its own earlier term demotes its service locally.
+	"previous term of this node fenced by a local demote": KindFenced,
+}
+
+// ParseDaemonLog reads one node's failoverd log (log.format json) and
+// returns the events the checker uses, attributed to node. Lines that are
+// not JSON (a race report, a panic) are skipped: ScanCrashes reads those.
+// The elector logs the election znode as "node"; it is kept as znode.
+func ParseDaemonLog(r io.Reader, node string) []Event {
+	var out []Event
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Bytes()
+		if len(line) == 0 || line[0] != '{' {
+			continue
+		}
+		var m map[string]any
+		if json.Unmarshal(line, &m) != nil {
+			continue
+		}
+		msg, _ := m["msg"].(string)
+		kind, ok := daemonMessages[msg]
+		if !ok {
+			continue
+		}
+		ts, _ := m["time"].(string)
+		at, err := time.Parse(time.RFC3339Nano, ts)
+		if err != nil {
+			continue
+		}
+		kv := map[string]string{}
+		for k, v := range m {
+			switch k {
+			case "time", "level", "msg":
+				continue
+			case "node":
+				k = "znode"
+			}
+			kv[k] = strings.ReplaceAll(fmt.Sprint(v), " ", "_")
+		}
+		kv["node"] = node
+		if msg == "previous term of this node fenced by a local demote" {
+			kv["target"], kv["method"] = node, "local_demote"
+		}
+		out = append(out, Event{At: at, Src: SrcDaemon, Kind: kind, KV: kv})
+	}
+	return out
+}
+
+// LoadDaemonLogs parses every node's failoverd log (node id -> path);
+// a missing file contributes nothing.
+func LoadDaemonLogs(logs map[string]string) []Event {
+	nodes := make([]string, 0, len(logs))
+	for node := range logs {
+		nodes = append(nodes, node)
+	}
+	sort.Strings(nodes) // a deterministic merge for equal timestamps
+	var out []Event
+	for _, node := range nodes {
+		f, err := os.Open(logs[node])
+		if err != nil {
+			continue
+		}
+		out = append(out, ParseDaemonLog(f, node)...)
+		f.Close()
+	}
+	return out
+}
+
+// Load reads and merges the events log, the store's decision log and the
+// daemons' logs (node id -> path of its failoverd.log; may be nil).
+func Load(eventsPath, decisionsPath string, daemonLogs map[string]string) (History, error) {
 	ef, err := os.Open(eventsPath)
 	if err != nil {
 		return nil, err
@@ -158,7 +250,7 @@ func Load(eventsPath, decisionsPath string) (History, error) {
 	if err != nil {
 		return nil, err
 	}
-	return Merge(evs, ds), nil
+	return Merge(evs, ds, LoadDaemonLogs(daemonLogs)), nil
 }
 
 // WriteTo writes the history, one event per line. Writes are condensed:

@@ -53,7 +53,13 @@ const (
 	// 6. The leader's demote hook hangs past its timeout while it is
 	// partitioned from ZooKeeper: its service stays primary until fenced.
 	DemoteHang = "demote-hang"
+	// 8. A hook that does not exit when killed (a demote doing umount on
+	// a dead disk): the leader's demote hook is held unreapable while it
+	// cedes; a successor must take over while it lasts.
+	HookUnkillable = "hook-unkillable"
 )
+
+func init() { TakeoverKinds[HookUnkillable] = true }
 
 // AllKinds lists every fault kind.
 var AllKinds = []string{KillDaemon, KillService, PauseDaemon, PauseService, ZKKillLeader, ZKKillFollower, ZKOutage,

@@ -69,6 +69,10 @@ type Options struct {
 	// (indexes into ZK.Servers) instead of all of them: to pin a node to
 	// one server, for example.
 	ZKServersOf func(zk *zktest.Cluster, n *Node) []int
+	// LogFormat is the daemons' log.format: text (default) or json (the
+	// chaos suite parses the daemons' own events from it, with nanosecond
+	// timestamps).
+	LogFormat string
 }
 
 // Cluster is a running test cluster.
@@ -295,7 +299,11 @@ func (n *Node) writeConfig(failoverd string) {
 		b.WriteString("    - rpc:\n        timeout: 1s\n")
 	}
 	fmt.Fprintf(&b, "    - shell:\n        command: [%s]\n        timeout: 5s\n", filepath.Join(c.Dir, "fence.sh"))
-	b.WriteString("log:\n  format: text\n  level: debug\n")
+	logFormat := o.LogFormat
+	if logFormat == "" {
+		logFormat = "text"
+	}
+	fmt.Fprintf(&b, "log:\n  format: %s\n  level: debug\n", logFormat)
 	b.WriteString(o.ExtraYAML)
 	n.Config = filepath.Join(n.dir, "failoverd.yaml")
 	must(c.t, os.WriteFile(n.Config, []byte(b.String()), 0o644))
