@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -19,7 +20,38 @@ func TestChaosSlice(t *testing.T) {
 	if testing.Short() {
 		t.Skip("chaos slice: real cluster, about 3 minutes")
 	}
-	run(t, SliceSeed, 0, fmt.Sprintf("go test -run TestChaosSlice ./test/chaos/ (seed %d, every kind once)", SliceSeed))
+	r := run(t, schedule{seed: SliceSeed, mode: "fair", kinds: AllKinds,
+		replay: fmt.Sprintf("go test -run 'TestChaosSlice$' ./test/chaos/ (seed %d, every kind once)", SliceSeed)})
+	report(t, r)
+}
+
+// TestChaosSliceUnfair is the unfair-mode part of the slice: lost replies
+// around the leader's leave and join, each variant once.
+func TestChaosSliceUnfair(t *testing.T) {
+	if testing.Short() {
+		t.Skip("chaos slice: real cluster, about a minute")
+	}
+	r := run(t, schedule{seed: SliceSeed, mode: "unfair", kinds: []string{LostReplies, LostReplies, LostReplies}, fixed: true,
+		replay: fmt.Sprintf("go test -run TestChaosSliceUnfair ./test/chaos/ (seed %d)", SliceSeed)})
+	report(t, r)
+}
+
+// TestChaosKinds runs chosen kinds once each, in order, for working on a
+// nemesis: CHAOS_KINDS=hook-unkillable,zk-names (CHAOS_MODE=unfair for an
+// unfair cluster, CHAOS_SEED). Skipped without CHAOS_KINDS.
+func TestChaosKinds(t *testing.T) {
+	ks := os.Getenv("CHAOS_KINDS")
+	if ks == "" {
+		t.Skip("set CHAOS_KINDS=kind,kind...")
+	}
+	seed, _ := strconv.ParseUint(os.Getenv("CHAOS_SEED"), 10, 64)
+	mode := os.Getenv("CHAOS_MODE")
+	if mode == "" {
+		mode = "fair"
+	}
+	r := run(t, schedule{seed: seed, mode: mode, kinds: strings.Split(ks, ","), fixed: true,
+		replay: fmt.Sprintf("CHAOS_KINDS=%s CHAOS_MODE=%s CHAOS_SEED=%d go test -run TestChaosKinds -v ./test/chaos/", ks, mode, seed)})
+	report(t, r)
 }
 
 // TestChaosLong runs the long schedule of `make chaos` (CHAOS_DURATION, e.g.
@@ -40,16 +72,48 @@ func TestChaosLong(t *testing.T) {
 			t.Fatalf("CHAOS_SEED=%q: want a number", s)
 		}
 	}
-	run(t, seed, d, fmt.Sprintf("make chaos DURATION=%s SEED=%d", ds, seed))
+	// Most of the time on the fair-mode cluster with every fair kind, the
+	// rest on an unfair-mode one (lost replies around leave and join, and
+	// the faults that end terms there).
+	unfair := max(d/8, 2*time.Minute)
+	if unfair > d/2 {
+		unfair = d / 2
+	}
+	replay := fmt.Sprintf("make chaos DURATION=%s SEED=%d", ds, seed)
+	r := run(t, schedule{seed: seed, d: d - unfair, mode: "fair", kinds: AllKinds, replay: replay})
+	ru := run(t, schedule{seed: seed + 1, d: unfair, mode: "unfair", kinds: UnfairKinds, replay: replay + " (unfair part)"})
+	all := Combine(r.r, ru.r)
+	t.Log("\n" + Summary(all, seed, replay+" (both parts)"))
+	report(t, r)
+	report(t, ru)
 }
 
-// run starts an environment, runs the schedule (blocks of every kind in a
-// seeded order, until d has passed; d == 0: one block), and checks the
-// history.
-func run(t *testing.T, seed uint64, d time.Duration, replay string) {
-	t.Logf("chaos: seed %d, replay with: %s", seed, replay)
-	e := NewEnv(t, seed)
+// schedule is one run of the nemesis.
+type schedule struct {
+	seed   uint64
+	d      time.Duration // 0: one block
+	mode   string
+	kinds  []string
+	fixed  bool // kinds in the order given, not shuffled
+	replay string
+}
+
+// ran is what run hands to report.
+type ran struct {
+	h      History
+	r      Report
+	replay string
+}
+
+// run starts an environment, runs the schedule (blocks of its kinds in a
+// seeded order, until d has passed; d == 0: one block), checks the history
+// and saves the artifacts (always for a long run, and for any failure).
+func run(t *testing.T, s schedule) ran {
+	seed, d, replay := s.seed, s.d, s.replay
+	t.Logf("chaos: seed %d, %s mode, replay with: %s", seed, s.mode, replay)
+	e := NewEnvMode(t, seed, s.mode)
 	m := NewNemesis(e, seed)
+	m.kinds = s.kinds
 	if !e.WaitRecovered(LivenessBound) {
 		t.Fatal("no leader writing at the start")
 	}
@@ -57,7 +121,11 @@ func run(t *testing.T, seed uint64, d time.Duration, replay string) {
 	start := time.Now()
 	injected := map[string]int{}
 	for done := false; !done; {
-		for _, k := range m.Block() {
+		block := m.Block()
+		if s.fixed {
+			block = s.kinds
+		}
+		for _, k := range block {
 			if d > 0 && time.Since(start) >= d {
 				done = true
 				break
@@ -86,7 +154,7 @@ func run(t *testing.T, seed uint64, d time.Duration, replay string) {
 	sum := Summary(r, seed, replay)
 	t.Log("\n" + sum)
 
-	for _, k := range AllKinds {
+	for _, k := range s.kinds {
 		if injected[k] == 0 {
 			t.Errorf("fault kind %s was never injected", k)
 		}
@@ -94,6 +162,8 @@ func run(t *testing.T, seed uint64, d time.Duration, replay string) {
 	dir := os.Getenv("CHAOS_ARTIFACTS")
 	if dir == "" && (d > 0 || len(r.Violations) > 0 || t.Failed()) {
 		dir = filepath.Join(os.TempDir(), fmt.Sprintf("failoverd-chaos-seed%d-%s", seed, time.Now().Format("20060102-150405")))
+	} else if dir != "" {
+		dir = filepath.Join(dir, s.mode)
 	}
 	if dir != "" {
 		if err := e.SaveArtifacts(dir, h); err != nil {
@@ -103,9 +173,15 @@ func run(t *testing.T, seed uint64, d time.Duration, replay string) {
 			t.Logf("history, logs and summary saved in %s", dir)
 		}
 	}
-	for i, v := range r.Violations {
+	return ran{h: h, r: r, replay: replay}
+}
+
+// report fails the test for every violation, with the history around the
+// first ones.
+func report(t *testing.T, x ran) {
+	for i, v := range x.r.Violations {
 		if i < 10 {
-			t.Errorf("VIOLATION %v\nhistory around it:\n%s", v, h.Excerpt(v.At, 3*time.Second))
+			t.Errorf("VIOLATION %v\nhistory around it:\n%s", v, x.h.Excerpt(v.At, 3*time.Second))
 		} else {
 			t.Errorf("VIOLATION %v", v)
 		}

@@ -52,11 +52,14 @@ const (
 	// A fault that must be survived while it lasts (a hook that cannot be
 	// killed) saw no other node take over before it was healed.
 	VNoTakeover = "no_takeover"
+	// After a fault aimed at its ZooKeeper connection (names, handshake),
+	// a node could not be made leader again: it is locked out.
+	VLockedOut = "node_locked_out"
 )
 
 // AllViolationKinds lists every kind, for the summary.
 var AllViolationKinds = []string{VOverlap, VStaleWrite, VWrongWriter, VUnpromoted, VEpochOrder, VStaleLeader, VPromoteAfterFailedFence,
-	VLiveness, VNoTakeover, VExit, VCrash, VGoroutines, VFDs, VUnhealedFaults}
+	VLiveness, VNoTakeover, VLockedOut, VExit, VCrash, VGoroutines, VFDs, VUnhealedFaults}
 
 // Violation is one failed property.
 type Violation struct {
@@ -185,6 +188,7 @@ func Check(h History, cfg CheckConfig) Report {
 	active := map[string]int64{}     // node -> epoch it is promoted at
 	promotedAt := map[int64]string{} // epoch -> node promoted with it
 	var maxPromoted int64
+	var maxElected int64 // newest epoch a daemon was elected at
 	var maxAccepted int64
 	var acceptedTimes []time.Time
 	var acceptedEpochs []int64
@@ -243,6 +247,14 @@ func Check(h History, cfg CheckConfig) Report {
 				add(VEpochOrder, e.At, "epoch %d promoted on %s and on %s", ep, prev, node)
 			}
 			promotedAt[ep] = node
+		case KindElected:
+			// Even a promotion the service refuses must not reuse an
+			// epoch: the elector itself handed out an old one.
+			if ep := e.Int("epoch"); ep <= maxElected {
+				add(VEpochOrder, e.At, "%s elected at epoch %d, not above the earlier election's epoch %d", node, ep, maxElected)
+			} else {
+				maxElected = ep
+			}
 		case "promote_failed", "demote":
 			delete(active, node)
 			endTerm(node, e.At)
@@ -300,6 +312,11 @@ func Check(h History, cfg CheckConfig) Report {
 				}
 			case "heal":
 				f.Healed = e.At
+			}
+		case KindRejoin:
+			if e.Get("ok") != "true" {
+				add(VLockedOut, e.At, "after fault %s (%s), %s could not be made leader within %v (it cannot use ZooKeeper)",
+					e.Get("fault"), e.Get("kind"), node, RejoinBound)
 			}
 		case KindDaemonExit:
 			r.DaemonExits++
@@ -412,7 +429,12 @@ type belief struct {
 	node       string
 	epoch      int64
 	start, end time.Time // end zero: never stood down
+	endReason  string    // the state transition's reason, "exit", or "leadership_ended"
 }
+
+// reasonFenced is the controller's reason for a demote it was asked for
+// over its admin API: an operator's, or a successor's rpc fence.
+const reasonFenced = "operator_demote"
 
 // checkStaleLeaders: when a node is elected at epoch E, every other node
 // elected at a lower epoch that has not stood down must do so within the
@@ -479,15 +501,15 @@ func checkStaleLeaders(h History, cfg CheckConfig, r *Report, add func(string, t
 			latest[node] = &belief{node: node, epoch: ep, start: e.At}
 		case KindState:
 			if b != nil && leaderStates[e.Get("from")] && !leaderStates[e.Get("to")] {
-				b.end = e.At
+				b.end, b.endReason = e.At, e.Get("reason")
 			}
 		case KindLeadershipEnd:
 			if b != nil && b.epoch == e.Int("epoch") {
-				b.end = e.At
+				b.end, b.endReason = e.At, KindLeadershipEnd
 			}
 		case KindDaemonExit:
 			if b != nil {
-				b.end = e.At
+				b.end, b.endReason = e.At, "exit"
 			}
 		}
 	}
@@ -501,6 +523,13 @@ func checkStaleLeaders(h History, cfg CheckConfig, r *Report, add func(string, t
 		case c.b.end.IsZero():
 			add(VStaleLeader, c.deadline, "%s still believed it was leader at epoch %d (elected %s) after %s was elected at epoch %d at %s, and never stood down",
 				c.b.node, c.b.epoch, c.b.start.Format("15:04:05.000"), c.succ.Get("node"), c.succ.Int("epoch"), c.succ.At.Format("15:04:05.000"))
+		case c.b.endReason == reasonFenced && c.b.end.After(c.succ.At) && c.base.Equal(c.succ.At):
+			// Not paused, still leading when its successor won, and it
+			// stood down only when that successor's rpc fence told it to:
+			// its own lease would not have ended it.
+			add(VStaleLeader, c.b.end, "%s still believed it was leader at epoch %d when %s was elected at epoch %d at %s; it stood down only when fenced (%s, %v later)",
+				c.b.node, c.b.epoch, c.succ.Get("node"), c.succ.Int("epoch"), c.succ.At.Format("15:04:05.000"),
+				c.b.endReason, c.b.end.Sub(c.succ.At).Round(time.Millisecond))
 		case c.b.end.After(c.deadline):
 			add(VStaleLeader, c.deadline, "%s still believed it was leader at epoch %d until %s, %v after %s was elected at epoch %d (slack %v)",
 				c.b.node, c.b.epoch, c.b.end.Format("15:04:05.000"), c.b.end.Sub(c.base).Round(time.Millisecond),

@@ -433,6 +433,14 @@ func TestCheckStaleLeader(t *testing.T) {
 100 daemon state node=node-a from=fencing to=leader epoch=10
 3000 daemon elected node=node-b epoch=20
 `), cfg), VStaleLeader)
+	// Stood down within the slack, but only because its successor's rpc
+	// fence told it to: its own lease would not have ended it.
+	wantOnly(t, Check(hist(t, `
+0 daemon elected node=node-a epoch=10
+3000 daemon elected node=node-b epoch=20
+3010 daemon state node=node-a from=leader to=demoting reason=operator_demote epoch=10
+3020 daemon fenced node=node-b target=node-a target_epoch=10 method=rpc
+`), cfg), VStaleLeader)
 	// Stood down only when a pause that did not cover the election ended.
 	wantOnly(t, Check(hist(t, `
 0 daemon elected node=node-a epoch=10
@@ -462,12 +470,13 @@ func TestCheckStaleLeaderClean(t *testing.T) {
 # a daemon killed while leader believes nothing any more
 3000 nemesis daemon_exit node=node-b pid=5 expected=true err=killed
 5000 daemon elected node=node-c epoch=30
-# paused over its successor's election, stands down on waking
+# paused over its successor's election, stands down on waking (the
+# successor's rpc fence, queued while it slept, may come first)
 5100 daemon state node=node-c from=fencing to=leader epoch=30
 5500 nemesis fault phase=inject kind=pause-daemon id=1 target=node-c
 8000 daemon elected node=node-a epoch=40
 9000 nemesis fault phase=heal kind=pause-daemon id=1 target=node-c
-9020 daemon state node=node-c from=leader to=demoting reason=lease_expired epoch=30
+9020 daemon state node=node-c from=leader to=demoting reason=operator_demote epoch=30
 # stood down within the slack of the successor's election (log delay)
 10000 daemon elected node=node-b epoch=50
 10300 daemon state node=node-a from=leader to=demoting reason=lease_expired epoch=40
@@ -564,4 +573,31 @@ func TestParseDaemonLog(t *testing.T) {
 	if evs[0].At.IsZero() || evs[0].Src != SrcDaemon {
 		t.Errorf("event %+v", evs[0])
 	}
+}
+
+func TestCheckLockedOut(t *testing.T) {
+	wantOnly(t, Check(hist(t, `
+0 nemesis rejoin node=node-a ok=false fault=3 kind=zk-handshake-drop
+`), cfg), VLockedOut)
+	wantClean(t, Check(hist(t, `
+0 nemesis rejoin node=node-a ok=true fault=3 kind=zk-handshake-drop
+`), cfg))
+}
+
+// An elector that adopts its old lock after a lost delete and a lost create
+// reply (unfair mode) is elected at an epoch it had before, even if the
+// service refuses the promotion.
+func TestCheckElectedEpochReused(t *testing.T) {
+	wantOnly(t, Check(hist(t, `
+0 daemon elected node=node-b epoch=20
+100 daemon state node=node-b from=leader to=demoting epoch=20
+200 daemon elected node=node-b epoch=20
+210 hook promote node=node-b epoch=20
+220 hook promote_refused node=node-b epoch=20
+`), cfg), VEpochOrder)
+	wantClean(t, Check(hist(t, `
+0 daemon elected node=node-b epoch=20
+100 daemon state node=node-b from=leader to=demoting epoch=20
+200 daemon elected node=node-b epoch=21
+`), cfg))
 }

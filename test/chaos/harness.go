@@ -28,6 +28,11 @@ import (
 const (
 	SessionTimeout = 2 * time.Second
 	WriteInterval  = 25 * time.Millisecond
+	// The ensemble's tick and syncLimit: a server cut off from its peers
+	// goes on serving its clients for ZKSyncLimit × ZKTick = 4s, twice the
+	// session timeout, as production defaults do (10s against 5s).
+	ZKTick      = 200 * time.Millisecond
+	ZKSyncLimit = 20
 )
 
 // LivenessBound is how long after a fault heals a promoted leader must be
@@ -62,12 +67,24 @@ type Env struct {
 	stopMon chan struct{}
 	monDone chan struct{}
 	monOnce sync.Once
+
+	// names is the daemons' private name service (nil where mount
+	// namespaces are not available: zk-names then cannot run).
+	names    *netNS
+	namesErr error
 }
 
 // NewEnv starts the store, a 3-server ensemble and three nodes whose
 // ZooKeeper traffic and admin API (for peers) go through fault proxies, and
-// waits for a leader.
-func NewEnv(t testing.TB, seed uint64) *Env {
+// waits for a leader. The election runs in fair mode.
+func NewEnv(t testing.TB, seed uint64) *Env { return NewEnvMode(t, seed, "fair") }
+
+// NewEnvMode is NewEnv with an election mode (fair or unfair). ZooKeeper
+// auth is on (zk-handshake-drop loses AddAuth replies), every node's
+// ZooKeeper traffic also passes a zktest.LossProxy (lost replies), and
+// each daemon runs in a mount namespace with its own resolv.conf and hosts
+// file (zk-names) and Go's own resolver.
+func NewEnvMode(t testing.TB, seed uint64, mode string) *Env {
 	t.Helper()
 	zktest.Require(t)
 	_, toy := clustertest.Binaries(t)
@@ -102,14 +119,43 @@ func NewEnv(t testing.TB, seed uint64) *Env {
 		time.Sleep(20 * time.Millisecond)
 	}
 
+	e.names, e.namesErr = newNetNS(filepath.Join(t.TempDir(), "net"))
+	if e.namesErr != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("zk-names needs a mount namespace: %v", e.namesErr)
+		}
+		t.Logf("zk-names will not run: %v", e.namesErr)
+	}
 	e.C = clustertest.Start(t, clustertest.Options{
-		ZooKeepers: 3, SessionTimeout: SessionTimeout,
-		StoreURL: e.StoreURL, WriteInterval: WriteInterval,
-		ProxyEnsemble: true, PeerProxy: true, LogFormat: "json",
+		ZooKeepers: 3, SessionTimeout: SessionTimeout, Mode: mode, Auth: true,
+		ZKTickTime: ZKTick, ZKSyncLimit: ZKSyncLimit, QuorumProxies: true,
+		StoreURL:  e.StoreURL, WriteInterval: WriteInterval,
+		ProxyEnsemble: true, PeerProxy: true, LossProxies: true, LogFormat: "json",
+		DaemonEnv: func(*clustertest.Node) []string {
+			env := []string{"GODEBUG=netdns=go"} // resolv.conf and hosts only; no cgo resolver
+			if e.names != nil {
+				env = append(env, e.names.env()...)
+			}
+			return env
+		},
+		DaemonWrap: func(_ *clustertest.Node, argv []string) []string {
+			if e.names == nil {
+				return argv
+			}
+			return e.names.wrap(argv)
+		},
 	})
 	e.events, err = os.OpenFile(e.C.EventsPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, n := range e.C.Nodes {
+		id := n.ID
+		for _, p := range n.ZKLossProxies {
+			p.OnLoss(func(lr zktest.LostReply) {
+				e.Log("reply_lost", "node", id, "op", lr.Op, "xid", lr.Xid, "path", lr.Path, "dropped", lr.Dropped)
+			})
+		}
 	}
 	e.stopMon, e.monDone = make(chan struct{}, 1), make(chan struct{})
 	go e.monitor()

@@ -11,6 +11,7 @@ package chaos
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -99,9 +100,12 @@ const (
 	KindDaemonExit = "daemon_exit" // node= pid= expected=true|false err=...
 	KindSample     = "sample"      // node= pid= fds= goroutines=
 	KindCrash      = "crash"       // node= what=data_race|panic (found in a log)
+	KindRejoin     = "rejoin"      // node= ok=true|false fault= kind=: could the node lead again after the fault
 )
 
-var harnessKinds = map[string]bool{KindFault: true, KindDaemonExit: true, KindSample: true, KindCrash: true}
+// Other nemesis lines: what a fault did in detail (for the history only).
+var harnessKinds = map[string]bool{KindFault: true, KindDaemonExit: true, KindSample: true, KindCrash: true, KindRejoin: true,
+	"reply_lost": true, "hook_hold": true, "name": true, "zk_isolate": true}
 
 // storeDecision is one line of the store's decisions.jsonl.
 type storeDecision struct {
@@ -180,7 +184,9 @@ func ParseDaemonLog(r io.Reader, node string) []Event {
 			continue
 		}
 		var m map[string]any
-		if json.Unmarshal(line, &m) != nil {
+		d := json.NewDecoder(bytes.NewReader(line))
+		d.UseNumber() // epochs (czxids in unfair mode) exceed float64's exact range
+		if d.Decode(&m) != nil {
 			continue
 		}
 		msg, _ := m["msg"].(string)

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -57,29 +58,55 @@ const (
 	// a dead disk): the leader's demote hook is held unreapable while it
 	// cedes; a successor must take over while it lasts.
 	HookUnkillable = "hook-unkillable"
+	// 5. One node's config lists a server name that never resolves and one
+	// that resolves only now and then (its private hosts file flaps) while
+	// its connections are reset: it must still connect and lead.
+	NamesZK = "zk-names"
+	// 2. The connection is cut right after the session handshake, while
+	// AddAuth is in flight (the reply to it is lost), on a new session:
+	// the node must authenticate again and lead.
+	HandshakeDrop = "zk-handshake-drop"
+	// 7. Unfair mode: around the leader's leave and next join, the delete
+	// of the lock is dropped or its reply lost, and the reply to its next
+	// create of the lock is lost: no epoch may be reused.
+	LostReplies = "lost-replies-unfair"
+	// 1. One ZooKeeper server cut off from its peers (quorum and election
+	// links) while its clients stay connected, with the failoverd leader
+	// pinned to it (its proxies to the other servers refuse). Alternately
+	// a follower (it answers reads and pings from its local copy for
+	// syncLimit × tickTime, past the session timeout: a lease renewed by
+	// reads outlives the session) and the ZooKeeper leader.
+	QuorumPartition = "zk-quorum-partition"
 )
 
 func init() { TakeoverKinds[HookUnkillable] = true }
 
-// AllKinds lists every fault kind.
+// AllKinds lists every fault kind of the fair-mode schedule.
 var AllKinds = []string{KillDaemon, KillService, PauseDaemon, PauseService, ZKKillLeader, ZKKillFollower, ZKOutage,
-	PartitionZK, LatencyZK, ResetZK, PartitionPeer, FenceFail, PromoteHang, DemoteHang}
+	PartitionZK, LatencyZK, ResetZK, PartitionPeer, FenceFail, PromoteHang, DemoteHang,
+	HookUnkillable, NamesZK, HandshakeDrop, QuorumPartition}
+
+// UnfairKinds is the schedule of the unfair-mode cluster: the lost replies
+// it exists for, and the crash and partition faults that end terms there.
+var UnfairKinds = []string{LostReplies, KillDaemon, PauseDaemon, PartitionZK, ZKKillLeader}
 
 // Nemesis injects faults into an Env on a seeded schedule.
 type Nemesis struct {
-	e   *Env
-	rng *rand.Rand
-	id  int
+	e     *Env
+	rng   *rand.Rand
+	id    int
+	kinds []string
+	count map[string]int // injections so far per kind
 }
 
 // NewNemesis seeds a nemesis.
 func NewNemesis(e *Env, seed uint64) *Nemesis {
-	return &Nemesis{e: e, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
+	return &Nemesis{e: e, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), kinds: AllKinds, count: map[string]int{}}
 }
 
 // Block returns every kind once, in a seeded random order.
 func (m *Nemesis) Block() []string {
-	ks := append([]string(nil), AllKinds...)
+	ks := append([]string(nil), m.kinds...)
 	m.rng.Shuffle(len(ks), func(i, j int) { ks[i], ks[j] = ks[j], ks[i] })
 	return ks
 }
@@ -96,12 +123,14 @@ func (m *Nemesis) Step(kind string) bool {
 	e := m.e
 	m.id++
 	id := m.id
+	m.count[kind]++
 	// Draw every random number up front, so the sequence of draws (and the
 	// schedule) depends only on the seed, not on what the cluster did.
 	hold := m.rng.Float64()
 	pick := m.rng.IntN(1 << 20)
 	latency := m.between(100*time.Millisecond, 1200*time.Millisecond)
 	quiet := m.between(100*time.Millisecond, 600*time.Millisecond)
+	sub := rand.New(rand.NewPCG(m.rng.Uint64(), uint64(id))) // for faults that draw as they go
 	holdIn := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(hold*float64(hi-lo)) }
 
 	leader := e.Leader()
@@ -250,6 +279,163 @@ func (m *Nemesis) Step(kind string) bool {
 		os.Remove(f)
 		heal(leader.ID)
 
+	case HookUnkillable:
+		// The leader cedes while its demote hook cannot be reaped: after
+		// the hook's timeout and kill grace it must give up leadership in
+		// ZooKeeper anyway, so a successor is elected and fences it.
+		marker := filepath.Join(leader.Dir(), "hook-unkillable")
+		inject(leader.ID)
+		holder := holdHooks(filepath.Join(leader.Dir(), "unkillable.pids"), func(k string, kv ...any) {
+			e.Log(k, append([]any{"node", leader.ID}, kv...)...)
+		})
+		touch(e.t, marker)
+		go cede(e, leader, SessionTimeout)
+		// Hold until another node leads, or long enough to be sure none will.
+		end := time.Now().Add(holdIn(UnkillableHold, UnkillableHold+2*time.Second))
+		for time.Now().Before(end) {
+			if l := e.Leader(); l != nil && l != leader {
+				time.Sleep(holdIn(300*time.Millisecond, time.Second))
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		os.Remove(marker)
+		holder.release()
+		heal(leader.ID)
+
+	case NamesZK:
+		if e.names == nil {
+			e.t.Logf("fault %d (%s) skipped: %v", id, kind, e.namesErr)
+			return true
+		}
+		n := anyNode
+		orig, err := os.ReadFile(n.Config)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		cfg, err := namesConfig(orig, n.ID)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		name := flapName(n.ID)
+		inject(n.ID, "missing", MissingServer, "flapping", name)
+		e.names.setName(name, true)
+		must(e.t, os.WriteFile(n.Config, cfg, 0o644))
+		e.expectKill(n)
+		n.Kill(syscall.SIGKILL)
+		n.Start()
+		// Flap the name while resetting the node's connections now and
+		// then, so it reconnects (and resolves again) at random moments.
+		end := time.Now().Add(holdIn(3*time.Second, 7*time.Second))
+		on := true
+		for time.Now().Before(end) {
+			time.Sleep(time.Duration(300+sub.IntN(1200)) * time.Millisecond)
+			on = !on
+			e.names.setName(name, on)
+			e.Log("name", "node", n.ID, "name", name, "resolves", on)
+			if sub.IntN(2) == 0 {
+				for _, p := range n.ZKLossProxies {
+					p.Reset()
+				}
+			}
+		}
+		// The node must work with the name gone: lead the cluster.
+		e.names.setName(name, false)
+		e.Log("name", "node", n.ID, "name", name, "resolves", false)
+		e.checkRejoin(n, id, kind)
+		must(e.t, os.WriteFile(n.Config, orig, 0o644))
+		e.expectKill(n)
+		n.Kill(syscall.SIGKILL)
+		n.Start()
+		heal(n.ID)
+
+	case HandshakeDrop:
+		// Cut the node off until its session expires, then let it back
+		// with the replies to its next AddAuth lost (one per server): the
+		// new session's handshake completes, its authentication does not.
+		n := anyNode
+		inject(n.ID)
+		setBlackhole(n.ZKProxies, true)
+		time.Sleep(holdIn(SessionTimeout+1500*time.Millisecond, SessionTimeout+3*time.Second))
+		before := lostCount(n)
+		for _, p := range n.ZKLossProxies {
+			p.LoseReplies(1, func(op int32, _ string) bool { return op == zktest.OpSetAuth })
+		}
+		setBlackhole(n.ZKProxies, false)
+		end := time.Now().Add(8 * time.Second)
+		for time.Now().Before(end) && lostCount(n) == before {
+			time.Sleep(50 * time.Millisecond)
+		}
+		time.Sleep(holdIn(500*time.Millisecond, 2*time.Second))
+		for _, p := range n.ZKLossProxies {
+			p.Disarm()
+		}
+		e.checkRejoin(n, id, kind)
+		heal(n.ID)
+
+	case LostReplies:
+		// variant 0: the lock's delete never reaches the server and the
+		// reply to the next create of it is lost (issue 10, item 7);
+		// 1: both replies lost (both applied); 2: the delete's reply only.
+		variant := id % 3
+		isLock := func(op int32, path string) bool { return strings.HasSuffix(path, "/election/lock") }
+		del := func(op int32, path string) bool { return op == zktest.OpDelete && isLock(op, path) }
+		create := func(op int32, path string) bool {
+			return (op == zktest.OpCreate || op == zktest.OpCreate2) && isLock(op, path)
+		}
+		inject(leader.ID, "variant", variant)
+		for _, p := range leader.ZKLossProxies {
+			switch variant {
+			case 0:
+				p.DropRequests(1, del)
+				p.LoseReplies(1, create)
+			case 1:
+				p.LoseReplies(1, del)
+				p.LoseReplies(1, create)
+			case 2:
+				p.LoseReplies(1, del)
+			}
+		}
+		out := holdIn(300*time.Millisecond, 1500*time.Millisecond)
+		cede(e, leader, out)
+		time.Sleep(out + holdIn(2*time.Second, 4*time.Second))
+		for _, p := range leader.ZKLossProxies {
+			p.Disarm()
+		}
+		heal(leader.ID)
+
+	case QuorumPartition:
+		// The first of these isolates a follower (the case that reveals a
+		// lease renewed by reads), the next the ZooKeeper leader, and so on.
+		zl, followers := zkRoles(e.C.ZK)
+		s, role := zl, "leader"
+		if m.count[kind]%2 == 1 && len(followers) > 0 {
+			s, role = followers[pick%len(followers)], "follower"
+		}
+		if s < 0 {
+			s = pick % len(e.C.ZK.Servers)
+		}
+		target := fmt.Sprintf("zk%d", s+1)
+		inject(target, "role", role, "pinned", leader.ID)
+		// Pin the leader to server s: its other proxies refuse, so it
+		// moves over (same session) within milliseconds if it was elsewhere.
+		for j, p := range leader.ZKLossProxies {
+			if j != s {
+				p.Refuse(true)
+			}
+		}
+		time.Sleep(500 * time.Millisecond)
+		e.Log("zk_isolate", "server", target, "role", role)
+		e.C.ZK.Isolate(s)
+		// Long enough for the isolated server to give up on its peers and
+		// for the rest to expire the pinned leader's session and elect.
+		time.Sleep(holdIn(ZKSyncLimit*ZKTick+SessionTimeout+time.Second, ZKSyncLimit*ZKTick+SessionTimeout+4*time.Second))
+		e.C.ZK.Heal(s)
+		for _, p := range leader.ZKLossProxies {
+			p.Refuse(false)
+		}
+		heal(target)
+
 	default:
 		e.t.Fatalf("unknown fault kind %q", kind)
 	}
@@ -261,6 +447,26 @@ func (m *Nemesis) Step(kind string) bool {
 	time.Sleep(quiet)
 	e.Sample()
 	return ok
+}
+
+// UnkillableHold is how long hook-unkillable waits for a successor: the
+// demote hook's timeout (0.6s) and kill grace (2s), the session's end, and
+// fencing (rpc 1s, then shell) of the stuck node, with slack.
+const UnkillableHold = 20 * time.Second
+
+// lostCount is how many replies the node's loss proxies have lost so far.
+func lostCount(n *clustertest.Node) int {
+	c := 0
+	for _, p := range n.ZKLossProxies {
+		c += len(p.Lost())
+	}
+	return c
+}
+
+func must(t interface{ Fatal(...any) }, err error) {
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 func setBlackhole(ps []*zktest.Proxy, on bool) {

@@ -21,7 +21,7 @@ func Summary(r Report, seed uint64, replay string) string {
 	}
 	var allRec, allGap []time.Duration
 	total, totalRec, totalChanged := 0, 0, 0
-	kinds := append([]string(nil), AllKinds...)
+	kinds := append(append([]string(nil), AllKinds...), LostReplies)
 	for k := range byKind {
 		if !contains(kinds, k) {
 			kinds = append(kinds, k)
@@ -92,4 +92,30 @@ func contains(ss []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// Combine adds up two reports (the fair and unfair parts of a long run)
+// for one summary table.
+func Combine(a, b Report) Report {
+	r := a
+	r.Violations = append(append([]Violation(nil), a.Violations...), b.Violations...)
+	r.Faults = append(append([]FaultResult(nil), a.Faults...), b.Faults...)
+	r.KnownRaces = append(append([]string(nil), a.KnownRaces...), b.KnownRaces...)
+	r.Promotions += b.Promotions
+	r.RefusedPromotions += b.RefusedPromotions
+	r.Accepted += b.Accepted
+	r.RejectedStale += b.RejectedStale
+	r.LateAccepted += b.LateAccepted
+	r.Fences += b.Fences
+	r.FenceFailures += b.FenceFailures
+	r.DaemonExits += b.DaemonExits
+	r.Samples += b.Samples
+	if b.Handoffs > 0 && (a.Handoffs == 0 || b.MinHandoffMargin < a.MinHandoffMargin) {
+		r.MinHandoffMargin = b.MinHandoffMargin
+	}
+	r.Handoffs += b.Handoffs
+	if b.End.After(r.End) {
+		r.End = b.End
+	}
+	return r
 }

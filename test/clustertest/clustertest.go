@@ -69,6 +69,15 @@ type Options struct {
 	// (indexes into ZK.Servers) instead of all of them: to pin a node to
 	// one server, for example.
 	ZKServersOf func(zk *zktest.Cluster, n *Node) []int
+	// LossProxies (with ProxyEnsemble) puts a zktest.LossProxy
+	// in front of each of a node's fault proxies and gives the node those:
+	// Node.ZKLossProxies can then lose the reply to chosen requests.
+	LossProxies bool
+	// DaemonWrap, when set, rewrites a node's failoverd command line (argv
+	// starts with the binary) before it starts: a wrapper that execs it
+	// keeps the pid (the chaos suite runs it in a mount namespace with its
+	// own resolv.conf and hosts file).
+	DaemonWrap func(n *Node, argv []string) []string
 	// LogFormat is the daemons' log.format: text (default) or json (the
 	// chaos suite parses the daemons' own events from it, with nanosecond
 	// timestamps).
@@ -97,6 +106,8 @@ type Node struct {
 	// ZKProxies (Options.ProxyEnsemble) are this node's proxies, one per
 	// ZooKeeper server, in server order.
 	ZKProxies []*zktest.Proxy
+	// ZKLossProxies (Options.LossProxies) front ZKProxies, same order.
+	ZKLossProxies []*zktest.LossProxy
 	// PeerProxy (Options.PeerProxy) fronts this node's admin API for peers.
 	PeerProxy *zktest.Proxy
 	dir       string
@@ -194,6 +205,11 @@ func Start(t testing.TB, o Options) *Cluster {
 			for _, s := range c.ZK.Servers {
 				n.ZKProxies = append(n.ZKProxies, zktest.NewProxy(t, s.Addr))
 			}
+			if o.LossProxies {
+				for _, p := range n.ZKProxies {
+					n.ZKLossProxies = append(n.ZKLossProxies, zktest.NewLossProxy(t, p.Addr))
+				}
+			}
 		}
 		if o.PeerProxy {
 			admin := n.AdminAddr
@@ -247,7 +263,11 @@ code=$(curl -sS -o /dev/null -w '%{http_code}' -m 2 -X POST "$TOY/promote?epoch=
 # 409: the service refused the epoch (stale or already stood down), so it never became primary.
 case "$code" in 2*) ;; 409) ev promote_refused node=$FAILOVERD_NODE_ID epoch=$FAILOVERD_EPOCH; exit 1;; *) exit 1;; esac
 `,
-		"demote.sh": lib + `if [ -e "$DIR/demote-hang" ]; then ev demote_hang node=$FAILOVERD_NODE_ID reason=$FAILOVERD_REASON; sleep 3600; fi
+		// hook-unkillable (chaos): the hook ignores SIGTERM and records its
+		// pid for the suite, which ptrace-attaches it so that even SIGKILL
+		// leaves a zombie its parent cannot reap, as in uninterruptible sleep.
+		"demote.sh": lib + `if [ -e "$DIR/hook-unkillable" ]; then ev hook_unkillable node=$FAILOVERD_NODE_ID pid=$$ reason=$FAILOVERD_REASON; trap '' TERM; echo $$ >> "$DIR/unkillable.pids"; while :; do sleep 1; done; fi
+if [ -e "$DIR/demote-hang" ]; then ev demote_hang node=$FAILOVERD_NODE_ID reason=$FAILOVERD_REASON; sleep 3600; fi
 curl -fsS -m 0.5 -X POST "$TOY/demote" >/dev/null || { ev demote_failed node=$FAILOVERD_NODE_ID reason=$FAILOVERD_REASON; exit 1; }
 ev demote node=$FAILOVERD_NODE_ID epoch=$FAILOVERD_EPOCH role=$FAILOVERD_ROLE reason=$FAILOVERD_REASON
 `,
@@ -275,6 +295,12 @@ func (n *Node) writeConfig(failoverd string) {
 	if len(n.ZKProxies) > 0 {
 		servers = nil
 		for _, p := range n.ZKProxies {
+			servers = append(servers, p.Addr())
+		}
+	}
+	if len(n.ZKLossProxies) > 0 {
+		servers = nil
+		for _, p := range n.ZKLossProxies {
 			servers = append(servers, p.Addr())
 		}
 	}
@@ -424,7 +450,11 @@ func (n *Node) Start() {
 	fd, _ := Binaries(n.c.t)
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	cmd := exec.Command(fd, "run", "-c", n.Config)
+	argv := []string{fd, "run", "-c", n.Config}
+	if n.c.Opts.DaemonWrap != nil {
+		argv = n.c.Opts.DaemonWrap(n, argv)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
 	out, err := os.OpenFile(filepath.Join(n.dir, "failoverd.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	must(n.c.t, err)
 	cmd.Stdout, cmd.Stderr = out, out
