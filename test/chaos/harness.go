@@ -129,7 +129,7 @@ func NewEnvMode(t testing.TB, seed uint64, mode string) *Env {
 	e.C = clustertest.Start(t, clustertest.Options{
 		ZooKeepers: 3, SessionTimeout: SessionTimeout, Mode: mode, Auth: true,
 		ZKTickTime: ZKTick, ZKSyncLimit: ZKSyncLimit, QuorumProxies: true,
-		StoreURL:  e.StoreURL, WriteInterval: WriteInterval,
+		StoreURL: e.StoreURL, WriteInterval: WriteInterval,
 		ProxyEnsemble: true, PeerProxy: true, LossProxies: true, LogFormat: "json",
 		DaemonEnv: func(*clustertest.Node) []string {
 			env := []string{"GODEBUG=netdns=go"} // resolv.conf and hosts only; no cgo resolver
