@@ -10,7 +10,10 @@
 // same tests run once against an unmodified copy (the baseline): a test that
 // fails on the real code would "catch" every mutant and prove nothing.
 //
-//	go run ./test/mutants [-only NAME[,NAME]] [-no-baseline] [-keep]
+//	go run ./test/mutants [-only NAME[,NAME]] [-no-baseline] [-keep] [-check]
+//
+// -check only applies and builds every mutant (seconds, no tests): a quick way
+// to see that no anchor has gone stale after a change.
 package main
 
 import (
@@ -161,6 +164,7 @@ func main() {
 	noBaseline := flag.Bool("no-baseline", false, "skip the run of the chosen tests against the unmodified tree")
 	keep := flag.Bool("keep", false, "keep the temporary copies")
 	timeout := flag.Duration("timeout", 10*time.Minute, "go test -timeout for each run")
+	check := flag.Bool("check", false, "only apply and build every mutant; run no tests")
 	flag.Parse()
 
 	root, err := repoRoot()
@@ -172,6 +176,21 @@ func main() {
 		fatal(err)
 	}
 	r := runner{root: root, keep: *keep, timeout: *timeout}
+	if *check {
+		ok := true
+		for _, m := range chosen {
+			if err := r.build(m); err != nil {
+				fmt.Printf("%-34s %v\n", m.Name, err)
+				ok = false
+			} else {
+				fmt.Printf("%-34s applies and builds\n", m.Name)
+			}
+		}
+		if !ok {
+			os.Exit(1)
+		}
+		return
+	}
 
 	if !*noBaseline {
 		start := time.Now()
@@ -291,25 +310,39 @@ func (r runner) baseline(ms []mutant) (string, error) {
 	return "", nil
 }
 
+// build applies one mutant to a fresh copy and builds it.
+func (r runner) build(m mutant) error {
+	dir, err := r.prepare(m)
+	r.cleanup(dir)
+	return err
+}
+
+// prepare copies the tree, applies m and builds it. The caller removes dir
+// (even on error).
+func (r runner) prepare(m mutant) (dir string, err error) {
+	if dir, err = r.copyTree(); err != nil {
+		return dir, err
+	}
+	for _, e := range m.Edits {
+		if err := apply(dir, e); err != nil {
+			return dir, err
+		}
+	}
+	if out, err := r.command(dir, "go", "build", "./...").CombinedOutput(); err != nil {
+		return dir, fmt.Errorf("mutant does not build: %s", firstLine(string(out)))
+	}
+	return dir, nil
+}
+
 // run builds one mutant and runs its tests until one fails.
 func (r runner) run(m mutant) (res result) {
 	start := time.Now()
 	res.Name = m.Name
 	defer func() { res.Took = time.Since(start) }()
-	dir, err := r.copyTree()
+	dir, err := r.prepare(m)
+	defer r.cleanup(dir)
 	if err != nil {
 		res.Problem = err.Error()
-		return res
-	}
-	defer r.cleanup(dir)
-	for _, e := range m.Edits {
-		if err := apply(dir, e); err != nil {
-			res.Problem = err.Error()
-			return res
-		}
-	}
-	if out, err := r.command(dir, "go", "build", "./...").CombinedOutput(); err != nil {
-		res.Problem = "mutant does not build: " + firstLine(string(out))
 		return res
 	}
 	for _, s := range m.Tests {
@@ -400,6 +433,9 @@ func (r runner) copyTree() (string, error) {
 }
 
 func (r runner) cleanup(dir string) {
+	if dir == "" {
+		return
+	}
 	if r.keep {
 		fmt.Printf("   kept %s\n", dir)
 		return
