@@ -430,6 +430,9 @@ func (c *Controller) onElected(lctx context.Context, l election.Leadership) {
 	err = c.runHook(lctx, "promote", c.cfg.Promote, "elected", l.Epoch, prev.record)
 	if err != nil || lctx.Err() != nil || l.Valid() != nil {
 		c.metrics.Promotion("failure")
+		if errors.Is(err, proc.ErrUnkillable) {
+			c.metrics.LeadershipLost(reasonStuckHook)
+		}
 		c.setState(StateDemoting, "promote failed")
 		if derr := c.runHook(context.Background(), "demote", demote, "promote_failed", l.Epoch, nil); derr != nil {
 			c.setErr(derr)
