@@ -877,10 +877,14 @@ func (e *Elector) watch(ctx context.Context, sess *zk.Session, node string, leas
 		}
 		go func() {
 			defer inflight.Unlock()
-			ok, err := confirm(wctx, sess, node)
+			// An answer to a request sent more than a lease ago cannot help
+			// any more: give up on it so that the next tick tries afresh.
+			rctx, cancel := context.WithTimeout(wctx, lease)
+			defer cancel()
+			ok, err := confirm(rctx, sess, node)
 			if err == nil && ok && full && e.cfg.Mode == Fair {
 				var kids []string
-				if kids, err = sess.Children(wctx, e.cfg.Dir); err == nil {
+				if kids, err = sess.Children(rctx, e.cfg.Dir); err == nil {
 					order := sortCandidates(kids)
 					ok = len(order) > 0 && e.cfg.Dir+"/"+order[0] == node
 				}
@@ -947,6 +951,9 @@ func (e *Elector) watchNode(ctx context.Context, sess *zk.Session, node string, 
 				if ev.Type == zk.EventNodeDeleted {
 					report(ErrNodeDeleted)
 					return
+				}
+				if ev.Type == zk.EventNotWatching {
+					sleep(ctx, 100*time.Millisecond) // no tight loop if it persists
 				}
 				// Changed, or not watching any more: watch again.
 			case <-ctx.Done():

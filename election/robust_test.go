@@ -1,7 +1,6 @@
 package election
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -171,4 +170,47 @@ func TestLeaseEndsWhileCallsHang(t *testing.T) {
 	}
 }
 
-var _ = context.Background
+
+// The watch on our znode runs off the loop: a data change keeps leadership
+// (the watch is set again), a deletion ends it at once.
+func TestZnodeChangeKeepsAndDeletionEndsLeadership(t *testing.T) {
+	zks := zktest.Start(t, 1)
+	modes(t, func(t *testing.T, m Mode) {
+		r := newReferee()
+		a := startCandidate(t, r, "a", opts{mode: m, timeout: 4 * time.Second, servers: zks.Addrs()})
+		r.waitLeader(t, "", 10*time.Second)
+		l := a.el.Leader()
+		c, err := zk.NewClient(zk.Config{Servers: zks.Addrs(), SessionTimeout: 4 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		s, err := c.Session(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 3 {
+			if _, err := s.Set(t.Context(), l.Path, []byte(`{"node_id":"a"}`), -1); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(300 * time.Millisecond)
+		}
+		if cur := a.el.Leader(); cur == nil || cur.Epoch != l.Epoch {
+			t.Fatalf("data changes ended the leadership: %+v", cur)
+		}
+		deleted := time.Now()
+		if err := s.Delete(t.Context(), l.Path, -1); err != nil {
+			t.Fatal(err)
+		}
+		end := r.waitNoLeader(t, 5*time.Second)
+		tm := r.lastTerm()
+		t.Logf("leadership ended %v after its znode was deleted: %v", end.Sub(deleted).Round(time.Millisecond), tm.cause)
+		if !errors.Is(tm.cause, ErrNodeDeleted) {
+			t.Errorf("cause %v, want ErrNodeDeleted", tm.cause)
+		}
+		if d := end.Sub(deleted); d > time.Second {
+			t.Errorf("leadership ended %v after the deletion", d)
+		}
+		r.check(t)
+	})
+}
