@@ -170,7 +170,6 @@ func TestLeaseEndsWhileCallsHang(t *testing.T) {
 	}
 }
 
-
 // The watch on our znode runs off the loop: a data change keeps leadership
 // (the watch is set again), a deletion ends it at once.
 func TestZnodeChangeKeepsAndDeletionEndsLeadership(t *testing.T) {
