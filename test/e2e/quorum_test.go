@@ -13,7 +13,7 @@ import (
 // lease argument end to end. The failoverd leader is connected only to one
 // ZooKeeper follower; that follower is cut off from its peers (quorum and
 // election links held, client port up). It goes on answering its clients'
-// reads and pings from its local copy for syncLimit × tickTime (8 s), twice
+// reads and pings from its local copy for syncLimit × tickTime (12 s), three times
 // the session timeout, while the ZooKeeper leader expires the old leader's
 // session after 4 s and lets a successor win. The old leader must stand its
 // service down on its own (its lease may only be moved by answers the
@@ -23,7 +23,7 @@ func TestLeaderOnIsolatedZooKeeperFollowerDemotesBeforeASuccessorPromotes(t *tes
 	const (
 		session   = 4 * time.Second
 		tick      = 200 * time.Millisecond
-		syncLimit = 40 // a cut-off follower serves for 8 s
+		syncLimit = 60 // a cut-off follower serves for 12 s
 		pinned    = "node-a"
 	)
 	follower := -1 // the server node-a uses, a follower
