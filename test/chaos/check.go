@@ -542,7 +542,8 @@ func checkStaleLeaders(h History, cfg CheckConfig, r *Report, add func(string, t
 // "elected"), once fencing a target failed (the shell fencer's fence_failed,
 // the last method of the suite's chain, or the daemon's own "fencing
 // failed"), the node must not promote unless that target was fenced after
-// all (a fence event for it) or its service demoted. A new term starts
+// all (the fence hook's "fence" for it) or its service demoted (the
+// target's demote hook, which is how an rpc fence succeeds). A new term starts
 // clean: it reads the breadcrumb again.
 func checkPromoteAfterFailedFence(h History, add func(string, time.Time, string, ...any)) {
 	failed := map[string]map[string]time.Time{} // fencer -> target -> when its fence failed
@@ -561,9 +562,13 @@ func checkPromoteAfterFailedFence(h History, add func(string, time.Time, string,
 				failed[node] = map[string]time.Time{}
 			}
 			failed[node][e.Get("target")] = e.At
-		case "fence", KindFenced:
+		case "fence":
 			clear(e.Get("target"))
 		case "demote":
+			// An rpc fence (or a local one of an earlier term) succeeds
+			// only through a demote hook of the target that succeeded.
+			// The fencer daemon's own "fenced" is not evidence: a broken
+			// build that promotes after a failed fence may well log it.
 			clear(node)
 		case "promote":
 			for target, at := range failed[node] {

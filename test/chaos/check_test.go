@@ -500,6 +500,15 @@ func TestCheckPromoteAfterFailedFence(t *testing.T) {
 20 hook fence_failed node=node-b target=node-a
 30 hook promote node=node-b epoch=20
 `), cfg), VPromoteAfterFailedFence)
+	// The fencer's own claim that it fenced is no evidence (a broken build
+	// logs it after a failed fence): only the fence hook's success or the
+	// target's demote clears the failure.
+	wantOnly(t, Check(hist(t, `
+0 daemon elected node=node-b epoch=20
+20 hook fence_failed node=node-b target=node-a
+25 daemon fenced node=node-b target=node-a target_epoch=10 method=
+30 hook promote node=node-b epoch=20
+`), cfg), VPromoteAfterFailedFence)
 	// The daemon's own verdict counts too (an rpc-only chain).
 	wantOnly(t, Check(hist(t, `
 0 daemon elected node=node-b epoch=20
@@ -516,6 +525,7 @@ func TestCheckPromoteAfterFailedFenceClean(t *testing.T) {
 40 daemon state node=node-b from=fencing to=standby epoch=20
 # a new term reads the breadcrumb again; this time rpc fencing works
 1000 daemon elected node=node-b epoch=30
+1005 hook demote node=node-a epoch=10 reason=operator_demote
 1010 daemon fenced node=node-b target=node-a target_epoch=10 method=rpc
 1020 hook promote node=node-b epoch=30
 1500 hook demote node=node-b epoch=30 reason=ceded
