@@ -3,10 +3,9 @@ package e2e
 import (
 	"bufio"
 	"encoding/json"
-	"errors"
-	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -225,12 +224,14 @@ func TestServiceBackFromHostCrashIsDemotedBeforeItsDaemonJoins(t *testing.T) {
 
 // TestLeaderThatLostItsZnodeBeforeTheBreadcrumbWriteCannotWriteIt holds a
 // newly elected leader right before its breadcrumb write (the test-only
-// failpoint controller.FailpointPauseBeforeBreadcrumb), deletes its election
-// znode so that a successor wins, fences and writes its own breadcrumb, then
-// lets the old one write as if the write had already been on its way: only
-// the guard in ZooKeeper (the write is a multi that checks the election
-// znode) stands between it and the successor's breadcrumb. It must neither
-// overwrite the breadcrumb nor promote.
+// failpoint controller.FailpointPauseBeforeBreadcrumb) and deletes its
+// election znode, so that a successor wins; the successor is held at the same
+// point, before its own write. Then the old leader writes as if its write had
+// already been on its way: the breadcrumb is still what the old leader read
+// (nobody wrote since), so a compare-and-set on the breadcrumb's version alone
+// would let it through; only the guard in ZooKeeper (the write is a multi that
+// checks the election znode) stops it. It must neither write nor promote;
+// then the successor writes and promotes.
 func TestLeaderThatLostItsZnodeBeforeTheBreadcrumbWriteCannotWriteIt(t *testing.T) {
 	pauseFile := func(n *clustertest.Node) string { return filepath.Join(n.Dir(), "pause-before-breadcrumb") }
 	c := clustertest.Start(t, clustertest.Options{DaemonEnv: func(n *clustertest.Node) []string {
@@ -244,89 +245,101 @@ func TestLeaderThatLostItsZnodeBeforeTheBreadcrumbWriteCannotWriteIt(t *testing.
 			}
 		}
 	}
-	first.Kill(syscall.SIGTERM)
+	// A crash, so that the breadcrumb stays and names the first leader.
+	first.Kill(syscall.SIGKILL)
+	old := waitAtFailpoint(t, c, pauseFile, first)
 
-	// The next in line stops at the failpoint; the other must not.
-	var paused *clustertest.Node
+	sess := openSession(t, c)
+	bc := breadcrumb.Path("/failoverd", "e2e")
+	before, beforeVersion, err := breadcrumb.Read(t.Context(), sess, bc)
+	if err != nil || before.NodeID != first.ID {
+		t.Fatalf("breadcrumb while %s is held: %+v, %v; want %s's", old.ID, before, err, first.ID)
+	}
+	deleteElectionZnode(t, c, old)
+	next := waitAtFailpoint(t, c, pauseFile, first, old)
+
+	// The old leader writes now, its leadership over, nobody else written.
+	released := time.Now()
+	if err := os.Remove(pauseFile(old)); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for len(daemonLog(t, old, released, "test failpoint: released")) == 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(3 * time.Second) // room for a wrong write or promotion to show
+	rec, version, err := breadcrumb.Read(t.Context(), sess, bc)
+	if err != nil || rec != before || version != beforeVersion {
+		t.Errorf("breadcrumb after the old leader's write: %s at epoch %d (version %d, err %v), want %s's unchanged at version %d: %s wrote it after losing its election znode",
+			rec.NodeID, rec.Epoch, version, err, first.ID, beforeVersion, old.ID)
+	}
+	for _, l := range daemonLog(t, old, released, "breadcrumb") {
+		t.Logf("old leader after the release: %s", l.Text)
+	}
+
+	// The successor goes on: it writes and promotes.
+	if err := os.Remove(pauseFile(next)); err != nil {
+		t.Fatal(err)
+	}
+	if l := c.WaitLeader(old.ID, 30*time.Second); l != next {
+		t.Fatalf("leader %s, want the successor %s", l.ID, next.ID)
+	}
+	nextEpoch := epochOf(t, next)
+	rec, _, err = breadcrumb.Read(t.Context(), sess, bc)
+	if err != nil || rec.NodeID != next.ID || rec.Epoch != nextEpoch {
+		t.Errorf("breadcrumb %s at epoch %d (%v), want the successor %s at epoch %d", rec.NodeID, rec.Epoch, err, next.ID, nextEpoch)
+	}
+	if p := promotesOf(c, old.ID); len(p) > 0 {
+		t.Errorf("%s promoted after losing its election znode: %v", old.ID, p[0].KV)
+	}
+	c.CheckNoOverlap()
+}
+
+// waitAtFailpoint waits until a node other than the skipped ones is held at
+// the breadcrumb failpoint, checks that it says so, and returns it.
+func waitAtFailpoint(t *testing.T, c *clustertest.Cluster, pauseFile func(*clustertest.Node) string, skip ...*clustertest.Node) *clustertest.Node {
+	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
-	for paused == nil && time.Now().Before(deadline) {
+	for time.Now().Before(deadline) {
 		for _, n := range c.Nodes {
+			if slices.Contains(skip, n) {
+				continue
+			}
 			if _, err := os.Stat(pauseFile(n) + ".reached"); err == nil {
-				paused = n
+				if s, _ := n.Status(); s.State != controller.StateFencing {
+					t.Fatalf("%s at the failpoint reports %q, want %q", n.ID, s.State, controller.StateFencing)
+				}
+				return n
 			}
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if paused == nil {
-		t.Fatal("no node reached the failpoint before its breadcrumb write")
-	}
-	for _, n := range c.Nodes {
-		if n != paused {
-			os.Remove(pauseFile(n))
-		}
-	}
-	if s, _ := paused.Status(); s.State != controller.StateFencing {
-		t.Fatalf("%s at the failpoint reports %q, want %q", paused.ID, s.State, controller.StateFencing)
-	}
+	t.Fatal("no node reached the failpoint before its breadcrumb write")
+	return nil
+}
 
-	// Take its election znode away; the successor wins.
+// deleteElectionZnode deletes n's election znode, as an operator (or a
+// confused tool) could: n's leadership is over, its session lives on.
+func deleteElectionZnode(t *testing.T, c *clustertest.Cluster, n *clustertest.Node) {
+	t.Helper()
 	sess := openSession(t, c)
 	dir := controller.ElectionDir("/failoverd", "e2e")
 	kids, err := sess.Children(t.Context(), dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	deleted := false
 	for _, k := range kids {
 		b, _, err := sess.Get(t.Context(), dir+"/"+k)
 		var cand struct {
 			NodeID string `json:"node_id"`
 		}
-		if err != nil || json.Unmarshal(b, &cand) != nil || cand.NodeID != paused.ID {
+		if err != nil || json.Unmarshal(b, &cand) != nil || cand.NodeID != n.ID {
 			continue
 		}
 		if err := sess.Delete(t.Context(), dir+"/"+k, -1); err != nil {
-			t.Fatalf("deleting %s's election znode %s: %v", paused.ID, k, err)
+			t.Fatalf("deleting %s's election znode %s: %v", n.ID, k, err)
 		}
-		deleted = true
+		return
 	}
-	if !deleted {
-		t.Fatalf("no election znode of %s among %v", paused.ID, kids)
-	}
-	next := c.WaitLeader(paused.ID, 30*time.Second)
-	nextEpoch := epochOf(t, next)
-	bc := breadcrumb.Path("/failoverd", "e2e")
-	if rec, _, err := breadcrumb.Read(t.Context(), sess, bc); err != nil || rec.NodeID != next.ID {
-		t.Fatalf("breadcrumb before the release: %+v, %v; want %s's", rec, err, next.ID)
-	}
-
-	// Let the old leader write.
-	released := time.Now()
-	if err := os.Remove(pauseFile(paused)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		t.Fatal(err)
-	}
-	deadline = time.Now().Add(15 * time.Second)
-	for len(daemonLog(t, paused, released, "test failpoint: released")) == 0 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	time.Sleep(3 * time.Second) // room for a wrong write or promotion to show
-
-	rec, _, err := breadcrumb.Read(t.Context(), sess, bc)
-	if err != nil {
-		t.Fatalf("reading the breadcrumb: %v", err)
-	}
-	if rec.NodeID != next.ID || rec.Epoch != nextEpoch {
-		t.Errorf("breadcrumb names %s at epoch %d, want the successor %s at epoch %d: the old leader wrote it after losing its znode",
-			rec.NodeID, rec.Epoch, next.ID, nextEpoch)
-	}
-	if p := promotesOf(c, paused.ID); len(p) > 0 {
-		t.Errorf("%s promoted after losing its election znode: %v", paused.ID, p[0].KV)
-	}
-	for _, l := range daemonLog(t, paused, released, "breadcrumb") {
-		t.Logf("old leader after the release: %s", l.Text)
-	}
-	if l := c.Leader(); l == nil || l.ID != next.ID {
-		t.Errorf("leader after the release = %v, want %s", l, next.ID)
-	}
-	c.CheckNoOverlap()
+	t.Fatalf("no election znode of %s among %v", n.ID, kids)
 }

@@ -136,6 +136,16 @@ func mutantUpsert(ctx context.Context, s *zk.Session, path string, b []byte, _ z
 		Tests: []selection{{e2e, "TestLeaderThatLostItsZnodeBeforeTheBreadcrumbWriteCannotWriteIt"}},
 	},
 	{
+		Name: "breadcrumb-without-election-check",
+		What: "the breadcrumb write keeps its compare-and-set on the version but drops the check of the election znode",
+		Edits: []edit{{
+			File: "breadcrumb/breadcrumb.go",
+			Old:  "if err := g.Session.Multi(ctx, zk.CheckOp{Path: g.Election, Version: -1}, op); err != nil {",
+			New:  "if err := g.Session.Multi(ctx, op); err != nil {",
+		}},
+		Tests: []selection{{e2e, "TestLeaderThatLostItsZnodeBeforeTheBreadcrumbWriteCannotWriteIt"}},
+	},
+	{
 		Name: "promote-after-failed-fence",
 		What: "a failed fence is logged, then the node promotes anyway",
 		Edits: []edit{{
