@@ -225,8 +225,10 @@ func (e *Env) MakeLeader(n *clustertest.Node, timeout time.Duration) bool {
 		if s, ok := n.Status(); ok && s.State == controller.StateLeader {
 			return true
 		}
-		if l := e.Leader(); l != nil && l != n && time.Since(lastCede) > 3*time.Second {
-			cede(e, l, 2*time.Second)
+		// Ceded nodes stay out long enough for the next cede to come
+		// first, so they cannot queue up again ahead of n.
+		if l := e.Leader(); l != nil && l != n && time.Since(lastCede) > 2*time.Second {
+			cede(e, l, 6*time.Second)
 			lastCede = time.Now()
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -244,6 +246,7 @@ func (e *Env) checkRejoin(n *clustertest.Node, id int, kind string) bool {
 }
 
 // RejoinBound: how long a node has to become leader again when asked
-// (ceding the others one by one): a few graceful handovers of about a
-// second each, and a reconnect, with slack for a loaded machine.
-const RejoinBound = 30 * time.Second
+// (ceding the others one by one): its reconnect and re-authentication,
+// two graceful handovers of about a second each, the other nodes' cedes,
+// with the liveness bound's slack for a loaded machine.
+const RejoinBound = LivenessBound
