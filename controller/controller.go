@@ -113,6 +113,10 @@ type Controller struct {
 	wake          chan struct{} // health changed
 	memberChanged chan struct{}
 	hookMu        sync.Mutex // hooks never overlap
+	// cedeMu orders every change of the elector's cede deadline (cede,
+	// the start and the end of a stand-aside), so that ending a
+	// stand-aside can never cut a cede made meanwhile (see endStandAside).
+	cedeMu sync.Mutex
 	instance      string     // random id of this process, in the member record
 
 	mu         sync.Mutex
@@ -561,6 +565,8 @@ func (c *Controller) backoff(why string) {
 }
 
 func (c *Controller) cede(d time.Duration, reason string) {
+	c.cedeMu.Lock()
+	defer c.cedeMu.Unlock()
 	c.mu.Lock()
 	if reason != "" {
 		c.endReason = reason

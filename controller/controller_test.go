@@ -464,3 +464,75 @@ func TestExpiredFailoverRequestDeleted(t *testing.T) {
 	})
 	waitFor(t, 15*time.Second, "a to lead again", func() bool { return a.state() == StateLeader })
 }
+
+// writeFailoverRequest creates or replaces the failover request znode.
+func writeFailoverRequest(t *testing.T, zkc *zktest.Cluster, req FailoverRequest) {
+	t.Helper()
+	client, err := zk.NewClient(zk.Config{Servers: zkc.Addrs(), SessionTimeout: 6 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	sess, err := client.Session(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := json.Marshal(req)
+	path := FailoverPath("/failoverd", "ct")
+	if _, err := sess.Set(t.Context(), path, data, -1); errors.Is(err, zk.ErrNoNode) {
+		_, _, err = sess.Create(t.Context(), path, data, zk.Persistent)
+		if err != nil {
+			t.Fatal(err)
+		}
+	} else if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Review #4a: failover --to b, then --to c: c stood aside for the first
+// request and must end that stand-aside when the second names it, instead
+// of staying out for the first request's whole timeout.
+func TestOverlappingFailoverRequestEndsStandAside(t *testing.T) {
+	zkc := zktest.Start(t, 1)
+	c := startNode(t, zkc, nodeOpts{id: "c"})
+	waitFor(t, 30*time.Second, "c to lead", func() bool { return c.state() == StateLeader })
+	writeFailoverRequest(t, zkc, FailoverRequest{To: "b", TimeoutMS: 120000, ID: "r1"})
+	waitFor(t, 15*time.Second, "c to stand aside", func() bool { return c.state() == StateOut })
+	writeFailoverRequest(t, zkc, FailoverRequest{To: "c", TimeoutMS: 120000, ID: "r2"})
+	waitFor(t, 30*time.Second, "c to lead again well before the first request's 120s", func() bool { return c.state() == StateLeader })
+}
+
+// Review #5: a demote request's holdoff made while a stand-aside ends (the
+// read of the other cedes' deadline done, the elector's cede not yet
+// shortened) must hold: the fenced node must not rejoin at once.
+func TestEndStandAsideKeepsConcurrentCede(t *testing.T) {
+	zkc := zktest.Start(t, 1)
+	a := startNode(t, zkc, nodeOpts{id: "a"})
+	waitFor(t, 30*time.Second, "a to lead", func() bool { return a.state() == StateLeader })
+	if d := a.c.onFailoverRequest("r1", FailoverRequest{To: "ghost", TimeoutMS: 120000, ID: "r1"}); d <= 0 {
+		t.Fatalf("onFailoverRequest = %v", d)
+	}
+	waitFor(t, 30*time.Second, "a to leave the election", func() bool { return a.state() == StateOut && len(electionQueue(t, zkc)) == 0 })
+
+	// Between the two steps of endStandAside, a fence arrives and cedes
+	// for the demote holdoff (10s). Give it a moment to get through.
+	testHookEndStandAside = func() {
+		done := make(chan struct{})
+		go func() { defer close(done); a.c.cede(a.c.cfg.DemoteHoldoff, reasonOperator) }()
+		select {
+		case <-done:
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+	defer func() { testHookEndStandAside = nil }()
+	a.c.endStandAside("r1", "test")
+	testHookEndStandAside = nil
+
+	deadline := time.Now().Add(4 * time.Second)
+	for time.Now().Before(deadline) {
+		if q := electionQueue(t, zkc); len(q) != 0 {
+			t.Fatalf("a rejoined the election (%v) within its 10s demote holdoff", q)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}

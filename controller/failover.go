@@ -133,10 +133,16 @@ func (c *Controller) onFailoverRequest(key string, req FailoverRequest) time.Dur
 		return d
 	}
 	if req.To == c.cfg.NodeID {
+		// A newer request may name us while we still stand aside for an
+		// earlier one to another node (failover --to b, then --to us):
+		// the earlier one is over, and we are the candidate now.
 		c.log.Info("manual failover requested to this node")
+		c.endStandAside("", "a newer failover request names this node")
 		return d
 	}
 	c.log.Info("manual failover requested: standing aside", "to", req.To, "for", d.Round(time.Millisecond).String())
+	c.cedeMu.Lock()
+	defer c.cedeMu.Unlock()
 	c.mu.Lock()
 	c.endReason = reasonFailover
 	c.standAsideKey = key
@@ -148,9 +154,18 @@ func (c *Controller) onFailoverRequest(key string, req FailoverRequest) time.Dur
 	return d
 }
 
+// testHookEndStandAside, when set (tests only), runs in endStandAside
+// between reading the other cedes' deadline and shortening the elector's.
+var testHookEndStandAside func()
+
 // endStandAside ends the stand-aside for request key ("": any) before its
-// time; cedes of other origins (operator, holdoff, backoff) still hold.
+// time; cedes of other origins (operator, holdoff, backoff) still hold. It
+// holds cedeMu from reading their deadline to shortening the elector's
+// cede to it: a cede made in between (a demote request's holdoff) would
+// otherwise be cut short.
 func (c *Controller) endStandAside(key, why string) {
+	c.cedeMu.Lock()
+	defer c.cedeMu.Unlock()
 	c.mu.Lock()
 	if c.standAsideKey == "" || (key != "" && key != c.standAsideKey) || !time.Now().Before(c.standAsideUntil) {
 		c.mu.Unlock()
@@ -160,6 +175,9 @@ func (c *Controller) endStandAside(key, why string) {
 	until := c.cededUntil
 	c.mu.Unlock()
 	c.log.Info("manual failover over: joining the election again", "why", why)
+	if testHookEndStandAside != nil {
+		testHookEndStandAside()
+	}
 	c.el.EndCede(until)
 	c.poke(c.wake)
 }
