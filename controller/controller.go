@@ -116,8 +116,8 @@ type Controller struct {
 	// cedeMu orders every change of the elector's cede deadline (cede,
 	// the start and the end of a stand-aside), so that ending a
 	// stand-aside can never cut a cede made meanwhile (see endStandAside).
-	cedeMu sync.Mutex
-	instance      string     // random id of this process, in the member record
+	cedeMu   sync.Mutex
+	instance string // random id of this process, in the member record
 
 	mu         sync.Mutex
 	state      State
