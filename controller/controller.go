@@ -431,7 +431,19 @@ func (c *Controller) onElected(lctx context.Context, l election.Leadership) {
 	}
 
 	c.setState(StatePromoting, "fenced")
-	err = c.runHook(lctx, "promote", c.cfg.Promote, "elected", l.Epoch, prev.record)
+	// The promote may wait for the hook lock (a demote request's hook is
+	// running): look at the leadership again once it is ours.
+	stillLeading := func() error {
+		if err := l.Valid(); err != nil {
+			return err
+		}
+		return context.Cause(lctx)
+	}
+	err = c.runHookIf(lctx, stillLeading, "promote", c.cfg.Promote, "elected", l.Epoch, prev.record)
+	if errors.Is(err, errNotStarted) {
+		c.log.Warn("leadership lost while waiting to promote; promote not started", "epoch", l.Epoch, "err", err)
+		return
+	}
 	if err != nil || lctx.Err() != nil || l.Valid() != nil {
 		c.metrics.Promotion("failure")
 		if errors.Is(err, proc.ErrUnkillable) {
@@ -615,6 +627,16 @@ func (c *Controller) lossReason(cause error) string {
 // gave up on it) still counts as running: until it is reaped, every other
 // hook fails at once with ErrHookStuck instead of starting next to it.
 func (c *Controller) runHook(ctx context.Context, name string, h Hook, reason string, epoch int64, prev *breadcrumb.Record) error {
+	return c.runHookIf(ctx, nil, name, h, reason, epoch, prev)
+}
+
+// errNotStarted wraps the error of runHookIf's check.
+var errNotStarted = errors.New("hook not started")
+
+// runHookIf is runHook with a check made once the hook lock is held, right
+// before the hook starts (nil: none). When the check fails, the hook does
+// not start and the error wraps errNotStarted.
+func (c *Controller) runHookIf(ctx context.Context, check func() error, name string, h Hook, reason string, epoch int64, prev *breadcrumb.Record) error {
 	c.hookMu.Lock()
 	defer c.hookMu.Unlock()
 	if err := c.stuckErr(name); err != nil {
@@ -623,6 +645,11 @@ func (c *Controller) runHook(ctx context.Context, name string, h Hook, reason st
 			c.metrics.Demotion("failure")
 		}
 		return err
+	}
+	if check != nil {
+		if err := check(); err != nil {
+			return fmt.Errorf("%s %w: %w", name, errNotStarted, err)
+		}
 	}
 	if name == "promote" {
 		c.mu.Lock()

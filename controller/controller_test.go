@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/failoverd/failoverd/breadcrumb"
 	"github.com/failoverd/failoverd/election"
 	"github.com/failoverd/failoverd/fencer"
 	"github.com/failoverd/failoverd/healthcheck"
@@ -534,5 +535,73 @@ func TestEndStandAsideKeepsConcurrentCede(t *testing.T) {
 			t.Fatalf("a rejoined the election (%v) within its 10s demote holdoff", q)
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// blockingFencer succeeds once released; called closes on the first call.
+type blockingFencer struct {
+	called, release chan struct{}
+	once            sync.Once
+}
+
+func (f *blockingFencer) Fence(ctx context.Context, t fencer.Target) (string, error) {
+	f.once.Do(func() { close(f.called) })
+	select {
+	case <-f.release:
+		return "test", nil
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+}
+
+// writeBreadcrumb creates a breadcrumb naming another node, so the next
+// leader fences.
+func writeBreadcrumb(t *testing.T, zkc *zktest.Cluster, rec breadcrumb.Record) {
+	t.Helper()
+	client, err := zk.NewClient(zk.Config{Servers: zkc.Addrs(), SessionTimeout: 6 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	sess, err := client.Session(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := breadcrumb.Encode(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := breadcrumb.Path("/failoverd", "ct")
+	if err := sess.EnsurePath(t.Context(), zk.Join("/failoverd", "ct")); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := sess.Create(t.Context(), path, data, zk.Persistent); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Review #8: a promote that had to wait for the hook lock while its
+// leadership ended must not start (nor count as a failed promotion that
+// needs a demote and a backoff).
+func TestPromoteRechecksLeadershipAfterHookLock(t *testing.T) {
+	zkc := zktest.Start(t, 1)
+	writeBreadcrumb(t, zkc, breadcrumb.Record{NodeID: "x", Host: "host-x", Epoch: 1, Since: time.Now().UTC()})
+	f := &blockingFencer{called: make(chan struct{}), release: make(chan struct{})}
+	a := startNode(t, zkc, nodeOpts{id: "a", fence: f})
+	select {
+	case <-f.called:
+	case <-time.After(30 * time.Second):
+		t.Fatal("a never fenced")
+	}
+	a.c.hookMu.Lock() // a demote request's hook is running
+	close(f.release)
+	waitFor(t, 15*time.Second, "a to wait for the hook lock to promote", func() bool { return a.state() == StatePromoting })
+	a.c.HealthChanged(healthcheck.Healthy, healthcheck.Unhealthy, nil) // the leadership ends meanwhile
+	time.Sleep(time.Second)
+	a.c.hookMu.Unlock()
+	waitFor(t, 15*time.Second, "a to be out", func() bool { return a.state() == StateOut })
+	time.Sleep(500 * time.Millisecond)
+	if ev := a.events(); a.count("promote") != 0 || a.count("demote_promote_failed") != 0 {
+		t.Fatalf("events %v: a promote was attempted after the leadership ended", ev)
 	}
 }
