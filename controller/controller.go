@@ -132,7 +132,8 @@ type Controller struct {
 	failures   int
 	cededUntil time.Time // operator cede, demote holdoff, backoff
 	primary    primaryTracker
-	stuck      *stuckHook // a hook still alive after SIGKILL
+	stuck      *stuckHook    // a hook still alive after SIGKILL, or reaped but not yet followed by a demote
+	stopped    chan struct{} // closed when Run returned
 	// join is the verdict of the checks that must pass before we campaign
 	// (duplicate node id, election mode); joinChecked is false until the
 	// first verdict.
@@ -182,6 +183,7 @@ func New(cfg Config, client *zk.Client, el *election.Elector, fence Fencer, m Me
 		bcPath:        breadcrumb.Path(cfg.Root, cfg.Cluster),
 		wake:          make(chan struct{}, 1),
 		memberChanged: make(chan struct{}, 1),
+		stopped:       make(chan struct{}),
 		state:         StateInitializing,
 		since:         time.Now(),
 	}, nil
@@ -289,6 +291,7 @@ func (c *Controller) Run(ctx context.Context) error {
 		wg.Wait()
 		c.client.Close()
 		c.setState(StateStopped, reasonShutdown)
+		close(c.stopped)
 	}()
 
 	var runCancel context.CancelFunc

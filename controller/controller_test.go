@@ -289,7 +289,8 @@ func TestUnkillableDemoteReleasesLeadership(t *testing.T) {
 	zkc := zktest.Start(t, 1)
 	snippet, release := proctest.Unkillable(t)
 	stuckFile := filepath.Join(t.TempDir(), "stuck")
-	a := startNode(t, zkc, nodeOpts{id: "a", demoteBody: fmt.Sprintf("if [ -e %q ]; then\n%s\nfi", stuckFile, snippet)})
+	failFile := filepath.Join(t.TempDir(), "fail")
+	a := startNode(t, zkc, nodeOpts{id: "a", demoteBody: fmt.Sprintf("if [ -e %q ]; then\n%s\nfi\nif [ -e %q ]; then exit 1; fi", stuckFile, snippet, failFile)})
 	waitFor(t, 30*time.Second, "a to lead", func() bool { return a.state() == StateLeader })
 	f := &recordingFencer{}
 	b := startNode(t, zkc, nodeOpts{id: "b", fence: f})
@@ -321,8 +322,29 @@ func TestUnkillableDemoteReleasesLeadership(t *testing.T) {
 	if a.state() != StateOut {
 		t.Errorf("a is %s while its hook is stuck, want out", a.state())
 	}
+
+	// Review #3: once the stuck demote is reaped, the service may still be
+	// primary: a must demote it before it rejoins, and stay out while that
+	// demote fails.
+	if err := os.Remove(stuckFile); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(failFile, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	demotes := a.count("demote")
 	release()
-	waitFor(t, 30*time.Second, "a to rejoin after the hook went", func() bool { return a.state() == StateStandby })
+	time.Sleep(3 * time.Second)
+	if a.state() != StateOut {
+		t.Fatalf("a is %s after its stuck demote was reaped while every demote since fails, want out", a.state())
+	}
+	if err := os.Remove(failFile); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "a to rejoin after the hook went and a demote worked", func() bool { return a.state() == StateStandby })
+	if a.count("demote_hook_unkillable") != 1 || a.count("demote") != demotes+1 {
+		t.Errorf("events %v: want one demote (reason hook_unkillable) after the stuck hook was reaped", a.events())
+	}
 }
 
 // Item 11: the demote budget is checked against the session timeout the

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -46,8 +47,9 @@ type stuckHook struct {
 	reaped <-chan struct{}
 }
 
-// stuckErr returns ErrHookStuck (wrapped) while a stuck hook is alive, and
-// forgets it once it was reaped. Call it with hookMu held.
+// stuckErr returns ErrHookStuck (wrapped) while a stuck hook is alive. Once
+// it was reaped, hooks run again, but c.stuck stays (keeping this node out
+// of the election) until afterReap cleared it. Call it with hookMu held.
 func (c *Controller) stuckErr(next string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -57,7 +59,6 @@ func (c *Controller) stuckErr(next string) error {
 	}
 	select {
 	case <-h.reaped:
-		c.stuck = nil
 		return nil
 	default:
 	}
@@ -83,17 +84,56 @@ func (c *Controller) hookUnkillable(name string, reaped <-chan struct{}, err err
 	}
 	c.poke(c.wake)
 	c.poke(c.memberChanged)
-	go func() {
-		<-reaped
+	go c.afterReap(h)
+}
+
+// afterReap waits for the stuck hook h to be reaped, then keeps this node
+// out of the election until the service is known not to be primary: the
+// stuck hook may have been a promote, or a demote that never finished, so
+// the service may still act as primary while a successor leads. The
+// demote is retried (with the takeover backoff) until it succeeds. If it
+// gets stuck in turn, that hook's own afterReap takes over.
+func (c *Controller) afterReap(h *stuckHook) {
+	select {
+	case <-h.reaped:
+	case <-c.stopped:
+		return
+	}
+	c.log.Warn("the stuck hook finally exited", "hook", h.name, "stuck_for", time.Since(h.since).Round(time.Millisecond).String())
+	for failures := 0; ; failures++ {
 		c.mu.Lock()
-		if c.stuck == h {
-			c.stuck = nil
-		}
+		may, epoch := c.primary.mayBePrimary, c.epoch
 		c.mu.Unlock()
-		c.log.Warn("the stuck hook finally exited; this node may join the election again", "hook", name, "stuck_for", time.Since(h.since).Round(time.Millisecond).String())
-		c.poke(c.wake)
-		c.poke(c.memberChanged)
-	}()
+		if !may {
+			break
+		}
+		c.log.Warn("the service may still be primary: demoting it before joining the election again", "epoch", epoch)
+		err := c.runHook(context.Background(), "demote", c.cfg.Demote, reasonStuckHook, epoch, nil)
+		if err == nil {
+			break
+		}
+		c.mu.Lock()
+		replaced := c.stuck != h
+		c.lastErr = "after a stuck hook exited, the demote failed; out of the election until it succeeds: " + err.Error()
+		c.mu.Unlock()
+		if replaced {
+			return
+		}
+		d := min(c.cfg.BackoffMin<<min(failures, 16), c.cfg.BackoffMax)
+		select {
+		case <-c.stopped:
+			return
+		case <-time.After(d):
+		}
+	}
+	c.mu.Lock()
+	if c.stuck == h {
+		c.stuck = nil
+	}
+	c.mu.Unlock()
+	c.log.Warn("the service is demoted; this node may join the election again", "hook", h.name)
+	c.poke(c.wake)
+	c.poke(c.memberChanged)
 }
 
 // minDemoteKillGrace is the shortest time a demote hook gets between
