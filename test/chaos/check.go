@@ -142,7 +142,9 @@ type Report struct {
 	Start, End        time.Time
 	// Handoffs: successor elections after which the checker judged the
 	// previous leader's stand-down; MinHandoffMargin is the smallest time
-	// from a stand-down to its successor's election (negative: after it).
+	// from a stand-down by lease expiry to its successor's election
+	// (negative: after it), leaving out leaders that were paused (SIGSTOP)
+	// when it happened.
 	Handoffs         int
 	MinHandoffMargin time.Duration
 }
@@ -513,11 +515,17 @@ func checkStaleLeaders(h History, cfg CheckConfig, r *Report, add func(string, t
 			}
 		}
 	}
-	for i, c := range checks {
+	margins := 0
+	for _, c := range checks {
 		r.Handoffs++
-		margin := c.base.Sub(c.b.end)
-		if !c.b.end.IsZero() && (i == 0 || margin < r.MinHandoffMargin) {
-			r.MinHandoffMargin = margin
+		// The margin a correct lease keeps, where the lease ended the term
+		// (a pause's wake-up is no lease; a graceful handover waits for
+		// the stand-down by construction).
+		if margin := c.succ.At.Sub(c.b.end); c.b.endReason == "lease_expired" && c.base.Equal(c.succ.At) {
+			if margins == 0 || margin < r.MinHandoffMargin {
+				r.MinHandoffMargin = margin
+			}
+			margins++
 		}
 		switch {
 		case c.b.end.IsZero():

@@ -490,6 +490,8 @@ func TestCheckStaleLeaderClean(t *testing.T) {
 	if r.Handoffs != 5 {
 		t.Errorf("handoffs judged %d, want 5", r.Handoffs)
 	}
+	// Lease expiries only: node-a's 700ms and -300ms; the paused node-c's
+	// 1.02s does not count.
 	if r.MinHandoffMargin != -300*time.Millisecond {
 		t.Errorf("min handoff margin %v, want -300ms", r.MinHandoffMargin)
 	}

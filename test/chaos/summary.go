@@ -66,7 +66,7 @@ func Summary(r Report, seed uint64, replay string) string {
 		r.Accepted, r.RejectedStale, r.LateAccepted)
 	fmt.Fprintf(&b, "promotions: %d (+%d refused by the service as stale), fences: %d, failed fence attempts: %d, daemon exits: %d, resource samples: %d\n",
 		r.Promotions, r.RefusedPromotions, r.Fences, r.FenceFailures, r.DaemonExits, r.Samples)
-	fmt.Fprintf(&b, "leader handoffs judged: %d, smallest margin from the old leader standing down to its successor's election: %s (stale_leader slack %v)\n",
+	fmt.Fprintf(&b, "leader handoffs judged: %d, smallest margin from a lease expiry to the successor's election: %s (stale_leader slack %v)\n",
 		r.Handoffs, ms(r.MinHandoffMargin), StaleLeaderSlack)
 	if len(r.KnownRaces) > 0 {
 		fmt.Fprintf(&b, "known dependency data races (reported, not failing): %s\n", strings.Join(r.KnownRaces, ", "))
