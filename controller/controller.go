@@ -139,6 +139,7 @@ type Controller struct {
 	// first verdict.
 	joinErr     error
 	joinChecked bool
+	joinProblem string // what the join checks last put in lastErr
 	// A manual failover to another node: we stand aside until
 	// standAsideUntil (monotonic) or until the target is promoted.
 	standAsideKey   string
@@ -465,7 +466,8 @@ func (c *Controller) onElected(lctx context.Context, l election.Leadership) {
 	c.metrics.Promotion("success")
 	c.metrics.FailoverDuration(time.Since(wonAt))
 	c.mu.Lock()
-	c.failures = 0
+	// The takeover worked: whatever failure or refusal held it up is over.
+	c.failures, c.lastErr = 0, ""
 	c.mu.Unlock()
 	c.setState(StateLeader, "promoted")
 	c.metrics.Leader(true, l.Epoch)

@@ -416,6 +416,10 @@ func TestDuplicateNodeID(t *testing.T) {
 	if len(got) != 1 || got[0].Host != "host-one" {
 		t.Fatalf("a@host-two fenced %+v, want the other host's a", got)
 	}
+	// Review #10: the refusal is over, so is its error.
+	if e := a2.c.Status().LastError; e != "" {
+		t.Errorf("a@host-two leads but its last error still says %q", e)
+	}
 }
 
 // Item 14b: a node of the other election mode refuses to join.
@@ -625,5 +629,46 @@ func TestPromoteRechecksLeadershipAfterHookLock(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	if ev := a.events(); a.count("promote") != 0 || a.count("demote_promote_failed") != 0 {
 		t.Fatalf("events %v: a promote was attempted after the leadership ended", ev)
+	}
+}
+
+// Review #10: a node that cannot write its member record (here the members
+// directory lets others only read) does not join, and says why in its
+// status; once it can, it joins and the error goes.
+func TestMemberWriteFailureShown(t *testing.T) {
+	zkc := zktest.Start(t, 1)
+	open := func(auth *zk.Auth) *zk.Session {
+		client, err := zk.NewClient(zk.Config{Servers: zkc.Addrs(), SessionTimeout: 6 * time.Second, Auth: auth})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(client.Close)
+		sess, err := client.Session(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sess
+	}
+	if err := open(nil).EnsurePath(t.Context(), ClusterPath("/failoverd", "ct")); err != nil {
+		t.Fatal(err)
+	}
+	owner := open(&zk.Auth{User: "owner", Password: "secret"})
+	if _, _, err := owner.Create(t.Context(), MembersDir("/failoverd", "ct"), nil, zk.Persistent); err != nil {
+		t.Fatal(err)
+	}
+	a := startNode(t, zkc, nodeOpts{id: "a"})
+	waitFor(t, 30*time.Second, "a to say why it is not joining", func() bool {
+		return strings.Contains(a.c.Status().LastError, "member record")
+	})
+	if a.state() != StateOut || len(electionQueue(t, zkc)) != 0 {
+		t.Fatalf("a is %s, queue %v: it joined without a member record", a.state(), electionQueue(t, zkc))
+	}
+	t.Logf("last error: %s", a.c.Status().LastError)
+	if err := owner.Delete(t.Context(), MembersDir("/failoverd", "ct"), -1); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "a to lead", func() bool { return a.state() == StateLeader })
+	if e := a.c.Status().LastError; e != "" {
+		t.Errorf("a leads but its last error still says %q", e)
 	}
 }

@@ -49,9 +49,7 @@ func (c *Controller) setJoinVerdict(err error) {
 	c.mu.Lock()
 	changed := !c.joinChecked || fmt.Sprint(c.joinErr) != fmt.Sprint(err)
 	c.joinChecked, c.joinErr = true, err
-	if err != nil {
-		c.lastErr = err.Error()
-	}
+	c.setJoinProblemLocked(err)
 	c.mu.Unlock()
 	if !changed {
 		return
@@ -64,6 +62,46 @@ func (c *Controller) setJoinVerdict(err error) {
 	c.poke(c.wake)
 	c.poke(c.memberChanged)
 }
+
+// setJoinProblemLocked shows err (the join checks' refusal, or why they
+// could not run) as the last error, and once the problem is gone (err nil)
+// clears the last error if it still shows it. Call it with c.mu held.
+func (c *Controller) setJoinProblemLocked(err error) {
+	if err == nil {
+		if c.joinProblem != "" && c.lastErr == c.joinProblem {
+			c.lastErr = ""
+		}
+		c.joinProblem = ""
+		return
+	}
+	c.joinProblem = err.Error()
+	c.lastErr = c.joinProblem
+}
+
+// memberFailure reports a failure to publish the member record or to run
+// the join checks (not a verdict: the last verdict stands). Until the first
+// verdict it is why this node is not joining, so operators must see it: in
+// the last error, and in a warning at most every memberWarnEvery unless the
+// error changes.
+func (c *Controller) memberFailure(err error, lastWarn *time.Time, lastMsg *string) {
+	c.mu.Lock()
+	joined := c.joinChecked && c.joinErr == nil
+	c.setJoinProblemLocked(fmt.Errorf("cannot publish the member record or check the cluster: %w", err))
+	c.mu.Unlock()
+	if msg := err.Error(); msg != *lastMsg || time.Since(*lastWarn) >= memberWarnEvery {
+		*lastWarn, *lastMsg = time.Now(), msg
+		if joined {
+			c.log.Warn("publishing member status failed; staying in the election", "err", err)
+		} else {
+			c.log.Warn("publishing member status failed: not joining the election until it works", "err", err)
+		}
+		return
+	}
+	c.log.Debug("publishing member status failed", "err", err)
+}
+
+// memberWarnEvery bounds how often a repeated member failure is logged.
+const memberWarnEvery = 30 * time.Second
 
 // joinVerdict reports whether err is a verdict (nil or a refusal) rather
 // than a failure to check (ZooKeeper unavailable: keep the last verdict).
@@ -84,6 +122,8 @@ func (c *Controller) publishMember(ctx context.Context) {
 	dir := MembersDir(c.cfg.Root, c.cfg.Cluster)
 	path := zk.Join(dir, c.cfg.NodeID)
 	var modeChecked *zk.Session
+	var lastWarn time.Time
+	var lastMsg string
 	for ctx.Err() == nil {
 		sess, err := c.client.Session(ctx)
 		if err != nil {
@@ -106,7 +146,9 @@ func (c *Controller) publishMember(ctx context.Context) {
 		}
 		if err != nil {
 			if ctx.Err() == nil {
-				c.log.Debug("publishing member status failed", "err", err)
+				if !joinVerdict(err) {
+					c.memberFailure(err, &lastWarn, &lastMsg)
+				}
 				sleepCtx(ctx, time.Second) // a duplicate is polled for too
 			}
 			continue
