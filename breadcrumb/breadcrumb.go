@@ -43,6 +43,11 @@ type Record struct {
 	AdminURL string    `json:"admin_url,omitempty"`
 	Epoch    int64     `json:"epoch"`
 	Since    time.Time `json:"since"`
+	// Instance is the random id of the failoverd process that wrote the
+	// record (new at every start; absent in records of earlier versions).
+	// It tells a leadership of this very process from one of an earlier
+	// process or of another process using the same node id.
+	Instance string `json:"instance,omitempty"`
 }
 
 // ErrAbsent means there is no breadcrumb: nothing to fence.
@@ -145,6 +150,11 @@ func (r Record) validate() error {
 	if r.AdminURL != "" {
 		if err := ids.CheckHTTPURL(r.AdminURL); err != nil {
 			return fmt.Errorf("admin_url %q: %v", r.AdminURL, err)
+		}
+	}
+	if r.Instance != "" {
+		if err := ids.CheckName(r.Instance); err != nil {
+			return fmt.Errorf("instance %q is not a valid instance id: %v", r.Instance, err)
 		}
 	}
 	return nil

@@ -199,8 +199,12 @@ func TestConcurrentWritersResolveByCAS(t *testing.T) {
 func TestDecodeValidatesFields(t *testing.T) {
 	const since = `"since":"2026-01-02T03:04:05Z"`
 	good := `{"version":1,"node_id":"node-a","host":"db1.example.com","admin_url":"http://10.0.0.1:9101",` + since + `,"epoch":7}`
-	if r, err := breadcrumb.Decode([]byte(good)); err != nil || r.NodeID != "node-a" || r.Epoch != 7 {
+	if r, err := breadcrumb.Decode([]byte(good)); err != nil || r.NodeID != "node-a" || r.Epoch != 7 || r.Instance != "" {
 		t.Fatalf("Decode(good) = %+v, %v", r, err)
+	}
+	withInstance := strings.Replace(good, `"epoch":7`, `"epoch":7,"instance":"9f3a0c1d2e4b5a67"`, 1)
+	if r, err := breadcrumb.Decode([]byte(withInstance)); err != nil || r.Instance != "9f3a0c1d2e4b5a67" {
+		t.Fatalf("Decode(with instance) = %+v, %v", r, err)
 	}
 	for _, tc := range []struct{ name, data, reason string }{
 		{"NUL in node_id", `{"version":1,"node_id":"a\u0000","host":"h","epoch":1}`, `node_id "a\x00" is not a valid node id`},
@@ -218,6 +222,8 @@ func TestDecodeValidatesFields(t *testing.T) {
 		{"C1 control in admin_url", `{"version":1,"node_id":"a","host":"h","admin_url":"http://h/\u0085","epoch":1}`, "control characters"},
 		{"epoch 0", `{"version":1,"node_id":"a","host":"h","epoch":0}`, "epoch 0 is not positive"},
 		{"negative epoch", `{"version":1,"node_id":"a","host":"h","epoch":-3}`, "epoch -3 is not positive"},
+		{"NUL in instance", `{"version":1,"node_id":"a","host":"h","epoch":1,"instance":"ab\u0000"}`, "is not a valid instance id"},
+		{"space in instance", `{"version":1,"node_id":"a","host":"h","epoch":1,"instance":"a b"}`, "is not a valid instance id"},
 	} {
 		_, err := breadcrumb.Decode([]byte(tc.data))
 		var ce *breadcrumb.CorruptError
@@ -269,7 +275,7 @@ func FuzzBreadcrumb(f *testing.F) {
 			return
 		}
 		// Whatever decodes is safe to hand to hooks and fencers.
-		for name, v := range map[string]string{"node_id": r.NodeID, "host": r.Host, "admin_url": r.AdminURL} {
+		for name, v := range map[string]string{"node_id": r.NodeID, "host": r.Host, "admin_url": r.AdminURL, "instance": r.Instance} {
 			if why := envSafe(v); why != "" {
 				t.Fatalf("Decode accepted %s %q, which cannot go into an environment variable or argv: %s", name, v, why)
 			}

@@ -421,7 +421,7 @@ func (c *Controller) onElected(lctx context.Context, l election.Leadership) {
 		c.log.Warn("leadership lost before promotion", "epoch", l.Epoch, "err", errors.Join(err, context.Cause(lctx)))
 		return
 	}
-	rec := breadcrumb.Record{NodeID: c.cfg.NodeID, Host: c.cfg.Host, AdminURL: c.cfg.AdminURL, Epoch: l.Epoch, Since: time.Now().UTC()}
+	rec := breadcrumb.Record{NodeID: c.cfg.NodeID, Host: c.cfg.Host, AdminURL: c.cfg.AdminURL, Epoch: l.Epoch, Since: time.Now().UTC(), Instance: c.instance}
 	bcVersion, err := breadcrumb.Write(pauseBeforeBreadcrumb(lctx, c.log, l.Epoch), guard, c.bcPath, rec, prev.version)
 	if err != nil {
 		c.log.Warn("breadcrumb write failed; not promoting", "epoch", l.Epoch, "err", err)
@@ -528,12 +528,15 @@ func (c *Controller) takeOver(lctx context.Context, l election.Leadership) (prev
 		return p, true
 	}
 	p.record = &rec
-	if rec.NodeID == c.cfg.NodeID && rec.Host != c.cfg.Host {
-		// Our id, another host: a second node was configured with this id.
-		// Its service is not ours; it must be fenced like any other.
-		c.log.Error("the breadcrumb names this node id on another host: a second node uses this id; fencing it", "host", rec.Host, "target_epoch", rec.Epoch)
+	own := c.ownPreviousTerm(rec)
+	if rec.NodeID == c.cfg.NodeID && !own {
+		// Our id, but another host or another process on this host: a
+		// second node was configured with this id. Its service is not
+		// ours; it must be fenced like any other.
+		c.log.Error("the breadcrumb names this node id but another host or process: a second node uses this id; fencing it",
+			"host", rec.Host, "admin_url", rec.AdminURL, "instance", rec.Instance, "target_epoch", rec.Epoch)
 	}
-	if rec.NodeID == c.cfg.NodeID && rec.Host == c.cfg.Host {
+	if own {
 		// An earlier leadership of this very node (a restart, or a term that
 		// ended without cleanup): its service is ours, so demoting it locally
 		// is the fence; asking our own admin API would only make us step aside.
@@ -565,6 +568,31 @@ func (c *Controller) takeOver(lctx context.Context, l election.Leadership) (prev
 	}
 	c.log.Info("previous leader fenced", "target", rec.NodeID, "target_epoch", rec.Epoch, "method", method, "duration_seconds", time.Since(start).Seconds())
 	return p, true
+}
+
+// ownPreviousTerm reports whether rec, a breadcrumb naming our node id, is
+// a leadership whose service is the one our hooks drive, so that a local
+// demote fences it (asking our own admin API would only make us step
+// aside). That holds when rec was written
+//   - by this very process (its instance id is ours), or
+//   - on this host by a process that advertised our admin URL: no other
+//     live process on this host can serve the address we serve now, so
+//     that process is gone, and with our id, host and admin URL it was an
+//     earlier run of this node (a restart; records of earlier versions,
+//     without an instance id, are judged the same way).
+//
+// A live duplicate (another process with our node id) is never demoted
+// locally: on another host the host differs, on this host it cannot listen
+// on our admin URL; the join checks keep us out while it publishes its
+// member record, and if it leads it is fenced like any other node.
+func (c *Controller) ownPreviousTerm(rec breadcrumb.Record) bool {
+	if rec.NodeID != c.cfg.NodeID || rec.Host != c.cfg.Host {
+		return false
+	}
+	if rec.Instance != "" && rec.Instance == c.instance {
+		return true
+	}
+	return rec.AdminURL == c.cfg.AdminURL
 }
 
 // backoff gives up this leadership and stays out for a growing, jittered

@@ -132,6 +132,8 @@ type nodeOpts struct {
 	demoteTimeout  time.Duration
 	demoteBody     string // extra shell run by the demote hook before it succeeds
 	fence          Fencer
+	adminURL       string
+	unhealthy      bool // never reported healthy: stays out of the election
 }
 
 // testNode is one controller with its own ZooKeeper client and hooks that
@@ -177,7 +179,7 @@ func startNode(t *testing.T, zkc *zktest.Cluster, o nodeOpts) *testNode {
 		t.Fatal(err)
 	}
 	c, err := New(Config{
-		Cluster: "ct", NodeID: o.id, Host: o.host, Root: "/failoverd", ElectionMode: o.mode,
+		Cluster: "ct", NodeID: o.id, Host: o.host, AdminURL: o.adminURL, Root: "/failoverd", ElectionMode: o.mode,
 		Promote:    Hook{Argv: []string{promote}, Timeout: 10 * time.Second},
 		Demote:     Hook{Argv: []string{demote}, Timeout: o.demoteTimeout},
 		BackoffMin: 200 * time.Millisecond, BackoffMax: time.Second,
@@ -190,7 +192,9 @@ func startNode(t *testing.T, zkc *zktest.Cluster, o nodeOpts) *testNode {
 	ctx, cancel := context.WithCancel(context.Background())
 	n := &testNode{t: t, c: c, client: client, dir: dir, cancel: cancel, done: make(chan error, 1)}
 	go func() { n.done <- c.Run(ctx) }()
-	c.HealthChanged(healthcheck.Initializing, healthcheck.Healthy, nil)
+	if !o.unhealthy {
+		c.HealthChanged(healthcheck.Initializing, healthcheck.Healthy, nil)
+	}
 	t.Cleanup(n.stop)
 	return n
 }
@@ -670,5 +674,42 @@ func TestMemberWriteFailureShown(t *testing.T) {
 	waitFor(t, 30*time.Second, "a to lead", func() bool { return a.state() == StateLeader })
 	if e := a.c.Status().LastError; e != "" {
 		t.Errorf("a leads but its last error still says %q", e)
+	}
+}
+
+// Review #9: a breadcrumb of our node id and host but of another process
+// that advertised another admin URL (a duplicate on this host, configured
+// for another service) is fenced, not taken for our previous term; one of
+// an earlier run with our admin URL (a restart) is demoted locally.
+func TestPreviousTermOnSameHost(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		firstURL  string
+		wantFence bool
+	}{
+		{"duplicate with another admin URL", "http://127.0.0.1:9102", true},
+		{"restart with the same admin URL", "http://127.0.0.1:9101", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			zkc := zktest.Start(t, 1)
+			failFile := filepath.Join(t.TempDir(), "fail")
+			first := startNode(t, zkc, nodeOpts{id: "a", host: "host-one", adminURL: tc.firstURL, demoteBody: fmt.Sprintf("if [ -e %q ]; then exit 1; fi", failFile)})
+			waitFor(t, 30*time.Second, "the first a to lead", func() bool { return first.state() == StateLeader })
+			// It stops, its demote failing: the breadcrumb stays.
+			if err := os.WriteFile(failFile, nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			first.stop()
+			f := &recordingFencer{}
+			second := startNode(t, zkc, nodeOpts{id: "a", host: "host-one", adminURL: "http://127.0.0.1:9101", fence: f})
+			waitFor(t, 30*time.Second, "the second a to lead", func() bool { return second.state() == StateLeader })
+			fenced, local := len(f.fenced()), second.count("demote_fence_previous_term")
+			if tc.wantFence && (fenced != 1 || local != 0) {
+				t.Fatalf("fenced %+v, local demotes %d: want the other process fenced and no local demote", f.fenced(), local)
+			}
+			if !tc.wantFence && (fenced != 0 || local != 1) {
+				t.Fatalf("fenced %+v, local demotes %d: want our previous term demoted locally", f.fenced(), local)
+			}
+		})
 	}
 }
