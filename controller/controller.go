@@ -277,8 +277,9 @@ func (c *Controller) Status() Status {
 // the breadcrumb if that worked, leave the election, close the session.
 func (c *Controller) Run(ctx context.Context) error {
 	// Whatever the service did before we started, it is not primary now.
-	if err := c.runHook(context.WithoutCancel(ctx), "demote", c.cfg.Demote, "startup", 0, nil); err != nil {
-		c.log.Warn("startup demote failed; continuing: the election still requires fencing", "err", err)
+	startupErr := c.runHook(context.WithoutCancel(ctx), "demote", c.cfg.Demote, "startup", 0, nil)
+	if startupErr != nil {
+		c.log.Warn("startup demote failed; continuing: the election still requires fencing", "err", startupErr)
 	}
 	c.setState(StateOut, "startup")
 
@@ -287,6 +288,10 @@ func (c *Controller) Run(ctx context.Context) error {
 	wg.Add(2)
 	go func() { defer wg.Done(); c.publishMember(bg) }()
 	go func() { defer wg.Done(); c.watchFailover(bg) }()
+	if startupErr == nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); c.adoptPreviousTermLoop(bg) }()
+	}
 	defer func() {
 		stopBG()
 		wg.Wait()
@@ -570,6 +575,55 @@ func (c *Controller) takeOver(lctx context.Context, l election.Leadership) (prev
 	return p, true
 }
 
+// adoptPreviousTermLoop runs adoptPreviousTerm after a successful startup
+// demote until it could read the breadcrumb (or a leadership began).
+func (c *Controller) adoptPreviousTermLoop(ctx context.Context) {
+	for ctx.Err() == nil && !c.adoptPreviousTerm(ctx) {
+		sleepCtx(ctx, time.Second)
+	}
+}
+
+// adoptPreviousTerm makes the epoch of our previous run's leadership this
+// node's last epoch when the breadcrumb names it (ownPreviousTerm) and no
+// leadership began since this process started. Call it only after a demote
+// that succeeded: that demote stood that term's service down, so a fence
+// of that epoch (the rpc fencer asks for epoch >= the breadcrumb's) is
+// answered truthfully. Without it a node whose daemon restarted after a
+// crash answers with epoch 0 and an rpc-only cluster can never fence it.
+// It reports whether the breadcrumb could be read (or need not be).
+func (c *Controller) adoptPreviousTerm(ctx context.Context) bool {
+	c.mu.Lock()
+	epoch := c.epoch
+	c.mu.Unlock()
+	if epoch != 0 {
+		return true
+	}
+	sess, err := c.client.Session(ctx)
+	if err != nil {
+		return false
+	}
+	rec, _, err := breadcrumb.Read(ctx, sess, c.bcPath)
+	if errors.Is(err, breadcrumb.ErrAbsent) {
+		return true
+	}
+	if err != nil {
+		return false
+	}
+	if !c.ownPreviousTerm(rec) {
+		return true
+	}
+	c.mu.Lock()
+	adopted := c.epoch == 0
+	if adopted {
+		c.epoch = rec.Epoch
+	}
+	c.mu.Unlock()
+	if adopted {
+		c.log.Info("the breadcrumb names an earlier run of this node, whose service is demoted now: answering fences of its epoch", "epoch", rec.Epoch)
+	}
+	return true
+}
+
 // ownPreviousTerm reports whether rec, a breadcrumb naming our node id, is
 // a leadership whose service is the one our hooks drive, so that a local
 // demote fences it (asking our own admin API would only make us step
@@ -770,6 +824,17 @@ func (c *Controller) Demote(ctx context.Context, reason string) (fencer.DemoteRe
 		}
 		if done {
 			resp.Demoted = true
+			if resp.Epoch == 0 {
+				// Restarted (after a host crash, say) and no leadership
+				// since: our previous run's term, if the breadcrumb names
+				// it, was just stood down too.
+				actx, cancel := context.WithTimeout(ctx, 2*time.Second)
+				c.adoptPreviousTerm(actx)
+				cancel()
+				c.mu.Lock()
+				resp.Epoch = c.epoch
+				c.mu.Unlock()
+			}
 			return resp, nil
 		}
 		// The hook gets its own timeout: a caller that gave up must not cut

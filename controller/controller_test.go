@@ -713,3 +713,28 @@ func TestPreviousTermOnSameHost(t *testing.T) {
 		})
 	}
 }
+
+// Review (rpc fencing liveness): a daemon restarted after a crash of its
+// leader's host answers a fence of that leadership's epoch once its startup
+// demote worked: the rpc fencer asks for epoch >= the breadcrumb's.
+func TestRestartedNodeAnswersFenceWithPreviousEpoch(t *testing.T) {
+	zkc := zktest.Start(t, 1)
+	failFile := filepath.Join(t.TempDir(), "fail")
+	const url = "http://127.0.0.1:9101"
+	first := startNode(t, zkc, nodeOpts{id: "a", host: "host-one", adminURL: url, demoteBody: fmt.Sprintf("if [ -e %q ]; then exit 1; fi", failFile)})
+	waitFor(t, 30*time.Second, "a to lead", func() bool { return first.state() == StateLeader })
+	epoch := first.c.Status().Epoch
+	// The host crashes: no demote, the breadcrumb stays.
+	if err := os.WriteFile(failFile, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	first.stop()
+	again := startNode(t, zkc, nodeOpts{id: "a", host: "host-one", adminURL: url, unhealthy: true})
+	waitFor(t, 30*time.Second, "the restarted a to be up", func() bool { return again.state() == StateOut })
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	resp, err := again.c.Demote(ctx, "rpc fence")
+	if err != nil || !resp.Demoted || resp.NodeID != "a" || resp.Epoch != epoch {
+		t.Fatalf("Demote() = %+v, %v; want demoted=true for node a at epoch %d", resp, err, epoch)
+	}
+}
