@@ -147,6 +147,7 @@ type Report struct {
 	// when it happened.
 	Handoffs         int
 	MinHandoffMargin time.Duration
+	LeaseHandoffs    int // handoffs after a lease expiry (MinHandoffMargin's sample)
 }
 
 // Count returns the number of violations of kind.
@@ -515,17 +516,16 @@ func checkStaleLeaders(h History, cfg CheckConfig, r *Report, add func(string, t
 			}
 		}
 	}
-	margins := 0
 	for _, c := range checks {
 		r.Handoffs++
 		// The margin a correct lease keeps, where the lease ended the term
 		// (a pause's wake-up is no lease; a graceful handover waits for
 		// the stand-down by construction).
 		if margin := c.succ.At.Sub(c.b.end); c.b.endReason == "lease_expired" && c.base.Equal(c.succ.At) {
-			if margins == 0 || margin < r.MinHandoffMargin {
+			if r.LeaseHandoffs == 0 || margin < r.MinHandoffMargin {
 				r.MinHandoffMargin = margin
 			}
-			margins++
+			r.LeaseHandoffs++
 		}
 		switch {
 		case c.b.end.IsZero():

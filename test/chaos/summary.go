@@ -66,8 +66,12 @@ func Summary(r Report, seed uint64, replay string) string {
 		r.Accepted, r.RejectedStale, r.LateAccepted)
 	fmt.Fprintf(&b, "promotions: %d (+%d refused by the service as stale), fences: %d, failed fence attempts: %d, daemon exits: %d, resource samples: %d\n",
 		r.Promotions, r.RefusedPromotions, r.Fences, r.FenceFailures, r.DaemonExits, r.Samples)
-	fmt.Fprintf(&b, "leader handoffs judged: %d, smallest margin from a lease expiry to the successor's election: %s (stale_leader slack %v)\n",
-		r.Handoffs, ms(r.MinHandoffMargin), StaleLeaderSlack)
+	margin := "none"
+	if r.LeaseHandoffs > 0 {
+		margin = ms(r.MinHandoffMargin)
+	}
+	fmt.Fprintf(&b, "leader handoffs judged: %d (%d after a lease expiry), smallest margin from a lease expiry to the successor's election: %s (stale_leader slack %v)\n",
+		r.Handoffs, r.LeaseHandoffs, margin, StaleLeaderSlack)
 	if len(r.KnownRaces) > 0 {
 		fmt.Fprintf(&b, "known dependency data races (reported, not failing): %s\n", strings.Join(r.KnownRaces, ", "))
 		for _, k := range KnownRaces {
@@ -110,9 +114,10 @@ func Combine(a, b Report) Report {
 	r.FenceFailures += b.FenceFailures
 	r.DaemonExits += b.DaemonExits
 	r.Samples += b.Samples
-	if b.Handoffs > 0 && (a.Handoffs == 0 || b.MinHandoffMargin < a.MinHandoffMargin) {
+	if b.LeaseHandoffs > 0 && (a.LeaseHandoffs == 0 || b.MinHandoffMargin < a.MinHandoffMargin) {
 		r.MinHandoffMargin = b.MinHandoffMargin
 	}
+	r.LeaseHandoffs += b.LeaseHandoffs
 	r.Handoffs += b.Handoffs
 	if b.End.After(r.End) {
 		r.End = b.End
