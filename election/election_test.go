@@ -30,6 +30,8 @@ type referee struct {
 	terms    []term
 	overlaps []string
 	changed  chan struct{}
+	// leaderships holds the Leadership of every active callback.
+	leaderships map[string]Leadership
 	// forced is set by tests that expire a session on the server by force:
 	// that is instantaneous, so a successor may win before the old leader
 	// can know (fencing's job); those tests check the old leader stops.
@@ -37,7 +39,7 @@ type referee struct {
 }
 
 func newReferee() *referee {
-	return &referee{active: map[string]bool{}, changed: make(chan struct{})}
+	return &referee{active: map[string]bool{}, leaderships: map[string]Leadership{}, changed: make(chan struct{})}
 }
 
 func (r *referee) notify() {
@@ -52,6 +54,7 @@ func (r *referee) callback(id string) func(ctx context.Context, l Leadership) {
 			r.overlaps = append(r.overlaps, fmt.Sprintf("%s elected (epoch %d) while %s still led", id, l.Epoch, other))
 		}
 		r.active[id] = true
+		r.leaderships[id] = l
 		r.terms = append(r.terms, term{id: id, epoch: l.Epoch, start: time.Now()})
 		i := len(r.terms) - 1
 		r.notify()
@@ -61,6 +64,7 @@ func (r *referee) callback(id string) func(ctx context.Context, l Leadership) {
 
 		r.mu.Lock()
 		delete(r.active, id)
+		delete(r.leaderships, id)
 		r.terms[i].end = time.Now()
 		r.terms[i].cause = context.Cause(ctx)
 		r.notify()
@@ -146,6 +150,19 @@ func (r *referee) check(t *testing.T) {
 				i, r.terms[i].id, r.terms[i].epoch, i-1, r.terms[i-1].id, r.terms[i-1].epoch)
 		}
 	}
+}
+
+// leaderOf returns the current Leadership of candidate id's elector, which
+// must lead.
+func (r *referee) leaderOf(t *testing.T, id string) Leadership {
+	t.Helper()
+	r.mu.Lock()
+	l, ok := r.leaderships[id]
+	r.mu.Unlock()
+	if !ok {
+		t.Fatalf("%s does not lead", id)
+	}
+	return l
 }
 
 func (r *referee) lastTerm() term {

@@ -41,6 +41,7 @@ func TestQuorumPartitionOldLeaderStopsFirst(t *testing.T) {
 		startCandidate(t, r, "b", opts{mode: m, timeout: timeout, servers: others})
 		waitQueueOrLock(t, others, m)
 		time.Sleep(time.Second) // a few renewals
+		la := r.leaderOf(t, "a")
 
 		cut := time.Now()
 		zks.Isolate(x)
@@ -68,6 +69,13 @@ func TestQuorumPartitionOldLeaderStopsFirst(t *testing.T) {
 			demoted.Round(time.Millisecond), old.cause, elected.Round(time.Millisecond), (elected - demoted).Round(time.Millisecond))
 		if !old.end.Before(next.start) {
 			t.Errorf("old leader demoted %v after the cut, successor elected %v after it: overlap", demoted, elected)
+		}
+		// No write can be answered after the cut (X has no quorum, or X is
+		// a follower cut off from it), so the lease ends at most Lease
+		// after it; an answer X gave alone (a read, or a sync on an
+		// isolated ZooKeeper leader) must not have moved it on.
+		if limit := la.Lease + 500*time.Millisecond; demoted > limit {
+			t.Errorf("old leader demoted %v after the cut, later than its lease %v (+500ms)", demoted, la.Lease)
 		}
 		zks.Heal(x)
 		r.check(t)
