@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"io"
+	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -123,4 +125,105 @@ func TestFailoverRequestMarkedDoneByTarget(t *testing.T) {
 	after := c.WaitLeader(target.ID, 25*time.Second)
 	t.Logf("%s leads %v after the failover target %s was killed", after.ID, time.Since(killed).Round(time.Millisecond), target.ID)
 	c.CheckNoOverlap()
+}
+
+// Review #4b: a failover request lives only while its requester waits. The
+// target is frozen (it will not take over), the CLI waits with a 60s
+// timeout; when the CLI is interrupted (Ctrl-C) it withdraws the request at
+// once, and when it is killed (-9) ZooKeeper deletes the request with its
+// session. Either way the other nodes elect a leader long before the 60s
+// are over (before, an interrupted CLI left a persistent request, and the
+// nodes stood aside for its whole timeout, again after every restart).
+func TestFailoverRequestGoesWithTheCLI(t *testing.T) {
+	c := clustertest.Start(t, clustertest.Options{SessionTimeout: 6 * time.Second})
+	fd, _ := clustertest.Binaries(t)
+	old := c.Leader()
+	target := otherThan(c, old, nil)
+	time.Sleep(time.Second) // every member published healthy
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGKILL} {
+		t.Run(sig.String(), func(t *testing.T) {
+			waitState(t, target, controller.StateStandby, 60*time.Second)
+			waitMember(t, old, target.ID, 60*time.Second)
+			target.Signal(syscall.SIGSTOP) // its member record stays for a session timeout
+			defer target.Signal(syscall.SIGCONT)
+			cmd := exec.Command(fd, "failover", "-c", old.Config, "--to", target.ID, "--timeout", "60s")
+			stdout, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer cmd.Process.Kill()
+			requested := make(chan bool, 1)
+			go func() {
+				sc := bufio.NewScanner(stdout)
+				for sc.Scan() {
+					if strings.Contains(sc.Text(), "requested") {
+						requested <- true
+					}
+				}
+				close(requested)
+			}()
+			select {
+			case ok := <-requested:
+				if !ok {
+					cmd.Wait()
+					t.Fatalf("the CLI exited without a request: %s", stderr.String())
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("the CLI did not write its request")
+			}
+			// Wait until the leader stood aside and the frozen target's
+			// session is gone: nobody can lead now but for the request.
+			time.Sleep(8 * time.Second)
+			if l := c.Leader(); l != nil {
+				t.Fatalf("%s leads while the failover request to the frozen %s stands", l.ID, target.ID)
+			}
+			cmd.Process.Signal(sig)
+			cmd.Wait()
+			gone := time.Now()
+			next := c.WaitLeader(target.ID, 25*time.Second)
+			t.Logf("%s leads %v after the CLI got %s (stderr %q)", next.ID, time.Since(gone).Round(time.Millisecond), sig, stderr.String())
+		})
+	}
+	c.CheckNoOverlap()
+}
+
+func waitState(t *testing.T, n *clustertest.Node, want controller.State, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		if s, _ := n.Status(); s.State == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s is not %s after %v", n.ID, want, timeout)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// waitMember waits until the cluster's members (as ZooKeeper sees them)
+// list id as healthy.
+func waitMember(t *testing.T, via *clustertest.Node, id string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		out, _ := via.CLI("status", "--json")
+		var v clusterView
+		if json.Unmarshal([]byte(out), &v) == nil {
+			for _, m := range v.Members {
+				if m.NodeID == id && m.Health == "healthy" {
+					return
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s is not a healthy member after %v", id, timeout)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }

@@ -8,7 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
 	"slices"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -197,7 +200,10 @@ func cmdFailover(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	defer client.Close()
-	ctx, cancel := withTimeout(*timeout + 10*time.Second)
+	// Ctrl-C or SIGTERM withdraws the request before we exit.
+	sigCtx, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stopSignals()
+	ctx, cancel := context.WithTimeout(sigCtx, *timeout+10*time.Second)
 	defer cancel()
 
 	v, err := readView(ctx, cfg, sess)
@@ -230,22 +236,19 @@ func cmdFailover(args []string, stdout, stderr io.Writer) int {
 		To: *to, Deadline: start.Add(*timeout), TimeoutMS: timeout.Milliseconds(),
 		ID: hex.EncodeToString(id[:]), By: "failoverd failover",
 	}
-	data, _ := json.Marshal(req)
 	path := controller.FailoverPath(cfg.ZooKeeper.Root, cfg.Cluster)
-	if _, err := sess.Set(ctx, path, data, -1); errors.Is(err, zk.ErrNoNode) {
-		_, _, err = sess.Create(ctx, path, data, zk.Persistent)
-		if err != nil {
-			fmt.Fprintln(stderr, "failoverd: writing the failover request:", err)
-			return exitRuntime
-		}
-	} else if err != nil {
+	if err := writeFailoverRequest(ctx, sess, path, req); err != nil {
 		fmt.Fprintln(stderr, "failoverd: writing the failover request:", err)
 		return exitRuntime
 	}
-	defer sess.Delete(context.Background(), path, -1)
+	defer withdrawFailoverRequest(sess, path)
 	fmt.Fprintf(stdout, "failover to %s requested (timeout %v)\n", *to, *timeout)
 
 	for time.Now().Before(req.Deadline) {
+		if sigCtx.Err() != nil {
+			fmt.Fprintf(stderr, "failoverd failover: interrupted; request withdrawn, the other nodes rejoin the election now\n")
+			return exitRuntime
+		}
 		v, err := readView(ctx, cfg, sess)
 		if err == nil {
 			for _, m := range v.Members {
@@ -259,6 +262,41 @@ func cmdFailover(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "failoverd failover: %s did not take over within %v; the other nodes rejoin the election now, so the cluster still ends with a leader\n", *to, *timeout)
 	return exitRuntime
+}
+
+// writeFailoverRequest replaces whatever request is there (an earlier
+// one's requester gave up on it) with req, as an EPHEMERAL znode of our
+// session: the request lives only while we wait for its outcome. If this
+// process dies (kill -9, a crash, a lost connection), ZooKeeper deletes it
+// when our session expires, and the nodes standing aside for it rejoin the
+// election; a node that restarts never finds a request whose requester is
+// gone, so no node stands aside longer than our wait plus one session
+// timeout. (Requests of earlier CLIs are persistent: the nodes delete one
+// that is not done by its timeout, see controller.watchFailover.)
+func writeFailoverRequest(ctx context.Context, sess *zk.Session, path string, req controller.FailoverRequest) error {
+	data, _ := json.Marshal(req)
+	for attempt := 0; ; attempt++ {
+		if err := sess.Delete(ctx, path, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
+			return err
+		}
+		_, _, err := sess.Create(ctx, path, data, zk.Ephemeral)
+		if errors.Is(err, zk.ErrNodeExists) && attempt < 3 {
+			continue // another requester was faster: ours replaces it
+		}
+		return err
+	}
+}
+
+// withdrawFailoverRequest deletes our request, and only ours: another
+// requester may have replaced it meanwhile.
+func withdrawFailoverRequest(sess *zk.Session, path string) {
+	ctx, cancel := withTimeout(5 * time.Second)
+	defer cancel()
+	_, st, err := sess.Get(ctx, path)
+	if err != nil || st.EphemeralOwner != sess.ID() {
+		return
+	}
+	_ = sess.Delete(ctx, path, st.Version)
 }
 
 func memberIDs(v clusterView) string {
