@@ -56,6 +56,19 @@ func (r FailoverRequest) standFor(now time.Time) time.Duration {
 // done, or the requester deletes it) or the request's timeout ran out; a
 // leader that is not the target hands over gracefully (demote, delete the
 // breadcrumb).
+//
+// How long a node that first sees a request (after a restart, say) may
+// stand aside: the request carries no age this node could trust (its
+// deadline is another host's wall clock, and a znode's ctime is the
+// ZooKeeper leader's), so the bound comes from the request's lifetime
+// instead. The CLI writes it as an ephemeral znode of its own session and
+// deletes it when it stops waiting (its timeout, success, SIGINT/SIGTERM);
+// if it dies, ZooKeeper deletes it one session timeout later. The deletion
+// ends every stand-aside for it at once. So nobody stands aside longer than
+// the requester's remaining wait plus a session timeout, however late it
+// saw the request. A persistent request (written by an earlier CLI, or by
+// hand) has no such owner: the first node whose own timer for it runs out
+// deletes it, which ends the others' stand-aside too.
 func (c *Controller) watchFailover(ctx context.Context) {
 	path := FailoverPath(c.cfg.Root, c.cfg.Cluster)
 	seen := ""
