@@ -56,6 +56,10 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	if err := d.run(); err != nil {
+		if errors.Is(err, zk.ErrUnsafeACL) {
+			logger.Error("refusing to run: others may change the znodes failoverd relies on; fix their ACLs and start again", "err", err)
+			return exitUsage
+		}
 		logger.Error("failoverd stopped", "err", err)
 		return exitRuntime
 	}
@@ -274,6 +278,10 @@ func (d *daemon) run() error {
 		d.log.Info("controller stopped")
 	})
 
+	// The first session: unsafe ACLs found then stop the daemon (exit 2).
+	fctx, fcancel := context.WithCancel(ctx)
+	g.Add(func() error { return d.firstSession(fctx) }, func(error) { fcancel() })
+
 	// Admin API (metrics, status, and the rpc fencer's demote endpoint).
 	actx, acancel := context.WithCancel(ctx)
 	g.Add(func() error { return d.server.Run(actx) }, func(error) { acancel() })
@@ -284,4 +292,30 @@ func (d *daemon) run() error {
 		return cerr
 	}
 	return err
+}
+
+// firstSession waits for the first ZooKeeper session. With zookeeper.auth,
+// a session is refused when others may change a znode at or above the
+// cluster that is not ours to fix (zk.ErrUnsafeACL): found at startup, that
+// is a setup error, and the daemon refuses to run (returning it stops every
+// actor, the controller demotes as it stops). Found later, on a new
+// session, it is retried and shown in status like any ZooKeeper failure.
+func (d *daemon) firstSession(ctx context.Context) error {
+	for ctx.Err() == nil {
+		_, err := d.client.Session(ctx)
+		if err == nil {
+			<-ctx.Done()
+			return nil
+		}
+		if errors.Is(err, zk.ErrUnsafeACL) {
+			return err
+		}
+		t := time.NewTimer(time.Second)
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	return nil
 }
