@@ -512,11 +512,12 @@ func nonce() string {
 // hear ErrConnectionLoss); testHookLeave may lose a leave's delete (it
 // returns true: the request never reached the server).
 // testHookLeading runs when a leadership has begun, right before the elector
-// starts watching it.
+// starts watching it; testHookRenewed right after a renewal was answered.
 var (
 	testHookAfterCreate func(sess *zk.Session, path string, err error) error
 	testHookLeave       func(sess *zk.Session, path string) bool
 	testHookLeading     func(l Leadership)
+	testHookRenewed     func()
 )
 
 func (e *Elector) create(ctx context.Context, sess *zk.Session, p string, mode zk.CreateMode, join string) (string, zk.Stat, error) {
@@ -891,6 +892,9 @@ func (e *Elector) watch(ctx context.Context, sess *zk.Session, node string, leas
 			}
 			if err == nil && !ok {
 				report(ErrNodeDeleted)
+			}
+			if err == nil && ok && testHookRenewed != nil {
+				testHookRenewed()
 			}
 		}()
 	}

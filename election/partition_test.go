@@ -2,6 +2,7 @@ package election
 
 import (
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,7 +22,7 @@ func TestQuorumPartitionOldLeaderStopsFirst(t *testing.T) {
 		syncLimit = 30
 		timeout   = 2 * time.Second
 	)
-	run := func(t *testing.T, m Mode, isolateLeader bool) {
+	run := func(t *testing.T, m Mode, isolateLeader bool, lease time.Duration) {
 		zks := zktest.StartOpts(t, zktest.Options{Servers: 3, TickTime: tick, SyncLimit: syncLimit, ProxyQuorum: true})
 		x := (zks.Leader() + 1) % 3
 		if isolateLeader {
@@ -33,8 +34,23 @@ func TestQuorumPartitionOldLeaderStopsFirst(t *testing.T) {
 				others = append(others, s.Addr())
 			}
 		}
+		// The cut comes right after a renewal was answered, before the
+		// ZooKeeper leader's next ping can collect the follower's touches:
+		// the worst moment, when the newest touch the leader knows of is
+		// the previous renewal's.
+		var armed atomic.Bool
+		var cut time.Time
+		cutDone := make(chan struct{})
+		testHookRenewed = func() {
+			if armed.CompareAndSwap(true, false) {
+				zks.Isolate(x)
+				cut = time.Now()
+				close(cutDone)
+			}
+		}
+		defer func() { testHookRenewed = nil }()
 		r := newReferee()
-		startCandidate(t, r, "a", opts{mode: m, timeout: timeout, servers: []string{zks.Servers[x].Addr()}})
+		startCandidate(t, r, "a", opts{mode: m, timeout: timeout, servers: []string{zks.Servers[x].Addr()}, lease: lease})
 		if l := r.waitLeader(t, "", 20*time.Second); l != "a" {
 			t.Fatalf("leader %s, want a", l)
 		}
@@ -42,9 +58,16 @@ func TestQuorumPartitionOldLeaderStopsFirst(t *testing.T) {
 		waitQueueOrLock(t, others, m)
 		time.Sleep(time.Second) // a few renewals
 		la := r.leaderOf(t, "a")
+		if max := MaxLease(la.SessionTimeout, 0); la.Lease > max {
+			t.Fatalf("lease %v above MaxLease %v", la.Lease, max)
+		}
 
-		cut := time.Now()
-		zks.Isolate(x)
+		armed.Store(true)
+		select {
+		case <-cutDone:
+		case <-time.After(10 * time.Second):
+			t.Fatal("no renewal answered in 10s")
+		}
 		if mode, _ := zktest.Mode(zks.Servers[x].Addr()); isolateLeader && mode != "leader" || !isolateLeader && mode != "follower" {
 			t.Fatalf("isolated server reports %q", mode)
 		}
@@ -81,7 +104,8 @@ func TestQuorumPartitionOldLeaderStopsFirst(t *testing.T) {
 		r.check(t)
 	}
 	for _, m := range []Mode{Fair, Unfair} {
-		t.Run(fmt.Sprintf("follower/%s", m), func(t *testing.T) { run(t, m, false) })
+		t.Run(fmt.Sprintf("follower/%s", m), func(t *testing.T) { run(t, m, false, 0) })
 	}
-	t.Run("leader/fair", func(t *testing.T) { run(t, Fair, true) })
+	t.Run("leader/fair", func(t *testing.T) { run(t, Fair, true, 0) })
+
 }
