@@ -70,8 +70,8 @@ var mutants = []mutant{
 		What: "do not demote the local service when the daemon starts",
 		Edits: []edit{{
 			File: "controller/controller.go",
-			Old:  `if err := c.runHook(context.WithoutCancel(ctx), "demote", c.cfg.Demote, "startup", 0, nil); err != nil {`,
-			New:  `if err := error(nil); err != nil {`,
+			Old:  `c.runHook(context.WithoutCancel(ctx), "demote", c.cfg.Demote, "startup", 0, nil)`,
+			New:  `error(nil)`,
 		}},
 		Tests: []selection{{e2e, "TestServiceBackFromHostCrashIsDemotedBeforeItsDaemonJoins"}},
 	},
