@@ -349,6 +349,9 @@ func TestUnkillableDemoteReleasesLeadership(t *testing.T) {
 	if a.count("demote_hook_unkillable") != 1 || a.count("demote") != demotes+1 {
 		t.Errorf("events %v: want one demote (reason hook_unkillable) after the stuck hook was reaped", a.events())
 	}
+	if e := a.c.Status().LastError; e != "" {
+		t.Errorf("a is back in the election but its last error still says %q", e)
+	}
 }
 
 // Item 11: the demote budget is checked against the session timeout the

@@ -45,6 +45,7 @@ type stuckHook struct {
 	name   string
 	since  time.Time
 	reaped <-chan struct{}
+	msg    string // what it put in lastErr (guarded by c.mu)
 }
 
 // stuckErr returns ErrHookStuck (wrapped) while a stuck hook is alive. Once
@@ -75,7 +76,8 @@ func (c *Controller) hookUnkillable(name string, reaped <-chan struct{}, err err
 	h := &stuckHook{name: name, since: time.Now(), reaped: reaped}
 	c.mu.Lock()
 	c.stuck = h
-	c.lastErr = fmt.Sprintf("%s hook did not exit after SIGKILL; out of the election until it exits: %v", name, err)
+	h.msg = fmt.Sprintf("%s hook did not exit after SIGKILL; out of the election until it exits: %v", name, err)
+	c.lastErr = h.msg
 	c.mu.Unlock()
 	c.log.Error("HOOK DID NOT EXIT AFTER SIGKILL: giving up leadership and staying out of the election until it exits; the successor fences this node",
 		"hook", name, "err", err)
@@ -114,7 +116,10 @@ func (c *Controller) afterReap(h *stuckHook) {
 		}
 		c.mu.Lock()
 		replaced := c.stuck != h
-		c.lastErr = "after a stuck hook exited, the demote failed; out of the election until it succeeds: " + err.Error()
+		if !replaced {
+			h.msg = "after a stuck hook exited, the demote failed; out of the election until it succeeds: " + err.Error()
+			c.lastErr = h.msg
+		}
 		c.mu.Unlock()
 		if replaced {
 			return
@@ -129,6 +134,9 @@ func (c *Controller) afterReap(h *stuckHook) {
 	c.mu.Lock()
 	if c.stuck == h {
 		c.stuck = nil
+		if c.lastErr == h.msg {
+			c.lastErr = ""
+		}
 	}
 	c.mu.Unlock()
 	c.log.Warn("the service is demoted; this node may join the election again", "hook", h.name)
