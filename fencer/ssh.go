@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/failoverd/failoverd/internal/secret"
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/agent"
 	"golang.org/x/crypto/ssh/knownhosts"
@@ -156,7 +157,8 @@ func NewSSH(cfg SSHConfig, logger *slog.Logger) (*SSH, error) {
 }
 
 func readIdentityFile(path string) (ssh.Signer, error) {
-	pem, err := os.ReadFile(path)
+	// Like OpenSSH, refuse a key that group or others can read.
+	pem, err := secret.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading identity file: %w", err)
 	}

@@ -472,6 +472,10 @@ func TestNewSSHValidates(t *testing.T) {
 		t.Fatal(err)
 	}
 	encrypted := writeTestKeyWithPassphrase(t, []byte("secret"))
+	shared := writeTestKey(t)
+	if err := os.Chmod(shared, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	valid := func() SSHConfig {
 		return SSHConfig{User: "root", IdentityFiles: []string{key}, KnownHostsFile: knownHosts, Command: "true"}
 	}
@@ -496,6 +500,7 @@ func TestNewSSHValidates(t *testing.T) {
 		{"no credentials", func(c *SSHConfig) { c.IdentityFiles = nil }, "no credentials"},
 		{"missing identity file", func(c *SSHConfig) { c.IdentityFiles = []string{"/nonexistent/id"} }, "reading identity file"},
 		{"encrypted identity file", func(c *SSHConfig) { c.IdentityFiles = []string{encrypted} }, "is encrypted"},
+		{"identity file others can read", func(c *SSHConfig) { c.IdentityFiles = []string{shared} }, "chmod 600"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := valid()
