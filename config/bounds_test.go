@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/failoverd/failoverd/internal/lease"
 	"github.com/failoverd/failoverd/internal/secret"
 )
 
@@ -100,84 +101,80 @@ func fieldErrorsOrNil(err error) ValidationErrors {
 	return es
 }
 
-// TestLeaseBounds pins the lease rule: at least MinLease, and lease +
-// max(lease/4, session/4) + session/20 within the session timeout (at most
-// 70 % of it), as the elector requires of the negotiated timeout.
+// TestLeaseBounds pins the lease rule (lease.Compute, as the elector
+// applies it to the granted session timeout): lease + demote budget +
+// session/20 within the session timeout, and the lease at least twice the
+// renew interval (tickTime/2 + 5%) plus 100ms; errors name the YAML path
+// to change and say how.
 func TestLeaseBounds(t *testing.T) {
+	const s = time.Second
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 	for _, tc := range []struct {
-		session, lease time.Duration
-		want           string // "" for valid
+		session, lease, tick, demote time.Duration
+		path, want                   string // "" for valid
 	}{
-		{5 * time.Second, 0, ""},
-		{time.Second, 0, ""}, // 666ms: the smallest default
-		{5 * time.Second, 3 * time.Nanosecond, "3ns is shorter than the minimum 200ms"},
-		{5 * time.Second, time.Nanosecond, "shorter than the minimum 200ms"},
-		{5 * time.Second, MinLease - 1, "shorter than the minimum 200ms"},
-		{5 * time.Second, MinLease, ""},
-		{5 * time.Second, -time.Second, "must be 0 (2/3 of the session timeout) or positive, got -1s"},
-		{5 * time.Second, 3500 * time.Millisecond, ""},
-		{5 * time.Second, 3501 * time.Millisecond, "3.501s is too long for zookeeper.session_timeout (5s)"},
-		{5 * time.Second, 4 * time.Second, "use at most 3.5s (70% of the session timeout)"},
-		{5 * time.Second, 5 * time.Second, "too long"},
-		{5 * time.Second, time.Hour, "too long"},
-		{9 * time.Second, 6 * time.Second, ""},
-		{2 * time.Second, time.Second, ""},
-		{time.Second, 700 * time.Millisecond, ""},
-		{time.Second, 701 * time.Millisecond, "use at most 700ms"},
+		// Defaults: session 5s, demote 1s (budget 1.5s), tick unknown
+		// (assumed 2.5s, renew 1.3125s): lease 3.25s, at least 2.725s.
+		{5 * s, 0, 0, s, "", ""},
+		{5 * s, ms(3250), 0, s, "", ""},
+		{5 * s, ms(3251), 0, s, "election.lease", "3.251s is too long for zookeeper.session_timeout (5s) and service.demote.timeout (1s): " +
+			"the lease plus the demote budget 1.5s (service.demote.timeout 1s plus the kill graces of a running promote and of the demote, 250ms each) plus a margin of 250ms (session/20) must fit"},
+		{5 * s, ms(2725), 0, s, "", ""},
+		{5 * s, ms(2724), 0, s, "election.lease", "2.724s leaves no tolerance with zookeeper.tick_time unknown (assumed 2.5s, half the session timeout): a lease must be at least twice the renew interval (1.313s, tickTime/2 + 5%) plus 100ms = 2.725s"},
+		{5 * s, ms(2724), 2 * s, s, "", ""}, // tick 2s: renew 1.05s, at least 2.2s
+		{5 * s, 3 * time.Nanosecond, 0, s, "election.lease", "3ns is shorter than the minimum 200ms"},
+		{5 * s, MinLease - 1, ms(40), ms(10), "election.lease", "shorter than the minimum 200ms"},
+		{5 * s, MinLease, ms(40), ms(10), "", ""},
+		{5 * s, MinLease, ms(200), ms(10), "election.lease", "200ms leaves no tolerance with zookeeper.tick_time 200ms: a lease must be at least twice the renew interval (105ms, tickTime/2 + 5%) plus 100ms = 310ms; raise it (at most 4.24s)"},
+		{5 * s, -s, 0, s, "election.lease", "must be 0 (the longest that fits) or positive, got -1s"},
+		{5 * s, time.Hour, 0, s, "election.lease", "too long"},
+		// The test clusters: session 2s, tickTime 200ms, demote 600ms.
+		{2 * s, 0, ms(200), ms(600), "", ""},
+		{2 * s, 0, 0, ms(600), "zookeeper.session_timeout", "2s is too short for service.demote.timeout 600ms with zookeeper.tick_time unknown (assumed 1s, half the session timeout): " +
+			"the session timeout minus the demote budget 1.1s"},
+		{2 * s, 0, 0, s, "zookeeper.session_timeout", "raise the session timeout, lower the demote timeout or set zookeeper.tick_time"},
+		{2 * s, ms(500), ms(200), s, "election.lease", "500ms is too long for zookeeper.session_timeout (2s) and service.demote.timeout (1s)"},
+		{2 * s, ms(500), ms(200), ms(1200), "zookeeper.session_timeout", "2s is too short for service.demote.timeout 1.2s with zookeeper.tick_time 200ms: the session timeout minus the demote budget 1.7s"},
+		{5 * s, 0, 0, 10 * s, "zookeeper.session_timeout", "leaves a lease of -5.75s"},
 	} {
 		cfg := validConfig()
 		cfg.ZooKeeper.SessionTimeout, cfg.Election.Lease = Duration(tc.session), Duration(tc.lease)
-		cfg.Service.Demote.Timeout = Duration(10 * time.Millisecond) // keep the demote budget out of it
+		cfg.ZooKeeper.TickTime, cfg.Service.Demote.Timeout = Duration(tc.tick), Duration(tc.demote)
 		es := fieldErrorsOrNil(validateNoFiles(cfg))
+		name := fmt.Sprintf("session %v lease %v tick %v demote %v", tc.session, tc.lease, tc.tick, tc.demote)
 		switch {
 		case tc.want == "" && len(es) > 0:
-			t.Errorf("session %v, lease %v: %v, want valid", tc.session, tc.lease, es)
-		case tc.want != "" && (len(es) != 1 || es[0].Path != "election.lease" || !strings.Contains(es[0].Msg, tc.want)):
-			t.Errorf("session %v, lease %v: %v, want one election.lease error containing %q", tc.session, tc.lease, es, tc.want)
+			t.Errorf("%s: %v, want valid", name, es)
+		case tc.want != "" && (len(es) != 1 || es[0].Path != tc.path || !strings.Contains(es[0].Msg, tc.want)):
+			t.Errorf("%s: %v, want one %s error containing %q", name, es, tc.path, tc.want)
+		}
+		if tc.want == "" {
+			// What validated, the elector accepts for the same timeout.
+			if _, err := lease.Compute(tc.session, tc.tick, cfg.DemoteBudget(), tc.lease, 0); err != nil {
+				t.Errorf("%s: validated, but lease.Compute refuses it: %v", name, err)
+			}
 		}
 	}
 }
 
-// TestMaxLeaseFor checks that MaxLeaseFor is the longest lease that fits.
-func TestMaxLeaseFor(t *testing.T) {
-	for _, s := range []time.Duration{MinSessionTimeout, 1001 * time.Millisecond, 2 * time.Second, 5 * time.Second, 9*time.Second + 7, 40 * time.Second, MaxDuration} {
-		l := MaxLeaseFor(s)
-		if LeaseRoom(l, s) > s || LeaseRoom(l+1, s) <= s && LeaseRoom(l+2, s) <= s {
-			t.Errorf("MaxLeaseFor(%v) = %v: room %v, and %v would fit too", s, l, LeaseRoom(l, s), l+2)
-		}
-		if d := (Election{}).LeaseFor(s); LeaseRoom(d, s) > s {
-			t.Errorf("the default lease %v does not fit session %v", d, s)
-		}
+// TestDemoteBudgetDerivesTheLease pins the demote budget (lease.DemoteBudget
+// with a kill grace of lease.KillGrace for the promote and the demote) and
+// the default lease derived from it.
+func TestDemoteBudgetDerivesTheLease(t *testing.T) {
+	cfg := validConfig()
+	if got, want := cfg.DemoteBudget(), time.Second+2*lease.KillGrace; got != want {
+		t.Errorf("DemoteBudget with defaults = %v, want %v", got, want)
 	}
-}
-
-// TestDemoteBudget pins that the demote hook must fit, with a kill grace
-// of at least MinDemoteKillGrace, in the session timeout minus the lease.
-func TestDemoteBudget(t *testing.T) {
-	ms := func(n int) Duration { return Duration(time.Duration(n) * time.Millisecond) }
-	for _, tc := range []struct {
-		name           string
-		session, lease Duration
-		demote         Duration
-		want           string
-	}{
-		{"defaults", ms(5000), 0, ms(1000), ""},
-		{"room for the least kill grace", ms(5000), 0, ms(1616), ""}, // 1.616s + 50ms <= 1.667s
-		{"no room for the least kill grace", ms(5000), 0, ms(1617), "1.617s plus a kill grace of at least 50ms exceeds zookeeper.session_timeout (5s) minus the lease (3.333s, 2/3 of the session timeout) = 1.667s"},
-		{"demote alone fits, not with the kill grace", ms(5000), 0, ms(1650), "exceeds"},
-		{"explicit lease", ms(2000), ms(1000), ms(950), ""},
-		{"explicit lease, over", ms(2000), ms(1000), ms(951), "minus election.lease (1s) = 1s"},
-	} {
-		cfg := validConfig()
-		cfg.ZooKeeper.SessionTimeout, cfg.Election.Lease, cfg.Service.Demote.Timeout = tc.session, tc.lease, tc.demote
-		es := fieldErrorsOrNil(validateNoFiles(cfg))
-		switch {
-		case tc.want == "" && len(es) > 0:
-			t.Errorf("%s: %v, want valid", tc.name, es)
-		case tc.want != "" && (len(es) != 1 || es[0].Path != "service.demote.timeout" || !strings.Contains(es[0].Msg, tc.want) ||
-			!strings.Contains(es[0].Msg, "against the session timeout ZooKeeper grants")):
-			t.Errorf("%s: %v, want one service.demote.timeout error containing %q", tc.name, es, tc.want)
-		}
+	if got, want := cfg.EffectiveLease(), 5*time.Second-1500*time.Millisecond-250*time.Millisecond; got != want {
+		t.Errorf("EffectiveLease with defaults = %v, want %v", got, want)
+	}
+	cfg.Service.Demote.Timeout = Duration(2 * time.Second)
+	if got, want := cfg.EffectiveLease(), 5*time.Second-2500*time.Millisecond-250*time.Millisecond; got != want {
+		t.Errorf("EffectiveLease with a 2s demote = %v, want %v", got, want)
+	}
+	cfg.Election.Lease = Duration(time.Second)
+	if got := cfg.EffectiveLease(); got != time.Second {
+		t.Errorf("EffectiveLease with lease 1s = %v", got)
 	}
 }
 

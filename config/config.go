@@ -5,6 +5,8 @@ import (
 	"net"
 	"strings"
 	"time"
+
+	"github.com/failoverd/failoverd/internal/lease"
 )
 
 // Election modes accepted by Election.Mode.
@@ -98,6 +100,11 @@ type ZooKeeper struct {
 	// SessionTimeout is the session timeout requested from ZooKeeper (the
 	// server may adjust it). Default 5s; at least 1s.
 	SessionTimeout Duration `yaml:"session_timeout"`
+	// TickTime is the ensemble's tickTime, when known. The lease arithmetic
+	// needs it (the ZooKeeper leader pings every tickTime/2); unset, it
+	// assumes half the session timeout, the most ZooKeeper's default
+	// minSessionTimeout (two ticks) allows, which costs tolerance.
+	TickTime Duration `yaml:"tick_time,omitempty"`
 	// Auth, when set, authenticates the session and restricts changes to the
 	// znodes failoverd creates to that identity.
 	Auth *ZooKeeperAuth `yaml:"auth,omitempty"`
@@ -116,8 +123,10 @@ type Election struct {
 	// Mode is ModeFair (default) or ModeUnfair.
 	Mode string `yaml:"mode"`
 	// Lease is how long a leader that lost contact with ZooKeeper keeps acting
-	// as leader before it demotes itself. 0 (default) means 2/3 of the
-	// session timeout; otherwise it must be shorter than the session timeout.
+	// as leader, counted from the newest write the ZooKeeper leader provably
+	// credited to its session, before it demotes itself. 0 (default) means
+	// the longest that fits: session timeout - demote budget - session/20
+	// (see Config.Timing).
 	Lease Duration `yaml:"lease"`
 }
 
@@ -166,7 +175,8 @@ type Service struct {
 	// Promote makes the local service the primary. Timeout default 30s.
 	Promote Hook `yaml:"promote"`
 	// Demote makes the local service stop acting as primary. Timeout default
-	// 1s, and it must fit in ZooKeeper.SessionTimeout minus the lease.
+	// 1s; it is part of the demote budget (Config.DemoteBudget), which the
+	// lease leaves free in the session timeout.
 	Demote Hook `yaml:"demote"`
 }
 
@@ -176,9 +186,8 @@ type Hook struct {
 	Command []string `yaml:"command"`
 	// Timeout after which the hook is sent SIGTERM and counts as failed. It
 	// then gets a kill grace to exit before its process group is sent
-	// SIGKILL: DefaultKillGrace, except for the demote at the end of a
-	// leadership, which gets what the lease leaves after Timeout (at most
-	// DefaultKillGrace, at least MinDemoteKillGrace).
+	// SIGKILL: 250ms for the promote and demote hooks (lease.KillGrace,
+	// part of the demote budget).
 	Timeout Duration `yaml:"timeout"`
 }
 
@@ -314,40 +323,14 @@ const (
 // package does not import (see doc.go).
 const DefaultKillGrace = 2 * time.Second
 
-// MinDemoteKillGrace is the shortest kill grace the demote hook at the end of
-// a leadership may get: the demote budget requires service.demote.timeout
-// plus this to fit in the session timeout minus the lease. It mirrors the
-// controller's floor, which applies the same rule to the session timeout
-// ZooKeeper granted and refuses to lead when the demote does not fit.
-const MinDemoteKillGrace = 50 * time.Millisecond
-
 // MinSessionTimeout is the shortest zookeeper.session_timeout accepted.
 const MinSessionTimeout = time.Second
 
-// MinLease is the shortest lease accepted. A leader renews its lease with a
-// request that the ZooKeeper leader and a quorum must answer, every lease/4:
-// a round trip through the ensemble, a few milliseconds on a LAN and far
-// more under load or across zones. A lease of a few round trips is never
-// renewed in time, so a leader would demote right after winning, and a
-// lease of nanoseconds gives a renewal ticker of zero. At least the election
-// package's floor (which it applies to the lease it derives from the
-// negotiated session timeout); validation keeps some room above it.
+// MinLease is the shortest election.lease accepted, whatever the other
+// settings: a lease of a few round trips is never renewed in time, and a
+// lease of nanoseconds would make no sense. The real floor depends on the
+// tickTime (see Config.Timing).
 const MinLease = 200 * time.Millisecond
-
-// LeaseRenewDiv is how often, per lease, the elector renews it: every
-// lease/LeaseRenewDiv (election.Config.RenewInterval's default).
-const LeaseRenewDiv = 4
-
-// The elector keeps lease + max(renew interval, tickTime/2) + session/20
-// within the session timeout: a ZooKeeper leader may learn of our newest
-// request only from a follower's answer to its ping (every tickTime/2), and
-// the last term absorbs clock rate differences. Without a known tickTime it
-// assumes the largest ZooKeeper's default limits allow, session/2. These
-// mirror the election package's rule.
-const (
-	reportLagDiv = 4  // tickTime/2 with tickTime = session/2
-	driftDiv     = 20 // clock drift margin: session/20
-)
 
 // MinTimeout is the shortest timeout or interval accepted for health checks,
 // hooks, fencing and shutdown. Below it no process can be started and no
@@ -359,9 +342,6 @@ const MinTimeout = 10 * time.Millisecond
 // daemon derives from them (timeout plus kill grace, lease plus renewal
 // interval) cannot overflow.
 const MaxDuration = 24 * time.Hour
-
-// An unset lease is defaultLeaseNum/defaultLeaseDen of the session timeout.
-const defaultLeaseNum, defaultLeaseDen = 2, 3
 
 // Default returns a Config holding every default. Load and Parse decode the
 // file on top of it.
@@ -422,34 +402,25 @@ func (c *Config) applyDefaults() {
 	}
 }
 
-// LeaseFor returns the lease for a session of the given (negotiated) timeout:
-// Lease when set, else 2/3 of session.
-func (e Election) LeaseFor(session time.Duration) time.Duration {
-	if e.Lease > 0 {
-		return time.Duration(e.Lease)
-	}
-	return session * defaultLeaseNum / defaultLeaseDen
+// DemoteBudget is how long a leader may need after its lease ended to stop
+// its service: the kill grace of a promote that may be running, the demote
+// timeout and the demote's kill grace (lease.DemoteBudget; the daemon gives
+// both hooks lease.KillGrace).
+func (c *Config) DemoteBudget() time.Duration {
+	return lease.DemoteBudget(lease.KillGrace, time.Duration(c.Service.Demote.Timeout), lease.KillGrace)
 }
 
-// LeaseRoom is what a lease needs below the session timeout, by the
-// elector's rule: the lease, plus the longer of its renewal interval
-// (lease/LeaseRenewDiv) and the delay with which the ZooKeeper leader may
-// learn of a renewal (session/4), plus a clock drift margin (session/20). A
-// lease fits a session when LeaseRoom <= session.
-func LeaseRoom(lease, session time.Duration) time.Duration {
-	return lease + max(lease/LeaseRenewDiv, session/reportLagDiv) + session/driftDiv
+// Timing is the lease arithmetic for a session of the given timeout (the
+// configured one for validation; the daemon's elector applies the same
+// function to the one ZooKeeper grants).
+func (c *Config) Timing(session time.Duration) (lease.Timing, error) {
+	return lease.Compute(session, time.Duration(c.ZooKeeper.TickTime), c.DemoteBudget(), time.Duration(c.Election.Lease), 0)
 }
 
-// MaxLeaseFor returns the longest lease that fits a session of the given
-// timeout (see LeaseRoom): 70 % of it.
-func MaxLeaseFor(session time.Duration) time.Duration {
-	return session - session/reportLagDiv - session/driftDiv
-}
-
-// EffectiveLease returns the lease for the configured session timeout. The
-// daemon should use Election.LeaseFor with the timeout ZooKeeper negotiated.
+// EffectiveLease returns the lease for the configured session timeout.
 func (c *Config) EffectiveLease() time.Duration {
-	return c.Election.LeaseFor(time.Duration(c.ZooKeeper.SessionTimeout))
+	t, _ := c.Timing(time.Duration(c.ZooKeeper.SessionTimeout))
+	return t.Lease
 }
 
 // AdminURL returns the base URL (no trailing slash) peers use to reach this

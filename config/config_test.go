@@ -121,7 +121,8 @@ func TestLoadFull(t *testing.T) {
 		{"zookeeper.auth.scheme (default)", cfg.ZooKeeper.Auth.Scheme, "digest"},
 		{"zookeeper.auth.credentials_file", cfg.ZooKeeper.Auth.CredentialsFile, secret("zk.cred")},
 		{"election.mode", cfg.Election.Mode, ModeUnfair},
-		{"election.lease", cfg.Election.Lease, Duration(6 * time.Second)},
+		{"election.lease", cfg.Election.Lease, Duration(5 * time.Second)},
+		{"zookeeper.tick_time", cfg.ZooKeeper.TickTime, Duration(2 * time.Second)},
 		{"health.interval", cfg.Health.Interval, Duration(500 * time.Millisecond)},
 		{"health.tcp.address", cfg.Health.TCP.Address, "127.0.0.1:5432"},
 		{"service.promote", cfg.Service.Promote, Hook{Command: []string{"/bin/true", "--promote"}, Timeout: Duration(time.Minute)}},
@@ -137,7 +138,7 @@ func TestLoadFull(t *testing.T) {
 		}},
 		{"method names", []string{cfg.Fencing.Methods[0].Name(), cfg.Fencing.Methods[1].Name(), cfg.Fencing.Methods[3].Name()}, []string{"rpc", "ssh", "shell"}},
 		{"log", cfg.Log, Log{Format: "json", Level: "debug"}},
-		{"EffectiveLease", cfg.EffectiveLease(), 6 * time.Second},
+		{"EffectiveLease", cfg.EffectiveLease(), 5 * time.Second},
 		{"AdminURL", cfg.AdminURL(), "http://db-b.example.com:9201"},
 	} {
 		if !reflect.DeepEqual(tc.got, tc.want) {
@@ -209,20 +210,21 @@ func TestBadConfigs(t *testing.T) {
 			"fencing.methods[0].rpc.timeout: must be > 0, got -1s",
 		}},
 		{"demote_too_long", []string{
-			"service.demote.timeout: 10s plus a kill grace of at least 50ms exceeds zookeeper.session_timeout (5s) minus the lease (3.333s, 2/3 of the session timeout) = 1.667s; " +
-				"the old leader's demote, killed if need be, must be over before a successor can be elected " +
-				"(the daemon checks this again against the session timeout ZooKeeper grants, and refuses to lead if it does not fit)",
+			"zookeeper.session_timeout: 5s is too short for service.demote.timeout 10s with zookeeper.tick_time unknown (assumed 2.5s, half the session timeout): " +
+				"the session timeout minus the demote budget 10.5s (service.demote.timeout 10s plus the kill graces of a running promote and of the demote, 250ms each) " +
+				"minus a margin of 250ms leaves a lease of -5.75s, and a lease must be at least twice the renew interval (1.313s, tickTime/2 + 5%) plus 100ms = 2.725s to tolerate anything; " +
+				"raise the session timeout, lower the demote timeout or set zookeeper.tick_time",
 		}},
-		{"demote_explicit_lease", []string{"service.demote.timeout: 3s plus a kill grace of at least 50ms exceeds zookeeper.session_timeout (5s) minus election.lease (3s) = 2s"}},
-		{"demote_kill_grace", []string{"service.demote.timeout: 1.99s plus a kill grace of at least 50ms exceeds zookeeper.session_timeout (5s) minus election.lease (3s) = 2s"}},
+		{"demote_explicit_lease", []string{"zookeeper.session_timeout: 5s is too short for service.demote.timeout 3s with zookeeper.tick_time unknown"}},
+		{"demote_kill_grace", []string{"election.lease: 3s is too long for zookeeper.session_timeout (5s) and service.demote.timeout (1.5s): " +
+			"the lease plus the demote budget 2s (service.demote.timeout 1.5s plus the kill graces of a running promote and of the demote, 250ms each) plus a margin of 250ms (session/20) must fit in the session timeout, " +
+			"so that the old leader has demoted before its session can expire; use at most 2.75s, or leave it unset for that"}},
 		{"lease_too_long", []string{
 			`election.mode: "random" is not one of fair, unfair`,
-			"election.lease: 5s is too long for zookeeper.session_timeout (5s): the lease, plus the time ZooKeeper may take to learn of a renewal (session/4), " +
-				"plus a clock drift margin (session/20) must fit in the session, so the leader steps down before its session can expire; " +
-				"use at most 3.5s (70% of the session timeout), or 0 for 2/3 of it",
+			"election.lease: 5s is too long for zookeeper.session_timeout (5s) and service.demote.timeout (1s)",
 		}},
 		{"lease_too_short", []string{
-			"election.lease: 3ns is shorter than the minimum 200ms; a leader renews its lease with round trips to the ZooKeeper leader every lease/4 and could not keep a shorter one",
+			"election.lease: 3ns is shorter than the minimum 200ms; a leader renews its lease with round trips to the ZooKeeper leader and could not keep a shorter one",
 		}},
 		{"servers", []string{
 			`zookeeper.servers[0]: "zk1" is not host:port`,
@@ -256,7 +258,7 @@ func TestBadConfigs(t *testing.T) {
 			`log.format: "logfmt" is not one of text, json`,
 			`log.level: "trace" is not one of debug, info, warn, error`,
 		}},
-		{"shutdown", []string{"node.shutdown_timeout: 500ms is shorter than service.demote.timeout plus the least kill grace (1.05s)"}},
+		{"shutdown", []string{"node.shutdown_timeout: 500ms is shorter than service.demote.timeout plus its kill grace (1.25s)"}},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			path := filepath.Join("testdata", tc.file+".bad.yaml")
@@ -534,20 +536,6 @@ func TestReadSecrets(t *testing.T) {
 	rpc := &RPCFencing{TokenFile: write("rpc", "abc")}
 	if tok, err := rpc.ReadToken(); tok.Reveal() != "abc" || err != nil {
 		t.Errorf("RPCFencing.ReadToken() = %q, %v; want abc, nil", tok.Reveal(), err)
-	}
-}
-
-func TestEffectiveLease(t *testing.T) {
-	cfg := Default()
-	if got, want := cfg.EffectiveLease(), 5*time.Second*2/3; got != want {
-		t.Errorf("EffectiveLease() with defaults = %v, want %v", got, want)
-	}
-	if got, want := cfg.Election.LeaseFor(9*time.Second), 6*time.Second; got != want {
-		t.Errorf("LeaseFor(9s) = %v, want %v", got, want)
-	}
-	cfg.Election.Lease = Duration(2 * time.Second)
-	if got := cfg.Election.LeaseFor(9 * time.Second); got != 2*time.Second {
-		t.Errorf("LeaseFor(9s) with lease 2s = %v, want 2s", got)
 	}
 }
 

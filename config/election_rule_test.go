@@ -6,24 +6,30 @@ import (
 
 	"github.com/failoverd/failoverd/config"
 	"github.com/failoverd/failoverd/election"
+	"github.com/failoverd/failoverd/internal/lease"
 )
 
-// TestLeaseRuleMatchesElection keeps the lease rule that config validates
-// with (it mirrors the election package rather than import it) no looser
-// than the one the elector applies: a lease that validates must never be
-// shortened or refused by the elector for the session timeout it was
-// validated against.
+// TestLeaseRuleMatchesElection keeps the rule config validates with the one
+// the elector applies: both call lease.Compute with the same inputs, so a
+// config that validates is never refused or shortened by the elector for
+// the session timeout it was validated against, and the default lease is
+// the same on both sides.
 func TestLeaseRuleMatchesElection(t *testing.T) {
-	if config.MinLease < election.MinLease {
-		t.Errorf("config.MinLease %v is below election.MinLease %v", config.MinLease, election.MinLease)
-	}
 	for _, s := range []time.Duration{config.MinSessionTimeout, 1500 * time.Millisecond, 2 * time.Second, 4 * time.Second,
 		5 * time.Second, 9*time.Second + 7, 40 * time.Second, config.MaxDuration} {
-		if got, want := config.MaxLeaseFor(s), election.MaxLease(s, 0); got > want {
-			t.Errorf("session %v: config allows a lease of up to %v, the elector only %v", s, got, want)
+		for _, tick := range []time.Duration{0, 200 * time.Millisecond, 2 * time.Second} {
+			for _, l := range []time.Duration{0, 300 * time.Millisecond, 3 * time.Second} {
+				cfg := config.Default()
+				cfg.ZooKeeper.SessionTimeout, cfg.ZooKeeper.TickTime, cfg.Election.Lease = config.Duration(s), config.Duration(tick), config.Duration(l)
+				ct, cerr := cfg.Timing(s)
+				et, eerr := election.Config{Lease: l, TickTime: tick, DemoteBudget: cfg.DemoteBudget()}.Timing(s)
+				if (cerr == nil) != (eerr == nil) || ct != et {
+					t.Errorf("session %v tick %v lease %v: config %+v (%v), elector %+v (%v)", s, tick, l, ct, cerr, et, eerr)
+				}
+			}
 		}
-		if def := (config.Election{}).LeaseFor(s); def > election.MaxLease(s, 0) || def < election.MinLease {
-			t.Errorf("session %v: the default lease %v does not suit the elector (%v to %v)", s, def, election.MinLease, election.MaxLease(s, 0))
-		}
+	}
+	if got, want := config.Default().DemoteBudget(), lease.DemoteBudget(lease.KillGrace, config.DefaultDemoteTimeout, lease.KillGrace); got != want {
+		t.Errorf("default demote budget %v, want %v", got, want)
 	}
 }

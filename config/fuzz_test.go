@@ -73,22 +73,22 @@ func FuzzLoadConfig(f *testing.F) {
 func derived(t *testing.T, cfg *Config) {
 	t.Helper()
 	session := cfg.ZooKeeper.SessionTimeout.Std()
-	lease := cfg.EffectiveLease()
-	renew := lease / LeaseRenewDiv
+	tm, err := cfg.Timing(session)
 	switch {
-	case lease < MinLease:
-		t.Fatalf("lease %v below MinLease", lease)
-	case renew <= 0:
-		t.Fatalf("renewal interval %v (lease %v)", renew, lease)
-	case LeaseRoom(lease, session) > session:
-		t.Fatalf("lease %v does not fit session %v", lease, session)
+	case err != nil:
+		t.Fatalf("validated, but the lease does not fit: %v", err)
+	case tm.Lease < MinLease || tm.Renew <= 0:
+		t.Fatalf("lease %v, renew interval %v", tm.Lease, tm.Renew)
+	case tm.Lease+tm.Budget+tm.Margin > session:
+		t.Fatalf("lease %v + budget %v + margin does not fit session %v", tm.Lease, tm.Budget, session)
 	}
-	ticker(t, "lease renewal", renew)
-	timer(t, "lease", lease)
-	// A server may grant a different timeout: the default lease follows it.
+	ticker(t, "lease renewal", tm.Renew)
+	timer(t, "lease", tm.Lease)
+	// A server may grant a different timeout: the timing follows it or
+	// refuses it, without panicking.
 	for _, granted := range []time.Duration{session / 2, session * 2, MinSessionTimeout} {
-		if l := cfg.Election.LeaseFor(granted); cfg.Election.Lease == 0 && (l <= 0 || l/LeaseRenewDiv <= 0) {
-			t.Fatalf("default lease %v for a granted timeout of %v", l, granted)
+		if tm, err := cfg.Timing(granted); err == nil && (tm.Lease <= 0 || tm.Renew <= 0) {
+			t.Fatalf("timing %+v for a granted timeout of %v", tm, granted)
 		}
 	}
 
@@ -96,11 +96,7 @@ func derived(t *testing.T, cfg *Config) {
 	timer(t, "health.timeout", cfg.Health.Timeout.Std())
 	timer(t, "node.shutdown_timeout", cfg.Node.ShutdownTimeout.Std())
 	timer(t, "promote timeout plus kill grace", cfg.Service.Promote.Timeout.Std()+DefaultKillGrace)
-	demote := cfg.Service.Demote.Timeout.Std()
-	if grace := min(DefaultKillGrace, session-lease-demote); grace < MinDemoteKillGrace {
-		t.Fatalf("demote %v leaves a kill grace of %v in session %v minus lease %v", demote, grace, session, lease)
-	}
-	timer(t, "demote timeout plus kill grace", demote+DefaultKillGrace)
+	timer(t, "demote timeout plus kill grace", cfg.Service.Demote.Timeout.Std()+DefaultKillGrace)
 	for i, m := range cfg.Fencing.Methods {
 		switch {
 		case m.RPC != nil:

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/failoverd/failoverd/internal/ids"
+	"github.com/failoverd/failoverd/internal/lease"
 	"github.com/failoverd/failoverd/internal/secret"
 )
 
@@ -110,7 +111,6 @@ func (c *Config) validate(opts LoadOptions) error {
 		}
 	}
 	v.root("zookeeper.root", zk.Root)
-	session := time.Duration(zk.SessionTimeout)
 	sessionOK := v.duration("zookeeper.session_timeout", zk.SessionTimeout, MinSessionTimeout)
 	if a := zk.Auth; a != nil {
 		if a.Scheme != AuthSchemeDigest {
@@ -129,8 +129,10 @@ func (c *Config) validate(opts LoadOptions) error {
 	default:
 		v.add("election.mode", "%q is not one of %s, %s", c.Election.Mode, ModeFair, ModeUnfair)
 	}
-	lease := time.Duration(c.Election.Lease)
-	leaseOK := v.lease(lease, session, sessionOK)
+	if zk.TickTime != 0 {
+		v.duration("zookeeper.tick_time", zk.TickTime, time.Millisecond)
+	}
+	v.lease(c, sessionOK)
 
 	// health
 	h := &c.Health
@@ -157,11 +159,8 @@ func (c *Config) validate(opts LoadOptions) error {
 	v.timeout("service.promote.timeout", svc.Promote.Timeout)
 	v.command("service.demote.command", svc.Demote.Command)
 	demoteOK := v.timeout("service.demote.timeout", svc.Demote.Timeout)
-	if demoteOK && sessionOK && leaseOK {
-		v.demoteBudget(c)
-	}
-	if demote := time.Duration(svc.Demote.Timeout) + MinDemoteKillGrace; demoteOK && n.ShutdownTimeout > 0 && time.Duration(n.ShutdownTimeout) < demote {
-		v.add("node.shutdown_timeout", "%s is shorter than service.demote.timeout plus the least kill grace (%s); a graceful stop must leave time to demote",
+	if demote := time.Duration(svc.Demote.Timeout) + lease.KillGrace; demoteOK && n.ShutdownTimeout > 0 && time.Duration(n.ShutdownTimeout) < demote {
+		v.add("node.shutdown_timeout", "%s is shorter than service.demote.timeout plus its kill grace (%s); a graceful stop must leave time to demote",
 			fmtDur(time.Duration(n.ShutdownTimeout)), fmtDur(demote))
 	}
 
@@ -391,58 +390,63 @@ func (v *validator) duration(p string, d Duration, min time.Duration) bool {
 // timeout checks a timeout or interval (MinTimeout to MaxDuration).
 func (v *validator) timeout(p string, d Duration) bool { return v.duration(p, d, MinTimeout) }
 
-// lease checks election.lease against the session timeout the config asks
-// for, by the rule the elector applies to the negotiated one: at least
-// MinLease, and lease + renewal interval + drift margin within the session
-// (see LeaseRoom). It reports whether the lease is usable.
-func (v *validator) lease(lease, session time.Duration, sessionOK bool) bool {
+// lease checks election.lease, zookeeper.session_timeout,
+// zookeeper.tick_time and service.demote.timeout together, by the rule the
+// elector applies to the session timeout ZooKeeper grants (lease.Compute,
+// the same function): the lease plus the demote budget plus a margin
+// (session/20) within the session timeout, and the lease at least two renew
+// intervals plus lease.MinTolerance. The daemon checks again against the
+// granted timeout, and stays out of the election when it does not fit.
+func (v *validator) lease(c *Config, sessionOK bool) {
 	const p = "election.lease"
-	switch {
-	case lease < 0:
-		v.add(p, "must be 0 (2/3 of the session timeout) or positive, got %s", fmtDur(lease))
-		return false
-	case lease == 0:
-		return true // 2/3 of a session timeout of at least 1s fits, and is >= MinLease
-	case lease < MinLease:
-		v.add(p, "%s is shorter than the minimum %s; a leader renews its lease with round trips to the ZooKeeper leader every lease/%d and could not keep a shorter one",
-			fmtDur(lease), fmtDur(MinLease), LeaseRenewDiv)
-		return false
-	case !sessionOK:
-		return false
-	case LeaseRoom(lease, session) > session:
-		v.add(p, "%s is too long for zookeeper.session_timeout (%s): the lease, plus the time ZooKeeper may take to learn of a renewal (session/%d), "+
-			"plus a clock drift margin (session/%d) must fit in the session, so the leader steps down before its session can expire; "+
-			"use at most %s (70%% of the session timeout), or 0 for 2/3 of it",
-			fmtDur(lease), fmtDur(session), reportLagDiv, driftDiv, fmtDur(MaxLeaseFor(session)))
-		return false
-	}
-	return true
-}
-
-// demoteBudget checks that the demote hook, kill grace included, ends before
-// a successor can be elected: a leader cut off from ZooKeeper starts
-// demoting when its lease runs out, and its session can expire a session
-// timeout after its last answer. After its timeout the hook gets what is
-// left as kill grace (at most DefaultKillGrace), which must be at least
-// MinDemoteKillGrace. The check uses the configured session timeout; the
-// daemon checks again with the one ZooKeeper grants, and refuses to lead
-// when the demote does not fit in it.
-func (v *validator) demoteBudget(c *Config) {
+	l := time.Duration(c.Election.Lease)
 	session := time.Duration(c.ZooKeeper.SessionTimeout)
-	lease := c.EffectiveLease()
-	timeout := time.Duration(c.Service.Demote.Timeout)
-	room := session - lease
-	if timeout+MinDemoteKillGrace <= room {
+	tick := time.Duration(c.ZooKeeper.TickTime)
+	demote := time.Duration(c.Service.Demote.Timeout)
+	switch {
+	case l < 0:
+		v.add(p, "must be 0 (the longest that fits) or positive, got %s", fmtDur(l))
+		return
+	case l > 0 && l < MinLease:
+		v.add(p, "%s is shorter than the minimum %s; a leader renews its lease with round trips to the ZooKeeper leader and could not keep a shorter one",
+			fmtDur(l), fmtDur(MinLease))
+		return
+	case !sessionOK || tick < 0 || tick > MaxDuration:
+		return
+	case demote <= 0 || demote > MaxDuration:
+		// service.demote.timeout is reported below; the lease can only be
+		// checked against the session timeout.
+		if l >= session-lease.Margin(session) {
+			v.add(p, "%s is too long for zookeeper.session_timeout (%s): the lease, the demote budget and a margin (session/%d) must fit in it",
+				fmtDur(l), fmtDur(session), lease.MarginDiv)
+		}
 		return
 	}
-	leaseDesc := fmt.Sprintf("election.lease (%s)", fmtDur(lease))
-	if c.Election.Lease == 0 {
-		leaseDesc = fmt.Sprintf("the lease (%s, 2/3 of the session timeout)", fmtDur(lease))
+	t, err := c.Timing(session)
+	tickDesc := "zookeeper.tick_time " + fmtDur(tick)
+	if !t.TickKnown {
+		tickDesc = fmt.Sprintf("zookeeper.tick_time unknown (assumed %s, half the session timeout)", fmtDur(t.Tick))
 	}
-	v.add("service.demote.timeout", "%s plus a kill grace of at least %s exceeds zookeeper.session_timeout (%s) minus %s = %s; "+
-		"the old leader's demote, killed if need be, must be over before a successor can be elected "+
-		"(the daemon checks this again against the session timeout ZooKeeper grants, and refuses to lead if it does not fit)",
-		fmtDur(timeout), fmtDur(MinDemoteKillGrace), fmtDur(session), leaseDesc, fmtDur(room))
+	budget := fmt.Sprintf("the demote budget %s (service.demote.timeout %s plus the kill graces of a running promote and of the demote, %s each)",
+		fmtDur(t.Budget), fmtDur(demote), fmtDur(lease.KillGrace))
+	switch {
+	case t.Max < t.MinLease():
+		fix := "raise the session timeout or lower the demote timeout"
+		if !t.TickKnown {
+			fix = "raise the session timeout, lower the demote timeout or set zookeeper.tick_time"
+		}
+		v.add("zookeeper.session_timeout", "%s is too short for service.demote.timeout %s with %s: the session timeout minus %s minus a margin of %s leaves a lease of %s, "+
+			"and a lease must be at least twice the renew interval (%s, tickTime/2 + %d%%) plus %s = %s to tolerate anything; %s",
+			fmtDur(session), fmtDur(demote), tickDesc, budget, fmtDur(t.Margin), fmtDur(t.Max),
+			fmtDur(t.Renew), 100/lease.RateDiv, fmtDur(lease.MinTolerance), fmtDur(t.MinLease()), fix)
+	case t.Clamped:
+		v.add(p, "%s is too long for zookeeper.session_timeout (%s) and service.demote.timeout (%s): the lease plus %s plus a margin of %s (session/%d) must fit in the session timeout, "+
+			"so that the old leader has demoted before its session can expire; use at most %s, or leave it unset for that",
+			fmtDur(l), fmtDur(session), fmtDur(demote), budget, fmtDur(t.Margin), lease.MarginDiv, fmtDur(t.Max))
+	case err != nil:
+		v.add(p, "%s leaves no tolerance with %s: a lease must be at least twice the renew interval (%s, tickTime/2 + %d%%) plus %s = %s; raise it (at most %s) or leave it unset",
+			fmtDur(l), tickDesc, fmtDur(t.Renew), 100/lease.RateDiv, fmtDur(lease.MinTolerance), fmtDur(t.MinLease()), fmtDur(t.Max))
+	}
 }
 
 func (v *validator) atLeastOne(p string, n int) {

@@ -45,8 +45,8 @@ type Hook struct {
 	Argv    []string
 	Timeout time.Duration
 	// KillGrace is how long the hook may take to exit after SIGTERM (0:
-	// proc.DefaultKillGrace). A leadership's end-of-term demote gets what
-	// the lease leaves instead (see demoteKillGrace).
+	// lease.KillGrace). The promote's and the demote's are part of the
+	// demote budget (see DemoteBudget).
 	KillGrace time.Duration
 }
 
@@ -259,6 +259,9 @@ func (c *Controller) Status() Status {
 	}
 	l := c.leadership
 	c.mu.Unlock()
+	if err := c.el.Refusal(); err != nil && s.LastError == "" {
+		s.LastError = err.Error() // the elector stays out: the lease does not fit
+	}
 	s.Role = "standby"
 	if s.State == StateLeader {
 		s.Role = "leader"
@@ -405,15 +408,11 @@ func (c *Controller) onElected(lctx context.Context, l election.Leadership) {
 		return
 	}
 	demote := c.cfg.Demote
-	if len(demote.Argv) > 0 {
-		grace, err := demoteKillGrace(l.Session.Timeout(), l.Lease, demote.Timeout)
-		if err != nil {
-			c.log.Error("refusing to lead: the demote hook cannot finish before a successor may be elected", "epoch", l.Epoch, "err", err)
-			c.setErr(err)
-			c.backoff("demote_budget")
-			return
-		}
-		demote.KillGrace = grace
+	if err := checkDemoteBudget(c.cfg, l); err != nil {
+		c.log.Error("refusing to lead: the demote hook cannot finish before a successor may be elected", "epoch", l.Epoch, "err", err)
+		c.setErr(err)
+		c.backoff("demote_budget")
+		return
 	}
 
 	c.setState(StateFencing, "elected")
@@ -773,7 +772,7 @@ func (c *Controller) execHook(ctx context.Context, name string, h Hook, reason s
 	log := c.log.With("hook", name)
 	log.Info("running hook", "reason", reason, "epoch", epoch)
 	res, err := proc.Run(ctx, proc.Spec{
-		Argv: h.Argv, Env: env, Timeout: h.Timeout, KillGrace: h.KillGrace,
+		Argv: h.Argv, Env: env, Timeout: h.Timeout, KillGrace: killGrace(h),
 		OnLine: func(stream, line string) { log.Info("hook output", "stream", stream, "line", line) },
 	})
 	result := "success"

@@ -17,6 +17,7 @@ import (
 	"github.com/failoverd/failoverd/election"
 	"github.com/failoverd/failoverd/fencer"
 	"github.com/failoverd/failoverd/healthcheck"
+	"github.com/failoverd/failoverd/internal/lease"
 	"github.com/failoverd/failoverd/internal/proc"
 	"github.com/failoverd/failoverd/internal/proc/proctest"
 	"github.com/failoverd/failoverd/test/zktest"
@@ -69,26 +70,25 @@ func TestPrimaryTrackerRules(t *testing.T) {
 	}
 }
 
-func TestDemoteKillGrace(t *testing.T) {
+// The controller's demote budget is lease.DemoteBudget of its hooks (kill
+// graces lease.KillGrace unless set), and a leadership whose grace cannot
+// hold it is refused.
+func TestDemoteBudget(t *testing.T) {
+	cfg := Config{Demote: Hook{Timeout: time.Second}}
+	if got, want := DemoteBudget(cfg), lease.DemoteBudget(lease.KillGrace, time.Second, lease.KillGrace); got != want {
+		t.Errorf("DemoteBudget = %v, want %v", got, want)
+	}
+	cfg.Promote.KillGrace, cfg.Demote.KillGrace = time.Second, 2*time.Second
+	if got := DemoteBudget(cfg); got != 4*time.Second {
+		t.Errorf("DemoteBudget with kill graces 1s and 2s = %v, want 4s", got)
+	}
 	for _, tc := range []struct {
-		session, lease, timeout time.Duration
-		want                    time.Duration // 0: refused
-	}{
-		{5 * time.Second, 5 * time.Second * 2 / 3, time.Second, 5*time.Second - 5*time.Second*2/3 - time.Second},
-		{30 * time.Second, 10 * time.Second, time.Second, proc.DefaultKillGrace},
-		{2 * time.Second, 2 * time.Second * 2 / 3, 600 * time.Millisecond, 2*time.Second - 2*time.Second*2/3 - 600*time.Millisecond},
-		{60 * time.Second, 50 * time.Second, 30 * time.Second, 0}, // configured 100s, granted 60s
-		{5 * time.Second, 4 * time.Second, time.Second, 0},        // the kill grace does not fit
-	} {
-		got, err := demoteKillGrace(tc.session, tc.lease, tc.timeout)
-		if tc.want == 0 {
-			if err == nil {
-				t.Errorf("demoteKillGrace(%v, %v, %v) = %v, want an error", tc.session, tc.lease, tc.timeout, got)
-			}
-			continue
-		}
-		if err != nil || got != tc.want {
-			t.Errorf("demoteKillGrace(%v, %v, %v) = %v, %v; want %v", tc.session, tc.lease, tc.timeout, got, err, tc.want)
+		grace time.Duration
+		ok    bool
+	}{{4 * time.Second, true}, {5 * time.Second, true}, {4*time.Second - 1, false}, {0, false}} {
+		err := checkDemoteBudget(cfg, election.Leadership{Grace: tc.grace, SessionTimeout: 10 * time.Second, Lease: 5 * time.Second})
+		if (err == nil) != tc.ok {
+			t.Errorf("grace %v: err %v, want ok=%v", tc.grace, err, tc.ok)
 		}
 	}
 }
@@ -174,18 +174,20 @@ func startNode(t *testing.T, zkc *zktest.Cluster, o nodeOpts) *testNode {
 	if o.mode == "unfair" {
 		mode = election.Unfair
 	}
-	el, err := election.New(client, election.Config{Dir: ElectionDir("/failoverd", "ct"), NodeID: o.id, Mode: mode, Lease: o.lease})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := New(Config{
+	cfg := Config{
 		Cluster: "ct", NodeID: o.id, Host: o.host, AdminURL: o.adminURL, Root: "/failoverd", ElectionMode: o.mode,
 		Promote:    Hook{Argv: []string{promote}, Timeout: 10 * time.Second},
 		Demote:     Hook{Argv: []string{demote}, Timeout: o.demoteTimeout},
 		BackoffMin: 200 * time.Millisecond, BackoffMax: time.Second,
 		ShutdownTimeout: 30 * time.Second,
 		Logger:          testLogger(o.id),
-	}, client, el, o.fence, nopMetrics{})
+	}
+	el, err := election.New(client, election.Config{Dir: ElectionDir("/failoverd", "ct"), NodeID: o.id, Mode: mode, Lease: o.lease,
+		DemoteBudget: DemoteBudget(cfg), Logger: testLogger(o.id)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := New(cfg, client, el, o.fence, nopMetrics{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/failoverd/failoverd/internal/proc"
+	"github.com/failoverd/failoverd/election"
+	"github.com/failoverd/failoverd/internal/lease"
 )
 
 // primaryTracker remembers whether the local service may be acting as
@@ -144,25 +145,37 @@ func (c *Controller) afterReap(h *stuckHook) {
 	c.poke(c.memberChanged)
 }
 
-// minDemoteKillGrace is the shortest time a demote hook gets between
-// SIGTERM and SIGKILL.
-const minDemoteKillGrace = 50 * time.Millisecond
+// DemoteBudget is how long, after a leadership's lease ended, this
+// controller may need to stop the service: kill a promote that may be
+// running, then demote (timeout, then kill grace). It is lease.DemoteBudget
+// of the configured hooks, the one function the elector and config
+// validation use too; the daemon hands it to the elector
+// (election.Config.DemoteBudget), which keeps that much between the lease
+// and the session timeout.
+func DemoteBudget(cfg Config) time.Duration {
+	return lease.DemoteBudget(killGrace(cfg.Promote), cfg.Demote.Timeout, killGrace(cfg.Demote))
+}
 
-// demoteKillGrace checks, for a leadership whose session timeout (as the
-// server granted it) is session and whose lease is lease, that the demote
-// hook can be over before a successor can be elected: a leader cut off from
-// ZooKeeper starts demoting when its lease runs out, and the server may
-// expire its session (and elect a successor) session after the last answer,
-// so timeout plus the kill grace must fit in session - lease. It returns
-// the kill grace to use: what that room leaves after timeout, at most
-// proc.DefaultKillGrace, at least minDemoteKillGrace (else an error).
-func demoteKillGrace(session, lease, timeout time.Duration) (time.Duration, error) {
-	room := session - lease
-	grace := min(proc.DefaultKillGrace, room-timeout)
-	if grace < minDemoteKillGrace {
-		return 0, fmt.Errorf("service.demote.timeout %s plus a kill grace of at least %s does not fit in the session timeout ZooKeeper granted (%s) minus the lease (%s) = %s; "+
-			"shorten the demote timeout or the lease, or raise the server's maxSessionTimeout",
-			timeout, minDemoteKillGrace, session, lease, room)
+// killGrace is a hook's kill grace: lease.KillGrace unless set.
+func killGrace(h Hook) time.Duration {
+	if h.KillGrace > 0 {
+		return h.KillGrace
 	}
-	return grace, nil
+	return lease.KillGrace
+}
+
+// checkDemoteBudget refuses a leadership whose grace (the time after its
+// lease during which no successor can be elected, as the elector computed
+// it from the session timeout ZooKeeper granted) cannot hold this
+// controller's demote budget. The elector refuses such a leadership
+// before it campaigns when it was given the budget; this catches an
+// elector configured without it.
+func checkDemoteBudget(cfg Config, l election.Leadership) error {
+	need := DemoteBudget(cfg)
+	if need <= l.Grace {
+		return nil
+	}
+	return fmt.Errorf("the demote budget %s (promote kill grace %s + service.demote.timeout %s + kill grace %s) does not fit in the %s left after the lease "+
+		"(session timeout ZooKeeper granted %s - lease %s - margin %s); shorten the demote timeout or the lease, or raise the session timeout",
+		need, killGrace(cfg.Promote), cfg.Demote.Timeout, killGrace(cfg.Demote), l.Grace, l.SessionTimeout, l.Lease, l.SessionTimeout-l.Lease-l.Grace)
 }

@@ -25,15 +25,11 @@
 //     earlier term, whose delete was lost, is deleted instead), and it refuses
 //     an epoch not above the one it last led with.
 //   - The leadership context is cancelled, and Valid fails, no later than
-//     Lease after the send time of the newest answered write of the session
-//     (zk.Session.LastAck). The elector renews with a write that changes
-//     nothing (a multi holding one version check of its znode): its answer
-//     proves that a quorum of ZooKeeper servers acknowledged the leader that
-//     handled it after we sent it. (A sync does not: a ZooKeeper leader cut
-//     off from its quorum answers syncs until it notices, about syncLimit ×
-//     tickTime later, and the others may have elected a leader by then.)
-//   - No successor can be elected before the lease ends, as argued below.
+//     Lease after the lease's anchor (below); no successor can be elected
+//     before anchor + T, and Lease + D + T/20 <= T leaves the demote budget D
+//     (Config.DemoteBudget) after the lease ends.
 //   - A leadership also ends when its znode is deleted, its session expires,
+//     a reconnect negotiates a session timeout the lease no longer fits,
 //     Resign or Cede is called, or Run's context ends.
 //   - The lease is enforced by the clock alone: no ZooKeeper call runs in the
 //     loop that watches a leadership, so a call that hangs (go-zookeeper's
@@ -43,44 +39,40 @@
 //     current session and it carries the current join's nonce; znodes of its
 //     earlier sessions and terms are deleted.
 //
-// The lease argument. Let S be the send time of the newest answered write, T
-// the negotiated session timeout, R the renew interval and tick ZooKeeper's
-// tickTime. A successor is elected only after our session expired (or our
-// znode was deleted), and only the ZooKeeper leader expires sessions:
+// The lease argument (the "credit chain"). T is the negotiated session
+// timeout, tick ZooKeeper's tickTime, ρ the clock rate margin (1/20). Only
+// the ZooKeeper leader expires sessions, no earlier than T after the newest
+// touch of the session it credited; it credits a touch only when a
+// follower's answer to its ping (sent every tick/2) reports it, and a new
+// ZooKeeper leader restores every session with a full T. Our requests touch
+// the session at the server F they reach. Only an answered write (the
+// renewal is a multi holding one version check of our znode) proves that
+// the leader committed it with a quorum; a sync or a read proves nothing.
 //
-//  1. A ZooKeeper leader that took over after S starts every session's
-//     timeout afresh when it starts, and it starts after S: a quorum
-//     acknowledged our write after S, and a new leader needs a quorum that
-//     gave up on the old one. So it expires us no earlier than S + T.
-//  2. The leader that committed our write expires the session T after the
-//     newest touch of it that it knows of. If we talk to that leader, the
-//     write itself was a touch, at or after S. If we talk to a follower, the
-//     follower passes its clients' touches on only in its answers to the
-//     leader's pings (sent every tick/2), and a follower cut off from its
-//     leader, which goes on answering reads and pings from its local copy for
-//     syncLimit × tick, passes on nothing: the newest touch the leader knows
-//     of can be older than S by up to max(R, tick/2) (our previous renewal,
-//     or the activity before the leader's last ping).
+// Let Z be a write answered by F (sent s_Z, answered a_Z), X a later write
+// sent at s_X >= a_Z + tick/2·(1+ρ) and answered at a_X, and Y a write sent
+// at s_Y >= a_X and answered, all over one connection to F. The leader sent
+// a ping p within tick/2 after F got Z; p precedes X's commit on the
+// leader→F stream, so F answered p (reporting Z's touch) before X's answer
+// reached us, before F forwarded Y; Y's answer proves that the F→leader
+// stream delivered everything sent before it, so p's answer, the touch, was
+// credited. The session lives until at least s_Z + T (leader's time). The
+// anchor is s_Z of the newest Z with such X and Y (zk.Session.Acks keeps
+// the writes' send and answer times and connection), and the lease ends at
+// anchor + Lease. Renewals come in pairs (X, then Y at once) every renew
+// interval R >= tick/2·(1+ρ), so the anchor lags "now" by R to 2R plus round
+// trips, and a leader tolerates an outage of Lease - 2R less round trips.
+// Lease <= T - D - T/20 (the default is exactly that), so when the lease
+// ends, D remains for the demote before the session can expire.
 //
-// So the session lives until at least S + T - max(R, tick/2), and the lease
-// must end before: the elector keeps Lease + max(R, tick/2) + T/20 <= T
-// (MaxLease), shortening a configured lease that does not fit the negotiated
-// timeout and saying so in the log. The T/20 absorbs clock rate differences
-// between this host and the ZooKeeper leader and the leader's ping round
-// trips. The default, Lease = 2/3 T with R = Lease/4, fits. What is left,
-// T - Lease - max(R, tick/2) - T/20, is Leadership.Grace: how long after the
-// lease ended a successor still cannot be elected, the time a demote has if
-// it must finish before then.
-//
-// Assumed: tick <= T/2 when Config.TickTime is not set (ZooKeeper's default
-// minSessionTimeout is two ticks; a server configured with a lower minimum
-// breaks the bound unless TickTime says so); clock rates on this host and on
-// the ZooKeeper servers within a few percent of each other (clock steps do
-// not matter: only durations measured on one host are compared); ZooKeeper
-// behaving as 3.5 to 3.9 do (the leader alone expires sessions, learns of a
-// follower's clients only from ping answers, and restarts every session's
-// timeout when it takes over); and ZooKeeper's own safety (a quorum, at most
-// one leader per epoch).
+// Assumed: the ZooKeeper leader pings every tick/2; tick is Config.TickTime
+// or, unknown, at most T/2 (ZooKeeper's default minSessionTimeout is two
+// ticks; a server configured with a lower minimum breaks the bound unless
+// TickTime says so); clock rates on this host and on the ZooKeeper leader
+// within ρ of each other (steps do not matter: only durations measured on
+// one host are compared); TCP delivers in order and both ends process quorum
+// packets in order; ZooKeeper behaves as 3.5 to 3.9 do, and keeps its own
+// safety (a quorum, at most one leader per epoch).
 //
 // # What is not
 //
@@ -103,6 +95,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/failoverd/failoverd/internal/lease"
 	"github.com/failoverd/failoverd/zk"
 )
 
@@ -131,8 +124,12 @@ var (
 	ErrStopped        = errors.New("election: stopped")
 	ErrReleased       = errors.New("election: released by the callback")
 	// ErrLeaseTooShort: the lease that fits the negotiated session timeout
-	// is below MinLease; the elector stays out of the election.
+	// and the demote budget leaves no tolerance; the elector stays out of
+	// the election.
 	ErrLeaseTooShort = errors.New("election: lease too short")
+	// ErrTimeoutShrunk: a reconnect negotiated a session timeout the lease
+	// no longer fits.
+	ErrTimeoutShrunk = errors.New("election: the session timeout negotiated on reconnect no longer fits the lease")
 )
 
 // lockName is the single znode of unfair mode.
@@ -143,88 +140,93 @@ type Config struct {
 	Dir    string // znode directory of the election, e.g. /failoverd/orders/election
 	NodeID string // stored in the candidate znode, shown by status
 	Mode   Mode
-	// Lease bounds how long a leader trusts itself without an answer from
-	// ZooKeeper. 0 means 2/3 of the negotiated session timeout. A lease
-	// longer than MaxLease allows for the negotiated timeout is shortened
-	// (and logged); the elector refuses to join with one below MinLease.
+	// Lease bounds how long a leader trusts itself after the anchor (see
+	// "What is guaranteed"). 0 means the longest that fits:
+	// T - DemoteBudget - T/20 for the negotiated timeout T. A longer one
+	// is shortened (and logged); the elector stays out of the election
+	// when the lease leaves no tolerance (lease.Timing.MinLease).
 	Lease time.Duration
-	// RenewInterval is how often a leader asks ZooKeeper (0: Lease/4; at
-	// most Lease/2).
+	// RenewInterval is how often a leader renews (0, or anything below
+	// tickTime/2·(1+ρ): that).
 	RenewInterval time.Duration
 	// TickTime is ZooKeeper's tickTime when the operator knows it; 0 assumes
-	// the largest the negotiated session timeout allows with ZooKeeper's
-	// default limits (half of it). See "What is guaranteed".
+	// half the negotiated session timeout (ZooKeeper's default limits).
 	TickTime time.Duration
-	Logger   *slog.Logger
+	// DemoteBudget is how long the controller may need, after the lease
+	// ended, to stop the service (lease.DemoteBudget).
+	DemoteBudget time.Duration
+	Logger       *slog.Logger
 }
 
-// MinLease is the shortest lease an elector leads with: a renewal is a write
-// that goes through the ZooKeeper leader and a quorum, and a lease not much
-// longer than that round trip would end all the time (or before the first
-// leadership could even start). Configuration validation must reject shorter
-// leases; at runtime the elector refuses to join with one, for example when
-// the negotiated session timeout turns out too short for any lease.
-const MinLease = 100 * time.Millisecond
-
-// minRenewInterval floors the renew interval whatever the configuration:
-// a ticker needs a positive period, and renewing faster only loads ZooKeeper.
-const minRenewInterval = 10 * time.Millisecond
-
-// reportLag bounds how much older than our newest answered write the newest
-// touch of our session the ZooKeeper leader knows of can be (see "What is
-// guaranteed"): max(renew, tick/2), tick unknown meaning timeout/2.
-func reportLag(timeout, renew, tick time.Duration) time.Duration {
-	if tick <= 0 || tick > timeout/2 {
-		tick = timeout / 2
-	}
-	return max(renew, tick/2)
+// Timing is the lease arithmetic of this configuration for a session of
+// the given negotiated timeout: lease.Compute, the function config
+// validation applies to the configured timeout.
+func (c Config) Timing(timeout time.Duration) (lease.Timing, error) {
+	return lease.Compute(timeout, c.TickTime, c.DemoteBudget, c.Lease, c.RenewInterval)
 }
 
-// driftMargin is kept free between the lease (plus the report lag) and the
-// session timeout for clock rate differences and the leader's ping round
-// trips.
-func driftMargin(timeout time.Duration) time.Duration { return timeout / 20 }
-
-// MaxLease is the longest lease that is safe with a negotiated session
-// timeout: Lease + max(RenewInterval, tickTime/2) + timeout/20 <= timeout,
-// for a renew interval not above tickTime/2 (the default, Lease/4, is not).
-// tickTime 0 means unknown, assumed timeout/2. With it unknown, MaxLease is
-// 70% of the timeout.
-func MaxLease(sessionTimeout, tickTime time.Duration) time.Duration {
-	return sessionTimeout - reportLag(sessionTimeout, 0, tickTime) - driftMargin(sessionTimeout)
-}
-
-// timing is the lease and renew interval an elector uses with a session of
-// the given negotiated timeout, and the grace left after the lease.
-type timing struct {
-	lease, renew, grace time.Duration
-	clamped             bool // the configured lease did not fit
-}
-
-func (e *Elector) timing(timeout time.Duration) (timing, error) {
-	var tm timing
-	tm.lease = e.cfg.Lease
-	if tm.lease <= 0 {
-		tm.lease = timeout * 2 / 3
+// timing is Config.Timing; it wraps a refusal in ErrLeaseTooShort.
+func (e *Elector) timing(timeout time.Duration) (lease.Timing, error) {
+	tm, err := e.cfg.Timing(timeout)
+	if err != nil {
+		return tm, fmt.Errorf("%w: refusing to lead with the session timeout zookeeper granted (%v): %w", ErrLeaseTooShort, timeout, err)
 	}
-	tm.renew = e.cfg.RenewInterval
-	if tm.renew <= 0 || tm.renew > tm.lease/2 {
-		tm.renew = tm.lease / 4
-	}
-	tm.renew = max(tm.renew, minRenewInterval)
-	lag := reportLag(timeout, tm.renew, e.cfg.TickTime)
-	if limit := timeout - lag - driftMargin(timeout); tm.lease > limit {
-		tm.lease, tm.clamped = limit, true
-		// Lowering the interval keeps the bound; below the floor only for
-		// leases that are refused anyway.
-		tm.renew = max(min(tm.renew, tm.lease/2), minRenewInterval)
-	}
-	if tm.lease < MinLease {
-		return tm, fmt.Errorf("%w: refusing to lead with a lease of %v (session timeout %v negotiated with zookeeper): the minimum is %v",
-			ErrLeaseTooShort, tm.lease, timeout, MinLease)
-	}
-	tm.grace = timeout - tm.lease - reportLag(timeout, tm.renew, e.cfg.TickTime) - driftMargin(timeout)
 	return tm, nil
+}
+
+// Anchor returns the send time of the newest answered write Z for which
+// acks hold a credit chain: a write X over the same connection sent at least
+// gap after Z's answer, and a write Y over it sent after X's answer (see
+// "What is guaranteed"). It is the zero time when there is none. The acks
+// need not be evenly spaced: a renewal answered late counts only from its
+// own send time, and only once later writes complete a chain behind it.
+func Anchor(acks []zk.Ack, gap time.Duration) time.Time {
+	lastSent := map[uint64]time.Time{} // per connection: newest send (a Y)
+	for _, a := range acks {
+		if a.Sent.After(lastSent[a.Conn]) {
+			lastSent[a.Conn] = a.Sent
+		}
+	}
+	var anchor time.Time
+	for _, x := range acks {
+		if y, ok := lastSent[x.Conn]; !ok || y.Before(x.Answered) {
+			continue // no Y after X's answer
+		}
+		for _, z := range acks {
+			if z.Conn == x.Conn && !x.Sent.Before(z.Answered.Add(gap)) && z.Sent.After(anchor) {
+				anchor = z.Sent
+			}
+		}
+	}
+	return anchor
+}
+
+// renewNow reports whether a write sent now would move the anchor (it would
+// be the Y of a chain whose Z is newer than the anchor); otherwise the next
+// renewal (an X) waits a renew interval after the newest answer.
+func renewNow(acks []zk.Ack, gap time.Duration, now time.Time) bool {
+	if len(acks) == 0 {
+		return true
+	}
+	newest := acks[len(acks)-1]
+	probe := append(append([]zk.Ack(nil), acks...), zk.Ack{Sent: now, Answered: now, Conn: newest.Conn})
+	return Anchor(probe, gap).After(Anchor(acks, gap))
+}
+
+// anchorFn returns the anchor of sess's writes, never moving back: a chain
+// seen once stays a fact even after its writes left the ring.
+func anchorFn(sess *zk.Session, gap time.Duration) func() time.Time {
+	var mu sync.Mutex
+	var cur time.Time
+	return func() time.Time {
+		a := Anchor(sess.Acks(), gap)
+		mu.Lock()
+		defer mu.Unlock()
+		if a.After(cur) {
+			cur = a
+		}
+		return cur
+	}
 }
 
 // Leadership is what a won election hands to OnElected.
@@ -233,22 +235,23 @@ type Leadership struct {
 	Path    string      // our election znode; breadcrumb writes check it exists
 	Session *zk.Session // the session that owns Path
 	NodeID  string
-	// Lease is how long this leadership trusts itself after the send time of
-	// the newest answered write of Session (derived from the negotiated
-	// timeout, see MaxLease).
+	// Lease is how long this leadership trusts itself after its anchor
+	// (see "What is guaranteed").
 	Lease time.Duration
 	// SessionTimeout is the session timeout ZooKeeper negotiated for Session
-	// when the leadership began (Session.Timeout() may differ after a
-	// reconnect; the elector re-checks nothing mid-term).
+	// when the leadership began; a reconnect that negotiates one the lease
+	// does not fit ends the leadership.
 	SessionTimeout time.Duration
 	// RenewInterval is how often the elector renews the lease.
 	RenewInterval time.Duration
 	// Grace is how long after the lease ended no successor can have been
-	// elected yet: SessionTimeout - Lease - max(RenewInterval, tickTime/2) -
-	// SessionTimeout/20 (see "What is guaranteed"). A demote that must finish
-	// before a successor exists (kill grace included) must fit in it; the
+	// elected yet: SessionTimeout - Lease - SessionTimeout/20, at least
+	// Config.DemoteBudget. What must happen after the lease ends (killing
+	// a promote, the demote) must fit in it (lease.DemoteBudget); the
 	// controller refuses to lead when it does not.
 	Grace time.Duration
+	// Timing is the whole arithmetic (tick assumed, tolerance).
+	Timing lease.Timing
 
 	deadline func() time.Time
 }
@@ -298,9 +301,25 @@ type Elector struct {
 	cededUntil time.Time
 	current    *Leadership
 
+	refusal error // why the elector stays out (the lease does not fit), or nil
+
 	// lastEpoch is the epoch of our newest leadership; a new one must be
 	// above it. Only Run's goroutine uses it.
 	lastEpoch int64
+}
+
+// Refusal says why the elector stays out of the election (the lease cannot
+// fit the session timeout ZooKeeper granted and the demote budget), or nil.
+func (e *Elector) Refusal() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.refusal
+}
+
+func (e *Elector) setRefusal(err error) {
+	e.mu.Lock()
+	e.refusal = err
+	e.mu.Unlock()
 }
 
 // New checks cfg and returns an Elector; it does not contact ZooKeeper.
@@ -314,8 +333,8 @@ func New(client *zk.Client, cfg Config) (*Elector, error) {
 	if cfg.NodeID == "" {
 		return nil, errors.New("election: node id is empty")
 	}
-	if cfg.Lease < 0 || cfg.RenewInterval < 0 || cfg.TickTime < 0 {
-		return nil, errors.New("election: negative lease, renew interval or tick time")
+	if cfg.Lease < 0 || cfg.RenewInterval < 0 || cfg.TickTime < 0 || cfg.DemoteBudget < 0 {
+		return nil, errors.New("election: negative lease, renew interval, tick time or demote budget")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -439,13 +458,14 @@ func (e *Elector) campaign(ctx context.Context, sess *zk.Session, kick <-chan st
 	// A candidate that could not lead safely with this session's negotiated
 	// timeout must not win and then refuse: it stays out altogether.
 	tm, err := e.timing(sess.Timeout())
+	e.setRefusal(err)
 	if err != nil {
 		return err
 	}
-	if tm.clamped {
-		e.log.Warn("configured lease too long for the negotiated session timeout; using a shorter one",
-			"configured", e.cfg.Lease.String(), "lease", tm.lease.String(), "session_timeout", sess.Timeout().String(),
-			"max_lease", MaxLease(sess.Timeout(), e.cfg.TickTime).String())
+	if tm.Clamped {
+		e.log.Warn("configured lease too long for the negotiated session timeout and the demote budget; using a shorter one",
+			"configured", e.cfg.Lease.String(), "lease", tm.Lease.String(), "session_timeout", tm.Session.String(),
+			"demote_budget", tm.Budget.String())
 	}
 	if err := sess.EnsurePath(ctx, e.cfg.Dir); err != nil {
 		return err
@@ -472,7 +492,7 @@ func (e *Elector) campaign(ctx context.Context, sess *zk.Session, kick <-chan st
 			return err
 		}
 	}
-	e.lead(ctx, sess, node, epoch, tm, kick, onElected)
+	e.lead(ctx, sess, node, epoch, kick, onElected)
 	return nil
 }
 
@@ -788,8 +808,8 @@ func (e *Elector) acquireLock(ctx context.Context, sess *zk.Session, kick <-chan
 // confirm renews the lease: a multi holding one version check of our znode
 // is a write that changes nothing, so the ZooKeeper leader answers it only
 // after a quorum acknowledged it (a follower cut off from its leader, or a
-// leader cut off from its quorum, cannot), and an answer moves
-// sess.LastAck to its send time. It also fails when the znode is gone.
+// leader cut off from its quorum, cannot), and an answer goes into
+// sess.Acks, the material of the credit chain. It also fails when the znode is gone.
 // The Exists after it (read-your-writes: as fresh as the write) checks that
 // the znode is still ours.
 func confirm(ctx context.Context, sess *zk.Session, node string) (bool, error) {
@@ -808,26 +828,34 @@ func confirm(ctx context.Context, sess *zk.Session, node string) (bool, error) {
 }
 
 // lead runs the callback and watches leadership until it ends.
-func (e *Elector) lead(ctx context.Context, sess *zk.Session, node string, epoch int64, tm timing, kick <-chan struct{}, onElected func(context.Context, Leadership)) {
+func (e *Elector) lead(ctx context.Context, sess *zk.Session, node string, epoch int64, kick <-chan struct{}, onElected func(context.Context, Leadership)) {
 	if epoch <= e.lastEpoch {
 		// Never lead twice with one epoch, whatever went wrong in between.
 		e.log.Error("refusing to lead with an epoch not above our last one", "epoch", epoch, "last_epoch", e.lastEpoch, "node", node)
 		return
 	}
-	// The lease runs from the newest write the ZooKeeper leader answered; a
-	// candidate that waited in the queue may have none for a long time.
-	cctx, cancelConfirm := context.WithTimeout(ctx, sess.Timeout())
-	ok, err := confirm(cctx, sess, node)
-	cancelConfirm()
-	if err != nil || !ok {
+	// The timeout may have changed since the campaign began (a reconnect).
+	tm, err := e.timing(sess.Timeout())
+	e.setRefusal(err)
+	if err != nil {
+		e.log.Error("won the election but cannot lead safely; giving it back", "node", node, "err", err)
+		return
+	}
+	gap := lease.Gap(tm.Session, e.cfg.TickTime)
+	anchor := anchorFn(sess, gap)
+	deadline := func() time.Time { return anchor().Add(tm.Lease) }
+	// The lease runs from an anchor that a credit chain of answered writes
+	// proves; a candidate that waited in the queue may have none.
+	sctx, cancelSettle := context.WithTimeout(ctx, tm.Session)
+	err = e.settle(sctx, sess, node, tm, gap, anchor, kick)
+	cancelSettle()
+	if err != nil {
 		e.log.Warn("could not confirm leadership with the zookeeper leader", "node", node, "err", err)
 		return
 	}
 	e.lastEpoch = epoch
-	lease := tm.lease
-	deadline := func() time.Time { return sess.LastAck().Add(lease) }
-	l := Leadership{Epoch: epoch, Path: node, Session: sess, NodeID: e.cfg.NodeID, Lease: lease,
-		SessionTimeout: sess.Timeout(), RenewInterval: tm.renew, Grace: tm.grace, deadline: deadline}
+	l := Leadership{Epoch: epoch, Path: node, Session: sess, NodeID: e.cfg.NodeID, Lease: tm.Lease,
+		SessionTimeout: tm.Session, RenewInterval: tm.Renew, Grace: tm.Grace(), Timing: tm, deadline: deadline}
 
 	lctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(ErrStopped)
@@ -835,8 +863,10 @@ func (e *Elector) lead(ctx context.Context, sess *zk.Session, node string, epoch
 	e.mu.Lock()
 	e.current = &l
 	e.mu.Unlock()
-	e.log.Info("elected", "epoch", epoch, "node", node, "lease", lease.String(),
-		"renew_every", tm.renew.String(), "grace", tm.grace.String(), "session_timeout", l.SessionTimeout.String())
+	e.log.Info("elected", "epoch", epoch, "node", node, "lease", tm.Lease.String(),
+		"renew_every", tm.Renew.String(), "tolerance", tm.Tolerance().String(), "grace", tm.Grace().String(),
+		"demote_budget", tm.Budget.String(), "tick_time", tm.Tick.String(), "tick_time_known", tm.TickKnown,
+		"session_timeout", tm.Session.String(), "lease_left", l.LeaseRemaining().Round(time.Millisecond).String())
 	go func() {
 		defer close(done)
 		onElected(lctx, l)
@@ -845,7 +875,7 @@ func (e *Elector) lead(ctx context.Context, sess *zk.Session, node string, epoch
 	if testHookLeading != nil {
 		testHookLeading(l)
 	}
-	cause := e.watch(ctx, sess, node, lease, tm.renew, kick, done)
+	cause := e.watch(ctx, sess, node, tm, gap, deadline, kick, done)
 	cancel(cause)
 	<-done
 	e.mu.Lock()
@@ -854,11 +884,55 @@ func (e *Elector) lead(ctx context.Context, sess *zk.Session, node string, epoch
 	e.log.Info("leadership ended", "epoch", epoch, "reason", cause.Error())
 }
 
+// settle renews until the lease runs from a write sent after the win: a
+// first write (Z), one a gap after its answer (X), one right after that
+// (Y). An older chain (of the writes that joined the election) may still
+// be valid, but would leave a new leader little of its lease.
+// It gives up when kicked (Resign, Cede), as a leadership would end.
+func (e *Elector) settle(ctx context.Context, sess *zk.Session, node string, tm lease.Timing, gap time.Duration, anchor func() time.Time, kick <-chan struct{}) error {
+	start := time.Now()
+	for {
+		select {
+		case <-kick:
+			return errKicked
+		default:
+		}
+		ok, err := confirm(ctx, sess, node)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return ErrNodeDeleted
+		}
+		if !anchor().Before(start) {
+			return nil
+		}
+		acks := sess.Acks()
+		if renewNow(acks, gap, time.Now()) {
+			continue
+		}
+		wait := tm.Renew
+		if len(acks) > 0 {
+			wait = time.Until(acks[len(acks)-1].Answered.Add(tm.Renew))
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-kick:
+			t.Stop()
+			return errKicked
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+	}
+}
+
 // watch returns why the leadership ended. It makes no ZooKeeper call itself:
 // renewals and the watch on our znode run in goroutines that report over
 // channels, so however long any call blocks, the loop only selects and ends
 // leadership when the lease runs out by the clock.
-func (e *Elector) watch(ctx context.Context, sess *zk.Session, node string, lease, renewEvery time.Duration, kick <-chan struct{}, done <-chan struct{}) error {
+func (e *Elector) watch(ctx context.Context, sess *zk.Session, node string, tm lease.Timing, gap time.Duration, deadline func() time.Time, kick <-chan struct{}, done <-chan struct{}) error {
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
 
@@ -869,45 +943,16 @@ func (e *Elector) watch(ctx context.Context, sess *zk.Session, node string, leas
 		default:
 		}
 	}
-	var inflight sync.Mutex
-	// renew confirms that our znode is still ours (which also moves the
-	// lease on); after a reconnect (full) it also checks we are first.
-	renew := func(full bool) {
-		if !inflight.TryLock() {
-			return // the previous renewal still runs; the lease decides
-		}
-		go func() {
-			defer inflight.Unlock()
-			// An answer to a request sent more than a lease ago cannot help
-			// any more: give up on it so that the next tick tries afresh.
-			rctx, cancel := context.WithTimeout(wctx, lease)
-			defer cancel()
-			ok, err := confirm(rctx, sess, node)
-			if err == nil && ok && full && e.cfg.Mode == Fair {
-				var kids []string
-				if kids, err = sess.Children(rctx, e.cfg.Dir); err == nil {
-					order := sortCandidates(kids)
-					ok = len(order) > 0 && e.cfg.Dir+"/"+order[0] == node
-				}
-			}
-			if err == nil && !ok {
-				report(ErrNodeDeleted)
-			}
-			if err == nil && ok && testHookRenewed != nil {
-				testHookRenewed()
-			}
-		}()
-	}
+	full := make(chan struct{}, 1)
+	go e.renewLoop(wctx, sess, node, tm, gap, full, report)
 	go e.watchNode(wctx, sess, node, report)
 
-	ticker := time.NewTicker(max(renewEvery, minRenewInterval))
-	defer ticker.Stop()
-	timer := time.NewTimer(lease)
+	timer := time.NewTimer(tm.Lease)
 	defer timer.Stop()
 	_, stateChanged := sess.State()
 	for {
 		// Check the clock first: after a pause every case may be ready at once.
-		left := time.Until(sess.LastAck().Add(lease))
+		left := time.Until(deadline())
 		if left <= 0 {
 			return ErrLeaseExpired
 		}
@@ -926,15 +971,80 @@ func (e *Elector) watch(ctx context.Context, sess *zk.Session, node string, leas
 		case <-stateChanged:
 			var st zk.State
 			st, stateChanged = sess.State()
-			if st == zk.StateConnected {
-				// Reconnected within the session: make sure our znode survived
-				// and is still first.
-				renew(true)
+			if st != zk.StateConnected {
+				continue
 			}
-		case <-ticker.C:
-			renew(false)
+			// Reconnected within the session: the server may have granted
+			// another timeout (the gap stays: tick <= the smaller one / 2).
+			if t := sess.Timeout(); t != tm.Session {
+				ntm, err := e.timing(t)
+				if err != nil || tm.Lease > ntm.Max {
+					// Reported as a lease expiry (errors.Is matches both).
+					return fmt.Errorf("%w: %w: lease %v, session timeout %v (was %v), demote budget %v",
+						ErrLeaseExpired, ErrTimeoutShrunk, tm.Lease, t, tm.Session, tm.Budget)
+				}
+			}
+			// Make sure our znode survived and is still first.
+			select {
+			case full <- struct{}{}:
+			default:
+			}
 		case <-timer.C:
 		}
+	}
+}
+
+// renewLoop renews the lease until ctx ends: each renewal is a write
+// (confirm); a pair (X, then Y at once) every renew interval keeps the
+// anchor within two intervals of now. After a reconnect (full) it renews at
+// once and, in fair mode, checks that we are still first.
+func (e *Elector) renewLoop(ctx context.Context, sess *zk.Session, node string, tm lease.Timing, gap time.Duration, full <-chan struct{}, report func(error)) {
+	check := false
+	next := time.Now()
+	if acks := sess.Acks(); len(acks) > 0 {
+		next = acks[len(acks)-1].Answered.Add(tm.Renew)
+	}
+	t := time.NewTimer(time.Until(next))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-full:
+			check = true
+		case <-t.C:
+		}
+		// An answer to a request sent more than a lease ago cannot help
+		// any more: give up on it so that the next renewal tries afresh.
+		rctx, cancel := context.WithTimeout(ctx, tm.Lease)
+		ok, err := confirm(rctx, sess, node)
+		if err == nil && ok && check && e.cfg.Mode == Fair {
+			var kids []string
+			if kids, err = sess.Children(rctx, e.cfg.Dir); err == nil {
+				order := sortCandidates(kids)
+				ok = len(order) > 0 && e.cfg.Dir+"/"+order[0] == node
+			}
+		}
+		cancel()
+		if err == nil && !ok {
+			report(ErrNodeDeleted)
+			return
+		}
+		if err == nil {
+			check = false
+			if testHookRenewed != nil {
+				testHookRenewed()
+			}
+		}
+		next = time.Now().Add(tm.Renew)
+		if acks := sess.Acks(); err == nil && len(acks) > 0 {
+			if now := time.Now(); renewNow(acks, gap, now) {
+				next = now
+			} else {
+				next = acks[len(acks)-1].Answered.Add(tm.Renew)
+			}
+		}
+		t.Reset(time.Until(next))
 	}
 }
 

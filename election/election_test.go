@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -186,6 +188,16 @@ type opts struct {
 	servers []string
 	lease   time.Duration
 	renew   time.Duration
+	tick    time.Duration // the ensemble's tickTime; 0: unknown
+	budget  time.Duration // demote budget
+}
+
+// testLogger logs to stderr when ELECTION_TEST_LOG is set.
+func testLogger(id string) *slog.Logger {
+	if os.Getenv("ELECTION_TEST_LOG") == "" {
+		return nil
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("node", id)
 }
 
 func startCandidate(t *testing.T, r *referee, id string, o opts) *cand {
@@ -194,7 +206,8 @@ func startCandidate(t *testing.T, r *referee, id string, o opts) *cand {
 	if err != nil {
 		t.Fatal(err)
 	}
-	el, err := New(c, Config{Dir: "/failoverd/test/election", NodeID: id, Mode: o.mode, Lease: o.lease, RenewInterval: o.renew})
+	el, err := New(c, Config{Dir: "/failoverd/test/election", NodeID: id, Mode: o.mode, Lease: o.lease, RenewInterval: o.renew,
+		TickTime: o.tick, DemoteBudget: o.budget, Logger: testLogger(id)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,7 @@ func TestQuorumPartitionOldLeaderStopsFirst(t *testing.T) {
 		tick      = 200 * time.Millisecond
 		syncLimit = 30
 		timeout   = 2 * time.Second
+		budget    = 600 * time.Millisecond // as the test clusters' demote
 	)
 	run := func(t *testing.T, m Mode, isolateLeader bool, lease time.Duration) {
 		zks := zktest.StartOpts(t, zktest.Options{Servers: 3, TickTime: tick, SyncLimit: syncLimit, ProxyQuorum: true})
@@ -50,16 +51,16 @@ func TestQuorumPartitionOldLeaderStopsFirst(t *testing.T) {
 		}
 		defer func() { testHookRenewed = nil }()
 		r := newReferee()
-		startCandidate(t, r, "a", opts{mode: m, timeout: timeout, servers: []string{zks.Servers[x].Addr()}, lease: lease})
+		startCandidate(t, r, "a", opts{mode: m, timeout: timeout, servers: []string{zks.Servers[x].Addr()}, lease: lease, tick: tick, budget: budget})
 		if l := r.waitLeader(t, "", 20*time.Second); l != "a" {
 			t.Fatalf("leader %s, want a", l)
 		}
-		startCandidate(t, r, "b", opts{mode: m, timeout: timeout, servers: others})
+		startCandidate(t, r, "b", opts{mode: m, timeout: timeout, servers: others, tick: tick, budget: budget})
 		waitQueueOrLock(t, others, m)
 		time.Sleep(time.Second) // a few renewals
 		la := r.leaderOf(t, "a")
-		if max := MaxLease(la.SessionTimeout, 0); la.Lease > max {
-			t.Fatalf("lease %v above MaxLease %v", la.Lease, max)
+		if tm := la.Timing; la.Lease > tm.Max || tm.Max+tm.Budget+tm.Margin > la.SessionTimeout {
+			t.Fatalf("lease %v above the longest that fits (%+v)", la.Lease, tm)
 		}
 
 		armed.Store(true)

@@ -7,72 +7,75 @@ import (
 	"testing"
 	"time"
 
+	"github.com/failoverd/failoverd/internal/lease"
 	"github.com/failoverd/failoverd/test/zktest"
 	"github.com/failoverd/failoverd/zk"
 )
 
-// Whatever lease and renew interval a configuration holds, the timing the
-// elector derives never has a renew interval a ticker would panic on, never
-// exceeds MaxLease, keeps lease + report lag + margin within the session
-// timeout, and refuses leases below MinLease.
+// TestTimingForAnyLease checks that, whatever the configuration, the timing
+// the elector derives never has a renew interval a ticker would panic on,
+// keeps lease + demote budget + margin within the session timeout, and
+// refuses leases that leave no tolerance.
 func TestTimingForAnyLease(t *testing.T) {
 	timeouts := []time.Duration{time.Nanosecond, time.Millisecond, 100 * time.Millisecond, 400 * time.Millisecond,
 		2 * time.Second, 5 * time.Second, 40 * time.Second}
 	values := []time.Duration{0, 1, 3, 4, 100, time.Microsecond, time.Millisecond, 99 * time.Millisecond,
-		MinLease, 300 * time.Millisecond, time.Second, 3 * time.Second, 5 * time.Second, time.Hour}
+		300 * time.Millisecond, time.Second, 3 * time.Second, 5 * time.Second, time.Hour}
 	for _, T := range timeouts {
-		for _, lease := range values {
+		for _, l := range values {
 			for _, renew := range values {
 				for _, tick := range []time.Duration{0, 1, T / 10, T / 2, T} {
-					e := &Elector{cfg: Config{Lease: lease, RenewInterval: renew, TickTime: tick}}
-					name := fmt.Sprintf("T=%v lease=%v renew=%v tick=%v", T, lease, renew, tick)
-					tm, err := e.timing(T)
-					if err != nil {
-						if !errors.Is(err, ErrLeaseTooShort) {
-							t.Fatalf("%s: %v", name, err)
+					for _, budget := range []time.Duration{0, T / 4, time.Second + 2*lease.KillGrace} {
+						e := &Elector{cfg: Config{Lease: l, RenewInterval: renew, TickTime: tick, DemoteBudget: budget}}
+						name := fmt.Sprintf("T=%v lease=%v renew=%v tick=%v budget=%v", T, l, renew, tick, budget)
+						tm, err := e.timing(T)
+						if err != nil {
+							if !errors.Is(err, ErrLeaseTooShort) {
+								t.Fatalf("%s: %v", name, err)
+							}
+							if tm.Lease >= tm.MinLease() {
+								t.Errorf("%s: refused a lease of %v >= %v", name, tm.Lease, tm.MinLease())
+							}
+							continue
 						}
-						if tm.lease >= MinLease {
-							t.Errorf("%s: refused a lease of %v >= MinLease", name, tm.lease)
+						if tm.Renew < lease.MinRenewInterval || tm.Renew < lease.Gap(T, tick) {
+							t.Errorf("%s: renew interval %v below the gap %v", name, tm.Renew, lease.Gap(T, tick))
 						}
-						continue
+						if used := tm.Lease + budget + T/20; used > T || tm.Grace() < budget {
+							t.Errorf("%s: lease %v + budget + margin = %v > session timeout (grace %v)", name, tm.Lease, used, tm.Grace())
+						}
+						if tm.Tolerance() < lease.MinTolerance {
+							t.Errorf("%s: tolerance %v", name, tm.Tolerance())
+						}
+						if l > 0 && l+budget+T/20 <= T && tm.Lease != l {
+							t.Errorf("%s: a lease that fits was changed to %v", name, tm.Lease)
+						}
+						// The timer of a real leadership must not panic.
+						time.NewTicker(tm.Renew).Stop()
 					}
-					if tm.renew < minRenewInterval || tm.renew > tm.lease/2 {
-						t.Errorf("%s: renew interval %v (lease %v)", name, tm.renew, tm.lease)
-					}
-					if tm.lease < MinLease || tm.lease > MaxLease(T, tick) {
-						t.Errorf("%s: lease %v outside [%v, %v]", name, tm.lease, MinLease, MaxLease(T, tick))
-					}
-					if used := tm.lease + reportLag(T, tm.renew, tick) + driftMargin(T); used > T || tm.grace < 0 || tm.grace != T-used {
-						t.Errorf("%s: lease %v + lag + margin = %v > session timeout (grace %v)", name, tm.lease, used, tm.grace)
-					}
-					if lease > 0 && lease+reportLag(T, tm.renew, tick)+driftMargin(T) <= T && tm.lease != lease {
-						t.Errorf("%s: a lease that fits was changed to %v", name, tm.lease)
-					}
-					// The ticker of a real leadership must not panic.
-					time.NewTicker(max(tm.renew, minRenewInterval)).Stop()
 				}
 			}
 		}
 	}
-	// The default (2/3 of the timeout, renew every quarter of it) fits.
-	e := &Elector{}
-	if tm, err := e.timing(5 * time.Second); err != nil || tm.clamped || tm.lease != 5*time.Second*2/3 {
+	// The default is the longest lease that fits.
+	e := &Elector{cfg: Config{DemoteBudget: 1500 * time.Millisecond}}
+	if tm, err := e.timing(5 * time.Second); err != nil || tm.Clamped || tm.Lease != 5*time.Second-1500*time.Millisecond-250*time.Millisecond {
 		t.Errorf("default timing for 5s: %+v, %v", tm, err)
 	}
 }
 
 // A validated but tiny lease (3ns) or renew interval (1ns) never panics: the
-// elector refuses to lead with a lease below MinLease (and keeps running),
+// elector refuses to lead with a lease that leaves no tolerance (and keeps running),
 // and floors a tiny renew interval.
 func TestTinyLeasesDoNotPanic(t *testing.T) {
 	zks := zktest.Start(t, 1)
 	r := newReferee()
-	startCandidate(t, r, "tiny", opts{mode: Fair, timeout: 2 * time.Second, servers: zks.Addrs(), lease: 3})
+	startCandidate(t, r, "tiny", opts{mode: Fair, timeout: 2 * time.Second, servers: zks.Addrs(), lease: 3, tick: zktest.TickTime})
 	time.Sleep(2 * time.Second)
 	if l := r.leader(); l != "" {
 		t.Fatalf("%s leads with a 3ns lease", l)
 	}
-	startCandidate(t, r, "fast", opts{mode: Unfair, timeout: 2 * time.Second, servers: zks.Addrs(), lease: 500 * time.Millisecond, renew: 1})
+	startCandidate(t, r, "fast", opts{mode: Unfair, timeout: 2 * time.Second, servers: zks.Addrs(), lease: 500 * time.Millisecond, renew: 1, tick: zktest.TickTime})
 	if l := r.waitLeader(t, "", 10*time.Second); l != "fast" {
 		t.Fatalf("leader %s, want fast", l)
 	}
@@ -144,7 +147,7 @@ func TestLeaseEndsWhileCallsHang(t *testing.T) {
 			}
 			defer func() { testHookLeading = nil }()
 			r := newReferee()
-			a := startCandidate(t, r, "a", opts{mode: Fair, timeout: 6 * time.Second, servers: []string{proxy.Addr()}, lease: lease})
+			a := startCandidate(t, r, "a", opts{mode: Fair, timeout: 6 * time.Second, servers: []string{proxy.Addr()}, lease: lease, tick: zktest.TickTime})
 			r.waitLeader(t, "", 10*time.Second)
 			l := a.el.Leader()
 			if l == nil {

@@ -145,6 +145,7 @@ func (s *Session) dial(network, addr string, timeout time.Duration) (net.Conn, e
 	if s.dead() {
 		return nil, ErrSessionExpired
 	}
+	s.conns.Add(1) // before any request can go over the new connection
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, fmt.Errorf("zk: server %q: %w", addr, err)

@@ -16,12 +16,15 @@
 //     and the Client opens a new one next time.
 //   - Server names are resolved at dial time, on every attempt: a name that
 //     does not resolve is skipped instead of failing every new session.
-//   - LastAck: the send time of the newest request that the ZooKeeper
-//     *leader* must have answered (a sync or a write). The election lease is
-//     measured from it. Plain reads and pings do not count: a follower cut
-//     off from its leader keeps answering them from its local copy for up to
-//     syncLimit × tickTime, while the leader expires the session after one
-//     session timeout and lets a successor win.
+//   - Acks: the send and answer times of the newest answered writes, and
+//     the connection each went over; LastAck, the send time of the newest.
+//     A write is answered only after the ZooKeeper *leader* committed it
+//     with a quorum; the election lease is measured from them (see package
+//     election). Reads, syncs and pings do not count: a follower cut off
+//     from its leader keeps answering reads and pings from its local copy
+//     for up to syncLimit × tickTime, and a leader cut off from its quorum
+//     answers syncs until it notices, while the quorum expires the session
+//     after one session timeout and lets a successor win.
 package zk
 
 import (
@@ -161,7 +164,25 @@ type Session struct {
 
 	lastAck atomic.Int64 // nanoseconds since base of the newest answered send; -1 none
 	deadF   atomic.Bool
+	// conns counts connection attempts (dials): an answer observed while
+	// it still has the value it had at the send went over one connection.
+	conns atomic.Uint64
+	ackMu sync.Mutex
+	acks  []Ack // ring of the newest answered writes, oldest first
 }
+
+// Ack is one answered write of a session.
+type Ack struct {
+	Sent     time.Time // before the request was handed to the connection
+	Answered time.Time // after its answer was seen
+	// Conn identifies the connection (to one server) that carried both
+	// the request and its answer; acks of different Conn values may have
+	// gone through different servers.
+	Conn uint64
+}
+
+// ackRing is how many answered writes Acks keeps.
+const ackRing = 32
 
 // ID is the server's session id.
 func (s *Session) ID() int64 { s.mu.Lock(); defer s.mu.Unlock(); return s.id }
@@ -189,7 +210,7 @@ func (s *Session) Done() <-chan struct{} { return s.done }
 // Err says why the session is over: ErrSessionExpired or ErrClosed.
 func (s *Session) Err() error { s.mu.Lock(); defer s.mu.Unlock(); return s.err }
 
-// LastAck is the send time of the newest request the server answered, or the
+// LastAck is the send time of the newest write the server answered, or the
 // zero time when none was.
 func (s *Session) LastAck() time.Time {
 	n := s.lastAck.Load()
@@ -197,6 +218,25 @@ func (s *Session) LastAck() time.Time {
 		return time.Time{}
 	}
 	return s.base.Add(time.Duration(n))
+}
+
+// Acks returns the newest answered writes (at most ackRing), oldest answer
+// first. Writes whose request and answer may have used different
+// connections are left out.
+func (s *Session) Acks() []Ack {
+	s.ackMu.Lock()
+	defer s.ackMu.Unlock()
+	return append([]Ack(nil), s.acks...)
+}
+
+func (s *Session) recordAck(a Ack) {
+	s.ackMu.Lock()
+	defer s.ackMu.Unlock()
+	if len(s.acks) == ackRing {
+		copy(s.acks, s.acks[1:])
+		s.acks = s.acks[:ackRing-1]
+	}
+	s.acks = append(s.acks, a)
 }
 
 // Close ends the session on the server, which deletes its ephemeral znodes.
@@ -313,8 +353,9 @@ func (s *Session) call(ctx context.Context, op func() error) error {
 	return s.do(ctx, false, op)
 }
 
-// write runs a request that goes through the ZooKeeper leader (a write or a
-// sync): an answer moves LastAck to the send time.
+// write runs a write: it is answered only after the ZooKeeper leader
+// committed it with a quorum, so an answer moves LastAck to the send time
+// and goes into Acks.
 func (s *Session) write(ctx context.Context, op func() error) error {
 	return s.do(ctx, true, op)
 }
@@ -326,6 +367,7 @@ func (s *Session) do(ctx context.Context, viaLeader bool, op func() error) error
 	if s.dead() {
 		return s.Err()
 	}
+	conn := s.conns.Load()
 	start := time.Now()
 	errc := make(chan error, 1)
 	go func() { errc <- op() }()
@@ -334,6 +376,9 @@ func (s *Session) do(ctx context.Context, viaLeader bool, op func() error) error
 		err = mapErr(err)
 		if viaLeader && answered(err) {
 			s.ack(start)
+			if s.conns.Load() == conn {
+				s.recordAck(Ack{Sent: start, Answered: time.Now(), Conn: conn})
+			}
 		}
 		if errors.Is(err, ErrSessionExpired) {
 			s.finish(StateExpired, ErrSessionExpired)
@@ -357,12 +402,14 @@ func (s *Session) ack(start time.Time) {
 	}
 }
 
+// answered reports whether a write's outcome came from the ZooKeeper
+// leader's pipeline. Not ErrNoAuth: a server with eager ACL checks refuses
+// a write locally, before forwarding it.
 func answered(err error) bool {
 	switch {
 	case err == nil,
 		errors.Is(err, ErrNoNode), errors.Is(err, ErrNodeExists),
-		errors.Is(err, ErrBadVersion), errors.Is(err, ErrNotEmpty),
-		errors.Is(err, ErrNoAuth):
+		errors.Is(err, ErrBadVersion), errors.Is(err, ErrNotEmpty):
 		return true
 	}
 	return false
@@ -474,12 +521,12 @@ func (s *Session) Delete(ctx context.Context, p string, version int32) error {
 }
 
 // Sync makes the server this session talks to catch up with the ZooKeeper
-// leader: the request is forwarded to the leader and answered only after the
-// leader's reply came back. A follower cut off from its leader cannot answer
-// it, so an answered Sync moves LastAck; a read made after it sees
-// everything the leader had committed when it handled the sync.
+// leader: a read made after it sees everything the leader had committed
+// when it handled the sync. It proves nothing about the quorum (a leader
+// cut off from its quorum answers syncs until it notices, up to syncLimit
+// ticks), so it runs as a read and does not move LastAck or Acks.
 func (s *Session) Sync(ctx context.Context, p string) error {
-	return s.write(ctx, func() error { _, err := s.conn.Sync(p); return err })
+	return s.call(ctx, func() error { _, err := s.conn.Sync(p); return err })
 }
 
 // Exists reports whether the znode exists.

@@ -47,9 +47,11 @@ func TestSessionBasicsAndExpiry(t *testing.T) {
 	if ack := s.LastAck(); ack.Before(before) {
 		t.Errorf("LastAck %v is before the requests were sent (%v)", ack, before)
 	}
-	// Reads may be answered by a follower cut off from the leader: they must
-	// not move LastAck; a sync goes through the leader and does.
+	// Reads may be answered by a follower cut off from the leader, and syncs
+	// by a leader cut off from its quorum: neither may move LastAck or Acks;
+	// an answered write does.
 	ack := s.LastAck()
+	nacks := len(s.Acks())
 	time.Sleep(5 * time.Millisecond)
 	if _, _, err := s.Exists(ctx, p); err != nil {
 		t.Fatal(err)
@@ -60,8 +62,19 @@ func TestSessionBasicsAndExpiry(t *testing.T) {
 	if err := s.Sync(ctx, p); err != nil {
 		t.Fatal(err)
 	}
-	if got := s.LastAck(); !got.After(ack) {
-		t.Errorf("an answered sync did not move LastAck (still %v)", got)
+	if got := s.LastAck(); !got.Equal(ack) || len(s.Acks()) != nacks {
+		t.Errorf("a sync moved LastAck from %v to %v (acks %d, were %d)", ack, got, len(s.Acks()), nacks)
+	}
+	sent := time.Now()
+	if err := s.Multi(ctx, zk.CheckOp{Path: p, Version: -1}); err != nil {
+		t.Fatal(err)
+	}
+	acks := s.Acks()
+	if got := s.LastAck(); !got.After(ack) || len(acks) == 0 {
+		t.Fatalf("an answered write did not move LastAck (still %v) or Acks (%d)", got, len(acks))
+	}
+	if a := acks[len(acks)-1]; a.Sent.Before(sent) || a.Answered.Before(a.Sent) || a.Conn == 0 {
+		t.Errorf("newest ack %+v: want sent after %v, answered after sent, a connection", a, sent)
 	}
 	if _, _, err := s.Create(ctx, "/a/b", nil, zk.Persistent); !errors.Is(err, zk.ErrNodeExists) {
 		t.Errorf("Create existing = %v, want ErrNodeExists", err)

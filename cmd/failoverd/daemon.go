@@ -21,6 +21,7 @@ import (
 	"github.com/failoverd/failoverd/election"
 	"github.com/failoverd/failoverd/fencer"
 	"github.com/failoverd/failoverd/healthcheck"
+	"github.com/failoverd/failoverd/internal/lease"
 	"github.com/failoverd/failoverd/metrics"
 	"github.com/failoverd/failoverd/zk"
 )
@@ -102,6 +103,36 @@ func zkConfig(cfg *config.Config, logger *slog.Logger) (zk.Config, error) {
 	return zc, nil
 }
 
+// controllerConfig is the controller's part of cfg. The promote's and the
+// demote's kill graces are set explicitly: both are part of the demote
+// budget (controller.DemoteBudget, the same lease.DemoteBudget that config
+// validation used).
+func controllerConfig(cfg *config.Config, logger *slog.Logger) controller.Config {
+	return controller.Config{
+		Cluster: cfg.Cluster, NodeID: cfg.Node.ID, Host: cfg.Node.Host, AdminURL: cfg.AdminURL(),
+		Root: cfg.ZooKeeper.Root, Version: version, ElectionMode: cfg.Election.Mode,
+		Promote:         controller.Hook{Argv: cfg.Service.Promote.Command, Timeout: cfg.Service.Promote.Timeout.Std(), KillGrace: lease.KillGrace},
+		Demote:          controller.Hook{Argv: cfg.Service.Demote.Command, Timeout: cfg.Service.Demote.Timeout.Std(), KillGrace: lease.KillGrace},
+		ShutdownTimeout: cfg.Node.ShutdownTimeout.Std(),
+		Logger:          logger,
+	}
+}
+
+// electionConfig is the elector's part of cfg: the lease (0: derived from
+// the timeout ZooKeeper grants), the ensemble's tickTime and the
+// controller's demote budget.
+func electionConfig(cfg *config.Config, ccfg controller.Config, logger *slog.Logger) election.Config {
+	mode := election.Fair
+	if cfg.Election.Mode == config.ModeUnfair {
+		mode = election.Unfair
+	}
+	return election.Config{
+		Dir:    controller.ElectionDir(cfg.ZooKeeper.Root, cfg.Cluster),
+		NodeID: cfg.Node.ID, Mode: mode, Lease: cfg.Election.Lease.Std(), TickTime: cfg.ZooKeeper.TickTime.Std(),
+		DemoteBudget: controller.DemoteBudget(ccfg), Logger: logger,
+	}
+}
+
 func build(cfg *config.Config, logger *slog.Logger) (*daemon, error) {
 	zc, err := zkConfig(cfg, logger)
 	if err != nil {
@@ -111,14 +142,8 @@ func build(cfg *config.Config, logger *slog.Logger) (*daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	mode := election.Fair
-	if cfg.Election.Mode == config.ModeUnfair {
-		mode = election.Unfair
-	}
-	el, err := election.New(client, election.Config{
-		Dir:    controller.ElectionDir(cfg.ZooKeeper.Root, cfg.Cluster),
-		NodeID: cfg.Node.ID, Mode: mode, Lease: cfg.Election.Lease.Std(), Logger: logger,
-	})
+	ccfg := controllerConfig(cfg, logger)
+	el, err := election.New(client, electionConfig(cfg, ccfg, logger))
 	if err != nil {
 		return nil, err
 	}
@@ -140,14 +165,7 @@ func build(cfg *config.Config, logger *slog.Logger) (*daemon, error) {
 	if chain != nil {
 		fence = chain
 	}
-	ctrl, err = controller.New(controller.Config{
-		Cluster: cfg.Cluster, NodeID: cfg.Node.ID, Host: cfg.Node.Host, AdminURL: cfg.AdminURL(),
-		Root: cfg.ZooKeeper.Root, Version: version, ElectionMode: cfg.Election.Mode,
-		Promote:         controller.Hook{Argv: cfg.Service.Promote.Command, Timeout: cfg.Service.Promote.Timeout.Std()},
-		Demote:          controller.Hook{Argv: cfg.Service.Demote.Command, Timeout: cfg.Service.Demote.Timeout.Std()},
-		ShutdownTimeout: cfg.Node.ShutdownTimeout.Std(),
-		Logger:          logger,
-	}, client, el, fence, m)
+	ctrl, err = controller.New(ccfg, client, el, fence, m)
 	if err != nil {
 		return nil, err
 	}

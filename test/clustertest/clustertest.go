@@ -311,7 +311,12 @@ func (n *Node) writeConfig(failoverd string) {
 	if n.PeerProxy != nil {
 		fmt.Fprintf(&b, "    advertise_url: http://%s\n", n.PeerProxy.Addr())
 	}
-	fmt.Fprintf(&b, "zookeeper:\n  servers: [%s]\n  root: /failoverd\n  session_timeout: %s\n", strings.Join(servers, ", "), o.SessionTimeout)
+	tick := o.ZKTickTime
+	if tick == 0 {
+		tick = zktest.TickTime
+	}
+	// The ensemble's real tickTime: the lease arithmetic relies on it.
+	fmt.Fprintf(&b, "zookeeper:\n  servers: [%s]\n  root: /failoverd\n  session_timeout: %s\n  tick_time: %s\n", strings.Join(servers, ", "), o.SessionTimeout, tick)
 	if o.Auth {
 		fmt.Fprintf(&b, "  auth:\n    scheme: digest\n    credentials_file: %s\n", filepath.Join(c.Dir, "zk.cred"))
 	}

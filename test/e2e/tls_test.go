@@ -72,7 +72,7 @@ node:
     listen: %s
     token_file: %s
     tls: {cert_file: %s, key_file: %s}
-zookeeper: {servers: [%s], session_timeout: 2s}
+zookeeper: {servers: [%s], session_timeout: 2s, tick_time: 200ms}
 health: {interval: 200ms, timeout: 500ms, rise: 1, fall: 2, exec: {command: [/bin/true]}}
 service:
   promote: {command: [%s], timeout: 5s}

@@ -84,7 +84,7 @@ var mutants = []mutant{
 			New:  "if false {",
 		}, {
 			File: "election/election.go",
-			Old:  "left := time.Until(sess.LastAck().Add(lease))",
+			Old:  "left := time.Until(deadline())",
 			New:  "left := time.Hour",
 		}},
 		Tests: []selection{{e2e, "TestZooKeeperOutageDemotesWithinLease"}},

@@ -1,0 +1,44 @@
+package main
+
+import (
+	"testing"
+	"time"
+
+	"github.com/failoverd/failoverd/config"
+	"github.com/failoverd/failoverd/controller"
+)
+
+// The daemon hands the elector the controller's demote budget, and it is
+// the one config validation checked: a config that validates never has
+// its elector refuse (or its controller reject) the leadership for the
+// session timeout it was validated against.
+func TestWiringDemoteBudgetMatchesConfig(t *testing.T) {
+	for _, tc := range []struct {
+		session, tick, demote, lease time.Duration
+	}{
+		{5 * time.Second, 0, time.Second, 0},
+		{5 * time.Second, 2 * time.Second, time.Second, 0},
+		{2 * time.Second, 200 * time.Millisecond, 600 * time.Millisecond, 0},
+		{9 * time.Second, 2 * time.Second, 2500 * time.Millisecond, 5 * time.Second},
+	} {
+		cfg := config.Default()
+		cfg.Cluster, cfg.Node.ID, cfg.Node.Host = "c", "n", "h"
+		cfg.ZooKeeper.SessionTimeout, cfg.ZooKeeper.TickTime = config.Duration(tc.session), config.Duration(tc.tick)
+		cfg.Service.Demote.Timeout, cfg.Election.Lease = config.Duration(tc.demote), config.Duration(tc.lease)
+		ccfg := controllerConfig(cfg, nil)
+		ecfg := electionConfig(cfg, ccfg, nil)
+		if got, want := ecfg.DemoteBudget, cfg.DemoteBudget(); got != want || controller.DemoteBudget(ccfg) != want {
+			t.Errorf("%+v: elector budget %v, controller %v, config %v", tc, got, controller.DemoteBudget(ccfg), want)
+		}
+		ct, cerr := cfg.Timing(tc.session)
+		et, eerr := ecfg.Timing(tc.session)
+		if cerr != nil || eerr != nil || ct != et {
+			t.Errorf("%+v: config timing %+v (%v), elector %+v (%v)", tc, ct, cerr, et, eerr)
+		}
+		if et.Grace() < controller.DemoteBudget(ccfg) {
+			t.Errorf("%+v: grace %v below the controller's budget", tc, et.Grace())
+		}
+		t.Logf("session %v tick %v demote %v: lease %v, renew %v, tolerance %v (budget %v)",
+			tc.session, tc.tick, tc.demote, et.Lease, et.Renew, et.Tolerance(), et.Budget)
+	}
+}

@@ -1,0 +1,140 @@
+// Package lease is the one place that computes a leadership's timing from
+// the ZooKeeper session timeout T, the ensemble's tickTime and the demote
+// budget D: the default lease, the renew interval and what is left as
+// tolerance. The elector applies it to the timeout ZooKeeper negotiated,
+// the controller checks its hooks against the budget with DemoteBudget, and
+// config validation applies it to the configured values, so the three
+// cannot disagree.
+//
+// The argument (the election package's doc comment has it in full): a lease
+// runs from an anchor, the send time of a write whose touch of the session
+// the ZooKeeper leader provably credited (the "credit chain"), and the
+// session cannot expire before anchor + T. A leader stops acting at
+// anchor + Lease and needs D more to demote, killed if need be; Margin
+// (T/20) absorbs clock rate differences and scheduling. So
+// Lease + D + Margin <= T.
+package lease
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// KillGrace is the time between SIGTERM and SIGKILL for the hooks that can
+// be running when a lease ends (the promote, killed when its leadership
+// ends, and the demote that follows). It is part of the demote budget, so
+// it is kept short; a hook gets its full timeout before it.
+const KillGrace = 250 * time.Millisecond
+
+// MinTolerance is the least a lease must leave beyond two renew intervals
+// (the anchor's steady-state lag): the round trips of the renewals and
+// scheduling. A lease below 2 × renew + MinTolerance would end on every
+// slow renewal, or before a leadership could even start.
+const MinTolerance = 100 * time.Millisecond
+
+// MinRenewInterval floors the renew interval: a ticker needs a positive
+// period, and renewing faster only loads ZooKeeper.
+const MinRenewInterval = 10 * time.Millisecond
+
+// MarginDiv: Margin is T/MarginDiv. RateDiv: clock rates (this host against
+// the ZooKeeper leader) are assumed within 1/RateDiv of each other.
+const (
+	MarginDiv = 20
+	RateDiv   = 20
+)
+
+// DemoteBudget is D, how long after its lease ended a leader may still need
+// to stop its service: a promote that may be running is killed (its kill
+// grace), then the demote runs (its timeout, then its kill grace). Every
+// part of failoverd that reasons about the budget calls this function.
+func DemoteBudget(promoteKillGrace, demoteTimeout, demoteKillGrace time.Duration) time.Duration {
+	return promoteKillGrace + demoteTimeout + demoteKillGrace
+}
+
+// Margin is kept free between Lease + D and the session timeout.
+func Margin(session time.Duration) time.Duration { return session / MarginDiv }
+
+// Tick returns the tickTime the arithmetic assumes: tick when known (> 0),
+// else session/2, the largest ZooKeeper's default minSessionTimeout (two
+// ticks) allows for a negotiated timeout of session.
+func Tick(session, tick time.Duration) (assumed time.Duration, known bool) {
+	if tick > 0 {
+		return tick, true
+	}
+	return session / 2, false
+}
+
+// Gap is the least time between the answer to one write and the sending of
+// a later one for the credit chain: the ZooKeeper leader pings every
+// follower every tick/2 (by its clock), plus the clock rate margin.
+func Gap(session, tick time.Duration) time.Duration {
+	t, _ := Tick(session, tick)
+	half := t / 2
+	return max(half+half/RateDiv, MinRenewInterval)
+}
+
+// Timing is a leadership's timing for one session timeout.
+type Timing struct {
+	Session   time.Duration // T
+	Tick      time.Duration // tickTime assumed (TickKnown: configured)
+	TickKnown bool
+	Budget    time.Duration // D
+	Margin    time.Duration // T/20
+	Renew     time.Duration // renew interval: at least Gap
+	Max       time.Duration // longest lease: T - D - Margin
+	Lease     time.Duration // the lease used
+	Derived   bool          // Lease is the default (Max)
+	Clamped   bool          // a configured lease above Max was shortened
+}
+
+// Grace is how long after the lease ended no successor can be elected yet:
+// T - Lease - Margin, at least Budget.
+func (t Timing) Grace() time.Duration { return t.Session - t.Lease - t.Margin }
+
+// Tolerance is how long, in steady state, a leader keeps its lease without
+// an answered renewal: the lease minus the anchor's lag (two renew
+// intervals; the renewals' round trips come off it too).
+func (t Timing) Tolerance() time.Duration { return t.Lease - 2*t.Renew }
+
+// MinLease is the shortest lease this timing accepts: 2 × Renew + MinTolerance.
+func (t Timing) MinLease() time.Duration { return 2*t.Renew + MinTolerance }
+
+// ErrTooShort: the lease that fits does not leave a positive tolerance.
+var ErrTooShort = errors.New("lease too short")
+
+// Compute derives the timing for a session timeout (as negotiated, or as
+// configured for validation), a tickTime (0: unknown), a demote budget, a
+// configured lease (0: the default, Max) and a configured renew interval
+// (0: Gap; never below Gap). A configured lease above Max is clamped to it.
+// It fails with ErrTooShort (the Timing filled in) when the lease is below
+// MinLease or Max is.
+func Compute(session, tick, budget, lease, renew time.Duration) (Timing, error) {
+	t := Timing{Session: session, Budget: budget, Margin: Margin(session)}
+	t.Tick, t.TickKnown = Tick(session, tick)
+	t.Renew = max(renew, Gap(session, tick))
+	t.Max = session - budget - t.Margin
+	switch {
+	case lease <= 0:
+		t.Lease, t.Derived = t.Max, true
+	case lease > t.Max:
+		t.Lease, t.Clamped = t.Max, true
+	default:
+		t.Lease = lease
+	}
+	if t.Lease < t.MinLease() {
+		return t, fmt.Errorf("%w: %s", ErrTooShort, t.Explain())
+	}
+	return t, nil
+}
+
+// Explain states the arithmetic, for errors and logs.
+func (t Timing) Explain() string {
+	tick := "tickTime " + t.Tick.String()
+	if !t.TickKnown {
+		tick = "tickTime unknown, assumed " + t.Tick.String() + " (half the session timeout)"
+	}
+	return fmt.Sprintf("session timeout %v - demote budget %v - margin %v leaves at most %v for the lease; "+
+		"the lease (%v) must be at least 2 × renew interval %v (%s) + %v = %v",
+		t.Session, t.Budget, t.Margin, t.Max, t.Lease, t.Renew, tick, MinTolerance, t.MinLease())
+}
