@@ -1,0 +1,50 @@
+package lease
+
+import (
+	"errors"
+	"testing"
+	"time"
+)
+
+// The numbers the README quotes, and the rule's edges.
+func TestCompute(t *testing.T) {
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	for _, tc := range []struct {
+		name                                string
+		session, tick, budget, lease        time.Duration
+		wantLease, wantRenew, wantTolerance time.Duration
+		wantErr, wantClamped, wantTickKnown bool
+	}{
+		{"5s, tick unknown, demote 1s", 5 * time.Second, 0, DemoteBudget(KillGrace, time.Second, KillGrace), 0,
+			ms(3250), 1312500 * time.Microsecond, ms(625), false, false, false},
+		{"5s, tick 2s, demote 1s", 5 * time.Second, 2 * time.Second, ms(1500), 0,
+			ms(3250), ms(1050), ms(1150), false, false, true},
+		{"test clusters", 2 * time.Second, ms(200), DemoteBudget(KillGrace, ms(600), KillGrace), 0,
+			ms(800), ms(105), ms(590), false, false, true},
+		{"2s, tick unknown: no lease fits", 2 * time.Second, 0, ms(1100), 0,
+			ms(800), ms(525), ms(800) - ms(1050), true, false, false},
+		{"configured lease too long: clamped", 5 * time.Second, 0, ms(1500), 4 * time.Second,
+			ms(3250), 1312500 * time.Microsecond, ms(625), false, true, false},
+		{"configured lease below 2R+100ms", 5 * time.Second, 0, ms(1500), ms(2724),
+			ms(2724), 1312500 * time.Microsecond, ms(2724) - 2625*time.Millisecond, true, false, false},
+		{"tiny tick: renew floor", time.Second, time.Microsecond, 0, 0,
+			ms(950), MinRenewInterval, ms(930), false, false, true},
+	} {
+		tm, err := Compute(tc.session, tc.tick, tc.budget, tc.lease, 0)
+		if (err != nil) != tc.wantErr || err != nil && !errors.Is(err, ErrTooShort) {
+			t.Errorf("%s: err %v, want error %v", tc.name, err, tc.wantErr)
+		}
+		if tm.Lease != tc.wantLease || tm.Renew != tc.wantRenew || tm.Tolerance() != tc.wantTolerance ||
+			tm.Clamped != tc.wantClamped || tm.TickKnown != tc.wantTickKnown {
+			t.Errorf("%s: %+v (tolerance %v), want lease %v renew %v tolerance %v clamped %v", tc.name, tm, tm.Tolerance(),
+				tc.wantLease, tc.wantRenew, tc.wantTolerance, tc.wantClamped)
+		}
+		if err == nil && (tm.Lease+tm.Budget+tm.Margin > tc.session || tm.Grace() < tm.Budget) {
+			t.Errorf("%s: lease %v + budget %v + margin %v exceeds the session", tc.name, tm.Lease, tm.Budget, tm.Margin)
+		}
+	}
+	// A configured renew interval only ever lengthens the gap.
+	if tm, _ := Compute(5*time.Second, 2*time.Second, 0, 0, time.Millisecond); tm.Renew != ms(1050) {
+		t.Errorf("renew 1ms: %v, want the gap 1.05s", tm.Renew)
+	}
+}
