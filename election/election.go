@@ -169,7 +169,7 @@ func (c Config) Timing(timeout time.Duration) (lease.Timing, error) {
 func (e *Elector) timing(timeout time.Duration) (lease.Timing, error) {
 	tm, err := e.cfg.Timing(timeout)
 	if err != nil {
-		return tm, fmt.Errorf("%w: refusing to lead with the session timeout zookeeper granted (%v): %w", ErrLeaseTooShort, timeout, err)
+		return tm, fmt.Errorf("%w: refusing to lead with the session timeout zookeeper granted (%v): %s", ErrLeaseTooShort, timeout, tm.Explain())
 	}
 	return tm, nil
 }
@@ -849,6 +849,10 @@ func (e *Elector) lead(ctx context.Context, sess *zk.Session, node string, epoch
 	sctx, cancelSettle := context.WithTimeout(ctx, tm.Session)
 	err = e.settle(sctx, sess, node, tm, gap, anchor, kick)
 	cancelSettle()
+	if errors.Is(err, errKicked) {
+		e.log.Info("resigned or ceded before leading", "node", node)
+		return
+	}
 	if err != nil {
 		e.log.Warn("could not confirm leadership with the zookeeper leader", "node", node, "err", err)
 		return

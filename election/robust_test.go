@@ -217,3 +217,54 @@ func TestZnodeChangeKeepsAndDeletionEndsLeadership(t *testing.T) {
 		r.check(t)
 	})
 }
+
+// A candidate whose lease cannot fit the session timeout ZooKeeper granted
+// and its demote budget stays out of the election altogether (it never
+// creates a znode, so it can never win and then refuse), and says why;
+// one whose budget fits leads.
+func TestBudgetThatCannotFitStaysOutBeforeCampaigning(t *testing.T) {
+	zks := zktest.Start(t, 1)
+	r := newReferee()
+	// 2s - 1.7s - 100ms leaves 200ms, below 2 × 105ms + 100ms.
+	k := startCandidate(t, r, "big", opts{mode: Fair, timeout: 2 * time.Second, servers: zks.Addrs(), tick: zktest.TickTime, budget: 1700 * time.Millisecond})
+	deadline := time.Now().Add(10 * time.Second)
+	for k.el.Refusal() == nil && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := k.el.Refusal(); !errors.Is(err, ErrLeaseTooShort) {
+		t.Fatalf("refusal %v, want ErrLeaseTooShort", err)
+	}
+	t.Logf("refusal: %v", k.el.Refusal())
+	time.Sleep(time.Second)
+	if q := queue(t, zks.Addrs()); len(q) != 0 {
+		t.Errorf("the refused candidate joined the election: %v", q)
+	}
+	if l := r.leader(); l != "" {
+		t.Errorf("%s leads", l)
+	}
+	startCandidate(t, r, "fits", opts{mode: Fair, timeout: 2 * time.Second, servers: zks.Addrs(), tick: zktest.TickTime, budget: 1100 * time.Millisecond})
+	if l := r.waitLeader(t, "", 10*time.Second); l != "fits" {
+		t.Fatalf("leader %q, want fits", l)
+	}
+	if la := r.leaderOf(t, "fits"); la.Lease != 800*time.Millisecond || la.Grace < 1100*time.Millisecond {
+		t.Errorf("lease %v grace %v, want 800ms and at least the 1.1s budget", la.Lease, la.Grace)
+	}
+}
+
+func queue(t *testing.T, servers []string) []string {
+	t.Helper()
+	c, err := zk.NewClient(zk.Config{Servers: servers, SessionTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s, err := c.Session(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	kids, err := s.Children(t.Context(), "/failoverd/test/election")
+	if err != nil && !errors.Is(err, zk.ErrNoNode) {
+		t.Fatal(err)
+	}
+	return kids
+}
