@@ -95,8 +95,8 @@ type CheckConfig struct {
 // only error is the delay between a decision and its log line: goroutine
 // scheduling of a -race binary on a loaded 2-core machine, tens of
 // milliseconds, rarely a few hundred. A correct daemon stands down at the
-// end of its lease, a third of the session timeout (0.67s in the suite)
-// before ZooKeeper can even expire its session, so the margin it keeps is
+// end of its lease, at least the demote budget plus session/20 (1.2s in
+// the suite) before ZooKeeper can even expire its session, so the margin it keeps is
 // larger still; the broken builds the rule is for overrun by seconds (a
 // lease that never ends lasts until the session expiry is noticed; a lease
 // renewed by a cut-off follower lasts syncLimit×tickTime).

@@ -188,7 +188,7 @@ func TestZooKeeperOutageDemotesWithinLease(t *testing.T) {
 	if demotedAt.IsZero() {
 		t.Fatal("leader did not demote while zookeeper was down")
 	}
-	t.Logf("leader demoted %v after zookeeper stopped (session 2s, lease 1.33s)", demotedAt.Sub(stopped))
+	t.Logf("leader demoted %v after zookeeper stopped (session 2s, lease 0.8s)", demotedAt.Sub(stopped))
 	if d := demotedAt.Sub(stopped); d > 2*time.Second {
 		t.Errorf("demote %v after the outage began, later than the session timeout", d)
 	}
