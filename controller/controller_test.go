@@ -552,18 +552,24 @@ func TestEndStandAsideKeepsConcurrentCede(t *testing.T) {
 
 	// Between the two steps of endStandAside, a fence arrives and cedes
 	// for the demote holdoff (10s). Give it a moment to get through.
+	ceded := make(chan struct{})
 	testHookEndStandAside = func() {
-		done := make(chan struct{})
-		go func() { defer close(done); a.c.cede(a.c.cfg.DemoteHoldoff, reasonOperator) }()
+		go func() { defer close(ceded); a.c.cede(a.c.cfg.DemoteHoldoff, reasonOperator) }()
 		select {
-		case <-done:
+		case <-ceded:
 		case <-time.After(300 * time.Millisecond):
 		}
 	}
 	defer func() { testHookEndStandAside = nil }()
 	a.c.endStandAside("r1", "test")
 	testHookEndStandAside = nil
+	<-ceded
 
+	// Whichever of the two took effect first, once both are done the node
+	// must be out and stay out for the rest of its holdoff. A candidacy begun
+	// in between was kicked by the cede: give it a second to leave.
+	time.Sleep(time.Second)
+	waitFor(t, 5*time.Second, "a to be out of the election after the cede", func() bool { return len(electionQueue(t, zkc)) == 0 })
 	deadline := time.Now().Add(4 * time.Second)
 	for time.Now().Before(deadline) {
 		if q := electionQueue(t, zkc); len(q) != 0 {

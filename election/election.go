@@ -455,6 +455,13 @@ func sleep(ctx context.Context, d time.Duration) {
 // campaign joins with one znode, waits for our turn, leads, and leaves.
 // It returns nil when the leadership or candidacy ended normally.
 func (e *Elector) campaign(ctx context.Context, sess *zk.Session, kick <-chan struct{}, onElected func(context.Context, Leadership)) error {
+	// Resigned or ceded since Run read kick: do not join at all (a
+	// candidate first in line would otherwise win before it looks at kick).
+	select {
+	case <-kick:
+		return nil
+	default:
+	}
 	// A candidate that could not lead safely with this session's negotiated
 	// timeout must not win and then refuse: it stays out altogether.
 	tm, err := e.timing(sess.Timeout())
