@@ -425,7 +425,12 @@ func (c *Controller) onElected(lctx context.Context, l election.Leadership) {
 		c.log.Warn("leadership lost before promotion", "epoch", l.Epoch, "err", errors.Join(err, context.Cause(lctx)))
 		return
 	}
-	rec := breadcrumb.Record{NodeID: c.cfg.NodeID, Host: c.cfg.Host, AdminURL: c.cfg.AdminURL, Epoch: l.Epoch, Since: time.Now().UTC(), Instance: c.instance}
+	// No Instance yet: failoverd 1.x refuses breadcrumbs with fields it does
+	// not know, so during a rolling upgrade an old node elected after us would
+	// call ours unreadable and refuse to promote. ownPreviousTerm does not
+	// need it (the admin URL already tells an earlier run of this node from a
+	// live duplicate); write it once every supported version reads it.
+	rec := breadcrumb.Record{NodeID: c.cfg.NodeID, Host: c.cfg.Host, AdminURL: c.cfg.AdminURL, Epoch: l.Epoch, Since: time.Now().UTC()}
 	bcVersion, err := breadcrumb.Write(pauseBeforeBreadcrumb(lctx, c.log, l.Epoch), guard, c.bcPath, rec, prev.version)
 	if err != nil {
 		c.log.Warn("breadcrumb write failed; not promoting", "epoch", l.Epoch, "err", err)
