@@ -477,3 +477,33 @@ func (c *Config) ReadCredentials() (Secret, error) {
 	}
 	return s, nil
 }
+
+// Warnings lists settings that validate but that an operator should know
+// about, each with its YAML path. Today: a leader that a move to another
+// ZooKeeper server (a server restart, a rolling upgrade, a reset
+// connection) can cost its leadership, because the lease leaves less than
+// a new connection needs to renew it (lease.Timing.RidesOutReconnect).
+func (c *Config) Warnings() []string {
+	session := time.Duration(c.ZooKeeper.SessionTimeout)
+	t, err := c.Timing(session)
+	if err != nil || t.RidesOutReconnect() {
+		return nil
+	}
+	tick := "zookeeper.tick_time " + fmtDur(t.Tick)
+	path := "zookeeper.session_timeout"
+	if !t.TickKnown {
+		tick = fmt.Sprintf("zookeeper.tick_time unset (assumed %s, half the session timeout)", fmtDur(t.Tick))
+		path = "zookeeper.tick_time"
+	}
+	fix := "raise zookeeper.session_timeout or lower service.demote.timeout"
+	if s := lease.SessionForReconnect(time.Duration(c.ZooKeeper.TickTime), t.Budget); s > 0 && time.Duration(c.Election.Lease) == 0 {
+		fix = fmt.Sprintf("raise zookeeper.session_timeout to %s or more, or lower service.demote.timeout", fmtDur(s))
+	}
+	if !t.TickKnown {
+		fix = "set zookeeper.tick_time to the ensemble's tickTime, or " + fix
+	}
+	return []string{fmt.Sprintf("%s: with %s and a lease of %s renewed every %s, a leader rides out %s without ZooKeeper, "+
+		"but after moving to another ZooKeeper server it needs one renew interval and round trips before its lease moves again: "+
+		"a ZooKeeper server restart or a reset connection may end its leadership and cause a failover; %s",
+		path, tick, fmtDur(t.Lease), fmtDur(t.Renew), fmtDur(max(t.Tolerance(), 0)), fix)}
+}

@@ -1,6 +1,7 @@
 package config_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -31,5 +32,40 @@ func TestLeaseRuleMatchesElection(t *testing.T) {
 	}
 	if got, want := config.Default().DemoteBudget(), lease.DemoteBudget(lease.KillGrace, config.DefaultDemoteTimeout, lease.KillGrace); got != want {
 		t.Errorf("default demote budget %v, want %v", got, want)
+	}
+}
+
+// A config whose lease a move to another ZooKeeper server can end gets a
+// warning naming the setting to change and a session timeout that works.
+func TestReconnectWarning(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		session, tick time.Duration
+		want          []string // substrings; nil: no warning
+	}{
+		{"defaults: tick unknown", 5 * time.Second, 0,
+			[]string{"zookeeper.tick_time: ", "tick_time unset (assumed 2.5s", "set zookeeper.tick_time", "session_timeout to 10s or more"}},
+		{"tick known, session too short", 4 * time.Second, 2 * time.Second,
+			[]string{"zookeeper.session_timeout: ", "tick_time 2s", "session_timeout to 5s or more"}},
+		{"tick 2s, 5s", 5 * time.Second, 2 * time.Second, nil},
+		{"tick unknown, 10s", 10 * time.Second, 0, nil},
+	} {
+		cfg := config.Default()
+		cfg.ZooKeeper.SessionTimeout, cfg.ZooKeeper.TickTime = config.Duration(tc.session), config.Duration(tc.tick)
+		w := cfg.Warnings()
+		if tc.want == nil {
+			if len(w) != 0 {
+				t.Errorf("%s: unexpected warnings %q", tc.name, w)
+			}
+			continue
+		}
+		if len(w) != 1 {
+			t.Fatalf("%s: warnings %q, want one", tc.name, w)
+		}
+		for _, s := range tc.want {
+			if !strings.Contains(w[0], s) {
+				t.Errorf("%s: warning %q lacks %q", tc.name, w[0], s)
+			}
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/failoverd/failoverd/test/zktest"
+	"github.com/failoverd/failoverd/zk"
 )
 
 // A ZooKeeper quorum partition: the failoverd leader talks only to server X,
@@ -109,4 +110,61 @@ func TestQuorumPartitionOldLeaderStopsFirst(t *testing.T) {
 	}
 	t.Run("leader/fair", func(t *testing.T) { run(t, Fair, true, 0) })
 
+}
+
+// A leader whose timing rides out a reconnect (lease.Timing.RidesOutReconnect,
+// which config validation warns about otherwise) keeps its leadership while
+// its connection is reset again and again and it moves from server to
+// server: the new connection builds its own credit chain before the old
+// one's anchor runs out.
+func TestReconnectKeepsLeadership(t *testing.T) {
+	const (
+		tick    = 200 * time.Millisecond
+		timeout = 2 * time.Second
+		budget  = 600 * time.Millisecond
+	)
+	zks := zktest.StartOpts(t, zktest.Options{Servers: 3, TickTime: tick})
+	var proxies []*zktest.Proxy
+	var addrs []string
+	for i := range zks.Servers {
+		p := zktest.NewProxy(t, func() string { return zks.Servers[i].Addr() })
+		proxies = append(proxies, p)
+		addrs = append(addrs, p.Addr())
+	}
+	r := newReferee()
+	startCandidate(t, r, "a", opts{mode: Fair, timeout: timeout, servers: addrs, tick: tick, budget: budget})
+	if l := r.waitLeader(t, "", 20*time.Second); l != "a" {
+		t.Fatalf("leader %s, want a", l)
+	}
+	startCandidate(t, r, "b", opts{mode: Fair, timeout: timeout, servers: zks.Addrs(), tick: tick, budget: budget})
+	waitQueueOrLock(t, zks.Addrs(), Fair)
+	la := r.leaderOf(t, "a")
+	if !la.Timing.RidesOutReconnect() {
+		t.Fatalf("timing %+v does not ride out a reconnect; the test needs one that does", la.Timing)
+	}
+	first := r.lastTerm()
+	for i := range 8 {
+		_, changed := la.Session.State()
+		for _, p := range proxies {
+			p.Reset()
+		}
+		select {
+		case <-changed: // the connection went, a reconnect follows
+		case <-time.After(5 * time.Second):
+			t.Fatalf("reset %d: the session's state did not change", i)
+		}
+		// Anywhere in the renewal cycle: 0.5 to 1.5 s apart.
+		time.Sleep(500*time.Millisecond + time.Duration(i)*125*time.Millisecond)
+		if st, _ := la.Session.State(); st != zk.StateConnected {
+			t.Fatalf("reset %d: session %v after 0.5s", i, st)
+		}
+	}
+	time.Sleep(time.Second)
+	if l := r.leaderOf(t, "a"); l.Epoch != first.epoch {
+		t.Fatalf("leadership changed: epoch %d, want %d", l.Epoch, first.epoch)
+	}
+	if last := r.lastTerm(); last.epoch != first.epoch || !last.end.IsZero() {
+		t.Errorf("term ended through reconnects: %+v (cause %v)", last, last.cause)
+	}
+	r.check(t)
 }

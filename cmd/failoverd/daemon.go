@@ -31,9 +31,13 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 	if code := f.parse(args); code >= 0 {
 		return code
 	}
-	if _, err := config.Load(f.config); err != nil {
+	cfg, err := config.Load(f.config)
+	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return exitUsage
+	}
+	for _, w := range cfg.Warnings() {
+		fmt.Fprintln(stderr, "warning:", w)
 	}
 	fmt.Fprintln(stdout, "ok")
 	return exitOK
@@ -50,6 +54,9 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	logger := newLogger(stderr, cfg.Log.Format, cfg.Log.Level)
+	for _, w := range cfg.Warnings() {
+		logger.Warn(w)
+	}
 
 	d, err := build(cfg, logger)
 	if err != nil {

@@ -97,6 +97,32 @@ func (t Timing) Grace() time.Duration { return t.Session - t.Lease - t.Margin }
 // intervals; the renewals' round trips come off it too).
 func (t Timing) Tolerance() time.Duration { return t.Lease - 2*t.Renew }
 
+// ReconnectSlack is what the lease leaves, in the worst case, after a
+// leader moves to another ZooKeeper server (its server restarted, or a
+// connection reset): the anchor may already lag by two renew intervals when
+// the connection breaks, and a new connection must build a credit chain of
+// its own (one renew interval plus round trips) before the anchor moves
+// again. Negative or below MinTolerance: such a move can end the leadership
+// (and cause a failover) even though the session survives.
+func (t Timing) ReconnectSlack() time.Duration { return t.Tolerance() - t.Renew }
+
+// RidesOutReconnect reports whether a leader keeps its leadership through a
+// prompt reconnect to another server at any point of its renewal cycle.
+func (t Timing) RidesOutReconnect() bool { return t.ReconnectSlack() >= MinTolerance }
+
+// SessionForReconnect returns the shortest session timeout, in whole
+// seconds up to a minute, whose default lease rides out a reconnect
+// (RidesOutReconnect) with this tickTime (0: unknown) and demote budget;
+// 0 when none does.
+func SessionForReconnect(tick, budget time.Duration) time.Duration {
+	for s := time.Second; s <= time.Minute; s += time.Second {
+		if t, err := Compute(s, tick, budget, 0, 0); err == nil && t.RidesOutReconnect() {
+			return s
+		}
+	}
+	return 0
+}
+
 // MinLease is the shortest lease this timing accepts: 2 × Renew + MinTolerance.
 func (t Timing) MinLease() time.Duration { return 2*t.Renew + MinTolerance }
 

@@ -48,3 +48,45 @@ func TestCompute(t *testing.T) {
 		t.Errorf("renew 1ms: %v, want the gap 1.05s", tm.Renew)
 	}
 }
+
+// Whether a leader keeps its lease through a move to another ZooKeeper
+// server, with the README's numbers: the default 5s session rides it out
+// only when tick_time is known.
+func TestReconnectSlack(t *testing.T) {
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	budget := DemoteBudget(KillGrace, time.Second, KillGrace)
+	for _, tc := range []struct {
+		name          string
+		session, tick time.Duration
+		want          time.Duration
+		rides         bool
+	}{
+		{"5s, tick unknown", 5 * time.Second, 0, ms(625) - 1312500*time.Microsecond, false},
+		{"5s, tick 2s", 5 * time.Second, 2 * time.Second, ms(100), true},
+		{"10s, tick unknown", 10 * time.Second, 0, ms(8000) - 3*2625*time.Millisecond, true},
+		{"4s, tick 2s", 4 * time.Second, 2 * time.Second, ms(2300) - ms(3150), false},
+	} {
+		tm, err := Compute(tc.session, tc.tick, budget, 0, 0)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if got := tm.ReconnectSlack(); got != tc.want || tm.RidesOutReconnect() != tc.rides {
+			t.Errorf("%s: slack %v rides %v, want %v %v", tc.name, got, tm.RidesOutReconnect(), tc.want, tc.rides)
+		}
+	}
+	for _, tc := range []struct {
+		tick, want time.Duration
+	}{{0, 10 * time.Second}, {2 * time.Second, 5 * time.Second}, {ms(200), 3 * time.Second}, {time.Minute, 0}} {
+		if got := SessionForReconnect(tc.tick, budget); got != tc.want {
+			t.Errorf("SessionForReconnect(tick %v): %v, want %v", tc.tick, got, tc.want)
+		}
+		if tc.want > 0 {
+			if tm, _ := Compute(tc.want, tc.tick, budget, 0, 0); !tm.RidesOutReconnect() {
+				t.Errorf("tick %v: %v does not ride out a reconnect", tc.tick, tc.want)
+			}
+			if tm, err := Compute(tc.want-time.Second, tc.tick, budget, 0, 0); err == nil && tm.RidesOutReconnect() {
+				t.Errorf("tick %v: %v already rides out a reconnect", tc.tick, tc.want-time.Second)
+			}
+		}
+	}
+}
