@@ -211,9 +211,7 @@ func (c *Client) open() (*Session, error) {
 		changed:     make(chan struct{}),
 		life:        life,
 		cancel:      cancel,
-		base:        time.Now(),
 	}
-	s.lastAck.Store(-1)
 	// Hold mu until conn is set: the event callback reads it.
 	s.mu.Lock()
 	conn, _, err := gozk.Connect(c.cfg.Servers, c.cfg.SessionTimeout,

@@ -17,7 +17,7 @@
 //   - Server names are resolved at dial time, on every attempt: a name that
 //     does not resolve is skipped instead of failing every new session.
 //   - Acks: the send and answer times of the newest answered writes, and
-//     the connection each went over; LastAck, the send time of the newest.
+//     the connection each went over.
 //     A write is answered only after the ZooKeeper *leader* committed it
 //     with a quorum; the election lease is measured from them (see package
 //     election). Reads, syncs and pings do not count: a follower cut off
@@ -140,7 +140,6 @@ type Session struct {
 	client *Client
 	log    *slog.Logger
 	conn   *gozk.Conn
-	base   time.Time // monotonic origin for lastAck
 
 	established chan struct{} // closed once the first connect succeeded
 	estOnce     sync.Once
@@ -162,8 +161,7 @@ type Session struct {
 	setupErr error
 	setupAt  time.Time
 
-	lastAck atomic.Int64 // nanoseconds since base of the newest answered send; -1 none
-	deadF   atomic.Bool
+	deadF atomic.Bool
 	// conns counts connection attempts (dials): an answer observed while
 	// it still has the value it had at the send went over one connection.
 	conns atomic.Uint64
@@ -209,16 +207,6 @@ func (s *Session) Done() <-chan struct{} { return s.done }
 
 // Err says why the session is over: ErrSessionExpired or ErrClosed.
 func (s *Session) Err() error { s.mu.Lock(); defer s.mu.Unlock(); return s.err }
-
-// LastAck is the send time of the newest write the server answered, or the
-// zero time when none was.
-func (s *Session) LastAck() time.Time {
-	n := s.lastAck.Load()
-	if n < 0 {
-		return time.Time{}
-	}
-	return s.base.Add(time.Duration(n))
-}
 
 // Acks returns the newest answered writes (at most ackRing), oldest answer
 // first. Writes whose request and answer may have used different
@@ -348,14 +336,13 @@ func (c *sniffConn) parse() {
 }
 
 // call runs a read: its answer may come from a follower's local copy, so it
-// does not move LastAck.
+// does not go into Acks.
 func (s *Session) call(ctx context.Context, op func() error) error {
 	return s.do(ctx, false, op)
 }
 
 // write runs a write: it is answered only after the ZooKeeper leader
-// committed it with a quorum, so an answer moves LastAck to the send time
-// and goes into Acks.
+// committed it with a quorum, so an answer goes into Acks.
 func (s *Session) write(ctx context.Context, op func() error) error {
 	return s.do(ctx, true, op)
 }
@@ -375,7 +362,6 @@ func (s *Session) do(ctx context.Context, viaLeader bool, op func() error) error
 	case err := <-errc:
 		err = mapErr(err)
 		if viaLeader && answered(err) {
-			s.ack(start)
 			if s.conns.Load() == conn {
 				s.recordAck(Ack{Sent: start, Answered: time.Now(), Conn: conn})
 			}
@@ -389,16 +375,6 @@ func (s *Session) do(ctx context.Context, viaLeader bool, op func() error) error
 		return err
 	case <-ctx.Done():
 		return ctx.Err()
-	}
-}
-
-func (s *Session) ack(start time.Time) {
-	n := int64(start.Sub(s.base))
-	for {
-		old := s.lastAck.Load()
-		if n <= old || s.lastAck.CompareAndSwap(old, n) {
-			return
-		}
 	}
 }
 
@@ -524,7 +500,7 @@ func (s *Session) Delete(ctx context.Context, p string, version int32) error {
 // leader: a read made after it sees everything the leader had committed
 // when it handled the sync. It proves nothing about the quorum (a leader
 // cut off from its quorum answers syncs until it notices, up to syncLimit
-// ticks), so it runs as a read and does not move LastAck or Acks.
+// ticks), so it runs as a read and does not go into Acks.
 func (s *Session) Sync(ctx context.Context, p string) error {
 	return s.call(ctx, func() error { _, err := s.conn.Sync(p); return err })
 }
