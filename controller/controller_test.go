@@ -373,19 +373,31 @@ func TestDemoteBudgetUsesNegotiatedTimeout(t *testing.T) {
 	t.Logf("refusal: %s", a.c.Status().LastError)
 }
 
-func electionQueue(t *testing.T, zkc *zktest.Cluster) []string {
+// openSession connects a client of its own (with auth, if not nil) to zkc
+// and waits, within ctx, for its session. The caller calls the returned
+// func (it closes the client) when done with the session: helpers that poll
+// open one per call, and leaving them open would pile up connections until
+// the test ends.
+func openSession(ctx context.Context, t *testing.T, zkc *zktest.Cluster, auth *zk.Auth) (*zk.Session, func()) {
 	t.Helper()
-	client, err := zk.NewClient(zk.Config{Servers: zkc.Addrs(), SessionTimeout: 6 * time.Second})
+	client, err := zk.NewClient(zk.Config{Servers: zkc.Addrs(), SessionTimeout: 6 * time.Second, Auth: auth})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer client.Close()
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
 	sess, err := client.Session(ctx)
 	if err != nil {
+		client.Close()
 		t.Fatal(err)
 	}
+	return sess, client.Close
+}
+
+func electionQueue(t *testing.T, zkc *zktest.Cluster) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	sess, closeSess := openSession(ctx, t, zkc, nil)
+	defer closeSess()
 	kids, err := sess.Children(ctx, ElectionDir("/failoverd", "ct"))
 	if err != nil && !errors.Is(err, zk.ErrNoNode) {
 		t.Fatal(err)
@@ -479,15 +491,8 @@ func TestExpiredFailoverRequestDeleted(t *testing.T) {
 	zkc := zktest.Start(t, 1)
 	a := startNode(t, zkc, nodeOpts{id: "a"})
 	waitFor(t, 30*time.Second, "a to lead", func() bool { return a.state() == StateLeader })
-	client, err := zk.NewClient(zk.Config{Servers: zkc.Addrs(), SessionTimeout: 6 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
-	sess, err := client.Session(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
+	sess, closeSess := openSession(t.Context(), t, zkc, nil)
+	defer closeSess()
 	path := FailoverPath("/failoverd", "ct")
 	data, _ := json.Marshal(FailoverRequest{To: "ghost", TimeoutMS: 1500, ID: "r1", Deadline: time.Now().Add(time.Hour)})
 	if _, _, err := sess.Create(t.Context(), path, data, zk.Persistent); err != nil {
@@ -504,15 +509,8 @@ func TestExpiredFailoverRequestDeleted(t *testing.T) {
 // writeFailoverRequest creates or replaces the failover request znode.
 func writeFailoverRequest(t *testing.T, zkc *zktest.Cluster, req FailoverRequest) {
 	t.Helper()
-	client, err := zk.NewClient(zk.Config{Servers: zkc.Addrs(), SessionTimeout: 6 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
-	sess, err := client.Session(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
+	sess, closeSess := openSession(t.Context(), t, zkc, nil)
+	defer closeSess()
 	data, _ := json.Marshal(req)
 	path := FailoverPath("/failoverd", "ct")
 	if _, err := sess.Set(t.Context(), path, data, -1); errors.Is(err, zk.ErrNoNode) {
@@ -599,15 +597,8 @@ func (f *blockingFencer) Fence(ctx context.Context, t fencer.Target) (string, er
 // leader fences.
 func writeBreadcrumb(t *testing.T, zkc *zktest.Cluster, rec breadcrumb.Record) {
 	t.Helper()
-	client, err := zk.NewClient(zk.Config{Servers: zkc.Addrs(), SessionTimeout: 6 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
-	sess, err := client.Session(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
+	sess, closeSess := openSession(t.Context(), t, zkc, nil)
+	defer closeSess()
 	data, err := breadcrumb.Encode(rec)
 	if err != nil {
 		t.Fatal(err)
@@ -653,15 +644,8 @@ func TestPromoteRechecksLeadershipAfterHookLock(t *testing.T) {
 func TestMemberWriteFailureShown(t *testing.T) {
 	zkc := zktest.Start(t, 1)
 	open := func(auth *zk.Auth) *zk.Session {
-		client, err := zk.NewClient(zk.Config{Servers: zkc.Addrs(), SessionTimeout: 6 * time.Second, Auth: auth})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(client.Close)
-		sess, err := client.Session(t.Context())
-		if err != nil {
-			t.Fatal(err)
-		}
+		sess, closeSess := openSession(t.Context(), t, zkc, auth)
+		t.Cleanup(closeSess)
 		return sess
 	}
 	if err := open(nil).EnsurePath(t.Context(), ClusterPath("/failoverd", "ct")); err != nil {
