@@ -8,16 +8,41 @@ import (
 	"github.com/go-zookeeper/zk"
 )
 
+// connectThrough connects a client to the server behind p, through p; the
+// client closes when the test ends.
+func connectThrough(t *testing.T, p *LossProxy) *zk.Conn {
+	t.Helper()
+	conn, _, err := zk.Connect([]string{p.Addr()}, 4*time.Second, zk.WithLogInfo(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Close)
+	return conn
+}
+
+// existsAfterCut asks whether path exists until the client, reconnecting
+// (same session) after the proxy cut its connection, gets an answer.
+func existsAfterCut(t *testing.T, conn *zk.Conn, path string) bool {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ok, _, err := conn.Exists(path)
+		if err == nil {
+			return ok
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no answer after the cut: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // A create whose reply the proxy loses was applied by the server, yet the
 // client only saw its connection cut.
 func TestLossProxyLosesReplyAfterServerApplied(t *testing.T) {
 	c := Start(t, 1)
 	p := NewLossProxy(t, c.Servers[0].Addr)
-	conn, _, err := zk.Connect([]string{p.Addr()}, 4*time.Second, zk.WithLogInfo(false))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := connectThrough(t, p)
 	if _, err := conn.Create("/before", nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
 		t.Fatalf("create through the proxy: %v", err)
 	}
@@ -29,19 +54,8 @@ func TestLossProxyLosesReplyAfterServerApplied(t *testing.T) {
 		t.Fatalf("lost %v", lost)
 	}
 	// The client reconnects (same session) and finds the znode there.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		ok, _, err := conn.Exists("/lost")
-		if err == nil {
-			if !ok {
-				t.Fatal("the server did not apply the create whose reply was lost")
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no answer after the cut: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
+	if !existsAfterCut(t, conn, "/lost") {
+		t.Fatal("the server did not apply the create whose reply was lost")
 	}
 	// Armed losses are used up: the next create is answered.
 	if _, err := conn.Create("/lost2", nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
@@ -53,11 +67,7 @@ func TestLossProxyLosesReplyAfterServerApplied(t *testing.T) {
 func TestLossProxyDropsRequest(t *testing.T) {
 	c := Start(t, 1)
 	p := NewLossProxy(t, c.Servers[0].Addr)
-	conn, _, err := zk.Connect([]string{p.Addr()}, 4*time.Second, zk.WithLogInfo(false))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := connectThrough(t, p)
 	if _, err := conn.Create("/kept", nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
 		t.Fatal(err)
 	}
@@ -65,19 +75,8 @@ func TestLossProxyDropsRequest(t *testing.T) {
 	if err := conn.Delete("/kept", -1); err == nil {
 		t.Fatal("delete answered although it was to be dropped")
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		ok, _, err := conn.Exists("/kept")
-		if err == nil {
-			if !ok {
-				t.Fatal("the dropped delete reached the server")
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no answer after the cut: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
+	if !existsAfterCut(t, conn, "/kept") {
+		t.Fatal("the dropped delete reached the server")
 	}
 	if lost := p.Lost(); len(lost) != 1 || !lost[0].Dropped || lost[0].Op != OpDelete {
 		t.Fatalf("lost %v", lost)
