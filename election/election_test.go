@@ -308,17 +308,27 @@ func TestFairModeIsFIFOAndHerdFree(t *testing.T) {
 	r.check(t)
 }
 
-func waitQueueLen(t *testing.T, servers []string, n int) {
+// openSession connects a client of its own, with the given session
+// timeout, to servers and waits for its session. The caller calls the
+// returned func (it closes the client) when done with the session.
+func openSession(t *testing.T, servers []string, timeout time.Duration) (*zk.Session, func()) {
 	t.Helper()
-	c, err := zk.NewClient(zk.Config{Servers: servers, SessionTimeout: 2 * time.Second})
+	c, err := zk.NewClient(zk.Config{Servers: servers, SessionTimeout: timeout})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
 	s, err := c.Session(t.Context())
 	if err != nil {
+		c.Close()
 		t.Fatal(err)
 	}
+	return s, c.Close
+}
+
+func waitQueueLen(t *testing.T, servers []string, n int) {
+	t.Helper()
+	s, closeSess := openSession(t, servers, 2*time.Second)
+	defer closeSess()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		q, _ := Queue(t.Context(), s, "/failoverd/test/election")
@@ -593,15 +603,8 @@ func TestLostCreateResponse(t *testing.T) {
 
 		r := newReferee()
 		// An orphan of an earlier session of this elector sits in the queue.
-		c, err := zk.NewClient(zk.Config{Servers: zks.Addrs(), SessionTimeout: 10 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		old, err := c.Session(t.Context())
-		if err != nil {
-			t.Fatal(err)
-		}
+		old, closeOld := openSession(t, zks.Addrs(), 10*time.Second)
+		defer closeOld()
 		a := startCandidate(t, r, "a", opts{mode: m, timeout: 2 * time.Second, servers: zks.Addrs()})
 		dir := "/failoverd/test/election"
 		if err := old.EnsurePath(t.Context(), dir); err != nil {
@@ -620,7 +623,7 @@ func TestLostCreateResponse(t *testing.T) {
 		if m == Unfair {
 			mode = zk.Ephemeral
 		}
-		_, _, err = old.Create(t.Context(), orphanName, a.el.data(""), mode)
+		_, _, err := old.Create(t.Context(), orphanName, a.el.data(""), mode)
 		if err != nil && !errors.Is(err, zk.ErrNodeExists) {
 			t.Fatal(err)
 		}

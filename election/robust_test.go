@@ -183,15 +183,8 @@ func TestZnodeChangeKeepsAndDeletionEndsLeadership(t *testing.T) {
 		a := startCandidate(t, r, "a", opts{mode: m, timeout: 4 * time.Second, servers: zks.Addrs()})
 		r.waitLeader(t, "", 10*time.Second)
 		l := a.el.Leader()
-		c, err := zk.NewClient(zk.Config{Servers: zks.Addrs(), SessionTimeout: 4 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		s, err := c.Session(t.Context())
-		if err != nil {
-			t.Fatal(err)
-		}
+		s, closeSess := openSession(t, zks.Addrs(), 4*time.Second)
+		defer closeSess()
 		for range 3 {
 			if _, err := s.Set(t.Context(), l.Path, []byte(`{"node_id":"a"}`), -1); err != nil {
 				t.Fatal(err)
@@ -253,15 +246,8 @@ func TestBudgetThatCannotFitStaysOutBeforeCampaigning(t *testing.T) {
 
 func queue(t *testing.T, servers []string) []string {
 	t.Helper()
-	c, err := zk.NewClient(zk.Config{Servers: servers, SessionTimeout: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	s, err := c.Session(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, closeSess := openSession(t, servers, 2*time.Second)
+	defer closeSess()
 	kids, err := s.Children(t.Context(), "/failoverd/test/election")
 	if err != nil && !errors.Is(err, zk.ErrNoNode) {
 		t.Fatal(err)
