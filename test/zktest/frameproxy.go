@@ -64,9 +64,10 @@ type FrameProxy struct {
 	target string
 	fn     FrameFunc
 
-	mu    sync.Mutex
-	n     int
-	conns map[net.Conn]struct{}
+	conns connSet
+
+	mu sync.Mutex
+	n  int
 }
 
 // NewFrameProxy listens on a free loopback port and forwards to target.
@@ -76,7 +77,7 @@ func NewFrameProxy(t testing.TB, target string, fn FrameFunc) *FrameProxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &FrameProxy{l: l, target: target, fn: fn, conns: map[net.Conn]struct{}{}}
+	p := &FrameProxy{l: l, target: target, fn: fn}
 	go p.accept()
 	t.Cleanup(p.Close)
 	return p
@@ -95,12 +96,7 @@ func (p *FrameProxy) Conns() int {
 // Close stops the proxy and closes every connection.
 func (p *FrameProxy) Close() {
 	p.l.Close()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for c := range p.conns {
-		c.Close()
-	}
-	p.conns = map[net.Conn]struct{}{}
+	p.conns.closeAll()
 }
 
 func (p *FrameProxy) accept() {
@@ -112,8 +108,8 @@ func (p *FrameProxy) accept() {
 		p.mu.Lock()
 		id := p.n
 		p.n++
-		p.conns[in] = struct{}{}
 		p.mu.Unlock()
+		p.conns.add(in)
 		go p.serve(id, in)
 	}
 }
@@ -124,16 +120,11 @@ func (p *FrameProxy) serve(id int, in net.Conn) {
 		in.Close()
 		return
 	}
-	p.mu.Lock()
-	p.conns[out] = struct{}{}
-	p.mu.Unlock()
+	p.conns.add(out)
 	closeBoth := func() {
 		in.Close()
 		out.Close()
-		p.mu.Lock()
-		delete(p.conns, in)
-		delete(p.conns, out)
-		p.mu.Unlock()
+		p.conns.remove(in, out)
 	}
 	go func() { p.pipe(id, ToClient, in, out); closeBoth() }()
 	p.pipe(id, ToServer, out, in)

@@ -37,8 +37,9 @@ type LossProxy struct {
 	l      net.Listener
 	target func() string
 
+	conns connSet
+
 	mu     sync.Mutex
-	conns  map[net.Conn]struct{}
 	rules  []*lossRule
 	lost   []LostReply
 	onLoss func(LostReply)
@@ -93,7 +94,7 @@ func NewLossProxy(t testing.TB, target func() string) *LossProxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &LossProxy{l: l, target: target, conns: map[net.Conn]struct{}{}}
+	p := &LossProxy{l: l, target: target}
 	go p.accept()
 	t.Cleanup(p.Close)
 	return p
@@ -134,14 +135,7 @@ func (p *LossProxy) Lost() []LostReply {
 }
 
 // Reset closes every open connection.
-func (p *LossProxy) Reset() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for c := range p.conns {
-		c.Close()
-		delete(p.conns, c)
-	}
-}
+func (p *LossProxy) Reset() { p.conns.closeAll() }
 
 // Close stops the proxy and closes every connection.
 func (p *LossProxy) Close() {
@@ -176,16 +170,6 @@ func (p *LossProxy) record(lr LostReply) {
 	}
 }
 
-func (p *LossProxy) track(c net.Conn) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.conns == nil {
-		return false
-	}
-	p.conns[c] = struct{}{}
-	return true
-}
-
 func (p *LossProxy) accept() {
 	for {
 		in, err := p.l.Accept()
@@ -210,13 +194,13 @@ func (p *LossProxy) serve(in net.Conn) {
 		in.Close()
 		return
 	}
-	p.track(in)
+	p.conns.add(in)
 	out, err := net.Dial("tcp", p.target())
 	if err != nil {
 		in.Close()
 		return
 	}
-	p.track(out)
+	p.conns.add(out)
 	fc := &frameConn{doomed: map[int32]LostReply{}}
 	go p.replies(fc, in, out)
 	p.requests(fc, in, out)

@@ -15,8 +15,8 @@ import (
 type Proxy struct {
 	l       net.Listener
 	target  func() string
+	conns   connSet
 	mu      sync.Mutex
-	conns   map[net.Conn]struct{}
 	holes   bool
 	closed  bool
 	latency time.Duration
@@ -46,7 +46,7 @@ func newProxy(t testing.TB, target func() string, holdNew bool) *Proxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &Proxy{l: l, target: target, conns: map[net.Conn]struct{}{}, holdNew: holdNew}
+	p := &Proxy{l: l, target: target, holdNew: holdNew}
 	p.cond = sync.NewCond(&p.mu)
 	t.Cleanup(p.Close)
 	return p
@@ -77,14 +77,7 @@ func (p *Proxy) SetLatency(d time.Duration) {
 }
 
 // Reset closes every open connection (clients see a connection reset).
-func (p *Proxy) Reset() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for c := range p.conns {
-		c.Close()
-		delete(p.conns, c)
-	}
-}
+func (p *Proxy) Reset() { p.conns.closeAll() }
 
 // Close stops the proxy and closes every connection.
 func (p *Proxy) Close() {
@@ -94,12 +87,6 @@ func (p *Proxy) Close() {
 	p.mu.Unlock()
 	p.Blackhole(false)
 	p.Reset()
-}
-
-func (p *Proxy) track(c net.Conn) {
-	p.mu.Lock()
-	p.conns[c] = struct{}{}
-	p.mu.Unlock()
 }
 
 func (p *Proxy) accept() {
@@ -113,7 +100,7 @@ func (p *Proxy) accept() {
 }
 
 func (p *Proxy) serve(in net.Conn) {
-	p.track(in)
+	p.conns.add(in)
 	p.mu.Lock()
 	for p.holdNew && p.holes && !p.closed {
 		p.cond.Wait() // behind a partition the target sees nothing yet
@@ -137,7 +124,7 @@ func (p *Proxy) serve(in net.Conn) {
 		in.Close()
 		return
 	}
-	p.track(out)
+	p.conns.add(out)
 	if len(first) > 0 {
 		if !p.forward(out, first) {
 			in.Close()
