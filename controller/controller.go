@@ -279,11 +279,6 @@ func (c *Controller) Status() Status {
 // Run drives the node until ctx ends, then stops gracefully: demote, delete
 // the breadcrumb if that worked, leave the election, close the session.
 func (c *Controller) Run(ctx context.Context) error {
-	// Whatever the service did before we started, it is not primary now.
-	startupErr := c.runHook(context.WithoutCancel(ctx), "demote", c.cfg.Demote, "startup", 0, nil)
-	if startupErr != nil {
-		c.log.Warn("startup demote failed; continuing: the election still requires fencing", "err", startupErr)
-	}
 	c.setState(StateOut, "startup")
 
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
@@ -291,10 +286,6 @@ func (c *Controller) Run(ctx context.Context) error {
 	wg.Add(2)
 	go func() { defer wg.Done(); c.publishMember(bg) }()
 	go func() { defer wg.Done(); c.watchFailover(bg) }()
-	if startupErr == nil {
-		wg.Add(1)
-		go func() { defer wg.Done(); c.adoptPreviousTermLoop(bg) }()
-	}
 	defer func() {
 		stopBG()
 		wg.Wait()
@@ -302,6 +293,12 @@ func (c *Controller) Run(ctx context.Context) error {
 		c.setState(StateStopped, reasonShutdown)
 		close(c.stopped)
 	}()
+	// Whatever the service did before we started, it is not primary now;
+	// until that is so, the node stays out of the election.
+	if c.startupDemote(ctx) {
+		wg.Add(1)
+		go func() { defer wg.Done(); c.adoptPreviousTermLoop(bg) }()
+	}
 
 	var runCancel context.CancelFunc
 	var runDone chan struct{}
@@ -380,6 +377,40 @@ func (c *Controller) joinBlocked() string {
 		return reasonRefused
 	}
 	return ""
+}
+
+// startupDemote runs the demote hook until it succeeds (true) or ctx ends
+// (false). A service that comes back from a crash may still believe it is
+// primary, and nobody else would stop it: the breadcrumb names the
+// successor's term, not ours. So a node whose startup demote failed does
+// not join the election (it would report itself a standby); it says why in
+// its status and retries with a growing back-off.
+func (c *Controller) startupDemote(ctx context.Context) bool {
+	var msg string
+	for failures := 0; ; failures++ {
+		err := c.runHook(context.WithoutCancel(ctx), "demote", c.cfg.Demote, "startup", 0, nil)
+		if err == nil {
+			if failures > 0 {
+				c.log.Info("startup demote succeeded; joining the election", "failures", failures)
+				c.mu.Lock()
+				if c.lastErr == msg {
+					c.lastErr = ""
+				}
+				c.mu.Unlock()
+			}
+			return true
+		}
+		msg = "startup demote failed; out of the election until it succeeds (the service may still act as primary): " + err.Error()
+		d := min(c.cfg.BackoffMin<<min(failures, 16), c.cfg.BackoffMax)
+		c.log.Error("startup demote failed; the service may still act as primary, so this node stays out of the election and retries",
+			"err", err, "retry_in", d.String(), "failures", failures+1)
+		c.setErr(errors.New(msg))
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(d):
+		}
+	}
 }
 
 // onElected runs one leadership: fence, write the breadcrumb, promote, and

@@ -733,3 +733,39 @@ func TestRestartedNodeAnswersFenceWithPreviousEpoch(t *testing.T) {
 		t.Fatalf("Demote() = %+v, %v; want demoted=true for node a at epoch %d", resp, err, epoch)
 	}
 }
+
+// A node whose startup demote fails does not join the election: its service
+// may still act as primary from before a crash, and no successor would
+// fence it (the breadcrumb names the successor's own term). It retries with
+// a back-off, says why in its status, and joins once the demote worked.
+func TestStartupDemoteFailureKeepsNodeOut(t *testing.T) {
+	zkc := zktest.Start(t, 1)
+	dir := t.TempDir()
+	failFile, attempts := filepath.Join(dir, "fail"), filepath.Join(dir, "attempts")
+	if err := os.WriteFile(failFile, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a := startNode(t, zkc, nodeOpts{id: "a", demoteBody: fmt.Sprintf("echo x >> %q\nif [ -e %q ]; then exit 1; fi", attempts, failFile)})
+	tries := func() int { b, _ := os.ReadFile(attempts); return strings.Count(string(b), "x") }
+	waitFor(t, 30*time.Second, "three failed startup demotes", func() bool { return tries() >= 3 })
+	st := a.c.Status()
+	if st.State != StateOut || !strings.Contains(st.LastError, "startup demote failed") {
+		t.Errorf("status while the startup demote fails: state %s, last error %q", st.State, st.LastError)
+	}
+	if q := electionQueue(t, zkc); len(q) != 0 {
+		t.Errorf("joined the election while its service may be primary: %v", q)
+	}
+	if ev := a.events(); len(ev) != 0 {
+		t.Errorf("hooks succeeded while the demote fails: %v", ev)
+	}
+	if err := os.Remove(failFile); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "a to lead once its demote worked", func() bool { return a.state() == StateLeader })
+	if ev := a.events(); len(ev) < 2 || ev[0] != "demote_startup" || !strings.HasPrefix(ev[1], "promote_") {
+		t.Errorf("events %v, want the startup demote, then the promote", ev)
+	}
+	if st := a.c.Status(); strings.Contains(st.LastError, "startup demote failed") {
+		t.Errorf("last error not cleared: %q", st.LastError)
+	}
+}
