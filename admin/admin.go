@@ -122,7 +122,7 @@ func NewHandler(n Node, reg prometheus.Gatherer, token string, logger *slog.Logg
 	}))
 	// The mutating handlers check the method themselves so that a disabled
 	// endpoint answers 403 whatever the method, as fencer.DemoteHandler does.
-	mux.Handle(fencer.DemotePath, logMutation(logger, fencer.DemoteHandler(n, token)))
+	mux.Handle(fencer.DemotePath, logMutation(logger, fencer.DemoteHandler(n, token, n.Status().NodeID)))
 	mux.Handle(CedePath, logMutation(logger, cedeHandler(n, token)))
 	return mux
 }

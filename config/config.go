@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"net"
+	"net/url"
 	"strings"
 	"time"
 
@@ -479,15 +480,53 @@ func (c *Config) ReadCredentials() (Secret, error) {
 }
 
 // Warnings lists settings that validate but that an operator should know
-// about, each with its YAML path. Today: a leader that a move to another
+// about, each with its YAML path: a leader that a move to another
 // ZooKeeper server (a server restart, a rolling upgrade, a reset
 // connection) can cost its leadership, because the lease leaves less than
-// a new connection needs to renew it (lease.Timing.RidesOutReconnect).
+// a new connection needs to renew it (lease.Timing.RidesOutReconnect); an
+// admin URL on loopback that peers' rpc fencers cannot reach.
 func (c *Config) Warnings() []string {
+	var w []string
+	if s := c.loopbackAdminWarning(); s != "" {
+		w = append(w, s)
+	}
+	if s := c.reconnectWarning(); s != "" {
+		w = append(w, s)
+	}
+	return w
+}
+
+// loopbackAdminWarning: peers fence this node by rpc at the admin URL it
+// publishes; a loopback one reaches each peer's own daemon (which refuses
+// the request), so the rpc method can never fence this node.
+func (c *Config) loopbackAdminWarning() string {
+	rpc := false
+	for _, m := range c.Fencing.Methods {
+		rpc = rpc || m.RPC != nil && m.RPC.URL == ""
+	}
+	u, err := url.Parse(c.AdminURL())
+	if !rpc || err != nil || !isLoopbackHost(u.Hostname()) || isLoopbackHost(c.Node.Host) {
+		return ""
+	}
+	return fmt.Sprintf("node.admin.listen: this node publishes the admin URL %s, a loopback address, while node.host is %s: "+
+		"a peer's rpc fencer would reach its own daemon, not this one, so rpc fencing of this node always fails (the next method runs); "+
+		"listen on an address peers reach (with node.admin.tls, or allow_insecure_http on their rpc method) or set node.admin.advertise_url",
+		c.AdminURL(), c.Node.Host)
+}
+
+func isLoopbackHost(h string) bool {
+	if h == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
+}
+
+func (c *Config) reconnectWarning() string {
 	session := time.Duration(c.ZooKeeper.SessionTimeout)
 	t, err := c.Timing(session)
 	if err != nil || t.RidesOutReconnect() {
-		return nil
+		return ""
 	}
 	tick := "zookeeper.tick_time " + fmtDur(t.Tick)
 	path := "zookeeper.session_timeout"
@@ -502,8 +541,8 @@ func (c *Config) Warnings() []string {
 	if !t.TickKnown {
 		fix = "set zookeeper.tick_time to the ensemble's tickTime, or " + fix
 	}
-	return []string{fmt.Sprintf("%s: with %s and a lease of %s renewed every %s, a leader rides out %s without ZooKeeper, "+
+	return fmt.Sprintf("%s: with %s and a lease of %s renewed every %s, a leader rides out %s without ZooKeeper, "+
 		"but after moving to another ZooKeeper server it needs one renew interval and round trips before its lease moves again: "+
 		"a ZooKeeper server restart or a reset connection may end its leadership and cause a failover; %s",
-		path, tick, fmtDur(t.Lease), fmtDur(t.Renew), fmtDur(max(t.Tolerance(), 0)), fix)}
+		path, tick, fmtDur(t.Lease), fmtDur(t.Renew), fmtDur(max(t.Tolerance(), 0)), fix)
 }

@@ -69,3 +69,36 @@ func TestReconnectWarning(t *testing.T) {
 		}
 	}
 }
+
+// A node that publishes a loopback admin URL on a real host, with rpc
+// fencing: peers' rpc fencers would reach their own daemons.
+func TestLoopbackAdminWarning(t *testing.T) {
+	for _, tc := range []struct {
+		name, host, listen, advertise string
+		rpcURL                        string
+		warn                          bool
+	}{
+		{"loopback on a real host", "10.0.0.11", "127.0.0.1:9101", "", "", true},
+		{"localhost advertised", "10.0.0.11", "0.0.0.0:9101", "http://localhost:9101", "", true},
+		{"wildcard listen: the host is published", "10.0.0.11", "0.0.0.0:9101", "", "", false},
+		{"advertised address", "10.0.0.11", "127.0.0.1:9101", "https://db1.example:9101", "", false},
+		{"all on one host (tests, the demo)", "127.0.0.1", "127.0.0.1:9101", "", "", false},
+		{"rpc with a fixed url", "10.0.0.11", "127.0.0.1:9101", "", "https://proxy.example:9101", false},
+	} {
+		cfg := config.Default()
+		cfg.ZooKeeper.TickTime = config.Duration(2 * time.Second) // no reconnect warning
+		cfg.Node.Host, cfg.Node.Admin.Listen, cfg.Node.Admin.AdvertiseURL = tc.host, tc.listen, tc.advertise
+		cfg.Fencing.Methods = []config.FencingMethod{{RPC: &config.RPCFencing{URL: tc.rpcURL}}}
+		w := cfg.Warnings()
+		if got := len(w) == 1 && strings.HasPrefix(w[0], "node.admin.listen: "); got != tc.warn || len(w) > 1 {
+			t.Errorf("%s: warnings %q, want a loopback warning: %v", tc.name, w, tc.warn)
+		}
+	}
+	cfg := config.Default()
+	cfg.ZooKeeper.TickTime = config.Duration(2 * time.Second)
+	cfg.Node.Host, cfg.Node.Admin.Listen = "10.0.0.11", "127.0.0.1:9101"
+	cfg.Fencing.Methods = []config.FencingMethod{{Shell: &config.ShellFencing{Command: []string{"/bin/true"}}}}
+	if w := cfg.Warnings(); len(w) != 0 {
+		t.Errorf("no rpc method: warnings %q", w)
+	}
+}

@@ -40,6 +40,12 @@ type DemoteRequest struct {
 	Epoch int64 `json:"epoch"`
 	// From is the node id of the node asking, the one about to take over.
 	From string `json:"from"`
+	// Target is the node id the caller means to demote. A daemon that is
+	// another node refuses the request without acting on it (a breadcrumb
+	// whose admin URL reaches the wrong daemon, loopback most often, must
+	// not make that daemon step down). Empty (an operator's bare POST, or a
+	// fencer from before this field) is accepted.
+	Target string `json:"target,omitempty"`
 }
 
 // DemoteResponse is the answer to POST /v1/demote.
@@ -270,6 +276,7 @@ func (m *RPC) Fence(ctx context.Context, t Target) error {
 		Reason: fmt.Sprintf("fenced by %s: leadership of epoch %d is over", orUnknown(m.cfg.From), t.Epoch),
 		Epoch:  t.Epoch,
 		From:   m.cfg.From,
+		Target: t.NodeID,
 	})
 	if err != nil {
 		return fmt.Errorf("encoding demote request: %w", err)
@@ -369,7 +376,12 @@ func BearerCheck(token string) func(*http.Request) bool {
 // DemoteHandler serves POST /v1/demote for d. Requests must carry
 // "Authorization: Bearer <token>"; an empty token disables the endpoint, so a
 // node without a configured token cannot be demoted remotely.
-func DemoteHandler(d Demoter, token string) http.Handler {
+//
+// self is the node id of the daemon serving it: a request that targets
+// another node, or that comes from this node itself, is refused with 409
+// and never reaches d (a node fences its own earlier term locally; an rpc
+// from itself means the admin URL peers use for it reaches its own daemon).
+func DemoteHandler(d Demoter, token, self string) http.Handler {
 	authorized := BearerCheck(token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if token == "" {
@@ -401,6 +413,16 @@ func DemoteHandler(d Demoter, token string) http.Handler {
 			}
 		}
 
+		switch {
+		case self != "" && req.Target != "" && req.Target != self:
+			writeDemoteResponse(w, http.StatusConflict, DemoteResponse{NodeID: self,
+				Error: fmt.Sprintf("this is node %q, not %q: not demoted (the admin URL used for %q reaches another daemon)", self, req.Target, req.Target)})
+			return
+		case self != "" && req.From == self:
+			writeDemoteResponse(w, http.StatusConflict, DemoteResponse{NodeID: self,
+				Error: fmt.Sprintf("node %q asked itself to demote: not demoted (the admin URL it used reaches its own daemon, a loopback address most likely)", self)})
+			return
+		}
 		answer, err := d.Demote(r.Context(), demoteReason(req))
 		if err != nil {
 			answer.Demoted = false

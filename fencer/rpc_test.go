@@ -91,8 +91,8 @@ func TestRPCFenceJudgesTheAnswer(t *testing.T) {
 		{"wrong node", jsonHandler(200, `{"demoted":true,"node_id":"node-b","epoch":7}`), `demoted node "node-b", want "node-a"`},
 		{"not json", jsonHandler(200, `OK`), "is not a demote answer"},
 		{"redirect", http.RedirectHandler("http://127.0.0.1:1/elsewhere", http.StatusFound), "refusing to follow a redirect"},
-		{"wrong token", DemoteHandler(&fakeDemoter{resp: DemoteResponse{Demoted: true}}, "another-token"), "401 Unauthorized"},
-		{"endpoint disabled", DemoteHandler(&fakeDemoter{resp: DemoteResponse{Demoted: true}}, ""), "mutating endpoints disabled"},
+		{"wrong token", DemoteHandler(&fakeDemoter{resp: DemoteResponse{Demoted: true}}, "another-token", "node-a"), "401 Unauthorized"},
+		{"endpoint disabled", DemoteHandler(&fakeDemoter{resp: DemoteResponse{Demoted: true}}, "", "node-a"), "mutating endpoints disabled"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := httptest.NewServer(tc.handler)
@@ -118,7 +118,7 @@ func TestRPCFenceJudgesTheAnswer(t *testing.T) {
 func TestRPCFenceEndToEnd(t *testing.T) {
 	d := &fakeDemoter{resp: DemoteResponse{Demoted: true, NodeID: "node-a", Epoch: 7}}
 	mux := http.NewServeMux()
-	mux.Handle("POST "+DemotePath, DemoteHandler(d, rpcTestToken))
+	mux.Handle("POST "+DemotePath, DemoteHandler(d, rpcTestToken, "node-a"))
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 
@@ -331,6 +331,19 @@ func TestDemoteHandler(t *testing.T) {
 			body:    `{"reason":"failover","epoch":7,"from":"node-b"}`,
 			demoter: &fakeDemoter{resp: DemoteResponse{Demoted: true, NodeID: "node-a", Epoch: 7}}, wantStatus: 200,
 			wantDemoted: true, wantCalled: true},
+		{name: "meant for this node", token: rpcTestToken, method: "POST", auth: "Bearer " + rpcTestToken,
+			body:    `{"epoch":7,"from":"node-b","target":"node-a"}`,
+			demoter: &fakeDemoter{resp: DemoteResponse{Demoted: true, NodeID: "node-a", Epoch: 7}}, wantStatus: 200,
+			wantDemoted: true, wantCalled: true},
+		{name: "meant for another node", token: rpcTestToken, method: "POST", auth: "Bearer " + rpcTestToken,
+			body:    `{"epoch":7,"from":"node-b","target":"node-c"}`,
+			demoter: &fakeDemoter{resp: DemoteResponse{Demoted: true}}, wantStatus: 409, wantInError: `this is node "node-a", not "node-c"`},
+		{name: "from this node itself", token: rpcTestToken, method: "POST", auth: "Bearer " + rpcTestToken,
+			body:    `{"epoch":7,"from":"node-a","target":"node-c"}`,
+			demoter: &fakeDemoter{resp: DemoteResponse{Demoted: true}}, wantStatus: 409, wantInError: "not demoted"},
+		{name: "from this node itself, no target", token: rpcTestToken, method: "POST", auth: "Bearer " + rpcTestToken,
+			body:    `{"epoch":7,"from":"node-a"}`,
+			demoter: &fakeDemoter{resp: DemoteResponse{Demoted: true}}, wantStatus: 409, wantInError: "asked itself to demote"},
 		{name: "empty body", token: rpcTestToken, method: "POST", auth: "Bearer " + rpcTestToken,
 			demoter: &fakeDemoter{resp: DemoteResponse{Demoted: true}}, wantStatus: 200, wantDemoted: true, wantCalled: true},
 		{name: "demoter fails", token: rpcTestToken, method: "POST", auth: "Bearer " + rpcTestToken,
@@ -358,7 +371,7 @@ func TestDemoteHandler(t *testing.T) {
 				req.Header.Set("Authorization", tc.auth)
 			}
 			rec := httptest.NewRecorder()
-			DemoteHandler(tc.demoter, tc.token).ServeHTTP(rec, req)
+			DemoteHandler(tc.demoter, tc.token, "node-a").ServeHTTP(rec, req)
 
 			if rec.Code != tc.wantStatus {
 				t.Errorf("status = %d, want %d (body %s)", rec.Code, tc.wantStatus, rec.Body)
@@ -385,7 +398,7 @@ func TestDemoteHandler(t *testing.T) {
 func demoteServerTLS(t *testing.T, pki *tlstest.PKI, d Demoter) (*httptest.Server, *atomic.Int32) {
 	t.Helper()
 	var hits atomic.Int32
-	h := DemoteHandler(d, rpcTestToken)
+	h := DemoteHandler(d, rpcTestToken, "node-a")
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hits.Add(1)
 		h.ServeHTTP(w, r)
@@ -501,7 +514,7 @@ func TestRPCFenceRefusesPlainHTTPToRemoteHost(t *testing.T) {
 
 func TestRPCFenceAllowsPlainHTTPToLoopback(t *testing.T) {
 	d := &fakeDemoter{resp: DemoteResponse{Demoted: true, NodeID: "node-a", Epoch: 7}}
-	srv := httptest.NewServer(DemoteHandler(d, rpcTestToken))
+	srv := httptest.NewServer(DemoteHandler(d, rpcTestToken, "node-a"))
 	defer srv.Close()
 	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
 	for _, base := range []string{srv.URL, "http://localhost:" + port} {
@@ -552,5 +565,34 @@ func TestRPCFenceTargetWithoutNodeID(t *testing.T) {
 	}
 	if n := dials.n.Load(); n != 0 {
 		t.Errorf("dialled %d times, want 0", n)
+	}
+}
+
+// A breadcrumb whose admin URL reaches the wrong daemon (every node's
+// loopback address, the reference config's default listen address): the
+// daemon that answers is the fencer's own node or a third one. It must not
+// demote (the fencer's own node would step down from the term it is
+// fencing for), and the fence must fail so that the next method runs.
+func TestRPCFenceReachingTheWrongDaemonDemotesNobody(t *testing.T) {
+	for _, tc := range []struct{ name, self, from string }{
+		{"its own daemon", "node-b", "node-b"},
+		{"a third node", "node-c", "node-b"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := &fakeDemoter{resp: DemoteResponse{Demoted: true, NodeID: tc.self, Epoch: 9}}
+			srv := httptest.NewServer(DemoteHandler(d, rpcTestToken, tc.self))
+			t.Cleanup(srv.Close)
+			f, err := NewRPC(RPCConfig{Token: rpcTestToken, Timeout: 5 * time.Second, From: tc.from}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = f.Fence(context.Background(), Target{NodeID: "node-a", Epoch: 7, AdminURL: srv.URL})
+			if err == nil || !strings.Contains(err.Error(), "not demoted") {
+				t.Errorf("fence through %s: %v, want a refusal", tc.name, err)
+			}
+			if calls := d.calls(); len(calls) != 0 {
+				t.Errorf("the daemon reached demoted itself: %v", calls)
+			}
+		})
 	}
 }
