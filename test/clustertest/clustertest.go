@@ -445,9 +445,16 @@ func (n *Node) waitToy() {
 			resp.Body.Close()
 			return
 		}
+		if !n.ToyRunning() {
+			break // say why at once
+		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	n.c.t.Fatalf("toy service of %s did not start", n.ID)
+	log, _ := os.ReadFile(filepath.Join(n.dir, "toy.log"))
+	if len(log) > 2000 {
+		log = log[len(log)-2000:]
+	}
+	n.c.t.Fatalf("toy service of %s did not start on %s (running: %v); its log ends:\n%s", n.ID, n.ToyAddr, n.ToyRunning(), log)
 }
 
 // Start runs the node's failoverd (again).

@@ -43,6 +43,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -529,18 +530,35 @@ func Mntr(addr string) (map[string]string, error) {
 	return m, nil
 }
 
-// FreePorts asks the kernel for n free loopback ports.
+// FreePorts returns n free loopback ports for servers that bind them later.
+// They are drawn at random from below the kernel's ephemeral range
+// (ip_local_port_range starts at 32768 by default): a port handed out by
+// listening on :0 comes from that range and is closed again before the
+// server binds it, so any outgoing connection on the machine (a ZooKeeper
+// client, a proxy, another test process) could take it in between, and a
+// busy chaos run makes thousands. Each port is checked by binding it; the
+// random draw keeps concurrent test processes apart.
 func FreePorts(t testing.TB, n int) []int {
 	t.Helper()
+	const lo, hi = 20000, 32768
 	var ls []net.Listener
 	var ports []int
-	for i := 0; i < n; i++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	seen := map[int]bool{}
+	for tries := 0; len(ports) < n; tries++ {
+		if tries > 1000 {
+			t.Fatalf("no %d free loopback ports in [%d, %d)", n, lo, hi)
+		}
+		p := lo + rand.IntN(hi-lo)
+		if seen[p] {
+			continue
+		}
+		seen[p] = true
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
 		if err != nil {
-			t.Fatal(err)
+			continue // taken
 		}
 		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+		ports = append(ports, p)
 	}
 	for _, l := range ls {
 		l.Close()
