@@ -167,6 +167,18 @@ func (r *referee) leaderOf(t *testing.T, id string) Leadership {
 	return l
 }
 
+// lastTermOf returns id's newest term (zero if none).
+func (r *referee) lastTermOf(id string) term {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i := len(r.terms) - 1; i >= 0; i-- {
+		if r.terms[i].id == id {
+			return r.terms[i]
+		}
+	}
+	return term{}
+}
+
 func (r *referee) lastTerm() term {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -410,10 +422,17 @@ func TestPartitionedLeaderStepsDownBeforeSuccessorWins(t *testing.T) {
 			t.Fatalf("successor %s, want b", l)
 		}
 		proxy.Blackhole(false)
-		// a's session is gone; it rejoins as a standby with a new znode.
+		// a's session is gone; it rejoins as a standby with a new znode and
+		// must not disturb b. (b's own lease may end on a starved machine,
+		// 0.6 s without an answered renewal with this 1.5 s session; then
+		// another term follows, which is not what this test is about.)
 		waitQueueLenAtLeast(t, zks.Addrs(), m, 2)
 		if l := r.leader(); l != "b" {
-			t.Errorf("after heal leader = %q, want b", l)
+			if bt := r.lastTermOf("b"); !bt.end.IsZero() && errors.Is(bt.cause, ErrLeaseExpired) {
+				t.Logf("b's own lease ended (%v after it began): %v", bt.end.Sub(bt.start), bt.cause)
+			} else {
+				t.Errorf("after heal leader = %q, want b (b's last term: %+v)", l, bt)
+			}
 		}
 		_ = a
 		r.check(t)
