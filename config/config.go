@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/failoverd/failoverd/internal/lease"
+	"github.com/failoverd/failoverd/internal/loopback"
 )
 
 // Election modes accepted by Election.Mode.
@@ -505,21 +506,13 @@ func (c *Config) loopbackAdminWarning() string {
 		rpc = rpc || m.RPC != nil && m.RPC.URL == ""
 	}
 	u, err := url.Parse(c.AdminURL())
-	if !rpc || err != nil || !isLoopbackHost(u.Hostname()) || isLoopbackHost(c.Node.Host) {
+	if !rpc || err != nil || !loopback.Host(u.Hostname()) || loopback.Host(c.Node.Host) {
 		return ""
 	}
 	return fmt.Sprintf("node.admin.listen: this node publishes the admin URL %s, a loopback address, while node.host is %s: "+
 		"a peer's rpc fencer would reach its own daemon, not this one, so rpc fencing of this node always fails (the next method runs); "+
 		"listen on an address peers reach (with node.admin.tls, or allow_insecure_http on their rpc method) or set node.admin.advertise_url",
 		c.AdminURL(), c.Node.Host)
-}
-
-func isLoopbackHost(h string) bool {
-	if h == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(h)
-	return ip != nil && ip.IsLoopback()
 }
 
 func (c *Config) reconnectWarning() string {
