@@ -401,7 +401,7 @@ func (c *Controller) startupDemote(ctx context.Context) bool {
 			return true
 		}
 		msg = "startup demote failed; out of the election until it succeeds (the service may still act as primary): " + err.Error()
-		d := min(c.cfg.BackoffMin<<min(failures, 16), c.cfg.BackoffMax)
+		d := c.retryDelay(failures)
 		c.log.Error("startup demote failed; the service may still act as primary, so this node stays out of the election and retries",
 			"err", err, "retry_in", d.String(), "failures", failures+1)
 		c.setErr(errors.New(msg))
@@ -411,6 +411,13 @@ func (c *Controller) startupDemote(ctx context.Context) bool {
 		case <-time.After(d):
 		}
 	}
+}
+
+// retryDelay is the pause before retrying a local step that failed
+// failures times before (BackoffMin doubling up to BackoffMax, no jitter:
+// only this node is waiting on it).
+func (c *Controller) retryDelay(failures int) time.Duration {
+	return min(c.cfg.BackoffMin<<min(failures, 16), c.cfg.BackoffMax)
 }
 
 // onElected runs one leadership: fence, write the breadcrumb, promote, and

@@ -125,7 +125,7 @@ func (c *Controller) afterReap(h *stuckHook) {
 		if replaced {
 			return
 		}
-		d := min(c.cfg.BackoffMin<<min(failures, 16), c.cfg.BackoffMax)
+		d := c.retryDelay(failures)
 		select {
 		case <-c.stopped:
 			return
