@@ -16,17 +16,23 @@
 //
 // # Authorization
 //
-// The mutating endpoints require "Authorization: Bearer <token>". When no
-// token is configured they answer 403 to everyone, so a node without a
-// token can never be demoted or ceded remotely. The token is compared in
-// constant time and never logged. Read endpoints are open: bind the API to
+// The mutating endpoints sit behind one middleware (mutating), checked in
+// this order: no token configured answers 403 to everyone, so a node without
+// a token can never be demoted or ceded remotely; a method other than POST
+// answers 405 with "Allow: POST"; a missing or wrong
+// "Authorization: Bearer <token>" answers 401 with a WWW-Authenticate
+// challenge. Refusals carry {"error": "..."}. The token is compared in
+// constant time and never logged; every call, refused or not, is logged. Read endpoints are open: bind the API to
 // loopback or a management network. Across hosts, serve it over HTTPS
 // (WithTLS): peers' rpc fencing sends the token over plain HTTP only to
 // loopback addresses.
 package admin
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -39,18 +45,18 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/failoverd/failoverd/adminapi"
 	"github.com/failoverd/failoverd/controller"
-	"github.com/failoverd/failoverd/fencer"
 )
 
-// Paths served by NewHandler. The demote path is fencer.DemotePath.
+// Paths of the read endpoints; the mutating ones are adminapi.DemotePath
+// and adminapi.CedePath.
 const (
 	MetricsPath = "/metrics"
 	HealthzPath = "/healthz"
 	StatusPath  = "/v1/status"
 	LeaderPath  = "/leader"
 	StandbyPath = "/standby"
-	CedePath    = "/v1/cede"
 )
 
 // MaxCede bounds POST /v1/cede's "for": a longer absence is a maintenance
@@ -61,36 +67,25 @@ const MaxCede = 24 * time.Hour
 type Node interface {
 	// Status is this node's current view of itself; it must not block.
 	Status() controller.Status
-	// Demoter serves POST /v1/demote.
-	fencer.Demoter
+	// Demote makes the local service stop acting as primary now (POST
+	// /v1/demote). Demoted must be false unless that is done; an error
+	// means the demote failed.
+	Demote(ctx context.Context, reason string) (adminapi.DemoteResponse, error)
 	// Cede gives up leadership, if held, and keeps this node out of the
-	// election for d.
+	// election for d (POST /v1/cede).
 	Cede(ctx context.Context, d time.Duration) error
-}
-
-// RoleAnswer is the body of GET /leader and GET /standby.
-type RoleAnswer struct {
-	NodeID string           `json:"node_id"`
-	State  controller.State `json:"state"`
-	Health string           `json:"health"`
-	Epoch  int64            `json:"epoch"`
-}
-
-// CedeAnswer is the body of the answer to POST /v1/cede.
-type CedeAnswer struct {
-	// Ceded is true when the node accepted to stay out of the election.
-	Ceded bool `json:"ceded"`
-	// NodeID is the answering node's id.
-	NodeID string `json:"node_id,omitempty"`
-	// For is the accepted duration, as Go writes it ("30s").
-	For string `json:"for,omitempty"`
-	// Error says why the request was refused or failed.
-	Error string `json:"error,omitempty"`
 }
 
 // healthyHealth is how controller.Status.Health spells a healthy service
 // (healthcheck.Healthy.String()).
 const healthyHealth = "healthy"
+
+// api serves the endpoints of one node.
+type api struct {
+	node   Node
+	token  string
+	logger *slog.Logger
+}
 
 // NewHandler returns the admin API for n. reg is served on /metrics. An
 // empty token disables the mutating endpoints. A nil logger discards.
@@ -98,13 +93,13 @@ func NewHandler(n Node, reg prometheus.Gatherer, token string, logger *slog.Logg
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	logger = logger.With("component", "admin")
+	a := &api{node: n, token: token, logger: logger.With("component", "admin")}
 
 	mux := http.NewServeMux()
 	// "GET " patterns also match HEAD, and the mux answers other methods
 	// with 405 and an Allow header.
 	mux.Handle("GET "+MetricsPath, promhttp.HandlerFor(reg, promhttp.HandlerOpts{
-		ErrorLog: promLogger{logger},
+		ErrorLog: promLogger{a.logger},
 	}))
 	mux.HandleFunc("GET "+HealthzPath, func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -114,61 +109,141 @@ func NewHandler(n Node, reg prometheus.Gatherer, token string, logger *slog.Logg
 	mux.HandleFunc("GET "+StatusPath, func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, n.Status())
 	})
-	mux.HandleFunc("GET "+LeaderPath, roleHandler(n, func(s controller.Status) bool {
+	mux.HandleFunc("GET "+LeaderPath, a.role(func(s controller.Status) bool {
 		return s.State == controller.StateLeader
 	}))
-	mux.HandleFunc("GET "+StandbyPath, roleHandler(n, func(s controller.Status) bool {
+	mux.HandleFunc("GET "+StandbyPath, a.role(func(s controller.Status) bool {
 		return s.State == controller.StateStandby && s.Health == healthyHealth
 	}))
-	// The mutating handlers check the method themselves so that a disabled
-	// endpoint answers 403 whatever the method, as fencer.DemoteHandler does.
-	mux.Handle(fencer.DemotePath, logMutation(logger, fencer.DemoteHandler(n, token, n.Status().NodeID)))
-	mux.Handle(CedePath, logMutation(logger, cedeHandler(n, token)))
+	// No method in these patterns: mutating checks the method itself, after
+	// the token, so that a disabled endpoint answers 403 whatever the method.
+	mux.Handle(adminapi.DemotePath, a.mutating(http.HandlerFunc(a.demote)))
+	mux.Handle(adminapi.CedePath, a.mutating(http.HandlerFunc(a.cede)))
 	return mux
 }
 
-// roleHandler answers 200 when ok(status) holds, else 503, for load
-// balancers that route by status code.
-func roleHandler(n Node, ok func(controller.Status) bool) http.HandlerFunc {
+// role answers 200 when ok(status) holds, else 503, for load balancers
+// that route by status code.
+func (a *api) role(ok func(controller.Status) bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, _ *http.Request) {
-		s := n.Status()
+		s := a.node.Status()
 		code := http.StatusServiceUnavailable
 		if ok(s) {
 			code = http.StatusOK
 		}
-		writeJSON(w, code, RoleAnswer{NodeID: s.NodeID, State: s.State, Health: s.Health, Epoch: s.Epoch})
+		writeJSON(w, code, adminapi.RoleAnswer{NodeID: s.NodeID, State: string(s.State), Health: s.Health, Epoch: s.Epoch})
 	}
 }
 
-func cedeHandler(n Node, token string) http.HandlerFunc {
-	authorized := fencer.BearerCheck(token)
-	return func(w http.ResponseWriter, r *http.Request) {
-		if token == "" {
-			writeJSON(w, http.StatusForbidden, CedeAnswer{Error: "mutating endpoints disabled"})
-			return
-		}
-		if r.Method != http.MethodPost {
+// errorAnswer is the body of every refusal by mutating. Both endpoints'
+// answers (adminapi.DemoteResponse, adminapi.CedeAnswer) read it as their
+// own, with only Error set.
+type errorAnswer struct {
+	Error string `json:"error"`
+}
+
+// mutating guards an endpoint that changes the node: 403 when no token is
+// configured, 405 with "Allow: POST" for another method, 401 with a
+// WWW-Authenticate challenge for a missing or wrong bearer token, and only
+// then h. Every call is logged, refused ones included.
+func (a *api) mutating(h http.Handler) http.Handler {
+	// Comparing digests keeps the comparison constant-time even in the
+	// token's length.
+	want := sha256.Sum256([]byte(a.token))
+	return a.logCall(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case a.token == "":
+			writeJSON(w, http.StatusForbidden, errorAnswer{"mutating endpoints disabled"})
+		case r.Method != http.MethodPost:
 			w.Header().Set("Allow", http.MethodPost)
-			writeJSON(w, http.StatusMethodNotAllowed, CedeAnswer{Error: "method must be POST"})
-			return
-		}
-		if !authorized(r) {
+			writeJSON(w, http.StatusMethodNotAllowed, errorAnswer{"method must be POST"})
+		case !bearerMatches(r, want):
 			w.Header().Set("WWW-Authenticate", `Bearer realm="failoverd"`)
-			writeJSON(w, http.StatusUnauthorized, CedeAnswer{Error: "missing or wrong bearer token"})
-			return
+			writeJSON(w, http.StatusUnauthorized, errorAnswer{"missing or wrong bearer token"})
+		default:
+			h.ServeHTTP(w, r)
 		}
-		d, err := cedeDuration(r.URL.Query().Get("for"))
-		if err != nil {
-			writeJSON(w, http.StatusBadRequest, CedeAnswer{Error: err.Error()})
-			return
-		}
-		nodeID := n.Status().NodeID
-		if err := n.Cede(r.Context(), d); err != nil {
-			writeJSON(w, http.StatusInternalServerError, CedeAnswer{NodeID: nodeID, For: d.String(), Error: err.Error()})
-			return
-		}
-		writeJSON(w, http.StatusOK, CedeAnswer{Ceded: true, NodeID: nodeID, For: d.String()})
+	}))
+}
+
+// bearerMatches reports whether r carries "Authorization: Bearer <token>"
+// for the token whose SHA-256 is want.
+func bearerMatches(r *http.Request, want [sha256.Size]byte) bool {
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	gotSum := sha256.Sum256([]byte(got))
+	match := subtle.ConstantTimeCompare(gotSum[:], want[:]) == 1
+	return ok && match
+}
+
+// demote serves POST /v1/demote once mutating let it through. A request
+// that targets another node, or that comes from this node itself, is
+// refused with 409 and never reaches the node: a node fences its own
+// earlier term locally, so an rpc from itself means the admin URL peers use
+// for it reaches its own daemon (a loopback address most likely), and
+// stepping down would end the very term it is fencing for.
+func (a *api) demote(w http.ResponseWriter, r *http.Request) {
+	var req adminapi.DemoteRequest
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, adminapi.MaxDemoteBody))
+	if err != nil {
+		writeJSON(w, http.StatusRequestEntityTooLarge, adminapi.DemoteResponse{Error: "request body too large"})
+		return
 	}
+	// An empty body is allowed, so an operator can demote with a bare POST.
+	if len(bytes.TrimSpace(raw)) > 0 {
+		if err := json.Unmarshal(raw, &req); err != nil {
+			writeJSON(w, http.StatusBadRequest, adminapi.DemoteResponse{Error: "invalid request body: " + err.Error()})
+			return
+		}
+	}
+	self := a.node.Status().NodeID
+	switch {
+	case self != "" && req.Target != "" && req.Target != self:
+		writeJSON(w, http.StatusConflict, adminapi.DemoteResponse{NodeID: self,
+			Error: fmt.Sprintf("this is node %q, not %q: not demoted (the admin URL used for %q reaches another daemon)", self, req.Target, req.Target)})
+		return
+	case self != "" && req.From == self:
+		writeJSON(w, http.StatusConflict, adminapi.DemoteResponse{NodeID: self,
+			Error: fmt.Sprintf("node %q asked itself to demote: not demoted (the admin URL it used reaches its own daemon, a loopback address most likely)", self)})
+		return
+	}
+	answer, err := a.node.Demote(r.Context(), demoteReason(req))
+	if answer.NodeID == "" {
+		answer.NodeID = self
+	}
+	if err != nil {
+		answer.Demoted = false
+		answer.Error = err.Error()
+		writeJSON(w, http.StatusInternalServerError, answer)
+		return
+	}
+	writeJSON(w, http.StatusOK, answer)
+}
+
+// demoteReason is what the node logs and passes to its demote hook.
+func demoteReason(req adminapi.DemoteRequest) string {
+	reason := req.Reason
+	if reason == "" {
+		reason = "demote requested over rpc"
+	}
+	if req.From != "" || req.Epoch != 0 {
+		reason = fmt.Sprintf("%s (from %q, epoch %d)", reason, req.From, req.Epoch)
+	}
+	return reason
+}
+
+// cede serves POST /v1/cede?for=30s once mutating let it through.
+func (a *api) cede(w http.ResponseWriter, r *http.Request) {
+	d, err := cedeDuration(r.URL.Query().Get("for"))
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, adminapi.CedeAnswer{Error: err.Error()})
+		return
+	}
+	nodeID := a.node.Status().NodeID
+	if err := a.node.Cede(r.Context(), d); err != nil {
+		writeJSON(w, http.StatusInternalServerError, adminapi.CedeAnswer{NodeID: nodeID, For: d.String(), Error: err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusOK, adminapi.CedeAnswer{Ceded: true, NodeID: nodeID, For: d.String()})
 }
 
 // cedeDuration parses the "for" query parameter.
@@ -186,16 +261,16 @@ func cedeDuration(s string) (time.Duration, error) {
 	return d, nil
 }
 
-// logMutation logs every call of a mutating endpoint, refused ones
-// included, so an operator can tell who demoted or ceded a node. It logs no
-// headers, body or query: the token must never reach a log, even when a
-// client puts it in the wrong place.
-func logMutation(logger *slog.Logger, next http.Handler) http.Handler {
+// logCall logs every call of a mutating endpoint, refused ones included,
+// so an operator can tell who demoted or ceded a node. It logs no headers,
+// body or query: the token must never reach a log, even when a client puts
+// it in the wrong place.
+func (a *api) logCall(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
 		next.ServeHTTP(rec, r)
-		logger.Info("mutating request",
+		a.logger.Info("mutating request",
 			"method", r.Method,
 			"path", r.URL.Path,
 			"remote_addr", r.RemoteAddr,

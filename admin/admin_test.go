@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/failoverd/failoverd/admin"
+	"github.com/failoverd/failoverd/adminapi"
 	"github.com/failoverd/failoverd/controller"
 	"github.com/failoverd/failoverd/fencer"
 	"github.com/failoverd/failoverd/metrics"
@@ -27,7 +28,7 @@ const testToken = "s3cret-admin-token"
 // fakeNode answers with fixed values and remembers the mutating calls.
 type fakeNode struct {
 	status     controller.Status
-	demoteResp fencer.DemoteResponse
+	demoteResp adminapi.DemoteResponse
 	demoteErr  error
 	cedeErr    error
 
@@ -38,7 +39,7 @@ type fakeNode struct {
 
 func (n *fakeNode) Status() controller.Status { return n.status }
 
-func (n *fakeNode) Demote(_ context.Context, reason string) (fencer.DemoteResponse, error) {
+func (n *fakeNode) Demote(_ context.Context, reason string) (adminapi.DemoteResponse, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.demotes = append(n.demotes, reason)
@@ -157,8 +158,8 @@ func TestStatusJSON(t *testing.T) {
 
 func TestRoleAnswer(t *testing.T) {
 	h := admin.NewHandler(&fakeNode{status: leaderStatus()}, prometheus.NewRegistry(), "", nil)
-	got := decode[admin.RoleAnswer](t, do(t, h, "GET", "/leader", ""))
-	want := admin.RoleAnswer{NodeID: "node-a", State: controller.StateLeader, Health: "healthy", Epoch: 42}
+	got := decode[adminapi.RoleAnswer](t, do(t, h, "GET", "/leader", ""))
+	want := adminapi.RoleAnswer{NodeID: "node-a", State: "leader", Health: "healthy", Epoch: 42}
 	if got != want {
 		t.Errorf("GET /leader = %+v, want %+v", got, want)
 	}
@@ -194,40 +195,58 @@ func TestMetricsEndpoint(t *testing.T) {
 	}
 }
 
-// TestMutatingRefusals checks that neither mutating endpoint reaches the
-// node without the right token.
+// TestMutatingRefusals checks the one middleware in front of both mutating
+// endpoints: no token configured (403, whatever the method), another method
+// than POST (405 with Allow), a missing or wrong bearer (401 with
+// WWW-Authenticate); a refused request never reaches the node, and the
+// right one does.
 func TestMutatingRefusals(t *testing.T) {
 	for _, path := range []string{"/v1/demote", "/v1/cede?for=30s"} {
 		for _, tc := range []struct {
-			name     string
-			token    string // configured
-			method   string
-			auth     string // sent
-			wantCode int
+			name      string
+			token     string // configured
+			method    string
+			auth      string // sent
+			wantCode  int
+			wantInErr string // in the JSON "error"
 		}{
-			{"disabled", "", "POST", "Bearer ", 403},
-			{"disabled, token sent", "", "POST", "Bearer " + testToken, 403},
-			{"disabled, get", "", "GET", "", 403},
-			{"missing", testToken, "POST", "", 401},
-			{"wrong", testToken, "POST", "Bearer wrong", 401},
-			{"prefix of token", testToken, "POST", "Bearer " + testToken[:5], 401},
-			{"not bearer", testToken, "POST", "Basic " + testToken, 401},
-			{"no scheme", testToken, "POST", testToken, 401},
-			{"get", testToken, "GET", "Bearer " + testToken, 405},
-			{"put", testToken, "PUT", "Bearer " + testToken, 405},
+			{"no token", "", "POST", "Bearer ", 403, "mutating endpoints disabled"},
+			{"no token, token sent", "", "POST", "Bearer " + testToken, 403, "mutating endpoints disabled"},
+			{"no token, get", "", "GET", "", 403, "mutating endpoints disabled"},
+			{"wrong method get", testToken, "GET", "Bearer " + testToken, 405, "method must be POST"},
+			{"wrong method put", testToken, "PUT", "Bearer " + testToken, 405, "method must be POST"},
+			{"wrong method, no bearer", testToken, "DELETE", "", 405, "method must be POST"},
+			{"no bearer", testToken, "POST", "", 401, "missing or wrong bearer token"},
+			{"empty bearer", testToken, "POST", "Bearer ", 401, "missing or wrong bearer token"},
+			{"not bearer", testToken, "POST", "Basic " + testToken, 401, "missing or wrong bearer token"},
+			{"no scheme", testToken, "POST", testToken, 401, "missing or wrong bearer token"},
+			{"wrong bearer", testToken, "POST", "Bearer wrong", 401, "missing or wrong bearer token"},
+			{"prefix of token", testToken, "POST", "Bearer " + testToken[:5], 401, "missing or wrong bearer token"},
+			{"token with more", testToken, "POST", "Bearer " + testToken + "x", 401, "missing or wrong bearer token"},
+			{"ok", testToken, "POST", "Bearer " + testToken, 200, ""},
 		} {
 			t.Run(path+"/"+tc.name, func(t *testing.T) {
-				n := &fakeNode{status: leaderStatus()}
+				n := &fakeNode{status: leaderStatus(), demoteResp: adminapi.DemoteResponse{Demoted: true, NodeID: "node-a", Epoch: 42}}
 				h := admin.NewHandler(n, prometheus.NewRegistry(), tc.token, nil)
 				rec := do(t, h, tc.method, path, tc.auth)
 				if rec.Code != tc.wantCode {
 					t.Errorf("%s %s = %d, want %d; body %q", tc.method, path, rec.Code, tc.wantCode, rec.Body)
 				}
-				if tc.wantCode == 401 && rec.Header().Get("WWW-Authenticate") == "" {
-					t.Errorf("401 without WWW-Authenticate")
+				if got := decode[struct{ Error string }](t, rec).Error; !strings.Contains(got, tc.wantInErr) || (tc.wantInErr == "") != (got == "") {
+					t.Errorf("%s %s: error %q, want it to contain %q", tc.method, path, got, tc.wantInErr)
 				}
-				if d, c := n.calls(); len(d) != 0 || len(c) != 0 {
-					t.Errorf("refused request reached the node: demotes %q, cedes %v", d, c)
+				if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
+					t.Errorf("Content-Type = %q, want application/json", ct)
+				}
+				if got := rec.Header().Get("Allow"); (tc.wantCode == 405) != (got == "POST") {
+					t.Errorf("Allow = %q with status %d", got, rec.Code)
+				}
+				if got := rec.Header().Get("WWW-Authenticate"); (tc.wantCode == 401) != (got != "") {
+					t.Errorf("WWW-Authenticate = %q with status %d", got, rec.Code)
+				}
+				d, c := n.calls()
+				if called := len(d)+len(c) > 0; called != (tc.wantCode == 200) {
+					t.Errorf("node reached = %v (demotes %q, cedes %v), want %v", called, d, c, tc.wantCode == 200)
 				}
 			})
 		}
@@ -240,26 +259,26 @@ func TestDemote(t *testing.T) {
 		node     *fakeNode
 		body     string
 		wantCode int
-		want     fencer.DemoteResponse
+		want     adminapi.DemoteResponse
 	}{
 		{
 			name:     "demoted",
-			node:     &fakeNode{demoteResp: fencer.DemoteResponse{Demoted: true, NodeID: "node-a", Epoch: 42}},
+			node:     &fakeNode{demoteResp: adminapi.DemoteResponse{Demoted: true, NodeID: "node-a", Epoch: 42}},
 			body:     `{"reason":"fenced","epoch":42,"from":"node-b"}`,
 			wantCode: 200,
-			want:     fencer.DemoteResponse{Demoted: true, NodeID: "node-a", Epoch: 42},
+			want:     adminapi.DemoteResponse{Demoted: true, NodeID: "node-a", Epoch: 42},
 		},
 		{
 			name:     "empty body",
-			node:     &fakeNode{demoteResp: fencer.DemoteResponse{Demoted: true, NodeID: "node-a"}},
+			node:     &fakeNode{demoteResp: adminapi.DemoteResponse{Demoted: true, NodeID: "node-a"}},
 			wantCode: 200,
-			want:     fencer.DemoteResponse{Demoted: true, NodeID: "node-a"},
+			want:     adminapi.DemoteResponse{Demoted: true, NodeID: "node-a"},
 		},
 		{
 			name:     "demote hook failed",
-			node:     &fakeNode{demoteResp: fencer.DemoteResponse{NodeID: "node-a"}, demoteErr: errors.New("demote hook: exit status 1")},
+			node:     &fakeNode{demoteResp: adminapi.DemoteResponse{NodeID: "node-a"}, demoteErr: errors.New("demote hook: exit status 1")},
 			wantCode: 500,
-			want:     fencer.DemoteResponse{NodeID: "node-a", Error: "demote hook: exit status 1"},
+			want:     adminapi.DemoteResponse{NodeID: "node-a", Error: "demote hook: exit status 1"},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -271,7 +290,7 @@ func TestDemote(t *testing.T) {
 			if rec.Code != tc.wantCode {
 				t.Fatalf("POST /v1/demote = %d, want %d; body %q", rec.Code, tc.wantCode, rec.Body)
 			}
-			if got := decode[fencer.DemoteResponse](t, rec); got != tc.want {
+			if got := decode[adminapi.DemoteResponse](t, rec); got != tc.want {
 				t.Errorf("POST /v1/demote = %+v, want %+v", got, tc.want)
 			}
 			if d, _ := tc.node.calls(); len(d) != 1 {
@@ -281,9 +300,94 @@ func TestDemote(t *testing.T) {
 	}
 }
 
+// TestDemoteRequestBody checks what POST /v1/demote does with the request
+// once the token is right: the target rule (a request for another node, or
+// from this node itself, is refused with 409 and never reaches the node)
+// and malformed bodies.
+func TestDemoteRequestBody(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		body        string
+		nodeErr     error
+		wantCode    int
+		wantCalled  bool
+		wantInError string
+	}{
+		{name: "demoted", body: `{"reason":"failover","epoch":42,"from":"node-b"}`, wantCode: 200, wantCalled: true},
+		{name: "meant for this node", body: `{"epoch":42,"from":"node-b","target":"node-a"}`, wantCode: 200, wantCalled: true},
+		{name: "meant for another node", body: `{"epoch":42,"from":"node-b","target":"node-c"}`, wantCode: 409,
+			wantInError: `this is node "node-a", not "node-c"`},
+		{name: "from this node itself", body: `{"epoch":42,"from":"node-a","target":"node-c"}`, wantCode: 409, wantInError: "not demoted"},
+		{name: "from this node itself, no target", body: `{"epoch":42,"from":"node-a"}`, wantCode: 409, wantInError: "asked itself to demote"},
+		{name: "empty body", wantCode: 200, wantCalled: true},
+		{name: "node fails", nodeErr: errors.New("service stuck"), wantCode: 500, wantCalled: true, wantInError: "service stuck"},
+		{name: "bad json", body: "{", wantCode: 400, wantInError: "invalid request body"},
+		{name: "huge body", body: `{"reason":"` + strings.Repeat("x", 2*adminapi.MaxDemoteBody) + `"}`, wantCode: 413,
+			wantInError: "too large"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := &fakeNode{status: leaderStatus(), demoteErr: tc.nodeErr,
+				demoteResp: adminapi.DemoteResponse{Demoted: tc.nodeErr == nil, NodeID: "node-a", Epoch: 42}}
+			h := admin.NewHandler(n, prometheus.NewRegistry(), testToken, nil)
+			req := httptest.NewRequestWithContext(t.Context(), "POST", adminapi.DemotePath, strings.NewReader(tc.body))
+			req.Header.Set("Authorization", "Bearer "+testToken)
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != tc.wantCode {
+				t.Errorf("status = %d, want %d (body %s)", rec.Code, tc.wantCode, rec.Body)
+			}
+			resp := decode[adminapi.DemoteResponse](t, rec)
+			if resp.Demoted != (tc.wantCode == 200) {
+				t.Errorf("demoted = %v, want %v", resp.Demoted, tc.wantCode == 200)
+			}
+			if !strings.Contains(resp.Error, tc.wantInError) || (tc.wantInError == "") != (resp.Error == "") {
+				t.Errorf("error = %q, want it to contain %q", resp.Error, tc.wantInError)
+			}
+			if tc.wantCode == 409 && resp.NodeID != "node-a" {
+				t.Errorf("409 answer names node %q, want node-a", resp.NodeID)
+			}
+			if d, _ := n.calls(); (len(d) > 0) != tc.wantCalled {
+				t.Errorf("Demote calls %q, want called = %v", d, tc.wantCalled)
+			}
+		})
+	}
+}
+
+// A breadcrumb whose admin URL reaches the wrong daemon (every node's
+// loopback address, the reference config's default listen address): the
+// daemon that answers is the fencer's own node or a third one. It must not
+// demote (the fencer's own node would step down from the term it is
+// fencing for), and the fence must fail so that the chain's next method
+// runs.
+func TestRPCFenceReachingTheWrongDaemonDemotesNobody(t *testing.T) {
+	for _, tc := range []struct{ name, self, from string }{
+		{"its own daemon", "node-b", "node-b"},
+		{"a third node", "node-c", "node-b"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := leaderStatus()
+			st.NodeID = tc.self
+			n := &fakeNode{status: st, demoteResp: adminapi.DemoteResponse{Demoted: true, NodeID: tc.self, Epoch: 9}}
+			srv := httptest.NewServer(admin.NewHandler(n, prometheus.NewRegistry(), testToken, nil))
+			t.Cleanup(srv.Close)
+			f, err := fencer.NewRPC(fencer.RPCConfig{Token: testToken, Timeout: 5 * time.Second, From: tc.from}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = f.Fence(t.Context(), fencer.Target{NodeID: "node-a", Epoch: 7, AdminURL: srv.URL})
+			if err == nil || !strings.Contains(err.Error(), "409 Conflict") || !strings.Contains(err.Error(), "not demoted") {
+				t.Errorf("fence through %s: %v, want a 409 refusal", tc.name, err)
+			}
+			if d, _ := n.calls(); len(d) != 0 {
+				t.Errorf("the daemon reached demoted itself: %q", d)
+			}
+		})
+	}
+}
+
 // TestDemoteByRPCFencer checks the admin API against its real client.
 func TestDemoteByRPCFencer(t *testing.T) {
-	n := &fakeNode{demoteResp: fencer.DemoteResponse{Demoted: true, NodeID: "node-a", Epoch: 42}}
+	n := &fakeNode{demoteResp: adminapi.DemoteResponse{Demoted: true, NodeID: "node-a", Epoch: 42}}
 	srv := httptest.NewServer(admin.NewHandler(n, prometheus.NewRegistry(), testToken, nil))
 	defer srv.Close()
 	rpc, err := fencer.NewRPC(fencer.RPCConfig{Token: testToken, From: "node-b"}, nil)
@@ -326,7 +430,7 @@ func TestCede(t *testing.T) {
 			if rec.Code != tc.wantCode {
 				t.Fatalf("POST /v1/cede%s = %d, want %d; body %q", tc.query, rec.Code, tc.wantCode, rec.Body)
 			}
-			got := decode[admin.CedeAnswer](t, rec)
+			got := decode[adminapi.CedeAnswer](t, rec)
 			if got.Ceded != (tc.wantCode == 200) {
 				t.Errorf("ceded = %v, want %v", got.Ceded, tc.wantCode == 200)
 			}
@@ -352,7 +456,7 @@ func TestCede(t *testing.T) {
 func TestMutationLog(t *testing.T) {
 	var buf bytes.Buffer
 	logger := slog.New(slog.NewJSONHandler(&buf, nil))
-	n := &fakeNode{status: leaderStatus(), demoteResp: fencer.DemoteResponse{Demoted: true}}
+	n := &fakeNode{status: leaderStatus(), demoteResp: adminapi.DemoteResponse{Demoted: true}}
 	h := admin.NewHandler(n, prometheus.NewRegistry(), testToken, logger)
 
 	do(t, h, "POST", "/v1/cede?for=30s", "Bearer "+testToken)

@@ -32,6 +32,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/failoverd/failoverd/adminapi"
 	"github.com/failoverd/failoverd/breadcrumb"
 	"github.com/failoverd/failoverd/election"
 	"github.com/failoverd/failoverd/fencer"
@@ -844,11 +845,11 @@ func (c *Controller) execHook(ctx context.Context, name string, h Hook, reason s
 // in progress is waited for (it demotes as it ends); otherwise the demote
 // hook runs here, also when the service should already be standby (the
 // service may have been restarted as primary behind our back).
-func (c *Controller) Demote(ctx context.Context, reason string) (fencer.DemoteResponse, error) {
+func (c *Controller) Demote(ctx context.Context, reason string) (adminapi.DemoteResponse, error) {
 	c.log.Warn("demote requested", "reason", reason)
 	c.cede(c.cfg.DemoteHoldoff, reasonOperator)
 	c.mu.Lock()
-	resp := fencer.DemoteResponse{NodeID: c.cfg.NodeID, Epoch: c.epoch}
+	resp := adminapi.DemoteResponse{NodeID: c.cfg.NodeID, Epoch: c.epoch}
 	seen := c.primary.demotes
 	c.mu.Unlock()
 	for {

@@ -3,8 +3,6 @@ package fencer
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
@@ -19,56 +17,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/failoverd/failoverd/adminapi"
 	"github.com/failoverd/failoverd/internal/loopback"
 )
 
-// DemotePath is where a failoverd admin API accepts demote requests.
-const DemotePath = "/v1/demote"
-
 // DefaultRPCTimeout bounds one demote request when RPCConfig.Timeout is 0.
 const DefaultRPCTimeout = 5 * time.Second
-
-// maxDemoteBody bounds demote request and response bodies; both are a few
-// dozen bytes of JSON.
-const maxDemoteBody = 64 << 10
-
-// DemoteRequest is the body of POST /v1/demote.
-type DemoteRequest struct {
-	// Reason is for the demoted node's log.
-	Reason string `json:"reason"`
-	// Epoch is the fencing token of the leadership being ended.
-	Epoch int64 `json:"epoch"`
-	// From is the node id of the node asking, the one about to take over.
-	From string `json:"from"`
-	// Target is the node id the caller means to demote. A daemon that is
-	// another node refuses the request without acting on it (a breadcrumb
-	// whose admin URL reaches the wrong daemon, loopback most often, must
-	// not make that daemon step down). Empty (an operator's bare POST, or a
-	// fencer from before this field) is accepted.
-	Target string `json:"target,omitempty"`
-}
-
-// DemoteResponse is the answer to POST /v1/demote.
-type DemoteResponse struct {
-	// Demoted is true only when the service no longer acts as primary.
-	Demoted bool `json:"demoted"`
-	// NodeID is the answering node's id, so a caller can tell that it
-	// demoted the node it meant to. The rpc fencer requires it.
-	NodeID string `json:"node_id"`
-	// Epoch is the answering daemon's current or last leadership epoch, 0 if
-	// it has led no term since it started. The rpc fencer requires it to be
-	// at least the epoch being fenced; see RPC.Fence.
-	Epoch int64 `json:"epoch"`
-	// Error says why the node was not demoted.
-	Error string `json:"error,omitempty"`
-}
-
-// Demoter is what the daemon's admin API needs to serve POST /v1/demote.
-type Demoter interface {
-	// Demote makes the local service stop acting as primary now and reports
-	// the outcome; Demoted must be false unless that is done.
-	Demote(ctx context.Context, reason string) (DemoteResponse, error)
-}
 
 // ErrInsecureHTTP is returned, before anything is sent, when the admin URL
 // is plain http to a host that is not loopback and RPCConfig.AllowInsecureHTTP
@@ -223,7 +177,7 @@ func demoteURL(base string, insecureOK bool) (string, error) {
 	if !insecureOK && loopback.PlainHTTPToRemote(u) {
 		return "", fmt.Errorf("admin url %s: %w", base, ErrInsecureHTTP)
 	}
-	return strings.TrimRight(u.String(), "/") + DemotePath, nil
+	return strings.TrimRight(u.String(), "/") + adminapi.DemotePath, nil
 }
 
 // Name implements Method.
@@ -272,7 +226,7 @@ func (m *RPC) Fence(ctx context.Context, t Target) error {
 	ctx, cancel := context.WithTimeoutCause(ctx, m.cfg.Timeout,
 		fmt.Errorf("no answer within rpc timeout %s: %w", m.cfg.Timeout, context.DeadlineExceeded))
 	defer cancel()
-	body, err := json.Marshal(DemoteRequest{
+	body, err := json.Marshal(adminapi.DemoteRequest{
 		Reason: fmt.Sprintf("fenced by %s: leadership of epoch %d is over", orUnknown(m.cfg.From), t.Epoch),
 		Epoch:  t.Epoch,
 		From:   m.cfg.From,
@@ -296,11 +250,11 @@ func (m *RPC) Fence(ctx context.Context, t Target) error {
 		return fmt.Errorf("demote request: %w", ctxCauseOr(ctx, err))
 	}
 	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxDemoteBody))
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, adminapi.MaxDemoteBody))
 	if err != nil {
 		return fmt.Errorf("reading demote response from %s: %w", endpoint, ctxCauseOr(ctx, err))
 	}
-	var answer DemoteResponse
+	var answer adminapi.DemoteResponse
 	decodeErr := json.Unmarshal(raw, &answer)
 
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
@@ -321,7 +275,7 @@ func (m *RPC) Fence(ctx context.Context, t Target) error {
 }
 
 // checkAnswer applies Fence's rule to a 2xx answer.
-func checkAnswer(t Target, a DemoteResponse) error {
+func checkAnswer(t Target, a adminapi.DemoteResponse) error {
 	switch {
 	case !a.Demoted:
 		reason := a.Error
@@ -356,98 +310,4 @@ func snippet(b []byte) string {
 		return s[:n] + "..."
 	}
 	return s
-}
-
-// BearerCheck returns a function reporting whether a request carries
-// "Authorization: Bearer <token>". The admin API's other mutating endpoints
-// use it too, so every endpoint checks the token the same way.
-func BearerCheck(token string) func(*http.Request) bool {
-	// Comparing digests keeps the comparison constant-time even in the
-	// token's length.
-	want := sha256.Sum256([]byte(token))
-	return func(r *http.Request) bool {
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		gotSum := sha256.Sum256([]byte(got))
-		match := subtle.ConstantTimeCompare(gotSum[:], want[:]) == 1
-		return ok && match
-	}
-}
-
-// DemoteHandler serves POST /v1/demote for d. Requests must carry
-// "Authorization: Bearer <token>"; an empty token disables the endpoint, so a
-// node without a configured token cannot be demoted remotely.
-//
-// self is the node id of the daemon serving it: a request that targets
-// another node, or that comes from this node itself, is refused with 409
-// and never reaches d (a node fences its own earlier term locally; an rpc
-// from itself means the admin URL peers use for it reaches its own daemon).
-func DemoteHandler(d Demoter, token, self string) http.Handler {
-	authorized := BearerCheck(token)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if token == "" {
-			writeDemoteResponse(w, http.StatusForbidden, DemoteResponse{Error: "mutating endpoints disabled"})
-			return
-		}
-		if r.Method != http.MethodPost {
-			w.Header().Set("Allow", http.MethodPost)
-			writeDemoteResponse(w, http.StatusMethodNotAllowed, DemoteResponse{Error: "method must be POST"})
-			return
-		}
-		if !authorized(r) {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="failoverd"`)
-			writeDemoteResponse(w, http.StatusUnauthorized, DemoteResponse{Error: "missing or wrong bearer token"})
-			return
-		}
-
-		var req DemoteRequest
-		raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxDemoteBody))
-		if err != nil {
-			writeDemoteResponse(w, http.StatusRequestEntityTooLarge, DemoteResponse{Error: "request body too large"})
-			return
-		}
-		// An empty body is allowed, so an operator can demote with a bare POST.
-		if len(bytes.TrimSpace(raw)) > 0 {
-			if err := json.Unmarshal(raw, &req); err != nil {
-				writeDemoteResponse(w, http.StatusBadRequest, DemoteResponse{Error: "invalid request body: " + err.Error()})
-				return
-			}
-		}
-
-		switch {
-		case self != "" && req.Target != "" && req.Target != self:
-			writeDemoteResponse(w, http.StatusConflict, DemoteResponse{NodeID: self,
-				Error: fmt.Sprintf("this is node %q, not %q: not demoted (the admin URL used for %q reaches another daemon)", self, req.Target, req.Target)})
-			return
-		case self != "" && req.From == self:
-			writeDemoteResponse(w, http.StatusConflict, DemoteResponse{NodeID: self,
-				Error: fmt.Sprintf("node %q asked itself to demote: not demoted (the admin URL it used reaches its own daemon, a loopback address most likely)", self)})
-			return
-		}
-		answer, err := d.Demote(r.Context(), demoteReason(req))
-		if err != nil {
-			answer.Demoted = false
-			answer.Error = err.Error()
-			writeDemoteResponse(w, http.StatusInternalServerError, answer)
-			return
-		}
-		writeDemoteResponse(w, http.StatusOK, answer)
-	})
-}
-
-func demoteReason(req DemoteRequest) string {
-	reason := req.Reason
-	if reason == "" {
-		reason = "demote requested over rpc"
-	}
-	if req.From != "" || req.Epoch != 0 {
-		reason = fmt.Sprintf("%s (from %q, epoch %d)", reason, req.From, req.Epoch)
-	}
-	return reason
-}
-
-func writeDemoteResponse(w http.ResponseWriter, status int, resp DemoteResponse) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(resp)
 }

@@ -20,6 +20,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/failoverd/failoverd/adminapi"
 	"github.com/failoverd/failoverd/internal/tlstest"
 )
 
@@ -27,26 +28,42 @@ const rpcTestToken = "s3cret-token"
 
 var rpcTarget = Target{NodeID: "node-a", Host: "127.0.0.1", Epoch: 7}
 
-// fakeDemoter answers with resp and err and remembers the reasons it got.
-type fakeDemoter struct {
-	resp DemoteResponse
-	err  error
+// fakeAdmin stands in for a peer's admin API (package admin serves the
+// real one; its tests fence it with this package's client): it answers
+// resp to a POST on adminapi.DemotePath with the test token and remembers
+// the requests it got.
+type fakeAdmin struct {
+	resp adminapi.DemoteResponse
 
-	mu      sync.Mutex
-	reasons []string
+	mu   sync.Mutex
+	reqs []adminapi.DemoteRequest
 }
 
-func (d *fakeDemoter) Demote(_ context.Context, reason string) (DemoteResponse, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.reasons = append(d.reasons, reason)
-	return d.resp, d.err
+func (f *fakeAdmin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch {
+	case r.Method != http.MethodPost || r.URL.Path != adminapi.DemotePath:
+		http.NotFound(w, r)
+		return
+	case r.Header.Get("Authorization") != "Bearer "+rpcTestToken:
+		jsonHandler(http.StatusUnauthorized, `{"error":"missing or wrong bearer token"}`).ServeHTTP(w, r)
+		return
+	}
+	var req adminapi.DemoteRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		jsonHandler(http.StatusBadRequest, `{"error":"invalid request body"}`).ServeHTTP(w, r)
+		return
+	}
+	f.mu.Lock()
+	f.reqs = append(f.reqs, req)
+	f.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(f.resp)
 }
 
-func (d *fakeDemoter) calls() []string {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return append([]string(nil), d.reasons...)
+func (f *fakeAdmin) calls() []adminapi.DemoteRequest {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]adminapi.DemoteRequest(nil), f.reqs...)
 }
 
 func newRPCFor(t *testing.T, cfg RPCConfig) *RPC {
@@ -91,8 +108,9 @@ func TestRPCFenceJudgesTheAnswer(t *testing.T) {
 		{"wrong node", jsonHandler(200, `{"demoted":true,"node_id":"node-b","epoch":7}`), `demoted node "node-b", want "node-a"`},
 		{"not json", jsonHandler(200, `OK`), "is not a demote answer"},
 		{"redirect", http.RedirectHandler("http://127.0.0.1:1/elsewhere", http.StatusFound), "refusing to follow a redirect"},
-		{"wrong token", DemoteHandler(&fakeDemoter{resp: DemoteResponse{Demoted: true}}, "another-token", "node-a"), "401 Unauthorized"},
-		{"endpoint disabled", DemoteHandler(&fakeDemoter{resp: DemoteResponse{Demoted: true}}, "", "node-a"), "mutating endpoints disabled"},
+		{"wrong token", jsonHandler(401, `{"error":"missing or wrong bearer token"}`), "401 Unauthorized: missing or wrong bearer token"},
+		{"endpoint disabled", jsonHandler(403, `{"error":"mutating endpoints disabled"}`), "403 Forbidden: mutating endpoints disabled"},
+		{"refused as another node", jsonHandler(409, `{"demoted":false,"node_id":"node-c","epoch":0,"error":"not demoted"}`), "409 Conflict: not demoted"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := httptest.NewServer(tc.handler)
@@ -116,10 +134,8 @@ func TestRPCFenceJudgesTheAnswer(t *testing.T) {
 }
 
 func TestRPCFenceEndToEnd(t *testing.T) {
-	d := &fakeDemoter{resp: DemoteResponse{Demoted: true, NodeID: "node-a", Epoch: 7}}
-	mux := http.NewServeMux()
-	mux.Handle("POST "+DemotePath, DemoteHandler(d, rpcTestToken, "node-a"))
-	srv := httptest.NewServer(mux)
+	d := &fakeAdmin{resp: adminapi.DemoteResponse{Demoted: true, NodeID: "node-a", Epoch: 7}}
+	srv := httptest.NewServer(d)
 	defer srv.Close()
 
 	m := newRPCFor(t, RPCConfig{From: "node-b"})
@@ -128,16 +144,16 @@ func TestRPCFenceEndToEnd(t *testing.T) {
 	if err := m.Fence(t.Context(), target); err != nil {
 		t.Fatalf("Fence() = %v, want nil", err)
 	}
-	reasons := d.calls()
-	if len(reasons) != 1 || !strings.Contains(reasons[0], `from "node-b", epoch 7`) {
-		t.Errorf("Demote reasons = %q, want one naming node-b and epoch 7", reasons)
+	reqs := d.calls()
+	if len(reqs) != 1 || reqs[0].Reason == "" || reqs[0].Epoch != 7 || reqs[0].From != "node-b" || reqs[0].Target != "node-a" {
+		t.Errorf("demote requests = %+v, want one with a reason, epoch 7, from node-b, target node-a", reqs)
 	}
 }
 
 func TestRPCFenceSendsTokenAndRequest(t *testing.T) {
 	var (
 		gotAuth, gotPath string
-		gotReq           DemoteRequest
+		gotReq           adminapi.DemoteRequest
 	)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		gotAuth, gotPath = r.Header.Get("Authorization"), r.URL.Path
@@ -155,8 +171,8 @@ func TestRPCFenceSendsTokenAndRequest(t *testing.T) {
 	if gotAuth != "Bearer "+rpcTestToken {
 		t.Errorf("Authorization = %q, want the bearer token", gotAuth)
 	}
-	if gotPath != DemotePath {
-		t.Errorf("path = %q, want %q", gotPath, DemotePath)
+	if gotPath != adminapi.DemotePath {
+		t.Errorf("path = %q, want %q", gotPath, adminapi.DemotePath)
 	}
 	if gotReq.Epoch != 7 || gotReq.From != "node-b" || gotReq.Reason == "" {
 		t.Errorf("request = %+v, want epoch 7 from node-b with a reason", gotReq)
@@ -314,91 +330,11 @@ func TestNewRPCValidates(t *testing.T) {
 	}
 }
 
-func TestDemoteHandler(t *testing.T) {
-	for _, tc := range []struct {
-		name        string
-		token       string
-		method      string
-		auth        string
-		body        string
-		demoter     *fakeDemoter
-		wantStatus  int
-		wantDemoted bool
-		wantCalled  bool
-		wantInError string
-	}{
-		{name: "demoted", token: rpcTestToken, method: "POST", auth: "Bearer " + rpcTestToken,
-			body:    `{"reason":"failover","epoch":7,"from":"node-b"}`,
-			demoter: &fakeDemoter{resp: DemoteResponse{Demoted: true, NodeID: "node-a", Epoch: 7}}, wantStatus: 200,
-			wantDemoted: true, wantCalled: true},
-		{name: "meant for this node", token: rpcTestToken, method: "POST", auth: "Bearer " + rpcTestToken,
-			body:    `{"epoch":7,"from":"node-b","target":"node-a"}`,
-			demoter: &fakeDemoter{resp: DemoteResponse{Demoted: true, NodeID: "node-a", Epoch: 7}}, wantStatus: 200,
-			wantDemoted: true, wantCalled: true},
-		{name: "meant for another node", token: rpcTestToken, method: "POST", auth: "Bearer " + rpcTestToken,
-			body:    `{"epoch":7,"from":"node-b","target":"node-c"}`,
-			demoter: &fakeDemoter{resp: DemoteResponse{Demoted: true}}, wantStatus: 409, wantInError: `this is node "node-a", not "node-c"`},
-		{name: "from this node itself", token: rpcTestToken, method: "POST", auth: "Bearer " + rpcTestToken,
-			body:    `{"epoch":7,"from":"node-a","target":"node-c"}`,
-			demoter: &fakeDemoter{resp: DemoteResponse{Demoted: true}}, wantStatus: 409, wantInError: "not demoted"},
-		{name: "from this node itself, no target", token: rpcTestToken, method: "POST", auth: "Bearer " + rpcTestToken,
-			body:    `{"epoch":7,"from":"node-a"}`,
-			demoter: &fakeDemoter{resp: DemoteResponse{Demoted: true}}, wantStatus: 409, wantInError: "asked itself to demote"},
-		{name: "empty body", token: rpcTestToken, method: "POST", auth: "Bearer " + rpcTestToken,
-			demoter: &fakeDemoter{resp: DemoteResponse{Demoted: true}}, wantStatus: 200, wantDemoted: true, wantCalled: true},
-		{name: "demoter fails", token: rpcTestToken, method: "POST", auth: "Bearer " + rpcTestToken,
-			demoter: &fakeDemoter{resp: DemoteResponse{Demoted: true}, err: errors.New("service stuck")}, wantStatus: 500,
-			wantCalled: true, wantInError: "service stuck"},
-		{name: "disabled", token: "", method: "POST", auth: "Bearer ",
-			demoter: &fakeDemoter{}, wantStatus: 403, wantInError: "mutating endpoints disabled"},
-		{name: "GET", token: rpcTestToken, method: "GET", auth: "Bearer " + rpcTestToken,
-			demoter: &fakeDemoter{}, wantStatus: 405},
-		{name: "no token", token: rpcTestToken, method: "POST",
-			demoter: &fakeDemoter{}, wantStatus: 401},
-		{name: "wrong token", token: rpcTestToken, method: "POST", auth: "Bearer " + rpcTestToken + "x",
-			demoter: &fakeDemoter{}, wantStatus: 401},
-		{name: "token as basic auth", token: rpcTestToken, method: "POST", auth: "Basic " + rpcTestToken,
-			demoter: &fakeDemoter{}, wantStatus: 401},
-		{name: "bad json", token: rpcTestToken, method: "POST", auth: "Bearer " + rpcTestToken, body: "{",
-			demoter: &fakeDemoter{}, wantStatus: 400},
-		{name: "huge body", token: rpcTestToken, method: "POST", auth: "Bearer " + rpcTestToken,
-			body:    `{"reason":"` + strings.Repeat("x", 2*maxDemoteBody) + `"}`,
-			demoter: &fakeDemoter{}, wantStatus: 413},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			req := httptest.NewRequest(tc.method, DemotePath, strings.NewReader(tc.body))
-			if tc.auth != "" {
-				req.Header.Set("Authorization", tc.auth)
-			}
-			rec := httptest.NewRecorder()
-			DemoteHandler(tc.demoter, tc.token, "node-a").ServeHTTP(rec, req)
-
-			if rec.Code != tc.wantStatus {
-				t.Errorf("status = %d, want %d (body %s)", rec.Code, tc.wantStatus, rec.Body)
-			}
-			var resp DemoteResponse
-			if err := json.Unmarshal(rec.Body.Bytes(), &resp); err != nil {
-				t.Fatalf("body %q is not a DemoteResponse: %v", rec.Body, err)
-			}
-			if resp.Demoted != tc.wantDemoted {
-				t.Errorf("demoted = %v, want %v", resp.Demoted, tc.wantDemoted)
-			}
-			if !strings.Contains(resp.Error, tc.wantInError) {
-				t.Errorf("error = %q, want it to contain %q", resp.Error, tc.wantInError)
-			}
-			if called := len(tc.demoter.calls()) > 0; called != tc.wantCalled {
-				t.Errorf("Demote called = %v, want %v", called, tc.wantCalled)
-			}
-		})
-	}
-}
-
-// demoteServerTLS serves DemoteHandler over HTTPS with pki's certificate and
-// counts the requests that reached it.
-func demoteServerTLS(t *testing.T, pki *tlstest.PKI, d Demoter) (*httptest.Server, *atomic.Int32) {
+// demoteServerTLS serves h over HTTPS with pki's certificate and counts the
+// requests that reached it.
+func demoteServerTLS(t *testing.T, pki *tlstest.PKI, h http.Handler) (*httptest.Server, *atomic.Int32) {
 	t.Helper()
 	var hits atomic.Int32
-	h := DemoteHandler(d, rpcTestToken, "node-a")
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hits.Add(1)
 		h.ServeHTTP(w, r)
@@ -412,7 +348,7 @@ func demoteServerTLS(t *testing.T, pki *tlstest.PKI, d Demoter) (*httptest.Serve
 
 func TestRPCFenceHTTPSWithCAFile(t *testing.T) {
 	pki := tlstest.New(t, "rpc")
-	d := &fakeDemoter{resp: DemoteResponse{Demoted: true, NodeID: "node-a", Epoch: 7}}
+	d := &fakeAdmin{resp: adminapi.DemoteResponse{Demoted: true, NodeID: "node-a", Epoch: 7}}
 	srv, hits := demoteServerTLS(t, pki, d)
 	target := rpcTarget
 	target.AdminURL = srv.URL // https://127.0.0.1:port
@@ -513,8 +449,8 @@ func TestRPCFenceRefusesPlainHTTPToRemoteHost(t *testing.T) {
 }
 
 func TestRPCFenceAllowsPlainHTTPToLoopback(t *testing.T) {
-	d := &fakeDemoter{resp: DemoteResponse{Demoted: true, NodeID: "node-a", Epoch: 7}}
-	srv := httptest.NewServer(DemoteHandler(d, rpcTestToken, "node-a"))
+	d := &fakeAdmin{resp: adminapi.DemoteResponse{Demoted: true, NodeID: "node-a", Epoch: 7}}
+	srv := httptest.NewServer(d)
 	defer srv.Close()
 	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
 	for _, base := range []string{srv.URL, "http://localhost:" + port} {
@@ -538,7 +474,7 @@ func TestRPCFenceDoesNotFollowRedirects(t *testing.T) {
 		_, _ = io.WriteString(w, `{"demoted":true,"node_id":"node-a","epoch":7}`)
 	}))
 	defer elsewhere.Close()
-	redirector := httptest.NewServer(http.RedirectHandler(elsewhere.URL+DemotePath, http.StatusTemporaryRedirect))
+	redirector := httptest.NewServer(http.RedirectHandler(elsewhere.URL+adminapi.DemotePath, http.StatusTemporaryRedirect))
 	defer redirector.Close()
 
 	for name, client := range map[string]*http.Client{"default client": nil, "given client": {}} {
@@ -565,34 +501,5 @@ func TestRPCFenceTargetWithoutNodeID(t *testing.T) {
 	}
 	if n := dials.n.Load(); n != 0 {
 		t.Errorf("dialled %d times, want 0", n)
-	}
-}
-
-// A breadcrumb whose admin URL reaches the wrong daemon (every node's
-// loopback address, the reference config's default listen address): the
-// daemon that answers is the fencer's own node or a third one. It must not
-// demote (the fencer's own node would step down from the term it is
-// fencing for), and the fence must fail so that the next method runs.
-func TestRPCFenceReachingTheWrongDaemonDemotesNobody(t *testing.T) {
-	for _, tc := range []struct{ name, self, from string }{
-		{"its own daemon", "node-b", "node-b"},
-		{"a third node", "node-c", "node-b"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			d := &fakeDemoter{resp: DemoteResponse{Demoted: true, NodeID: tc.self, Epoch: 9}}
-			srv := httptest.NewServer(DemoteHandler(d, rpcTestToken, tc.self))
-			t.Cleanup(srv.Close)
-			f, err := NewRPC(RPCConfig{Token: rpcTestToken, Timeout: 5 * time.Second, From: tc.from}, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			err = f.Fence(context.Background(), Target{NodeID: "node-a", Epoch: 7, AdminURL: srv.URL})
-			if err == nil || !strings.Contains(err.Error(), "not demoted") {
-				t.Errorf("fence through %s: %v, want a refusal", tc.name, err)
-			}
-			if calls := d.calls(); len(calls) != 0 {
-				t.Errorf("the daemon reached demoted itself: %v", calls)
-			}
-		})
 	}
 }

@@ -1,0 +1,77 @@
+// Package adminapi holds the wire types of failoverd's admin API that more
+// than one package speaks: the admin server (package admin) answers with
+// them, the rpc fencer (package fencer) sends and reads them, and tests of
+// either decode them. It depends on the standard library only, so that
+// neither side has to import the other.
+//
+// The JSON of every type here is part of failoverd's interface between
+// nodes of different versions: fields may be added, never renamed or given
+// another meaning.
+package adminapi
+
+// Paths of the mutating endpoints.
+const (
+	// DemotePath is where a failoverd admin API accepts demote requests
+	// (POST, bearer token).
+	DemotePath = "/v1/demote"
+	// CedePath is where it accepts cede requests (POST ?for=30s, bearer token).
+	CedePath = "/v1/cede"
+)
+
+// MaxDemoteBody bounds demote request and response bodies; both are a few
+// dozen bytes of JSON, so anything larger is refused rather than read.
+const MaxDemoteBody = 64 << 10
+
+// DemoteRequest is the body of POST /v1/demote. An empty body is a valid
+// request (an operator's bare POST).
+type DemoteRequest struct {
+	// Reason is for the demoted node's log.
+	Reason string `json:"reason"`
+	// Epoch is the fencing token of the leadership being ended.
+	Epoch int64 `json:"epoch"`
+	// From is the node id of the node asking, the one about to take over.
+	From string `json:"from"`
+	// Target is the node id the caller means to demote. A daemon that is
+	// another node refuses the request without acting on it (a breadcrumb
+	// whose admin URL reaches the wrong daemon, loopback most often, must
+	// not make that daemon step down). Empty (an operator's bare POST, or a
+	// fencer from before this field) is accepted.
+	Target string `json:"target,omitempty"`
+}
+
+// DemoteResponse is the answer to POST /v1/demote, refusals included (they
+// carry only Error, and NodeID when the refusal is about who answers).
+type DemoteResponse struct {
+	// Demoted is true only when the service no longer acts as primary.
+	Demoted bool `json:"demoted"`
+	// NodeID is the answering node's id, so a caller can tell that it
+	// demoted the node it meant to. The rpc fencer requires it.
+	NodeID string `json:"node_id"`
+	// Epoch is the answering daemon's current or last leadership epoch, 0 if
+	// it has led no term since it started. The rpc fencer requires it to be
+	// at least the epoch being fenced (see fencer.RPC.Fence).
+	Epoch int64 `json:"epoch"`
+	// Error says why the node was not demoted.
+	Error string `json:"error,omitempty"`
+}
+
+// CedeAnswer is the answer to POST /v1/cede.
+type CedeAnswer struct {
+	// Ceded is true when the node accepted to stay out of the election.
+	Ceded bool `json:"ceded"`
+	// NodeID is the answering node's id.
+	NodeID string `json:"node_id,omitempty"`
+	// For is the accepted duration, as Go writes it ("30s").
+	For string `json:"for,omitempty"`
+	// Error says why the request was refused or failed.
+	Error string `json:"error,omitempty"`
+}
+
+// RoleAnswer is the body of GET /leader and GET /standby, which load
+// balancers route by (200 or 503); the body is for people.
+type RoleAnswer struct {
+	NodeID string `json:"node_id"`
+	State  string `json:"state"` // the controller's state ("leader", "standby", ...)
+	Health string `json:"health"`
+	Epoch  int64  `json:"epoch"`
+}
