@@ -64,6 +64,10 @@ func (e *CorruptError) Error() string {
 }
 
 // Path is the breadcrumb znode of a cluster.
+//
+// Deprecated: use cluster.Layout.Breadcrumb, which owns every path (this
+// package cannot call it: cluster imports breadcrumb). Kept only for
+// test/bench until it moves over (issue 11).
 func Path(root, cluster string) string { return zk.Join(root, cluster, "breadcrumb") }
 
 // Encode validates r and returns its JSON.

@@ -12,13 +12,14 @@ import (
 	"unicode/utf8"
 
 	"github.com/failoverd/failoverd/breadcrumb"
+	"github.com/failoverd/failoverd/cluster"
 	"github.com/failoverd/failoverd/test/zktest"
 	"github.com/failoverd/failoverd/zk"
 )
 
 const dir = "/failoverd/orders"
 
-var path = breadcrumb.Path("/failoverd", "orders")
+var path = cluster.Layout{Root: "/failoverd", Cluster: "orders"}.Breadcrumb()
 
 func session(t *testing.T, zks *zktest.Cluster) *zk.Session {
 	t.Helper()

@@ -34,6 +34,7 @@ import (
 
 	"github.com/failoverd/failoverd/adminapi"
 	"github.com/failoverd/failoverd/breadcrumb"
+	"github.com/failoverd/failoverd/cluster"
 	"github.com/failoverd/failoverd/election"
 	"github.com/failoverd/failoverd/fencer"
 	"github.com/failoverd/failoverd/healthcheck"
@@ -182,7 +183,7 @@ func New(cfg Config, client *zk.Client, el *election.Elector, fence Fencer, m Me
 		el:            el,
 		fence:         fence,
 		metrics:       m,
-		bcPath:        breadcrumb.Path(cfg.Root, cfg.Cluster),
+		bcPath:        cluster.Layout{Root: cfg.Root, Cluster: cfg.Cluster}.Breadcrumb(),
 		wake:          make(chan struct{}, 1),
 		memberChanged: make(chan struct{}, 1),
 		stopped:       make(chan struct{}),
@@ -190,21 +191,6 @@ func New(cfg Config, client *zk.Client, el *election.Elector, fence Fencer, m Me
 		since:         time.Now(),
 	}, nil
 }
-
-// ClusterPath is the znode directory of a cluster.
-func ClusterPath(root, cluster string) string { return zk.Join(root, cluster) }
-
-// ElectionDir is where the candidates of a cluster live.
-func ElectionDir(root, cluster string) string { return zk.Join(root, cluster, "election") }
-
-// MembersDir is where every node publishes its Status.
-func MembersDir(root, cluster string) string { return zk.Join(root, cluster, "members") }
-
-// FailoverPath holds a manual failover request.
-func FailoverPath(root, cluster string) string { return zk.Join(root, cluster, "failover") }
-
-// ConfigPath holds the cluster record (ClusterRecord).
-func ConfigPath(root, cluster string) string { return zk.Join(root, cluster, "config") }
 
 // HealthChanged is the health monitor's callback; it never blocks.
 func (c *Controller) HealthChanged(from, to healthcheck.State, err error) {

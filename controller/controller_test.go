@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/failoverd/failoverd/breadcrumb"
+	"github.com/failoverd/failoverd/cluster"
 	"github.com/failoverd/failoverd/election"
 	"github.com/failoverd/failoverd/fencer"
 	"github.com/failoverd/failoverd/healthcheck"
@@ -23,6 +24,9 @@ import (
 	"github.com/failoverd/failoverd/test/zktest"
 	"github.com/failoverd/failoverd/zk"
 )
+
+// ctLayout is where the test nodes' cluster lives.
+var ctLayout = cluster.Layout{Root: "/failoverd", Cluster: "ct"}
 
 func TestMain(m *testing.M) {
 	proctest.TracerMain()
@@ -182,7 +186,7 @@ func startNode(t *testing.T, zkc *zktest.Cluster, o nodeOpts) *testNode {
 		ShutdownTimeout: 30 * time.Second,
 		Logger:          testLogger(o.id),
 	}
-	el, err := election.New(client, election.Config{Dir: ElectionDir("/failoverd", "ct"), NodeID: o.id, Mode: mode, Lease: o.lease,
+	el, err := election.New(client, election.Config{Dir: ctLayout.ElectionDir(), NodeID: o.id, Mode: mode, Lease: o.lease,
 		DemoteBudget: DemoteBudget(cfg), Logger: testLogger(o.id)})
 	if err != nil {
 		t.Fatal(err)
@@ -398,7 +402,7 @@ func electionQueue(t *testing.T, zkc *zktest.Cluster) []string {
 	defer cancel()
 	sess, closeSess := openSession(ctx, t, zkc, nil)
 	defer closeSess()
-	kids, err := sess.Children(ctx, ElectionDir("/failoverd", "ct"))
+	kids, err := sess.Children(ctx, ctLayout.ElectionDir())
 	if err != nil && !errors.Is(err, zk.ErrNoNode) {
 		t.Fatal(err)
 	}
@@ -461,29 +465,6 @@ func TestMixedElectionModes(t *testing.T) {
 	}
 }
 
-func TestFailoverRequestStandFor(t *testing.T) {
-	now := time.Now()
-	for _, tc := range []struct {
-		name string
-		req  FailoverRequest
-		want time.Duration
-	}{
-		{"timeout wins over a skewed deadline", FailoverRequest{TimeoutMS: 30000, Deadline: now.Add(-time.Hour)}, 30 * time.Second},
-		{"earlier version: deadline by our clock", FailoverRequest{Deadline: now.Add(20 * time.Second)}, 20 * time.Second},
-		{"earlier version, over", FailoverRequest{Deadline: now.Add(-time.Second)}, -time.Second},
-		{"capped", FailoverRequest{TimeoutMS: (24 * time.Hour).Milliseconds()}, MaxFailoverTimeout},
-		{"earlier version, capped", FailoverRequest{Deadline: now.Add(24 * time.Hour)}, MaxFailoverTimeout},
-	} {
-		if got := tc.req.standFor(now); got != tc.want {
-			t.Errorf("%s: standFor = %v, want %v", tc.name, got, tc.want)
-		}
-	}
-	a := FailoverRequest{To: "b", Deadline: now}
-	if a.key() == (FailoverRequest{To: "c", Deadline: now}).key() || a.key() != (FailoverRequest{To: "b", Deadline: now}).key() {
-		t.Error("key does not tell earlier-version requests apart")
-	}
-}
-
 // A request whose target never takes over is deleted when its timeout (as
 // measured by the nodes) is over, so nodes that restart later do not stand
 // aside for it again; the node leads again meanwhile.
@@ -493,8 +474,8 @@ func TestExpiredFailoverRequestDeleted(t *testing.T) {
 	waitFor(t, 30*time.Second, "a to lead", func() bool { return a.state() == StateLeader })
 	sess, closeSess := openSession(t.Context(), t, zkc, nil)
 	defer closeSess()
-	path := FailoverPath("/failoverd", "ct")
-	data, _ := json.Marshal(FailoverRequest{To: "ghost", TimeoutMS: 1500, ID: "r1", Deadline: time.Now().Add(time.Hour)})
+	path := ctLayout.Failover()
+	data, _ := json.Marshal(cluster.FailoverRequest{To: "ghost", TimeoutMS: 1500, ID: "r1", Deadline: time.Now().Add(time.Hour)})
 	if _, _, err := sess.Create(t.Context(), path, data, zk.Persistent); err != nil {
 		t.Fatal(err)
 	}
@@ -507,12 +488,12 @@ func TestExpiredFailoverRequestDeleted(t *testing.T) {
 }
 
 // writeFailoverRequest creates or replaces the failover request znode.
-func writeFailoverRequest(t *testing.T, zkc *zktest.Cluster, req FailoverRequest) {
+func writeFailoverRequest(t *testing.T, zkc *zktest.Cluster, req cluster.FailoverRequest) {
 	t.Helper()
 	sess, closeSess := openSession(t.Context(), t, zkc, nil)
 	defer closeSess()
 	data, _ := json.Marshal(req)
-	path := FailoverPath("/failoverd", "ct")
+	path := ctLayout.Failover()
 	if _, err := sess.Set(t.Context(), path, data, -1); errors.Is(err, zk.ErrNoNode) {
 		_, _, err = sess.Create(t.Context(), path, data, zk.Persistent)
 		if err != nil {
@@ -530,9 +511,9 @@ func TestOverlappingFailoverRequestEndsStandAside(t *testing.T) {
 	zkc := zktest.Start(t, 1)
 	c := startNode(t, zkc, nodeOpts{id: "c"})
 	waitFor(t, 30*time.Second, "c to lead", func() bool { return c.state() == StateLeader })
-	writeFailoverRequest(t, zkc, FailoverRequest{To: "b", TimeoutMS: 120000, ID: "r1"})
+	writeFailoverRequest(t, zkc, cluster.FailoverRequest{To: "b", TimeoutMS: 120000, ID: "r1"})
 	waitFor(t, 15*time.Second, "c to stand aside", func() bool { return c.state() == StateOut })
-	writeFailoverRequest(t, zkc, FailoverRequest{To: "c", TimeoutMS: 120000, ID: "r2"})
+	writeFailoverRequest(t, zkc, cluster.FailoverRequest{To: "c", TimeoutMS: 120000, ID: "r2"})
 	waitFor(t, 30*time.Second, "c to lead again well before the first request's 120s", func() bool { return c.state() == StateLeader })
 }
 
@@ -543,7 +524,7 @@ func TestEndStandAsideKeepsConcurrentCede(t *testing.T) {
 	zkc := zktest.Start(t, 1)
 	a := startNode(t, zkc, nodeOpts{id: "a"})
 	waitFor(t, 30*time.Second, "a to lead", func() bool { return a.state() == StateLeader })
-	if d := a.c.onFailoverRequest("r1", FailoverRequest{To: "ghost", TimeoutMS: 120000, ID: "r1"}); d <= 0 {
+	if d := a.c.onFailoverRequest("r1", cluster.FailoverRequest{To: "ghost", TimeoutMS: 120000, ID: "r1"}); d <= 0 {
 		t.Fatalf("onFailoverRequest = %v", d)
 	}
 	waitFor(t, 30*time.Second, "a to leave the election", func() bool { return a.state() == StateOut && len(electionQueue(t, zkc)) == 0 })
@@ -603,7 +584,7 @@ func writeBreadcrumb(t *testing.T, zkc *zktest.Cluster, rec breadcrumb.Record) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := breadcrumb.Path("/failoverd", "ct")
+	path := ctLayout.Breadcrumb()
 	if err := sess.EnsurePath(t.Context(), zk.Join("/failoverd", "ct")); err != nil {
 		t.Fatal(err)
 	}
@@ -648,11 +629,11 @@ func TestMemberWriteFailureShown(t *testing.T) {
 		t.Cleanup(closeSess)
 		return sess
 	}
-	if err := open(nil).EnsurePath(t.Context(), ClusterPath("/failoverd", "ct")); err != nil {
+	if err := open(nil).EnsurePath(t.Context(), ctLayout.Dir()); err != nil {
 		t.Fatal(err)
 	}
 	owner := open(&zk.Auth{User: "owner", Password: "secret"})
-	if _, _, err := owner.Create(t.Context(), MembersDir("/failoverd", "ct"), nil, zk.Persistent); err != nil {
+	if _, _, err := owner.Create(t.Context(), ctLayout.MembersDir(), nil, zk.Persistent); err != nil {
 		t.Fatal(err)
 	}
 	a := startNode(t, zkc, nodeOpts{id: "a"})
@@ -663,7 +644,7 @@ func TestMemberWriteFailureShown(t *testing.T) {
 		t.Fatalf("a is %s, queue %v: it joined without a member record", a.state(), electionQueue(t, zkc))
 	}
 	t.Logf("last error: %s", a.c.Status().LastError)
-	if err := owner.Delete(t.Context(), MembersDir("/failoverd", "ct"), -1); err != nil {
+	if err := owner.Delete(t.Context(), ctLayout.MembersDir(), -1); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 30*time.Second, "a to lead", func() bool { return a.state() == StateLeader })

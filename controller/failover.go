@@ -6,50 +6,10 @@ import (
 	"errors"
 	"time"
 
+	"github.com/failoverd/failoverd/cluster"
 	"github.com/failoverd/failoverd/election"
 	"github.com/failoverd/failoverd/zk"
 )
-
-// MaxFailoverTimeout bounds how long a manual failover request keeps the
-// other nodes out of the election (failover --timeout).
-const MaxFailoverTimeout = 10 * time.Minute
-
-// FailoverRequest is the JSON of a manual failover request znode.
-type FailoverRequest struct {
-	To string `json:"to"`
-	// Deadline is the requester's wall clock plus the timeout. Only nodes
-	// of earlier versions use it; clocks of different hosts differ.
-	Deadline time.Time `json:"deadline"`
-	// TimeoutMS is how long the request stands, measured by every node on
-	// its own monotonic clock from when it saw the request.
-	TimeoutMS int64 `json:"timeout_ms,omitempty"`
-	// ID tells requests apart (a new request may overwrite an old one).
-	ID string `json:"id,omitempty"`
-	By string `json:"by,omitempty"`
-	// Done is set by the target once it is promoted (with its epoch): the
-	// other nodes stop standing aside at once.
-	Done  bool  `json:"done,omitempty"`
-	Epoch int64 `json:"epoch,omitempty"`
-}
-
-// key identifies a request.
-func (r FailoverRequest) key() string {
-	if r.ID != "" {
-		return r.ID
-	}
-	return r.To + "@" + r.Deadline.UTC().Format(time.RFC3339Nano)
-}
-
-// standFor is how long a node that sees r now stands aside: the request's
-// timeout, or for a request of an earlier version, what its deadline leaves
-// by our clock; at most MaxFailoverTimeout. <= 0: not at all.
-func (r FailoverRequest) standFor(now time.Time) time.Duration {
-	d := time.Duration(r.TimeoutMS) * time.Millisecond
-	if r.TimeoutMS <= 0 {
-		d = r.Deadline.Sub(now)
-	}
-	return min(d, MaxFailoverTimeout)
-}
 
 // watchFailover acts on manual failover requests: every node but the target
 // stands aside until the target is promoted (the target marks the request
@@ -70,14 +30,14 @@ func (r FailoverRequest) standFor(now time.Time) time.Duration {
 // hand) has no such owner: the first node whose own timer for it runs out
 // deletes it, which ends the others' stand-aside too.
 func (c *Controller) watchFailover(ctx context.Context) {
-	path := FailoverPath(c.cfg.Root, c.cfg.Cluster)
+	path := c.layout().Failover()
 	seen := ""
 	// A request not done by its timeout (measured here) is deleted, so that
 	// one whose requester died does not hold nodes that restart later.
 	expiry := time.NewTimer(time.Hour)
 	expiry.Stop()
 	defer expiry.Stop()
-	var expiring *FailoverRequest
+	var expiring *cluster.FailoverRequest
 	for ctx.Err() == nil {
 		sess, err := c.client.Session(ctx)
 		if err != nil {
@@ -99,9 +59,9 @@ func (c *Controller) watchFailover(ctx context.Context) {
 			sleepCtx(ctx, 500*time.Millisecond)
 			continue
 		}
-		var req FailoverRequest
+		var req cluster.FailoverRequest
 		if data != nil && json.Unmarshal(data, &req) == nil && req.To != "" {
-			switch key := req.key(); {
+			switch key := req.Key(); {
 			case req.Done:
 				c.endStandAside(key, "the failover target was promoted")
 			case key != seen:
@@ -124,13 +84,13 @@ func (c *Controller) watchFailover(ctx context.Context) {
 
 // deleteExpiredRequest deletes the failover request r if it is still there
 // and not done.
-func (c *Controller) deleteExpiredRequest(ctx context.Context, sess *zk.Session, path string, r FailoverRequest) {
+func (c *Controller) deleteExpiredRequest(ctx context.Context, sess *zk.Session, path string, r cluster.FailoverRequest) {
 	data, st, err := sess.Get(ctx, path)
 	if err != nil {
 		return
 	}
-	var now FailoverRequest
-	if json.Unmarshal(data, &now) != nil || now.key() != r.key() || now.Done {
+	var now cluster.FailoverRequest
+	if json.Unmarshal(data, &now) != nil || now.Key() != r.Key() || now.Done {
 		return
 	}
 	if err := sess.Delete(ctx, path, st.Version); err == nil {
@@ -140,8 +100,8 @@ func (c *Controller) deleteExpiredRequest(ctx context.Context, sess *zk.Session,
 
 // onFailoverRequest stands aside for a request to another node. It returns
 // how long the request stands (<= 0: over already).
-func (c *Controller) onFailoverRequest(key string, req FailoverRequest) time.Duration {
-	d := req.standFor(time.Now())
+func (c *Controller) onFailoverRequest(key string, req cluster.FailoverRequest) time.Duration {
+	d := req.StandFor(time.Now())
 	if d <= 0 {
 		return d
 	}
@@ -202,12 +162,12 @@ func (c *Controller) endStandAside(key, why string) {
 func (c *Controller) completeFailover(lctx context.Context, l election.Leadership) {
 	ctx, cancel := context.WithTimeout(lctx, 2*time.Second)
 	defer cancel()
-	path := FailoverPath(c.cfg.Root, c.cfg.Cluster)
+	path := c.layout().Failover()
 	data, st, err := l.Session.Get(ctx, path)
 	if err != nil {
 		return
 	}
-	var req FailoverRequest
+	var req cluster.FailoverRequest
 	if json.Unmarshal(data, &req) != nil || req.To != c.cfg.NodeID || req.Done {
 		return
 	}

@@ -8,40 +8,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/failoverd/failoverd/cluster"
 	"github.com/failoverd/failoverd/zk"
 )
-
-// ClusterRecord is the JSON of <root>/<cluster>/config, created by the first
-// node that joins a cluster and never rewritten by failoverd. Nodes whose
-// settings differ from it refuse to join: nodes of different election modes
-// do not see each other's znodes and could both lead.
-type ClusterRecord struct {
-	ElectionMode string `json:"election_mode"`
-}
-
-// DuplicateIDError means another live failoverd process publishes the
-// member record of our node id.
-type DuplicateIDError struct {
-	NodeID, Host, Instance string
-}
-
-func (e *DuplicateIDError) Error() string {
-	return fmt.Sprintf("node id %q is already used by another running failoverd (host %q, instance %q): "+
-		"refusing to join the election while it is alive; give every node its own node.id "+
-		"(after a restart of this very node this clears once its previous ZooKeeper session expired)",
-		e.NodeID, e.Host, e.Instance)
-}
-
-// ModeMismatchError means the cluster runs another election mode.
-type ModeMismatchError struct {
-	Mode, Cluster, Why string
-}
-
-func (e *ModeMismatchError) Error() string {
-	return fmt.Sprintf("election.mode is %q but %s: refusing to join the election (nodes of different modes could both lead); "+
-		"use the same election.mode on every node (to change it, stop every node and delete the cluster record %s)",
-		e.Mode, e.Why, e.Cluster)
-}
 
 // setJoinVerdict records the outcome of the join checks; Run campaigns only
 // after a nil verdict.
@@ -106,8 +75,8 @@ const memberWarnEvery = 30 * time.Second
 // joinVerdict reports whether err is a verdict (nil or a refusal) rather
 // than a failure to check (ZooKeeper unavailable: keep the last verdict).
 func joinVerdict(err error) bool {
-	var d *DuplicateIDError
-	var m *ModeMismatchError
+	var d *cluster.DuplicateIDError
+	var m *cluster.ModeMismatchError
 	return err == nil || errors.As(err, &d) || errors.As(err, &m)
 }
 
@@ -119,8 +88,8 @@ const memberDebounce = 25 * time.Millisecond
 // checks the cluster record, and before every write that no other process
 // holds our member record; the verdict gates joining the election.
 func (c *Controller) publishMember(ctx context.Context) {
-	dir := MembersDir(c.cfg.Root, c.cfg.Cluster)
-	path := zk.Join(dir, c.cfg.NodeID)
+	dir := c.layout().MembersDir()
+	path := c.layout().Member(c.cfg.NodeID)
 	var modeChecked *zk.Session
 	var lastWarn time.Time
 	var lastMsg string
@@ -182,7 +151,7 @@ func (c *Controller) writeMember(ctx context.Context, sess *zk.Session, dir, pat
 		var other Status
 		_ = json.Unmarshal(old, &other)
 		if st.EphemeralOwner != 0 && other.Instance != c.instance {
-			return &DuplicateIDError{NodeID: c.cfg.NodeID, Host: other.Host, Instance: other.Instance}
+			return &cluster.DuplicateIDError{NodeID: c.cfg.NodeID, Host: other.Host, Instance: other.Instance}
 		}
 		// Ours from an earlier session, or not ephemeral (no live owner).
 		if err := sess.Delete(ctx, path, st.Version); err != nil && !errors.Is(err, zk.ErrNoNode) {
@@ -207,14 +176,14 @@ func (c *Controller) checkClusterRecord(ctx context.Context, sess *zk.Session) e
 	if c.cfg.ElectionMode == "" {
 		return nil
 	}
-	path := ConfigPath(c.cfg.Root, c.cfg.Cluster)
+	path := c.layout().Config()
 	for attempt := 0; ; attempt++ {
 		b, _, err := sess.Get(ctx, path)
 		if errors.Is(err, zk.ErrNoNode) && attempt < 3 {
-			if err := sess.EnsurePath(ctx, ClusterPath(c.cfg.Root, c.cfg.Cluster)); err != nil {
+			if err := sess.EnsurePath(ctx, c.layout().Dir()); err != nil {
 				return err
 			}
-			rec, _ := json.Marshal(ClusterRecord{ElectionMode: c.cfg.ElectionMode})
+			rec, _ := json.Marshal(cluster.ClusterRecord{ElectionMode: c.cfg.ElectionMode})
 			_, _, err = sess.Create(ctx, path, rec, zk.Persistent)
 			if err == nil {
 				c.log.Info("cluster record created", "path", path, "election_mode", c.cfg.ElectionMode)
@@ -228,12 +197,12 @@ func (c *Controller) checkClusterRecord(ctx context.Context, sess *zk.Session) e
 		if err != nil {
 			return err
 		}
-		var rec ClusterRecord
+		var rec cluster.ClusterRecord
 		if err := json.Unmarshal(b, &rec); err != nil || rec.ElectionMode == "" {
-			return &ModeMismatchError{Mode: c.cfg.ElectionMode, Cluster: path, Why: fmt.Sprintf("the cluster record %s is unreadable (%q)", path, b)}
+			return &cluster.ModeMismatchError{Mode: c.cfg.ElectionMode, Cluster: path, Why: fmt.Sprintf("the cluster record %s is unreadable (%q)", path, b)}
 		}
 		if rec.ElectionMode != c.cfg.ElectionMode {
-			return &ModeMismatchError{Mode: c.cfg.ElectionMode, Cluster: path, Why: fmt.Sprintf("the cluster record %s says %q", path, rec.ElectionMode)}
+			return &cluster.ModeMismatchError{Mode: c.cfg.ElectionMode, Cluster: path, Why: fmt.Sprintf("the cluster record %s says %q", path, rec.ElectionMode)}
 		}
 		return nil
 	}
@@ -246,7 +215,7 @@ func (c *Controller) checkElectionDir(ctx context.Context, sess *zk.Session) err
 	if c.cfg.ElectionMode == "" {
 		return nil
 	}
-	dir := ElectionDir(c.cfg.Root, c.cfg.Cluster)
+	dir := c.layout().ElectionDir()
 	kids, err := sess.Children(ctx, dir)
 	if errors.Is(err, zk.ErrNoNode) {
 		return nil
@@ -258,7 +227,7 @@ func (c *Controller) checkElectionDir(ctx context.Context, sess *zk.Session) err
 		fair := strings.HasPrefix(k, "c_")
 		unfair := k == "lock"
 		if (c.cfg.ElectionMode == "fair" && unfair) || (c.cfg.ElectionMode == "unfair" && fair) {
-			return &ModeMismatchError{Mode: c.cfg.ElectionMode, Cluster: ConfigPath(c.cfg.Root, c.cfg.Cluster),
+			return &cluster.ModeMismatchError{Mode: c.cfg.ElectionMode, Cluster: c.layout().Config(),
 				Why: fmt.Sprintf("the election directory %s holds %s, a znode of the other mode", dir, k)}
 		}
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/failoverd/failoverd/admin"
-	"github.com/failoverd/failoverd/breadcrumb"
+	"github.com/failoverd/failoverd/cluster"
 	"github.com/failoverd/failoverd/config"
 	"github.com/failoverd/failoverd/controller"
 	"github.com/failoverd/failoverd/election"
@@ -84,6 +84,11 @@ type daemon struct {
 	server  *admin.Server
 }
 
+// layoutOf is where cfg's cluster lives in ZooKeeper.
+func layoutOf(cfg *config.Config) cluster.Layout {
+	return cluster.Layout{Root: cfg.ZooKeeper.Root, Cluster: cfg.Cluster}
+}
+
 func zkConfig(cfg *config.Config, logger *slog.Logger) (zk.Config, error) {
 	zc := zk.Config{Servers: cfg.ZooKeeper.Servers, SessionTimeout: cfg.ZooKeeper.SessionTimeout.Std(), Logger: logger}
 	if cfg.ZooKeeper.Auth != nil {
@@ -100,12 +105,7 @@ func zkConfig(cfg *config.Config, logger *slog.Logger) (zk.Config, error) {
 		// cluster path, nor the ones we keep there (the breadcrumb names
 		// the admin URL the fencer sends its token to): every new session
 		// checks them first, fixes the ones we own and refuses the others.
-		root, cluster := cfg.ZooKeeper.Root, cfg.Cluster
-		zc.Protect = []string{
-			controller.ClusterPath(root, cluster), controller.ElectionDir(root, cluster),
-			controller.MembersDir(root, cluster), controller.FailoverPath(root, cluster),
-			breadcrumb.Path(root, cluster),
-		}
+		zc.Protect = layoutOf(cfg).Protected()
 	}
 	return zc, nil
 }
@@ -134,7 +134,7 @@ func electionConfig(cfg *config.Config, ccfg controller.Config, logger *slog.Log
 		mode = election.Unfair
 	}
 	return election.Config{
-		Dir:    controller.ElectionDir(cfg.ZooKeeper.Root, cfg.Cluster),
+		Dir:    layoutOf(cfg).ElectionDir(),
 		NodeID: cfg.Node.ID, Mode: mode, Lease: cfg.Election.Lease.Std(), TickTime: cfg.ZooKeeper.TickTime.Std(),
 		DemoteBudget: controller.DemoteBudget(ccfg), Logger: logger,
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/failoverd/failoverd/cluster"
 	"github.com/failoverd/failoverd/controller"
 	"github.com/failoverd/failoverd/test/clustertest"
 	"github.com/failoverd/failoverd/zk"
@@ -83,9 +84,9 @@ func TestFailoverRequestMarkedDoneByTarget(t *testing.T) {
 	}
 	// A deadline an hour behind: a requester whose clock is off. Nodes use
 	// timeout_ms, measured from when they see the request.
-	req := controller.FailoverRequest{To: target.ID, Deadline: time.Now().Add(-time.Hour), TimeoutMS: 60000, ID: "test-request"}
+	req := cluster.FailoverRequest{To: target.ID, Deadline: time.Now().Add(-time.Hour), TimeoutMS: 60000, ID: "test-request"}
 	data, _ := json.Marshal(req)
-	path := controller.FailoverPath("/failoverd", "e2e")
+	path := cluster.Layout{Root: "/failoverd", Cluster: "e2e"}.Failover()
 	if _, _, err := sess.Create(ctx, path, data, zk.Persistent); err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +94,7 @@ func TestFailoverRequestMarkedDoneByTarget(t *testing.T) {
 	if next != target {
 		t.Fatalf("%s leads after a failover request to %s", next.ID, target.ID)
 	}
-	var got controller.FailoverRequest
+	var got cluster.FailoverRequest
 	deadline := time.Now().Add(10 * time.Second)
 	for !got.Done && time.Now().Before(deadline) {
 		b, _, err := sess.Get(ctx, path)

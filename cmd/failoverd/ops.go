@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/failoverd/failoverd/breadcrumb"
+	"github.com/failoverd/failoverd/cluster"
 	"github.com/failoverd/failoverd/config"
 	"github.com/failoverd/failoverd/controller"
 	"github.com/failoverd/failoverd/election"
@@ -62,7 +63,7 @@ func connect(path string, stderr io.Writer) (*config.Config, *zk.Client, *zk.Ses
 
 func readView(ctx context.Context, cfg *config.Config, sess *zk.Session) (clusterView, error) {
 	v := clusterView{Cluster: cfg.Cluster}
-	dir := controller.MembersDir(cfg.ZooKeeper.Root, cfg.Cluster)
+	dir := layoutOf(cfg).MembersDir()
 	ids, err := sess.Children(ctx, dir)
 	if err != nil && !errors.Is(err, zk.ErrNoNode) {
 		return v, err
@@ -79,14 +80,14 @@ func readView(ctx context.Context, cfg *config.Config, sess *zk.Session) (cluste
 		}
 		v.Members = append(v.Members, s)
 	}
-	rec, _, err := breadcrumb.Read(ctx, sess, breadcrumb.Path(cfg.ZooKeeper.Root, cfg.Cluster))
+	rec, _, err := breadcrumb.Read(ctx, sess, layoutOf(cfg).Breadcrumb())
 	switch {
 	case err == nil:
 		v.Breadcrumb = &rec
 	case !errors.Is(err, breadcrumb.ErrAbsent):
 		v.BreadcrumbError = err.Error()
 	}
-	v.Queue, err = election.Queue(ctx, sess, controller.ElectionDir(cfg.ZooKeeper.Root, cfg.Cluster))
+	v.Queue, err = election.Queue(ctx, sess, layoutOf(cfg).ElectionDir())
 	return v, err
 }
 
@@ -154,7 +155,7 @@ func cmdBreadcrumb(args []string, stdout, stderr io.Writer) int {
 	defer client.Close()
 	ctx, cancel := withTimeout(10 * time.Second)
 	defer cancel()
-	path := breadcrumb.Path(cfg.ZooKeeper.Root, cfg.Cluster)
+	path := layoutOf(cfg).Breadcrumb()
 	if action == "clear" {
 		if err := breadcrumb.Clear(ctx, sess, path); err != nil {
 			fmt.Fprintln(stderr, err)
@@ -191,8 +192,8 @@ func cmdFailover(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "failoverd failover: --to NODE is required")
 		return exitUsage
 	}
-	if *timeout <= 0 || *timeout > controller.MaxFailoverTimeout {
-		fmt.Fprintf(stderr, "failoverd failover: --timeout must be > 0 and <= %s, got %s\n", controller.MaxFailoverTimeout, *timeout)
+	if *timeout <= 0 || *timeout > cluster.MaxFailoverTimeout {
+		fmt.Fprintf(stderr, "failoverd failover: --timeout must be > 0 and <= %s, got %s\n", cluster.MaxFailoverTimeout, *timeout)
 		return exitUsage
 	}
 	cfg, client, sess, code := connect(f.config, stderr)
@@ -232,11 +233,11 @@ func cmdFailover(args []string, stdout, stderr io.Writer) int {
 	start := time.Now()
 	var id [8]byte
 	rand.Read(id[:])
-	req := controller.FailoverRequest{
+	req := cluster.FailoverRequest{
 		To: *to, Deadline: start.Add(*timeout), TimeoutMS: timeout.Milliseconds(),
 		ID: hex.EncodeToString(id[:]), By: "failoverd failover",
 	}
-	path := controller.FailoverPath(cfg.ZooKeeper.Root, cfg.Cluster)
+	path := layoutOf(cfg).Failover()
 	if err := writeFailoverRequest(ctx, sess, path, req); err != nil {
 		fmt.Fprintln(stderr, "failoverd: writing the failover request:", err)
 		return exitRuntime
@@ -273,7 +274,7 @@ func cmdFailover(args []string, stdout, stderr io.Writer) int {
 // gone, so no node stands aside longer than our wait plus one session
 // timeout. (Requests of earlier CLIs are persistent: the nodes delete one
 // that is not done by its timeout, see controller.watchFailover.)
-func writeFailoverRequest(ctx context.Context, sess *zk.Session, path string, req controller.FailoverRequest) error {
+func writeFailoverRequest(ctx context.Context, sess *zk.Session, path string, req cluster.FailoverRequest) error {
 	data, _ := json.Marshal(req)
 	for attempt := 0; ; attempt++ {
 		if err := sess.Delete(ctx, path, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/failoverd/failoverd/breadcrumb"
+	"github.com/failoverd/failoverd/cluster"
 	"github.com/failoverd/failoverd/controller"
 	"github.com/failoverd/failoverd/test/clustertest"
 	"github.com/failoverd/failoverd/zk"
@@ -348,14 +349,14 @@ func TestAdminAPIRefusesMutatingCallsWithoutToken(t *testing.T) {
 func TestACLsKeepOthersFromDeletingOurZnodes(t *testing.T) {
 	c := clustertest.Start(t, clustertest.Options{Auth: true})
 	sess := openSession(t, c)
-	bc := breadcrumb.Path("/failoverd", "e2e")
+	bc := cluster.Layout{Root: "/failoverd", Cluster: "e2e"}.Breadcrumb()
 	if _, _, err := breadcrumb.Read(t.Context(), sess, bc); err != nil {
 		t.Fatalf("world cannot read the breadcrumb: %v", err)
 	}
 	if err := sess.Delete(t.Context(), bc, -1); !errors.Is(err, zk.ErrNoAuth) {
 		t.Errorf("unauthenticated delete of the breadcrumb: %v, want ErrNoAuth", err)
 	}
-	dir := controller.ElectionDir("/failoverd", "e2e")
+	dir := cluster.Layout{Root: "/failoverd", Cluster: "e2e"}.ElectionDir()
 	kids, err := sess.Children(t.Context(), dir)
 	if err != nil || len(kids) == 0 {
 		t.Fatalf("election znodes: %v %v", kids, err)
@@ -440,7 +441,7 @@ func TestUnreadableBreadcrumbBlocksPromotionUntilCleared(t *testing.T) {
 	c := clustertest.Start(t, clustertest.Options{})
 	old := c.Leader()
 	sess := openSession(t, c)
-	bc := breadcrumb.Path("/failoverd", "e2e")
+	bc := cluster.Layout{Root: "/failoverd", Cluster: "e2e"}.Breadcrumb()
 	if _, err := sess.Set(t.Context(), bc, []byte("{garbage"), -1); err != nil {
 		t.Fatal(err)
 	}

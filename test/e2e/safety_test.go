@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/failoverd/failoverd/breadcrumb"
+	"github.com/failoverd/failoverd/cluster"
 	"github.com/failoverd/failoverd/controller"
 	"github.com/failoverd/failoverd/test/clustertest"
 )
@@ -250,7 +251,7 @@ func TestLeaderThatLostItsZnodeBeforeTheBreadcrumbWriteCannotWriteIt(t *testing.
 	old := waitAtFailpoint(t, c, pauseFile, first)
 
 	sess := openSession(t, c)
-	bc := breadcrumb.Path("/failoverd", "e2e")
+	bc := cluster.Layout{Root: "/failoverd", Cluster: "e2e"}.Breadcrumb()
 	before, beforeVersion, err := breadcrumb.Read(t.Context(), sess, bc)
 	if err != nil || before.NodeID != first.ID {
 		t.Fatalf("breadcrumb while %s is held: %+v, %v; want %s's", old.ID, before, err, first.ID)
@@ -323,7 +324,7 @@ func waitAtFailpoint(t *testing.T, c *clustertest.Cluster, pauseFile func(*clust
 func deleteElectionZnode(t *testing.T, c *clustertest.Cluster, n *clustertest.Node) {
 	t.Helper()
 	sess := openSession(t, c)
-	dir := controller.ElectionDir("/failoverd", "e2e")
+	dir := cluster.Layout{Root: "/failoverd", Cluster: "e2e"}.ElectionDir()
 	kids, err := sess.Children(t.Context(), dir)
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,49 @@
+// Package cluster owns failoverd's layout in the coordination service: where
+// every record of a cluster lives (Layout), what the records are (Member,
+// FailoverRequest, ClusterRecord), the refusals of the join checks, and Term,
+// what a backend's leadership offers the controller. Backends (package
+// cluster/zkcluster for ZooKeeper) store these records; no other package
+// spells a path.
+package cluster
+
+import "path"
+
+// Layout names the records of one cluster under a root, for example
+// /failoverd/orders/breadcrumb for Root "/failoverd" and Cluster "orders".
+// The names are part of the on-disk format: nodes of earlier versions and
+// operators' tools read the same paths, so they never change.
+type Layout struct {
+	Root    string // e.g. /failoverd
+	Cluster string // e.g. orders
+}
+
+// Dir is the cluster's directory; every other record lives below it.
+func (l Layout) Dir() string { return path.Join(l.Root, l.Cluster) }
+
+// ElectionDir is where the candidates of the election live.
+func (l Layout) ElectionDir() string { return l.child("election") }
+
+// MembersDir is where every node publishes its Member record.
+func (l Layout) MembersDir() string { return l.child("members") }
+
+// Member is the record of node id (under MembersDir).
+func (l Layout) Member(id string) string { return path.Join(l.MembersDir(), id) }
+
+// Failover holds the manual failover request (FailoverRequest).
+func (l Layout) Failover() string { return l.child("failover") }
+
+// Breadcrumb names the active leader (breadcrumb.Record).
+func (l Layout) Breadcrumb() string { return l.child("breadcrumb") }
+
+// Config holds the cluster record (ClusterRecord).
+func (l Layout) Config() string { return l.child("config") }
+
+// Protected lists the records nobody but failoverd may change (zk.Config's
+// Protect): the cluster directory and what lives in it that could mislead a
+// node — the breadcrumb names the admin URL the fencer sends its token to.
+// The directories above them are checked by the backend itself.
+func (l Layout) Protected() []string {
+	return []string{l.Dir(), l.ElectionDir(), l.MembersDir(), l.Failover(), l.Breadcrumb()}
+}
+
+func (l Layout) child(name string) string { return path.Join(l.Dir(), name) }

@@ -1,0 +1,107 @@
+package cluster
+
+import (
+	"fmt"
+	"time"
+)
+
+// Member is the record a node publishes about itself under MembersDir, and
+// what `failoverd status` lists. Its JSON is the node's /v1/status answer
+// (controller.Status) field for field: nodes and tools of earlier versions
+// read these records, so the encoding never changes.
+type Member struct {
+	Cluster        string    `json:"cluster"`
+	NodeID         string    `json:"node_id"`
+	Host           string    `json:"host"`
+	AdminURL       string    `json:"admin_url,omitempty"`
+	State          string    `json:"state"` // one of controller's states; "leader" only while promoted
+	Role           string    `json:"role"`  // "leader" only while promoted, else "standby"
+	Health         string    `json:"health"`
+	Epoch          int64     `json:"epoch,omitempty"` // current or last leadership's fencing token
+	Since          time.Time `json:"since"`           // when State last changed
+	ZKConnected    bool      `json:"zk_connected"`
+	LeaseRemaining float64   `json:"lease_remaining_seconds,omitempty"`
+	LastError      string    `json:"last_error,omitempty"`
+	Version        string    `json:"version"`
+	// Instance is a random id of the failoverd process, new at every start:
+	// it tells a node's own earlier session from another process using the
+	// same node id.
+	Instance string `json:"instance,omitempty"`
+}
+
+// StateLeader is Member.State of a promoted node.
+const StateLeader = "leader"
+
+// MaxFailoverTimeout bounds how long a manual failover request keeps the
+// other nodes out of the election (failover --timeout).
+const MaxFailoverTimeout = 10 * time.Minute
+
+// FailoverRequest is a manual failover request (the Failover record).
+type FailoverRequest struct {
+	To string `json:"to"`
+	// Deadline is the requester's wall clock plus the timeout. Only nodes
+	// of earlier versions use it; clocks of different hosts differ.
+	Deadline time.Time `json:"deadline"`
+	// TimeoutMS is how long the request stands, measured by every node on
+	// its own monotonic clock from when it saw the request.
+	TimeoutMS int64 `json:"timeout_ms,omitempty"`
+	// ID tells requests apart (a new request may overwrite an old one).
+	ID string `json:"id,omitempty"`
+	By string `json:"by,omitempty"`
+	// Done is set by the target once it is promoted (with its epoch): the
+	// other nodes stop standing aside at once.
+	Done  bool  `json:"done,omitempty"`
+	Epoch int64 `json:"epoch,omitempty"`
+}
+
+// Key identifies a request: its ID, or for a request of an earlier version
+// (no ID), its target and deadline.
+func (r FailoverRequest) Key() string {
+	if r.ID != "" {
+		return r.ID
+	}
+	return r.To + "@" + r.Deadline.UTC().Format(time.RFC3339Nano)
+}
+
+// StandFor is how long a node that sees r now stands aside: the request's
+// timeout, or for a request of an earlier version, what its deadline leaves
+// by our clock; at most MaxFailoverTimeout. <= 0: not at all.
+func (r FailoverRequest) StandFor(now time.Time) time.Duration {
+	d := time.Duration(r.TimeoutMS) * time.Millisecond
+	if r.TimeoutMS <= 0 {
+		d = r.Deadline.Sub(now)
+	}
+	return min(d, MaxFailoverTimeout)
+}
+
+// ClusterRecord is the Config record, created by the first node that joins
+// a cluster and never rewritten by failoverd. Nodes whose settings differ
+// from it refuse to join: nodes of different election modes do not see
+// each other's znodes and could both lead.
+type ClusterRecord struct {
+	ElectionMode string `json:"election_mode"`
+}
+
+// DuplicateIDError means another live failoverd process publishes the
+// member record of our node id.
+type DuplicateIDError struct {
+	NodeID, Host, Instance string
+}
+
+func (e *DuplicateIDError) Error() string {
+	return fmt.Sprintf("node id %q is already used by another running failoverd (host %q, instance %q): "+
+		"refusing to join the election while it is alive; give every node its own node.id "+
+		"(after a restart of this very node this clears once its previous ZooKeeper session expired)",
+		e.NodeID, e.Host, e.Instance)
+}
+
+// ModeMismatchError means the cluster runs another election mode.
+type ModeMismatchError struct {
+	Mode, Cluster, Why string
+}
+
+func (e *ModeMismatchError) Error() string {
+	return fmt.Sprintf("election.mode is %q but %s: refusing to join the election (nodes of different modes could both lead); "+
+		"use the same election.mode on every node (to change it, stop every node and delete the cluster record %s)",
+		e.Mode, e.Why, e.Cluster)
+}

@@ -1,0 +1,50 @@
+package cluster
+
+import (
+	"context"
+	"time"
+
+	"github.com/failoverd/failoverd/breadcrumb"
+	"github.com/failoverd/failoverd/internal/lease"
+)
+
+// Term is one leadership as a backend's elector hands it to the controller.
+// It lives in this package rather than with its consumer because it appears
+// in the elector callback's type: a backend must name it without importing
+// the controller.
+//
+// Every write is guarded by the leadership itself (in ZooKeeper: the
+// election znode exists), so a node whose term is over can never change
+// what its successor relies on.
+type Term interface {
+	// Epoch is the term's fencing token; it strictly increases.
+	Epoch() int64
+	// Valid reports, without I/O, whether the term can still be assumed
+	// (the session is alive and the lease has not run out). Call it right
+	// before acting.
+	Valid() error
+	// LeaseRemaining is how much of the lease is left (0: none).
+	LeaseRemaining() time.Duration
+	// Timing is the lease arithmetic of the term (Grace, Session, Lease),
+	// for the demote budget check.
+	Timing() lease.Timing
+	// ReadBreadcrumb returns the breadcrumb and its version; ErrAbsent
+	// (version -1) when there is none, a *breadcrumb.CorruptError when it
+	// cannot be trusted.
+	ReadBreadcrumb(ctx context.Context) (breadcrumb.Record, int32, error)
+	// WriteBreadcrumb stores r if the breadcrumb is still at version (-1:
+	// it must not exist), guarded by the term; it returns the new version.
+	WriteBreadcrumb(ctx context.Context, r breadcrumb.Record, version int32) (int32, error)
+	// ReadFailover returns the standing failover request (nil: none), read
+	// in the term's own view so that a winner sees every request its
+	// predecessor saw before leaving.
+	ReadFailover(ctx context.Context) (*FailoverRequest, error)
+	// CompleteFailover marks a request to this node done with the term's
+	// epoch, if there is one and it is not done yet.
+	CompleteFailover(ctx context.Context) error
+	// Finish ends the term gracefully, after a successful demote: it
+	// deletes the breadcrumb (if still at bcVersion) and the term's
+	// election entry in one atomic step. If the term is already over
+	// neither is deleted, so the successor fences this node.
+	Finish(ctx context.Context, bcVersion int32) error
+}
