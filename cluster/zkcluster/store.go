@@ -1,0 +1,612 @@
+// Package zkcluster keeps failoverd's cluster records in ZooKeeper: member
+// records, the manual failover request, the cluster record and the join
+// checks, the breadcrumb, and the election seen as cluster.Term values. The
+// paths come from cluster.Layout; this package decides only how each record
+// is stored (ephemeral or persistent, guarded by what, version-checked or
+// not).
+package zkcluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/failoverd/failoverd/breadcrumb"
+	"github.com/failoverd/failoverd/cluster"
+	"github.com/failoverd/failoverd/election"
+	"github.com/failoverd/failoverd/zk"
+)
+
+// Config says whose records a Store keeps.
+type Config struct {
+	Layout cluster.Layout
+	// NodeID and Instance identify this process; only PublishMember and
+	// CheckJoin's callers (daemons) need them, a CLI leaves them empty.
+	// Instance is the random id of the failoverd process (new at every
+	// start): it tells our own earlier session's member record from one of
+	// another live process using the same node id.
+	NodeID, Instance string
+	Logger           *slog.Logger
+}
+
+// Store reads and writes one cluster's records over a client's sessions.
+// Every method uses the client's current session (waiting for one when
+// there is none, within ctx); its methods are safe for concurrent use.
+type Store struct {
+	client *zk.Client
+	layout cluster.Layout
+	nodeID string
+	inst   string
+	log    *slog.Logger
+
+	mu          sync.Mutex
+	modeChecked *zk.Session   // the session on which the cluster record last passed
+	sessCh      chan struct{} // closed when a new session begins (SessionChanged)
+	followOnce  sync.Once
+}
+
+// New makes a Store; it does not connect.
+func New(cfg Config, client *zk.Client) (*Store, error) {
+	if client == nil {
+		return nil, errors.New("zkcluster: a client is required")
+	}
+	if cfg.Layout.Root == "" || cfg.Layout.Cluster == "" {
+		return nil, errors.New("zkcluster: the layout needs a root and a cluster")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Store{
+		client: client, layout: cfg.Layout, nodeID: cfg.NodeID, inst: cfg.Instance,
+		log:    cfg.Logger.With("component", "zkcluster"),
+		sessCh: make(chan struct{}),
+	}, nil
+}
+
+// Layout is where the Store's records live.
+func (s *Store) Layout() cluster.Layout { return s.layout }
+
+// Connected reports, without I/O, whether a live session is connected to a
+// server.
+func (s *Store) Connected() bool {
+	sess := s.client.Current()
+	if sess == nil {
+		return false
+	}
+	st, _ := sess.State()
+	return st == zk.StateConnected
+}
+
+// SessionChanged returns a channel closed when a new session begins (the
+// first one included): ephemeral records of the old one are gone, so
+// whoever needs them republishes, and checks made on it are made again.
+// Call it again after it fired for the next change.
+func (s *Store) SessionChanged() <-chan struct{} {
+	s.followOnce.Do(func() { go s.followSessions() })
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sessCh
+}
+
+// followSessions closes sessCh at every new session until the client is
+// closed.
+func (s *Store) followSessions() {
+	var last *zk.Session
+	for {
+		sess, err := s.client.Session(context.Background())
+		if errors.Is(err, zk.ErrClosed) {
+			return
+		}
+		if err != nil {
+			time.Sleep(time.Second) // setup failed; Session itself paces the retries
+			continue
+		}
+		if sess != last {
+			last = sess
+			s.mu.Lock()
+			close(s.sessCh)
+			s.sessCh = make(chan struct{})
+			s.mu.Unlock()
+		}
+		<-sess.Done()
+	}
+}
+
+// session is the client's current session, waiting for one within ctx.
+func (s *Store) session(ctx context.Context) (*zk.Session, error) {
+	sess, err := s.client.Session(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("no zookeeper session: %w", err)
+	}
+	return sess, nil
+}
+
+// sleepCtx waits d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// --- members ---
+
+// PublishMember writes our member record: an ephemeral znode of the current
+// session, so it goes when the node does. A record owned by another session
+// is replaced only when it carries our instance id (an earlier session of
+// this very process) or has no live owner; one of another live process is a
+// duplicate node id (*cluster.DuplicateIDError), and nothing is written.
+func (s *Store) PublishMember(ctx context.Context, m cluster.Member) error {
+	if s.nodeID == "" || s.inst == "" {
+		return errors.New("zkcluster: publishing a member record needs the node id and instance")
+	}
+	sess, err := s.session(ctx)
+	if err != nil {
+		return err
+	}
+	data, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	path := s.layout.Member(s.nodeID)
+	old, st, err := sess.Get(ctx, path)
+	switch {
+	case err == nil && st.EphemeralOwner == sess.ID():
+		_, err = sess.Set(ctx, path, data, -1)
+		return err
+	case err == nil:
+		var other cluster.Member
+		_ = json.Unmarshal(old, &other)
+		if st.EphemeralOwner != 0 && other.Instance != s.inst {
+			return &cluster.DuplicateIDError{NodeID: s.nodeID, Host: other.Host, Instance: other.Instance}
+		}
+		// Ours from an earlier session, or not ephemeral (no live owner).
+		if err := sess.Delete(ctx, path, st.Version); err != nil && !errors.Is(err, zk.ErrNoNode) {
+			return err
+		}
+	case !errors.Is(err, zk.ErrNoNode):
+		return err
+	}
+	if err := sess.EnsurePath(ctx, s.layout.MembersDir()); err != nil {
+		return err
+	}
+	_, _, err = sess.Create(ctx, path, data, zk.Ephemeral)
+	if errors.Is(err, zk.ErrNodeExists) {
+		return fmt.Errorf("member record %s created meanwhile: %w", path, err) // looked at on the next round
+	}
+	return err
+}
+
+// Members lists the member records, ordered by node id. A record that
+// cannot be decoded is listed with State "unreadable".
+func (s *Store) Members(ctx context.Context) ([]cluster.Member, error) {
+	sess, err := s.session(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ms, _, err := s.members(ctx, sess, false)
+	return ms, err
+}
+
+// members reads the member records; with watch, it also returns a channel
+// that fires once at the first change of the list or of any record.
+func (s *Store) members(ctx context.Context, sess *zk.Session, watch bool) ([]cluster.Member, []<-chan zk.Event, error) {
+	dir := s.layout.MembersDir()
+	var ids []string
+	var watches []<-chan zk.Event
+	var err error
+	if watch {
+		var ch <-chan zk.Event
+		ids, ch, err = sess.ChildrenW(ctx, dir)
+		if errors.Is(err, zk.ErrNoNode) {
+			// No member yet: wait for the directory instead.
+			var ok bool
+			ok, _, ch, err = sess.ExistsW(ctx, dir)
+			if err == nil && ok {
+				return s.members(ctx, sess, watch) // created meanwhile
+			}
+		}
+		if ch != nil {
+			watches = append(watches, ch)
+		}
+	} else {
+		ids, err = sess.Children(ctx, dir)
+		if errors.Is(err, zk.ErrNoNode) {
+			err = nil
+		}
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	slices.Sort(ids)
+	var out []cluster.Member
+	for _, id := range ids {
+		var b []byte
+		var ch <-chan zk.Event
+		var err error
+		if watch {
+			b, _, ch, err = sess.GetW(ctx, s.layout.Member(id))
+		} else {
+			b, _, err = sess.Get(ctx, s.layout.Member(id))
+		}
+		if err != nil {
+			continue // gone meanwhile (the list watch fires)
+		}
+		if ch != nil {
+			watches = append(watches, ch)
+		}
+		var m cluster.Member
+		if json.Unmarshal(b, &m) != nil {
+			m = cluster.Member{NodeID: id, State: "unreadable"}
+		}
+		out = append(out, m)
+	}
+	return out, watches, nil
+}
+
+// WatchMembers calls fn with the member records (as Members lists them)
+// now and after every change, until ctx ends; it returns ctx's error. It
+// follows the client to new sessions; read failures are retried and do not
+// reach fn.
+func (s *Store) WatchMembers(ctx context.Context, fn func([]cluster.Member)) error {
+	var last []cluster.Member
+	first := true
+	for ctx.Err() == nil {
+		sess, err := s.client.Session(ctx)
+		if err != nil {
+			sleepCtx(ctx, 500*time.Millisecond)
+			continue
+		}
+		ms, watches, err := s.members(ctx, sess, true)
+		if err != nil {
+			sleepCtx(ctx, 500*time.Millisecond)
+			continue
+		}
+		if first || !slices.Equal(ms, last) {
+			first, last = false, ms
+			fn(ms)
+		}
+		waitAny(ctx, sess, watches)
+	}
+	return ctx.Err()
+}
+
+// waitAny returns when one of the watches fires, the session ends or ctx
+// ends.
+func waitAny(ctx context.Context, sess *zk.Session, watches []<-chan zk.Event) {
+	fired := make(chan struct{}, 1)
+	done := make(chan struct{})
+	defer close(done)
+	for _, w := range watches {
+		go func() {
+			select {
+			case <-w:
+				select {
+				case fired <- struct{}{}:
+				default:
+				}
+			case <-done:
+			}
+		}()
+	}
+	select {
+	case <-fired:
+	case <-sess.Done():
+	case <-ctx.Done():
+	}
+}
+
+// --- join checks ---
+
+// CheckJoin runs the checks that must pass before this node campaigns in
+// election mode mode ("" skips them): the election directory holds no
+// znode of the other mode, and the cluster record (created by the first
+// node that joins) names our mode. A refusal is a *cluster.ModeMismatchError;
+// any other error means the checks could not run. The cluster record is
+// read once per session.
+func (s *Store) CheckJoin(ctx context.Context, mode string) error {
+	if mode == "" {
+		return nil
+	}
+	sess, err := s.session(ctx)
+	if err != nil {
+		return err
+	}
+	// The directory first: a node must not record its mode over a cluster
+	// whose nodes of the other mode are campaigning.
+	if err := s.checkElectionDir(ctx, sess, mode); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	checked := s.modeChecked == sess
+	s.mu.Unlock()
+	if checked {
+		return nil
+	}
+	if err := s.checkClusterRecord(ctx, sess, mode); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.modeChecked = sess
+	s.mu.Unlock()
+	return nil
+}
+
+// checkClusterRecord creates the cluster record if there is none, and
+// checks that mode is the cluster's.
+func (s *Store) checkClusterRecord(ctx context.Context, sess *zk.Session, mode string) error {
+	path := s.layout.Config()
+	for attempt := 0; ; attempt++ {
+		b, _, err := sess.Get(ctx, path)
+		if errors.Is(err, zk.ErrNoNode) && attempt < 3 {
+			if err := sess.EnsurePath(ctx, s.layout.Dir()); err != nil {
+				return err
+			}
+			rec, _ := json.Marshal(cluster.ClusterRecord{ElectionMode: mode})
+			_, _, err = sess.Create(ctx, path, rec, zk.Persistent)
+			if err == nil {
+				s.log.Info("cluster record created", "path", path, "election_mode", mode)
+				return nil
+			}
+			if !errors.Is(err, zk.ErrNodeExists) {
+				return err
+			}
+			continue // another node was first: read its record
+		}
+		if err != nil {
+			return err
+		}
+		var rec cluster.ClusterRecord
+		if err := json.Unmarshal(b, &rec); err != nil || rec.ElectionMode == "" {
+			return &cluster.ModeMismatchError{Mode: mode, Cluster: path, Why: fmt.Sprintf("the cluster record %s is unreadable (%q)", path, b)}
+		}
+		if rec.ElectionMode != mode {
+			return &cluster.ModeMismatchError{Mode: mode, Cluster: path, Why: fmt.Sprintf("the cluster record %s says %q", path, rec.ElectionMode)}
+		}
+		return nil
+	}
+}
+
+// checkElectionDir refuses to join when the election directory holds
+// znodes of the other mode (a node of another mode, or of a version that
+// does not know the cluster record, is campaigning).
+func (s *Store) checkElectionDir(ctx context.Context, sess *zk.Session, mode string) error {
+	dir := s.layout.ElectionDir()
+	kids, err := sess.Children(ctx, dir)
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, k := range kids {
+		if foreignCandidate(k, mode) {
+			return &cluster.ModeMismatchError{Mode: mode, Cluster: s.layout.Config(),
+				Why: fmt.Sprintf("the election directory %s holds %s, a znode of the other mode", dir, k)}
+		}
+	}
+	return nil
+}
+
+// foreignCandidate reports whether the election znode name belongs to the
+// other mode than mode: fair candidates are c_<guid>-<seq>, the unfair lock
+// is "lock" (package election's recipe names).
+func foreignCandidate(name, mode string) bool {
+	fair := strings.HasPrefix(name, "c_")
+	unfair := name == "lock"
+	return (mode == "fair" && unfair) || (mode == "unfair" && fair)
+}
+
+// --- failover request ---
+
+// RequestFailover replaces whatever request is there (an earlier one's
+// requester gave up on it) with r, as an EPHEMERAL znode of the current
+// session: the request lives only while the requester waits for its
+// outcome. If the requester dies (kill -9, a crash, a lost connection),
+// ZooKeeper deletes it when the session expires, and the nodes standing
+// aside for it rejoin the election; a node that restarts never finds a
+// request whose requester is gone, so no node stands aside longer than the
+// wait plus one session timeout. (Requests of earlier CLIs are persistent:
+// the nodes delete one that is not done by its timeout, see ExpireFailover.)
+func (s *Store) RequestFailover(ctx context.Context, r cluster.FailoverRequest) error {
+	sess, err := s.session(ctx)
+	if err != nil {
+		return err
+	}
+	path := s.layout.Failover()
+	data, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	for attempt := 0; ; attempt++ {
+		if err := sess.Delete(ctx, path, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
+			return fmt.Errorf("replacing the failover request %s: %w", path, err)
+		}
+		_, _, err := sess.Create(ctx, path, data, zk.Ephemeral)
+		if errors.Is(err, zk.ErrNodeExists) && attempt < 3 {
+			continue // another requester was faster: ours replaces it
+		}
+		if err != nil {
+			return fmt.Errorf("writing the failover request %s: %w", path, err)
+		}
+		return nil
+	}
+}
+
+// WithdrawFailover deletes the failover request whose Key is id, and only
+// if it is an ephemeral of our current session: another requester may have
+// replaced it meanwhile. Nothing there (or not ours) is not an error.
+func (s *Store) WithdrawFailover(ctx context.Context, id string) error {
+	sess := s.client.Current()
+	if sess == nil {
+		return nil // our ephemeral request went with our session
+	}
+	path := s.layout.Failover()
+	data, st, err := sess.Get(ctx, path)
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading the failover request %s: %w", path, err)
+	}
+	var r cluster.FailoverRequest
+	if st.EphemeralOwner != sess.ID() || json.Unmarshal(data, &r) != nil || r.Key() != id {
+		return nil
+	}
+	if err := sess.Delete(ctx, path, st.Version); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		return fmt.Errorf("withdrawing the failover request %s: %w", path, err)
+	}
+	return nil
+}
+
+// decodeFailover parses a failover request; one that cannot be read (or
+// names no target) counts as none: it must not keep anybody out.
+func decodeFailover(data []byte) *cluster.FailoverRequest {
+	var r cluster.FailoverRequest
+	if data == nil || json.Unmarshal(data, &r) != nil || r.To == "" {
+		return nil
+	}
+	return &r
+}
+
+// WatchFailover calls fn with the standing failover request (nil: none or
+// unreadable) now and after every change, until ctx ends; it returns ctx's
+// error. It follows the client to new sessions (re-arming its watch) and
+// retries read failures, which do not reach fn. Consecutive equal values
+// are delivered once.
+func (s *Store) WatchFailover(ctx context.Context, fn func(*cluster.FailoverRequest)) error {
+	path := s.layout.Failover()
+	var last *cluster.FailoverRequest
+	first := true
+	for ctx.Err() == nil {
+		sess, err := s.client.Session(ctx)
+		if err != nil {
+			sleepCtx(ctx, time.Second)
+			continue
+		}
+		data, _, ch, err := sess.GetW(ctx, path)
+		if errors.Is(err, zk.ErrNoNode) {
+			var ok bool
+			ok, _, ch, err = sess.ExistsW(ctx, path)
+			if err == nil && ok {
+				continue // created meanwhile: read it
+			}
+			data = nil
+		}
+		if err != nil {
+			sleepCtx(ctx, 500*time.Millisecond)
+			continue
+		}
+		r := decodeFailover(data)
+		if first || !equalRequest(r, last) {
+			first, last = false, r
+			fn(r)
+		}
+		select {
+		case <-ctx.Done():
+		case <-ch:
+		case <-sess.Done():
+		}
+	}
+	return ctx.Err()
+}
+
+func equalRequest(a, b *cluster.FailoverRequest) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.To == b.To && a.Deadline.Equal(b.Deadline) && a.TimeoutMS == b.TimeoutMS &&
+		a.ID == b.ID && a.By == b.By && a.Done == b.Done && a.Epoch == b.Epoch
+}
+
+// ExpireFailover deletes the failover request whose Key is id if it is
+// still there and not done: its timeout ran out (as measured by the
+// caller) without the target being promoted, so that a request whose
+// requester died does not hold nodes that start later. A request withdrawn,
+// replaced or marked done meanwhile is left alone.
+func (s *Store) ExpireFailover(ctx context.Context, id string) error {
+	sess, err := s.session(ctx)
+	if err != nil {
+		return err
+	}
+	path := s.layout.Failover()
+	data, st, err := sess.Get(ctx, path)
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading the failover request %s: %w", path, err)
+	}
+	var r cluster.FailoverRequest
+	if json.Unmarshal(data, &r) != nil || r.Key() != id || r.Done {
+		return nil
+	}
+	err = sess.Delete(ctx, path, st.Version)
+	if errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrBadVersion) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("deleting the expired failover request %s: %w", path, err)
+	}
+	s.log.Warn("manual failover request timed out without the target being promoted; deleted it", "to", r.To)
+	return nil
+}
+
+// --- breadcrumb and election, outside a term ---
+
+// ReadBreadcrumb returns the breadcrumb and its version (see
+// breadcrumb.Read: ErrAbsent with version -1 when there is none, a
+// *breadcrumb.CorruptError when it cannot be trusted).
+func (s *Store) ReadBreadcrumb(ctx context.Context) (breadcrumb.Record, int32, error) {
+	sess, err := s.session(ctx)
+	if err != nil {
+		return breadcrumb.Record{}, 0, err
+	}
+	return breadcrumb.Read(ctx, sess, s.layout.Breadcrumb())
+}
+
+// ReadBreadcrumbData returns the breadcrumb's raw data (nil, ErrAbsent when
+// there is none), for operators who must see what an unreadable one holds.
+func (s *Store) ReadBreadcrumbData(ctx context.Context) ([]byte, error) {
+	sess, err := s.session(ctx)
+	if err != nil {
+		return nil, err
+	}
+	path := s.layout.Breadcrumb()
+	data, _, err := sess.Get(ctx, path)
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil, breadcrumb.ErrAbsent
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading breadcrumb %s: %w", path, err)
+	}
+	return data, nil
+}
+
+// ClearBreadcrumb deletes the breadcrumb whatever it holds: the operator's
+// tool for an unreadable one, once the old leader is known to be down.
+func (s *Store) ClearBreadcrumb(ctx context.Context) error {
+	sess, err := s.session(ctx)
+	if err != nil {
+		return err
+	}
+	return breadcrumb.Clear(ctx, sess, s.layout.Breadcrumb())
+}
+
+// Queue lists the candidates' node ids in election order (see
+// election.Queue), for status displays.
+func (s *Store) Queue(ctx context.Context) ([]string, error) {
+	sess, err := s.session(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return election.Queue(ctx, sess, s.layout.ElectionDir())
+}

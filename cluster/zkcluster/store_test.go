@@ -1,0 +1,635 @@
+package zkcluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/failoverd/failoverd/breadcrumb"
+	"github.com/failoverd/failoverd/cluster"
+	"github.com/failoverd/failoverd/election"
+	"github.com/failoverd/failoverd/test/zktest"
+	"github.com/failoverd/failoverd/zk"
+)
+
+var testLayout = cluster.Layout{Root: "/failoverd", Cluster: "zc"}
+
+// newStore connects a client of its own to zkc and wraps it in a Store of
+// node id (and instance); the client is closed when the test ends.
+func newStore(t *testing.T, zkc *zktest.Cluster, id, instance string) (*Store, *zk.Client) {
+	t.Helper()
+	client, err := zk.NewClient(zk.Config{Servers: zkc.Addrs(), SessionTimeout: 4 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(client.Close)
+	s, err := New(Config{Layout: testLayout, NodeID: id, Instance: instance}, client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, client
+}
+
+// session waits for the client's session.
+func session(t *testing.T, c *zk.Client) *zk.Session {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	sess, err := c.Session(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sess
+}
+
+// expire makes the server expire c's current session and waits until the
+// client noticed.
+func expire(t *testing.T, zkc *zktest.Cluster, c *zk.Client) {
+	t.Helper()
+	sess := session(t, c)
+	if err := zktest.Expire(zkc.Servers[0].Addr(), sess.ID(), sess.Password()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-sess.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the client did not notice its session expired")
+	}
+}
+
+func waitFor(t *testing.T, d time.Duration, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func member(id, instance, state string) cluster.Member {
+	return cluster.Member{Cluster: "zc", NodeID: id, Host: "host-" + id, State: state, Role: "standby",
+		Health: "healthy", Since: time.Now().UTC(), Version: "test", Instance: instance}
+}
+
+// Member records: an ephemeral of the current session, rewritten in place,
+// replaced after our own session expired or when an earlier session of this
+// very process still holds it, refused while another live process of the
+// same node id holds it.
+func TestPublishMember(t *testing.T) {
+	zkc := zktest.Start(t, 1)
+	ctx := t.Context()
+	a, ac := newStore(t, zkc, "a", "inst-a")
+	if err := a.PublishMember(ctx, member("a", "inst-a", "standby")); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.PublishMember(ctx, member("a", "inst-a", "leader")); err != nil {
+		t.Fatal(err)
+	}
+	ms, err := a.Members(ctx)
+	if err != nil || len(ms) != 1 || ms[0].State != "leader" {
+		t.Fatalf("Members = %+v, %v; want a as leader", ms, err)
+	}
+	owner := func() int64 {
+		_, st, err := session(t, ac).Get(ctx, testLayout.Member("a"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.EphemeralOwner
+	}
+	if got, want := owner(), session(t, ac).ID(); got != want {
+		t.Fatalf("member record owned by session %x, want ours %x", got, want)
+	}
+
+	// Another process with our node id: a duplicate, nothing written.
+	dup, _ := newStore(t, zkc, "a", "inst-other")
+	err = dup.PublishMember(ctx, member("a", "inst-other", "standby"))
+	var de *cluster.DuplicateIDError
+	if !errors.As(err, &de) || de.Instance != "inst-a" || de.Host != "host-a" {
+		t.Fatalf("PublishMember by a second process = %v, want a DuplicateIDError naming inst-a", err)
+	}
+
+	// Our own session expired: the record goes with it, and the next
+	// publish (on the new session) writes it again.
+	expire(t, zkc, ac)
+	if err := a.PublishMember(ctx, member("a", "inst-a", "standby")); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := owner(), session(t, ac).ID(); got != want {
+		t.Fatalf("after our session expired: record owned by %x, want our new session %x", got, want)
+	}
+
+	// An earlier session of this very process still holds it (same
+	// instance id, another live session): ours replaces it.
+	earlier, ec := newStore(t, zkc, "b", "inst-b")
+	if err := earlier.PublishMember(ctx, member("b", "inst-b", "standby")); err != nil {
+		t.Fatal(err)
+	}
+	later, lc := newStore(t, zkc, "b", "inst-b")
+	if err := later.PublishMember(ctx, member("b", "inst-b", "out")); err != nil {
+		t.Fatalf("replacing our own earlier session's record: %v", err)
+	}
+	_, st, err := session(t, lc).Get(ctx, testLayout.Member("b"))
+	if err != nil || st.EphemeralOwner != session(t, lc).ID() || st.EphemeralOwner == session(t, ec).ID() {
+		t.Fatalf("record of b: owner %x, %v; want the later session %x", st.EphemeralOwner, err, session(t, lc).ID())
+	}
+
+	// A persistent record (no live owner, written by hand) is replaced.
+	if _, _, err := session(t, ac).Create(ctx, testLayout.Member("c"), []byte(`{"node_id":"c","instance":"someone"}`), zk.Persistent); err != nil {
+		t.Fatal(err)
+	}
+	c, cc := newStore(t, zkc, "c", "inst-c")
+	if err := c.PublishMember(ctx, member("c", "inst-c", "standby")); err != nil {
+		t.Fatalf("replacing a persistent record: %v", err)
+	}
+	if _, st, _ := session(t, cc).Get(ctx, testLayout.Member("c")); st.EphemeralOwner != session(t, cc).ID() {
+		t.Fatalf("record of c owned by %x, want ephemeral of %x", st.EphemeralOwner, session(t, cc).ID())
+	}
+
+	// An unreadable record is listed as such, ordered by node id.
+	if _, _, err := session(t, ac).Create(ctx, testLayout.Member("0bad"), []byte("{"), zk.Persistent); err != nil {
+		t.Fatal(err)
+	}
+	ms, err = a.Members(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids, states []string
+	for _, m := range ms {
+		ids, states = append(ids, m.NodeID), append(states, m.State)
+	}
+	if want := []string{"0bad", "a", "b", "c"}; len(ids) != 4 || ids[0] != want[0] || ids[1] != want[1] || ids[3] != want[3] || states[0] != "unreadable" {
+		t.Fatalf("Members ids %v states %v, want %v with 0bad unreadable", ids, states, want)
+	}
+}
+
+// WatchMembers delivers the list at once and after every change of the
+// list or of a record, across an expiry of the watcher's own session.
+func TestWatchMembers(t *testing.T) {
+	zkc := zktest.Start(t, 1)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	w, wc := newStore(t, zkc, "", "")
+	got := make(chan []cluster.Member, 100)
+	done := make(chan error, 1)
+	go func() { done <- w.WatchMembers(ctx, func(ms []cluster.Member) { got <- ms }) }()
+	next := func(what string, ok func([]cluster.Member) bool) {
+		t.Helper()
+		timeout := time.After(20 * time.Second)
+		for {
+			select {
+			case ms := <-got:
+				if ok(ms) {
+					return
+				}
+			case <-timeout:
+				t.Fatalf("WatchMembers did not deliver %s", what)
+			}
+		}
+	}
+	next("the empty list", func(ms []cluster.Member) bool { return len(ms) == 0 })
+	a, _ := newStore(t, zkc, "a", "inst-a")
+	if err := a.PublishMember(ctx, member("a", "inst-a", "standby")); err != nil {
+		t.Fatal(err)
+	}
+	next("a standby", func(ms []cluster.Member) bool { return len(ms) == 1 && ms[0].State == "standby" })
+	if err := a.PublishMember(ctx, member("a", "inst-a", "leader")); err != nil {
+		t.Fatal(err)
+	}
+	next("a leader", func(ms []cluster.Member) bool { return len(ms) == 1 && ms[0].State == "leader" })
+
+	expire(t, zkc, wc)
+	b, _ := newStore(t, zkc, "b", "inst-b")
+	if err := b.PublishMember(ctx, member("b", "inst-b", "standby")); err != nil {
+		t.Fatal(err)
+	}
+	next("b, after the watcher's session expired", func(ms []cluster.Member) bool { return len(ms) == 2 })
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("WatchMembers returned %v, want context.Canceled", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("WatchMembers did not return when its context ended")
+	}
+}
+
+// The join checks: the first node records its mode, a node of the other
+// mode is refused, as is one that finds the other mode's znodes in the
+// election directory or an unreadable record.
+func TestCheckJoin(t *testing.T) {
+	zkc := zktest.Start(t, 1)
+	ctx := t.Context()
+	fair, fc := newStore(t, zkc, "a", "inst-a")
+	if err := fair.CheckJoin(ctx, ""); err != nil {
+		t.Fatalf("CheckJoin without a mode: %v", err)
+	}
+	if err := fair.CheckJoin(ctx, "fair"); err != nil {
+		t.Fatalf("first node: %v", err)
+	}
+	b, _, err := session(t, fc).Get(ctx, testLayout.Config())
+	if err != nil || string(b) != `{"election_mode":"fair"}` {
+		t.Fatalf("cluster record %q, %v", b, err)
+	}
+	if err := fair.CheckJoin(ctx, "fair"); err != nil {
+		t.Fatalf("same mode again: %v", err)
+	}
+	unfair, _ := newStore(t, zkc, "b", "inst-b")
+	var me *cluster.ModeMismatchError
+	if err := unfair.CheckJoin(ctx, "unfair"); !errors.As(err, &me) || me.Mode != "unfair" || me.Cluster != testLayout.Config() {
+		t.Fatalf("other mode: %v, want a ModeMismatchError", err)
+	}
+
+	// A candidate of the other mode in the election directory.
+	sess := session(t, fc)
+	if err := sess.EnsurePath(ctx, testLayout.ElectionDir()); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := sess.Create(ctx, testLayout.ElectionDir()+"/lock", nil, zk.Ephemeral); err != nil {
+		t.Fatal(err)
+	}
+	if err := fair.CheckJoin(ctx, "fair"); !errors.As(err, &me) {
+		t.Fatalf("fair node beside an unfair lock: %v, want a ModeMismatchError", err)
+	}
+	if err := sess.Delete(ctx, testLayout.ElectionDir()+"/lock", -1); err != nil {
+		t.Fatal(err)
+	}
+
+	// An unreadable record refuses everybody.
+	if _, err := sess.Set(ctx, testLayout.Config(), []byte("nonsense"), -1); err != nil {
+		t.Fatal(err)
+	}
+	fresh, _ := newStore(t, zkc, "c", "inst-c")
+	if err := fresh.CheckJoin(ctx, "fair"); !errors.As(err, &me) {
+		t.Fatalf("unreadable record: %v, want a ModeMismatchError", err)
+	}
+}
+
+// The failover request: an ephemeral of the requester's session, seen by a
+// watcher, withdrawn only by its own requester and id, gone with the
+// requester's session; the watch survives the watcher's session expiry.
+func TestFailoverRequestLifecycle(t *testing.T) {
+	zkc := zktest.Start(t, 1)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	w, wc := newStore(t, zkc, "w", "inst-w")
+	if err := session(t, wc).EnsurePath(ctx, testLayout.Dir()); err != nil {
+		t.Fatal(err)
+	}
+	seen := make(chan *cluster.FailoverRequest, 100)
+	go w.WatchFailover(ctx, func(r *cluster.FailoverRequest) { seen <- r })
+	next := func(what string, ok func(*cluster.FailoverRequest) bool) {
+		t.Helper()
+		timeout := time.After(20 * time.Second)
+		for {
+			select {
+			case r := <-seen:
+				if ok(r) {
+					return
+				}
+			case <-timeout:
+				t.Fatalf("WatchFailover did not deliver %s", what)
+			}
+		}
+	}
+	none := func(r *cluster.FailoverRequest) bool { return r == nil }
+	next("no request", none)
+
+	req, rc := newStore(t, zkc, "", "")
+	r1 := cluster.FailoverRequest{To: "b", TimeoutMS: 30000, ID: "r1", Deadline: time.Now().Add(30 * time.Second), By: "test"}
+	if err := req.RequestFailover(ctx, r1); err != nil {
+		t.Fatal(err)
+	}
+	next("r1", func(r *cluster.FailoverRequest) bool { return r != nil && r.ID == "r1" && r.To == "b" })
+	_, st, err := session(t, rc).Get(ctx, testLayout.Failover())
+	if err != nil || st.EphemeralOwner != session(t, rc).ID() {
+		t.Fatalf("request owned by %x, %v; want an ephemeral of the requester", st.EphemeralOwner, err)
+	}
+
+	// Withdraw: not by someone else, not for another id.
+	if err := w.WithdrawFailover(ctx, "r1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := req.WithdrawFailover(ctx, "other"); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _, _ := session(t, rc).Exists(ctx, testLayout.Failover()); !ok {
+		t.Fatal("the request was withdrawn by another session or for another id")
+	}
+	if err := req.WithdrawFailover(ctx, "r1"); err != nil {
+		t.Fatal(err)
+	}
+	next("the withdrawal", none)
+
+	// A new request replaces the one there; the watcher's session expires
+	// and its watch carries on.
+	if err := req.RequestFailover(ctx, r1); err != nil {
+		t.Fatal(err)
+	}
+	next("r1 again", func(r *cluster.FailoverRequest) bool { return r != nil && r.ID == "r1" })
+	r2 := r1
+	r2.ID, r2.To = "r2", "c"
+	if err := req.RequestFailover(ctx, r2); err != nil {
+		t.Fatal(err)
+	}
+	next("r2 replacing r1", func(r *cluster.FailoverRequest) bool { return r != nil && r.ID == "r2" && r.To == "c" })
+	expire(t, zkc, wc)
+	// The requester's session expires: its request goes with it, and the
+	// watcher (on its new session) sees that.
+	expire(t, zkc, rc)
+	next("the request gone with its requester's session", none)
+}
+
+// ExpireFailover deletes a (persistent, earlier-CLI) request only when it
+// is the one timed out and not done.
+func TestExpireFailover(t *testing.T) {
+	zkc := zktest.Start(t, 1)
+	ctx := t.Context()
+	s, c := newStore(t, zkc, "a", "inst-a")
+	sess := session(t, c)
+	if err := sess.EnsurePath(ctx, testLayout.Dir()); err != nil {
+		t.Fatal(err)
+	}
+	put := func(r cluster.FailoverRequest) {
+		t.Helper()
+		b, _ := json.Marshal(r)
+		_ = sess.Delete(ctx, testLayout.Failover(), -1)
+		if _, _, err := sess.Create(ctx, testLayout.Failover(), b, zk.Persistent); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exists := func() bool {
+		ok, _, err := sess.Exists(ctx, testLayout.Failover())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	if err := s.ExpireFailover(ctx, "r1"); err != nil {
+		t.Fatalf("nothing there: %v", err)
+	}
+	put(cluster.FailoverRequest{To: "b", TimeoutMS: 1000, ID: "r2"})
+	if err := s.ExpireFailover(ctx, "r1"); err != nil || !exists() {
+		t.Fatalf("another request was deleted (%v)", err)
+	}
+	put(cluster.FailoverRequest{To: "b", TimeoutMS: 1000, ID: "r1", Done: true, Epoch: 3})
+	if err := s.ExpireFailover(ctx, "r1"); err != nil || !exists() {
+		t.Fatalf("a done request was deleted (%v)", err)
+	}
+	put(cluster.FailoverRequest{To: "b", TimeoutMS: 1000, ID: "r1"})
+	if err := s.ExpireFailover(ctx, "r1"); err != nil || exists() {
+		t.Fatalf("the timed-out request is still there (%v)", err)
+	}
+	// Earlier CLIs wrote no ID: the key is target and deadline.
+	old := cluster.FailoverRequest{To: "b", Deadline: time.Now().Add(time.Minute)}
+	put(old)
+	if err := s.ExpireFailover(ctx, old.Key()); err != nil || exists() {
+		t.Fatalf("the timed-out request of an earlier version is still there (%v)", err)
+	}
+}
+
+// The breadcrumb outside a term (CLI, startup adoption), and the queue.
+func TestBreadcrumbReadClearAndQueue(t *testing.T) {
+	zkc := zktest.Start(t, 1)
+	ctx := t.Context()
+	s, c := newStore(t, zkc, "", "")
+	if _, v, err := s.ReadBreadcrumb(ctx); !errors.Is(err, breadcrumb.ErrAbsent) || v != -1 {
+		t.Fatalf("ReadBreadcrumb with none = %d, %v; want ErrAbsent", v, err)
+	}
+	if _, err := s.ReadBreadcrumbData(ctx); !errors.Is(err, breadcrumb.ErrAbsent) {
+		t.Fatalf("ReadBreadcrumbData with none: %v", err)
+	}
+	sess := session(t, c)
+	if err := sess.EnsurePath(ctx, testLayout.Dir()); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := sess.Create(ctx, testLayout.Breadcrumb(), []byte("garbage"), zk.Persistent); err != nil {
+		t.Fatal(err)
+	}
+	var ce *breadcrumb.CorruptError
+	if _, _, err := s.ReadBreadcrumb(ctx); !errors.As(err, &ce) {
+		t.Fatalf("ReadBreadcrumb of garbage: %v, want a CorruptError", err)
+	}
+	if b, err := s.ReadBreadcrumbData(ctx); err != nil || string(b) != "garbage" {
+		t.Fatalf("ReadBreadcrumbData = %q, %v", b, err)
+	}
+	if err := s.ClearBreadcrumb(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ClearBreadcrumb(ctx); err != nil {
+		t.Fatalf("clearing nothing: %v", err)
+	}
+	if _, _, err := s.ReadBreadcrumb(ctx); !errors.Is(err, breadcrumb.ErrAbsent) {
+		t.Fatalf("after clear: %v", err)
+	}
+	if q, err := s.Queue(ctx); err != nil || len(q) != 0 {
+		t.Fatalf("Queue without candidates = %v, %v", q, err)
+	}
+	if !s.Connected() {
+		t.Fatal("Connected is false with a live session")
+	}
+}
+
+// SessionChanged fires at a new session.
+func TestSessionChanged(t *testing.T) {
+	zkc := zktest.Start(t, 1)
+	s, c := newStore(t, zkc, "", "")
+	ch := s.SessionChanged()
+	session(t, c)
+	select {
+	case <-ch:
+	case <-time.After(20 * time.Second):
+		t.Fatal("SessionChanged did not fire for the first session")
+	}
+	ch = s.SessionChanged()
+	select {
+	case <-ch:
+		t.Fatal("SessionChanged fired without a new session")
+	case <-time.After(200 * time.Millisecond):
+	}
+	expire(t, zkc, c)
+	session(t, c)
+	select {
+	case <-ch:
+	case <-time.After(20 * time.Second):
+		t.Fatal("SessionChanged did not fire after the session expired and a new one began")
+	}
+}
+
+// elect campaigns for node id in the store's election and returns the
+// first term won; the campaign ends with the test.
+func elect(t *testing.T, s *Store, c *zk.Client, id string) *term {
+	t.Helper()
+	el, err := election.New(c, election.Config{Dir: s.Layout().ElectionDir(), NodeID: id, Mode: election.Fair})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	won := make(chan cluster.Term, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.Elector(el).Campaign(ctx, func(ctx context.Context, tm cluster.Term) {
+			select {
+			case won <- tm:
+			default:
+			}
+			<-ctx.Done()
+		})
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	select {
+	case tm := <-won:
+		return tm.(*term)
+	case <-time.After(30 * time.Second):
+		t.Fatal("not elected")
+	}
+	return nil
+}
+
+// A term's records: breadcrumb written under the term's guard, the
+// failover request read and completed, and Finish deleting breadcrumb and
+// election znode in one multi — or neither.
+func TestTermRecordsAndFinish(t *testing.T) {
+	zkc := zktest.Start(t, 1)
+	ctx := t.Context()
+	admin, ac := newStore(t, zkc, "", "")
+	adm := session(t, ac)
+	exists := func(p string) bool {
+		ok, _, err := adm.Exists(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	_ = admin
+	rec := func(tm *term) breadcrumb.Record {
+		return breadcrumb.Record{NodeID: "a", Host: "host-a", Epoch: tm.Epoch(), Since: time.Now().UTC()}
+	}
+
+	t.Run("both deleted", func(t *testing.T) {
+		s, c := newStore(t, zkc, "a", "inst-a")
+		tm := elect(t, s, c, "a")
+		if err := tm.Valid(); err != nil || tm.LeaseRemaining() <= 0 || tm.Timing().Lease <= 0 {
+			t.Fatalf("fresh term: Valid %v, lease remaining %v, timing %+v", err, tm.LeaseRemaining(), tm.Timing())
+		}
+		if _, v, err := tm.ReadBreadcrumb(ctx); !errors.Is(err, breadcrumb.ErrAbsent) || v != -1 {
+			t.Fatalf("ReadBreadcrumb = %d, %v", v, err)
+		}
+		v, err := tm.WriteBreadcrumb(ctx, rec(tm), -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err = tm.WriteBreadcrumb(ctx, rec(tm), v)
+		if err != nil || v != 1 {
+			t.Fatalf("rewrite = %d, %v; want version 1", v, err)
+		}
+		if got, gv, err := tm.ReadBreadcrumb(ctx); err != nil || gv != v || got.Epoch != tm.Epoch() {
+			t.Fatalf("ReadBreadcrumb = %+v@%d, %v", got, gv, err)
+		}
+		if err := tm.Finish(ctx, v); err != nil {
+			t.Fatal(err)
+		}
+		if exists(testLayout.Breadcrumb()) || exists(tm.l.Path) {
+			t.Fatal("Finish left the breadcrumb or the election znode")
+		}
+	})
+
+	t.Run("znode gone keeps the breadcrumb", func(t *testing.T) {
+		s, c := newStore(t, zkc, "a", "inst-a")
+		tm := elect(t, s, c, "a")
+		v, err := tm.WriteBreadcrumb(ctx, rec(tm), -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := adm.Delete(ctx, tm.l.Path, -1); err != nil { // an operator, say
+			t.Fatal(err)
+		}
+		if err := tm.Finish(ctx, v); !errors.Is(err, zk.ErrNoNode) {
+			t.Fatalf("Finish without our znode = %v, want ErrNoNode", err)
+		}
+		if !exists(testLayout.Breadcrumb()) {
+			t.Fatal("the breadcrumb was deleted although the term's znode was gone: the successor would not fence")
+		}
+		// A breadcrumb write of a term whose znode is gone fails too.
+		if _, err := tm.WriteBreadcrumb(ctx, rec(tm), v); err == nil {
+			t.Fatal("breadcrumb written without our election znode")
+		}
+		if err := adm.Delete(ctx, testLayout.Breadcrumb(), -1); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("wrong version keeps both", func(t *testing.T) {
+		s, c := newStore(t, zkc, "a", "inst-a")
+		tm := elect(t, s, c, "a")
+		v, err := tm.WriteBreadcrumb(ctx, rec(tm), -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tm.Finish(ctx, v+1); !errors.Is(err, zk.ErrBadVersion) {
+			t.Fatalf("Finish at a wrong version = %v, want ErrBadVersion", err)
+		}
+		if err := tm.Finish(ctx, -1); err == nil {
+			t.Fatal("Finish without a breadcrumb version deleted something")
+		}
+		if !exists(testLayout.Breadcrumb()) || !exists(tm.l.Path) {
+			t.Fatal("a failed Finish deleted the breadcrumb or the election znode")
+		}
+		if err := tm.Finish(ctx, v); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("failover request", func(t *testing.T) {
+		s, c := newStore(t, zkc, "a", "inst-a")
+		tm := elect(t, s, c, "a")
+		if r, err := tm.ReadFailover(ctx); r != nil || err != nil {
+			t.Fatalf("ReadFailover with none = %+v, %v", r, err)
+		}
+		if err := tm.CompleteFailover(ctx); err != nil {
+			t.Fatalf("CompleteFailover with none: %v", err)
+		}
+		put := func(r cluster.FailoverRequest) {
+			b, _ := json.Marshal(r)
+			_ = adm.Delete(ctx, testLayout.Failover(), -1)
+			if _, _, err := adm.Create(ctx, testLayout.Failover(), b, zk.Persistent); err != nil {
+				t.Fatal(err)
+			}
+		}
+		get := func() cluster.FailoverRequest {
+			b, _, err := adm.Get(ctx, testLayout.Failover())
+			if err != nil {
+				t.Fatal(err)
+			}
+			var r cluster.FailoverRequest
+			json.Unmarshal(b, &r)
+			return r
+		}
+		put(cluster.FailoverRequest{To: "b", TimeoutMS: 30000, ID: "r1"})
+		if r, err := tm.ReadFailover(ctx); err != nil || r == nil || r.To != "b" {
+			t.Fatalf("ReadFailover = %+v, %v; want the request to b", r, err)
+		}
+		if err := tm.CompleteFailover(ctx); err != nil || get().Done {
+			t.Fatalf("a request to another node was marked done (%v)", err)
+		}
+		put(cluster.FailoverRequest{To: "a", TimeoutMS: 30000, ID: "r2"})
+		if err := tm.CompleteFailover(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if r := get(); !r.Done || r.Epoch != tm.Epoch() || r.ID != "r2" {
+			t.Fatalf("after CompleteFailover: %+v, want done with epoch %d", r, tm.Epoch())
+		}
+		put(cluster.FailoverRequest{To: "a"})
+		if _, err := adm.Set(ctx, testLayout.Failover(), []byte("{"), -1); err != nil {
+			t.Fatal(err)
+		}
+		if r, err := tm.ReadFailover(ctx); r != nil || err != nil {
+			t.Fatalf("an unreadable request = %+v, %v; want none", r, err)
+		}
+	})
+}

@@ -1,0 +1,129 @@
+package zkcluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/failoverd/failoverd/breadcrumb"
+	"github.com/failoverd/failoverd/cluster"
+	"github.com/failoverd/failoverd/election"
+	"github.com/failoverd/failoverd/internal/lease"
+	"github.com/failoverd/failoverd/zk"
+)
+
+// Elector is the election as the controller sees it: terms are
+// cluster.Term values whose records live in the Store's layout.
+type Elector struct {
+	el *election.Elector
+	s  *Store
+}
+
+// Elector wraps el, which must campaign in s's layout
+// (election.Config.Dir = Layout().ElectionDir()).
+func (s *Store) Elector(el *election.Elector) *Elector { return &Elector{el: el, s: s} }
+
+// Campaign joins the election until ctx ends (see election.Elector.Run):
+// won runs once per term, its ctx ends when the term can no longer be
+// assumed, and context.Cause says why.
+func (e *Elector) Campaign(ctx context.Context, won func(ctx context.Context, t cluster.Term)) error {
+	return e.el.Run(ctx, func(ctx context.Context, l election.Leadership) {
+		won(ctx, &term{l: l, s: e.s})
+	})
+}
+
+// Refusal says why the elector stays out of the election (the lease does
+// not fit the negotiated session timeout), or nil.
+func (e *Elector) Refusal() error { return e.el.Refusal() }
+
+// term is one election.Leadership as a cluster.Term. Every write it makes
+// runs on the leadership's own session and is guarded by its election
+// znode, so a term that is over (session gone, znode deleted) writes
+// nothing.
+type term struct {
+	l election.Leadership
+	s *Store
+}
+
+var _ cluster.Term = (*term)(nil)
+
+func (t *term) Epoch() int64                  { return t.l.Epoch }
+func (t *term) Valid() error                  { return t.l.Valid() }
+func (t *term) LeaseRemaining() time.Duration { return t.l.LeaseRemaining() }
+func (t *term) Timing() lease.Timing          { return t.l.Timing }
+
+// guard is the term's proof of life for breadcrumb writes.
+func (t *term) guard() breadcrumb.Guard {
+	return breadcrumb.Guard{Session: t.l.Session, Election: t.l.Path}
+}
+
+func (t *term) ReadBreadcrumb(ctx context.Context) (breadcrumb.Record, int32, error) {
+	return breadcrumb.Read(ctx, t.l.Session, t.s.layout.Breadcrumb())
+}
+
+func (t *term) WriteBreadcrumb(ctx context.Context, r breadcrumb.Record, version int32) (int32, error) {
+	return breadcrumb.Write(ctx, t.guard(), t.s.layout.Breadcrumb(), r, version)
+}
+
+// ReadFailover reads the request on the term's own session: ZooKeeper's
+// per-session view is monotonic, so a winner that saw its predecessor's
+// znode go (deleted after the predecessor saw a request) sees the request
+// too. nil: none, or unreadable (which keeps nobody out).
+func (t *term) ReadFailover(ctx context.Context) (*cluster.FailoverRequest, error) {
+	path := t.s.layout.Failover()
+	data, _, err := t.l.Session.Get(ctx, path)
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the failover request %s: %w", path, err)
+	}
+	return decodeFailover(data), nil
+}
+
+// CompleteFailover marks a pending failover request to this node done
+// (with the term's epoch) once promoted, so the other nodes stop standing
+// aside: they are the candidates if we die now. The write is
+// version-checked: a request replaced meanwhile is left alone.
+func (t *term) CompleteFailover(ctx context.Context) error {
+	path := t.s.layout.Failover()
+	data, st, err := t.l.Session.Get(ctx, path)
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading the failover request %s: %w", path, err)
+	}
+	var req cluster.FailoverRequest
+	if json.Unmarshal(data, &req) != nil || req.To != t.l.NodeID || req.Done {
+		return nil
+	}
+	req.Done, req.Epoch = true, t.l.Epoch
+	b, _ := json.Marshal(req)
+	if _, err := t.l.Session.Set(ctx, path, b, st.Version); err != nil {
+		return fmt.Errorf("marking the failover request %s done: %w", path, err)
+	}
+	return nil
+}
+
+// Finish deletes the breadcrumb (at bcVersion, the version WriteBreadcrumb
+// returned) and the term's election znode in one multi: one quorum write
+// where a guarded breadcrumb delete followed by leaving the election took
+// two. If the znode is gone (the session expired, or it was deleted), the
+// multi fails as a whole and the breadcrumb stays, so the successor fences
+// this node; the same if the breadcrumb changed. The elector's own leave
+// then finds the znode gone, which it ignores.
+func (t *term) Finish(ctx context.Context, bcVersion int32) error {
+	if bcVersion < 0 {
+		return fmt.Errorf("finishing term %d: no breadcrumb version (%d): nothing of ours to delete", t.l.Epoch, bcVersion)
+	}
+	err := t.l.Session.Multi(ctx,
+		zk.DeleteOp{Path: t.s.layout.Breadcrumb(), Version: bcVersion},
+		zk.DeleteOp{Path: t.l.Path, Version: -1})
+	if err != nil {
+		return fmt.Errorf("finishing term %d (deleting the breadcrumb and %s): %w", t.l.Epoch, t.l.Path, err)
+	}
+	return nil
+}
