@@ -160,12 +160,16 @@ func (c *cluster) queueLen() int {
 	return len(kids)
 }
 
-// ready waits until one node leads and every other one waits in the
-// election queue, and returns the leader. The queue is the truth: a node
-// that stood aside (cede, manual failover) rejoins the queue when its time
-// is up but keeps reporting state "out" until its next state change.
+// ready waits until one node leads and every other one campaigns, and
+// returns the leader. In fair mode the queue is the truth: a node that stood
+// aside (cede, manual failover) rejoins the queue when its time is up but
+// may keep reporting state "out" for a moment. In unfair mode only the lock
+// holder has a znode, so every other node must report "standby" (a node
+// standing aside reports "out" until its cede ends), and the lock must be
+// there.
 func (c *cluster) ready(timeout time.Duration) *clustertest.Node {
 	c.b.Helper()
+	unfair := c.Opts.Mode == "unfair"
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
 		var leader *clustertest.Node
@@ -176,17 +180,26 @@ func (c *cluster) ready(timeout time.Duration) *clustertest.Node {
 			case !ok:
 			case s.State == controller.StateLeader:
 				leader = n
-			case s.State == controller.StateStandby || s.State == controller.StateOut:
+			case s.State == controller.StateStandby || (!unfair && s.State == controller.StateOut):
 				standbys++
 			}
 		}
-		if leader != nil && standbys == len(c.Nodes)-1 && c.queueLen() == len(c.Nodes) {
+		want := len(c.Nodes)
+		if unfair {
+			want = 1
+		}
+		if leader != nil && standbys == len(c.Nodes)-1 && c.queueLen() == want {
+			if unfair {
+				// A standby reports "standby" as soon as its cede is over;
+				// give its elector a moment to set its watch on the lock.
+				time.Sleep(100 * time.Millisecond)
+			}
 			return leader
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	c.DumpLogs()
-	c.b.Fatalf("cluster not ready (one leader, %d standbys in the queue) within %v", len(c.Nodes)-1, timeout)
+	c.b.Fatalf("cluster not ready (one leader, %d standbys campaigning) within %v", len(c.Nodes)-1, timeout)
 	return nil
 }
 

@@ -9,6 +9,7 @@ package bench
 
 import (
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"syscall"
@@ -52,21 +53,44 @@ var (
 	hooksCurl = hookKind{"hooks=bash+curl", nameGracefulCurl, func(*testing.B, *cluster) {}}
 )
 
+// gracefulSteps is the breakdown of a graceful handoff, in path order.
+var gracefulSteps = []string{stDemoteStart, stDemoteEnd, stBCDeleted, stZnodeGone, stCandidateWon, stElected, stLeaseReady, stBCWritten, stPromote}
+
 // BenchmarkGracefulHandoff: SIGTERM to the leader's failoverd until the
 // successor's promote hook starts; the stopped daemon is restarted between
 // runs. With trivial hooks that append their event line and nothing else
 // (compiled: the target case; bash), and with clustertest's bash+curl hooks
-// that really demote and promote the toy service.
+// that really demote and promote the toy service. On a 3-server ensemble
+// (BENCH_ZK=standalone: one server).
+//
+// Per run, the steps of the path (see timeline_test.go): the leaver's
+// demote hook (start, end), its breadcrumb delete and its election znode's
+// delete applied (watches of the benchmark's own session), the successor's
+// elector log lines ("candidate won", "elected", "lease ready" when it writes
+// them), its breadcrumb write applied (watch), its promote hook's start.
+// "failoverd share (hooks excluded)" is SIGTERM → promote hook start minus
+// the demote hook's own run (duration_seconds); with the compiled hooks,
+// every run is followed by one handoff of the bare recipe (recipe_test.go)
+// on the same ensemble, so both see the same machine load, and the ratio of
+// the two p50s is reported.
 func BenchmarkGracefulHandoff(b *testing.B) {
 	for _, hk := range []hookKind{hooksCompiled, hooksBash, hooksCurl} {
 		name := hk.name
 		b.Run(hk.sub, func(b *testing.B) {
-			c := startCluster(b, clustertest.Options{})
+			c := startCluster(b, handoffOptions("fair"))
 			hk.install(b, c)
+			var bare *bareRecipe
+			if hk.sub == hooksCompiled.sub {
+				bare = startBareRecipe(b, c.ZK.Addrs(), "/bare-go", len(c.Nodes))
+			}
 			n := runs("GRACEFUL", 30)
 			s := series{}
 			for i := 0; i < n; i++ {
 				old := c.ready(60 * time.Second)
+				w, err := c.watchHandoff(old.ID, false)
+				if err != nil {
+					b.Fatalf("run %d: setting the watches: %v", i, err)
+				}
 				t0 := time.Now()
 				old.Signal(syscall.SIGTERM)
 				p := c.waitEvent("promote", t0, 30*time.Second, others(c, old))
@@ -74,8 +98,12 @@ func BenchmarkGracefulHandoff(b *testing.B) {
 					b.Fatalf("run %d: %s did not exit after SIGTERM", i, old.ID)
 				}
 				next := c.Node(p.KV["node"])
-				s.add("total", p.At.Sub(t0))
+				total := p.At.Sub(t0)
+				s.add("total", total)
 				evs := c.Events()
+				tl := newTimeline(t0, w.stamps())
+				tl.fromLogs(evs, old, next)
+				tl.addTo(s)
 				if d, ok := findEvent(evs, "demote", t0, nodeIs(old)); ok {
 					// The bash+curl demote logs at its end, the trivial ones at their start.
 					s.add("sigterm_to_demote_event", d.At.Sub(t0))
@@ -86,6 +114,7 @@ func BenchmarkGracefulHandoff(b *testing.B) {
 				}
 				if d, ok := hookDuration(old, "demote", t0); ok {
 					s.add("demote_hook", d)
+					s.add("share", total-d)
 				}
 				if r, ok := firstLog(next, "running hook", t0, "hook", "promote"); ok {
 					s.add("sigterm_to_running_hook_log", r.At.Sub(t0))
@@ -94,7 +123,17 @@ func BenchmarkGracefulHandoff(b *testing.B) {
 					b.Logf("run %d: graceful handoff fenced (%v): the breadcrumb was not deleted", i, fa.KV)
 					s.add("fenced", 0)
 				}
+				if testing.Verbose() {
+					b.Logf("run %d: %s → %s: total %.1f ms: %s", i, old.ID, next.ID, ms(total), fmtTimeline(tl, gracefulSteps...))
+				}
 				old.Start()
+				if bare != nil {
+					d, err := bare.handoff()
+					if err != nil {
+						b.Fatalf("run %d: bare recipe: %v", i, err)
+					}
+					s.add("bare", d)
+				}
 			}
 			res := Result{Scenario: scGraceful, Name: name, Runs: len(s["total"])}
 			res.fill(s["total"])
@@ -107,33 +146,80 @@ func BenchmarkGracefulHandoff(b *testing.B) {
 				// handoff without the promote hook's own start.
 				"to_running_hook_log_p50_ms": s.p50ms("sigterm_to_running_hook_log"),
 			}
+			breakdown(s, res.Extra, gracefulSteps...)
 			if f := len(s["fenced"]); f > 0 {
 				res.Extra["runs_fenced"] = float64(f)
 			}
-			res.Notes = "breakdown from hook events and daemon logs (ms resolution)"
+			res.Notes = "offsets tNN_* from SIGTERM: hook events, daemon logs (ms), watches of our own session; " + zkDesc(c.ZK)
 			if hk.sub == hooksCompiled.sub {
 				_, lang := hookev(b)
 				res.Notes = "hookev in " + lang + "; " + res.Notes
 			}
 			record(b, res)
+			if bare == nil {
+				return
+			}
+			share := Result{Scenario: scGraceful, Name: nameGracefulShare, Runs: len(s["share"])}
+			share.fill(s["share"])
+			ref := Result{Scenario: scGraceful, Name: nameGracefulBare, Runs: len(s["bare"])}
+			ref.fill(s["bare"])
+			share.Extra = map[string]float64{"bare_recipe_p50_ms": ref.P50ms, "bare_recipe_p99_ms": ref.P99ms}
+			if ref.P50ms > 0 {
+				share.Extra["ratio_p50"] = share.P50ms / ref.P50ms
+				share.Extra["ratio_p99"] = share.P99ms / ref.P99ms
+			}
+			share.Notes = "SIGTERM → promote hook start minus the demote hook's run; compiled hooks; " + zkDesc(c.ZK)
+			ref.Notes = "Go recipe, N=3, one handoff after each failoverd run on the same ensemble"
+			record(b, share)
+			record(b, ref)
 		})
 	}
 }
 
+const (
+	nameGracefulShare = "failoverd share (hooks excluded), compiled hooks"
+	nameGracefulBare  = "bare recipe, same ensemble, interleaved"
+)
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// manualSteps is the breakdown of a manual failover, in path order.
+var manualSteps = []string{stRequestWritten, stDemoteStart, stDemoteEnd, stBCDeleted, stZnodeGone, stCandidateWon, stElected, stLeaseReady, stBCWritten, stPromote, stCLIExit}
+
 // BenchmarkManualFailover: `failoverd failover --to NODE` end to end, with
-// trivial (compiled) hooks. Reported: the CLI's wall time (it polls every
-// 50 ms), the CLI's start until the target's promote hook starts, and the
-// old leader's demote until then. Nodes that stood aside stay out until the
-// request's deadline (--timeout), so runs are spaced by it.
+// trivial (compiled) hooks, in fair and in unfair mode, on a 3-server
+// ensemble (BENCH_ZK=standalone: one server). Reported per mode: the CLI's
+// wall time (it polls every 50 ms), the CLI's start until the target's
+// promote hook starts, the old leader's demote until then, and the steps
+// between (request written, the leader's demote, its breadcrumb and
+// election znode deleted, the target's elector log lines, its breadcrumb
+// written, its promote, the CLI's exit), as offsets from the CLI's start.
+// Runs where a node other than the target was elected, or where anyone
+// fenced, are counted (a clean switchover needs neither). The CLI's
+// --timeout is BENCH_FAILOVER_TIMEOUT (20s); the next run starts once the
+// nodes that stood aside campaign again.
 func BenchmarkManualFailover(b *testing.B) {
-	c := startCluster(b, clustertest.Options{})
+	for _, mode := range []string{"fair", "unfair"} {
+		b.Run("mode="+mode, func(b *testing.B) { manualFailover(b, mode) })
+	}
+}
+
+func manualFailover(b *testing.B, mode string) {
+	c := startCluster(b, handoffOptions(mode))
 	hooksCompiled.install(b, c)
-	timeout := envDuration("BENCH_FAILOVER_TIMEOUT", 2*time.Second)
-	n := runs("MANUAL", 30)
+	timeout := envDuration("BENCH_FAILOVER_TIMEOUT", 20*time.Second)
+	n := runs("MANUAL", 20)
 	s := series{}
-	failed := 0
+	failed, thirdElected, fenced, slow := 0, 0, 0, 0
+	// BENCH_MANUAL_BACK_TO_BACK=1: the next run starts as soon as the CLI
+	// returned, as a script switching over in a loop would, instead of
+	// once every node campaigns again.
+	backToBack := os.Getenv("BENCH_MANUAL_BACK_TO_BACK") != ""
+	var old *clustertest.Node
 	for i := 0; i < n; i++ {
-		old := c.ready(60 * time.Second)
+		if !backToBack || old == nil {
+			old = c.ready(60 * time.Second)
+		}
 		var target *clustertest.Node
 		for j := 1; j < len(c.Nodes); j++ { // rotate the target
 			if cand := c.Nodes[(i+j)%len(c.Nodes)]; cand != old {
@@ -141,35 +227,67 @@ func BenchmarkManualFailover(b *testing.B) {
 				break
 			}
 		}
+		w, err := c.watchHandoff(old.ID, true)
+		if err != nil {
+			b.Fatalf("run %d: setting the watches: %v", i, err)
+		}
 		t0 := time.Now()
 		out, code := old.CLI("failover", "--to", target.ID, "--timeout", timeout.String())
 		wall := time.Since(t0)
+		stamps := w.stamps()
 		if code != 0 {
 			failed++
 			b.Logf("run %d: failover --to %s: exit %d: %s", i, target.ID, code, strings.TrimSpace(out))
-			time.Sleep(timeout)
 			continue
 		}
 		p := c.waitEvent("promote", t0, 30*time.Second, nodeIs(target))
 		s.add("cli_wall", wall)
 		s.add("cli_start_to_promote", p.At.Sub(t0))
-		if d, ok := findEvent(c.Events(), "demote", t0, nodeIs(old)); ok {
+		evs := c.Events()
+		if d, ok := findEvent(evs, "demote", t0, nodeIs(old)); ok {
 			s.add("demote_to_promote", p.At.Sub(d.At))
 		}
-		// Nodes that stood aside rejoin at the deadline.
-		time.Sleep(time.Until(t0.Add(timeout)))
+		tl := newTimeline(t0, stamps)
+		tl.fromLogs(evs, old, target)
+		tl.set(stCLIExit, t0.Add(wall))
+		tl.addTo(s)
+		var odd []string
+		for _, o := range c.Nodes {
+			if o == target {
+				continue
+			}
+			if l, ok := firstLog(o, "elected", t0); ok {
+				odd = append(odd, fmt.Sprintf("%s elected at +%.1f ms", o.ID, ms(l.At.Sub(t0))))
+			}
+		}
+		if len(odd) > 0 {
+			thirdElected++
+		}
+		if fa, ok := findEvent(evs, "fence_attempt", t0, nil); ok {
+			fenced++
+			odd = append(odd, fmt.Sprintf("fence attempt %v at +%.1f ms", fa.KV, ms(fa.At.Sub(t0))))
+		}
+		if wall > 3*time.Second {
+			slow++
+		}
+		if testing.Verbose() || len(odd) > 0 || wall > 3*time.Second {
+			b.Logf("run %d (%s): %s → %s: CLI %.1f ms: %s %s", i, mode, old.ID, target.ID, ms(wall), fmtTimeline(tl, manualSteps...), strings.Join(odd, "; "))
+		}
+		old = target
 	}
 	if len(s["cli_wall"]) == 0 {
 		b.Fatalf("every manual failover failed (%d runs)", n)
 	}
-	wall := Result{Scenario: scManual, Name: "failover --to: CLI wall time", Runs: len(s["cli_wall"])}
+	wall := Result{Scenario: scManual, Name: "failover --to (" + mode + "): CLI wall time", Runs: len(s["cli_wall"])}
 	wall.fill(s["cli_wall"])
-	wall.Notes = "CLI connects, reads members, writes the request, polls member status every 50ms"
+	wall.Extra = map[string]float64{"runs_other_node_elected": float64(thirdElected), "runs_fenced": float64(fenced), "runs_over_3s": float64(slow)}
 	if failed > 0 {
-		wall.Extra = map[string]float64{"failed_runs": float64(failed)}
+		wall.Extra["failed_runs"] = float64(failed)
 	}
+	breakdown(s, wall.Extra, manualSteps...)
+	wall.Notes = "CLI connects, reads members, writes the request, polls member status every 50ms; offsets tNN_* from the CLI's start; " + zkDesc(c.ZK)
 	record(b, wall)
-	prom := Result{Scenario: scManual, Name: "failover --to: CLI start → promote hook", Runs: len(s["cli_start_to_promote"])}
+	prom := Result{Scenario: scManual, Name: "failover --to (" + mode + "): CLI start → promote hook", Runs: len(s["cli_start_to_promote"])}
 	prom.fill(s["cli_start_to_promote"])
 	prom.Extra = map[string]float64{"old_demote_to_promote_p50_ms": s.p50ms("demote_to_promote"), "old_demote_to_promote_p99_ms": s.p99ms("demote_to_promote")}
 	_, lang := hookev(b)

@@ -65,6 +65,10 @@ type Options struct {
 	ZKTickTime    time.Duration
 	ZKSyncLimit   int
 	QuorumProxies bool
+	// TickTimeUnknown leaves zookeeper.tick_time out of the daemons'
+	// configs (the default config: the lease then assumes the longest tick
+	// the session timeout allows, and the renew interval grows with it).
+	TickTimeUnknown bool
 	// ZKServersOf, when set, gives a node only these ZooKeeper servers
 	// (indexes into ZK.Servers) instead of all of them: to pin a node to
 	// one server, for example.
@@ -316,7 +320,10 @@ func (n *Node) writeConfig(failoverd string) {
 		tick = zktest.TickTime
 	}
 	// The ensemble's real tickTime: the lease arithmetic relies on it.
-	fmt.Fprintf(&b, "zookeeper:\n  servers: [%s]\n  root: /failoverd\n  session_timeout: %s\n  tick_time: %s\n", strings.Join(servers, ", "), o.SessionTimeout, tick)
+	fmt.Fprintf(&b, "zookeeper:\n  servers: [%s]\n  root: /failoverd\n  session_timeout: %s\n", strings.Join(servers, ", "), o.SessionTimeout)
+	if !o.TickTimeUnknown {
+		fmt.Fprintf(&b, "  tick_time: %s\n", tick)
+	}
 	if o.Auth {
 		fmt.Fprintf(&b, "  auth:\n    scheme: digest\n    credentials_file: %s\n", filepath.Join(c.Dir, "zk.cred"))
 	}
