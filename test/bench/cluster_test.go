@@ -153,7 +153,7 @@ func (c *cluster) queueLen() int {
 	if err != nil {
 		return -1
 	}
-	kids, err := s.Children(ctx, controller.ElectionDir("/failoverd", "e2e"))
+	kids, err := s.Children(ctx, layout.ElectionDir())
 	if err != nil {
 		return -1
 	}
@@ -396,7 +396,7 @@ func (c *cluster) memberSession(n *clustertest.Node) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	ok, st, err := s.Exists(ctx, zk.Join(controller.MembersDir("/failoverd", "e2e"), n.ID))
+	ok, st, err := s.Exists(ctx, layout.Member(n.ID))
 	if err != nil {
 		return 0, err
 	}

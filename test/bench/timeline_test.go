@@ -20,8 +20,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/failoverd/failoverd/breadcrumb"
-	"github.com/failoverd/failoverd/controller"
+	fdcluster "github.com/failoverd/failoverd/cluster"
 	"github.com/failoverd/failoverd/test/clustertest"
 	"github.com/failoverd/failoverd/zk"
 )
@@ -41,6 +40,9 @@ const (
 	stPromote        = "promote_hook_start"      // the promote hook's event line
 	stCLIExit        = "cli_exit"                // failover CLI returned
 )
+
+// layout is clustertest's: root /failoverd, cluster e2e.
+var layout = fdcluster.Layout{Root: "/failoverd", Cluster: "e2e"}
 
 // zkWatcher stamps, from the benchmark's own session, the changes of a
 // handoff. Start it before acting; read it with stamps after.
@@ -77,7 +79,7 @@ func (c *cluster) watchHandoff(leader string, request bool) (*zkWatcher, error) 
 		cancel()
 		return nil, err
 	}
-	bc := breadcrumb.Path("/failoverd", "e2e")
+	bc := layout.Breadcrumb()
 	bcThere, bcCh, err := arm(bc)
 	if err != nil {
 		cancel()
@@ -85,7 +87,7 @@ func (c *cluster) watchHandoff(leader string, request bool) (*zkWatcher, error) 
 	}
 	var reqCh <-chan zk.Event
 	if request {
-		if _, reqCh, err = arm(controller.FailoverPath("/failoverd", "e2e")); err != nil {
+		if _, reqCh, err = arm(layout.Failover()); err != nil {
 			cancel()
 			return nil, err
 		}
@@ -157,7 +159,7 @@ func (w *zkWatcher) stamps() map[string]time.Time {
 // leaderZnode finds the election znode the node id holds: the unfair lock,
 // or its lowest fair-mode znode.
 func leaderZnode(ctx context.Context, s *zk.Session, id string) (string, error) {
-	dir := controller.ElectionDir("/failoverd", "e2e")
+	dir := layout.ElectionDir()
 	kids, err := s.Children(ctx, dir)
 	if err != nil {
 		return "", err
