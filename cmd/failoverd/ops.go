@@ -10,31 +10,30 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"slices"
 	"syscall"
 	"text/tabwriter"
 	"time"
 
 	"github.com/failoverd/failoverd/breadcrumb"
 	"github.com/failoverd/failoverd/cluster"
+	"github.com/failoverd/failoverd/cluster/zkcluster"
 	"github.com/failoverd/failoverd/config"
-	"github.com/failoverd/failoverd/controller"
-	"github.com/failoverd/failoverd/election"
 	"github.com/failoverd/failoverd/zk"
 )
 
 // clusterView is what status prints: the cluster as ZooKeeper sees it.
 type clusterView struct {
-	Cluster    string              `json:"cluster"`
-	Members    []controller.Status `json:"members"`
-	Breadcrumb *breadcrumb.Record  `json:"breadcrumb,omitempty"`
+	Cluster    string             `json:"cluster"`
+	Members    []cluster.Member   `json:"members"`
+	Breadcrumb *breadcrumb.Record `json:"breadcrumb,omitempty"`
 	// BreadcrumbError is set when the breadcrumb exists but is unreadable.
 	BreadcrumbError string   `json:"breadcrumb_error,omitempty"`
 	Queue           []string `json:"election_queue"`
 }
 
-// connect loads the config and opens a ZooKeeper session for a CLI command.
-func connect(path string, stderr io.Writer) (*config.Config, *zk.Client, *zk.Session, int) {
+// connect loads the config and opens a ZooKeeper session for a CLI command;
+// the commands read and write the cluster's records through the Store.
+func connect(path string, stderr io.Writer) (*config.Config, *zk.Client, *zkcluster.Store, int) {
 	cfg, err := config.Load(path)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
@@ -50,44 +49,36 @@ func connect(path string, stderr io.Writer) (*config.Config, *zk.Client, *zk.Ses
 		fmt.Fprintln(stderr, err)
 		return nil, nil, nil, exitUsage
 	}
+	store, err := zkcluster.New(zkcluster.Config{Layout: layoutOf(cfg)}, client)
+	if err != nil {
+		client.Close()
+		fmt.Fprintln(stderr, err)
+		return nil, nil, nil, exitUsage
+	}
 	ctx, cancel := withTimeout(10 * time.Second)
 	defer cancel()
-	sess, err := client.Session(ctx)
-	if err != nil {
+	if _, err := client.Session(ctx); err != nil {
 		client.Close()
 		fmt.Fprintf(stderr, "failoverd: cannot reach zookeeper %v: %v\n", cfg.ZooKeeper.Servers, err)
 		return nil, nil, nil, exitRuntime
 	}
-	return cfg, client, sess, -1
+	return cfg, client, store, -1
 }
 
-func readView(ctx context.Context, cfg *config.Config, sess *zk.Session) (clusterView, error) {
+func readView(ctx context.Context, cfg *config.Config, store *zkcluster.Store) (clusterView, error) {
 	v := clusterView{Cluster: cfg.Cluster}
-	dir := layoutOf(cfg).MembersDir()
-	ids, err := sess.Children(ctx, dir)
-	if err != nil && !errors.Is(err, zk.ErrNoNode) {
+	var err error
+	if v.Members, err = store.Members(ctx); err != nil {
 		return v, err
 	}
-	slices.Sort(ids)
-	for _, id := range ids {
-		b, _, err := sess.Get(ctx, zk.Join(dir, id))
-		if err != nil {
-			continue
-		}
-		var s controller.Status
-		if json.Unmarshal(b, &s) != nil {
-			s = controller.Status{NodeID: id, State: "unreadable"}
-		}
-		v.Members = append(v.Members, s)
-	}
-	rec, _, err := breadcrumb.Read(ctx, sess, layoutOf(cfg).Breadcrumb())
+	rec, _, err := store.ReadBreadcrumb(ctx)
 	switch {
 	case err == nil:
 		v.Breadcrumb = &rec
 	case !errors.Is(err, breadcrumb.ErrAbsent):
 		v.BreadcrumbError = err.Error()
 	}
-	v.Queue, err = election.Queue(ctx, sess, layoutOf(cfg).ElectionDir())
+	v.Queue, err = store.Queue(ctx)
 	return v, err
 }
 
@@ -97,14 +88,14 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 	if code := f.parse(args); code >= 0 {
 		return code
 	}
-	cfg, client, sess, code := connect(f.config, stderr)
+	cfg, client, store, code := connect(f.config, stderr)
 	if code >= 0 {
 		return code
 	}
 	defer client.Close()
 	ctx, cancel := withTimeout(10 * time.Second)
 	defer cancel()
-	v, err := readView(ctx, cfg, sess)
+	v, err := readView(ctx, cfg, store)
 	if err != nil {
 		fmt.Fprintln(stderr, "failoverd: reading cluster state:", err)
 		return exitRuntime
@@ -148,24 +139,24 @@ func cmdBreadcrumb(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "failoverd breadcrumb: want 'show' or 'clear'")
 		return exitUsage
 	}
-	cfg, client, sess, code := connect(f.config, stderr)
+	cfg, client, store, code := connect(f.config, stderr)
 	if code >= 0 {
 		return code
 	}
 	defer client.Close()
 	ctx, cancel := withTimeout(10 * time.Second)
 	defer cancel()
-	path := layoutOf(cfg).Breadcrumb()
 	if action == "clear" {
-		if err := breadcrumb.Clear(ctx, sess, path); err != nil {
+		if err := store.ClearBreadcrumb(ctx); err != nil {
 			fmt.Fprintln(stderr, err)
 			return exitRuntime
 		}
-		fmt.Fprintf(stdout, "breadcrumb %s cleared\n", path)
+		fmt.Fprintf(stdout, "breadcrumb %s cleared\n", layoutOf(cfg).Breadcrumb())
 		return exitOK
 	}
-	data, _, err := sess.Get(ctx, path)
-	if errors.Is(err, zk.ErrNoNode) {
+	// The raw data, so that an operator sees what an unreadable one holds.
+	data, err := store.ReadBreadcrumbData(ctx)
+	if errors.Is(err, breadcrumb.ErrAbsent) {
 		fmt.Fprintln(stdout, "no breadcrumb")
 		return exitOK
 	}
@@ -196,7 +187,7 @@ func cmdFailover(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "failoverd failover: --timeout must be > 0 and <= %s, got %s\n", cluster.MaxFailoverTimeout, *timeout)
 		return exitUsage
 	}
-	cfg, client, sess, code := connect(f.config, stderr)
+	cfg, client, store, code := connect(f.config, stderr)
 	if code >= 0 {
 		return code
 	}
@@ -207,12 +198,12 @@ func cmdFailover(args []string, stdout, stderr io.Writer) int {
 	ctx, cancel := context.WithTimeout(sigCtx, *timeout+10*time.Second)
 	defer cancel()
 
-	v, err := readView(ctx, cfg, sess)
+	v, err := readView(ctx, cfg, store)
 	if err != nil {
 		fmt.Fprintln(stderr, "failoverd: reading cluster state:", err)
 		return exitRuntime
 	}
-	var target *controller.Status
+	var target *cluster.Member
 	for i := range v.Members {
 		if v.Members[i].NodeID == *to {
 			target = &v.Members[i]
@@ -222,7 +213,7 @@ func cmdFailover(args []string, stdout, stderr io.Writer) int {
 	case target == nil:
 		fmt.Fprintf(stderr, "failoverd failover: %q is not a member of cluster %s (members: %s)\n", *to, cfg.Cluster, memberIDs(v))
 		return exitRuntime
-	case target.State == controller.StateLeader:
+	case target.State == cluster.StateLeader:
 		fmt.Fprintf(stdout, "%s is already the leader (epoch %d)\n", *to, target.Epoch)
 		return exitOK
 	case target.Health != "healthy":
@@ -237,67 +228,41 @@ func cmdFailover(args []string, stdout, stderr io.Writer) int {
 		To: *to, Deadline: start.Add(*timeout), TimeoutMS: timeout.Milliseconds(),
 		ID: hex.EncodeToString(id[:]), By: "failoverd failover",
 	}
-	path := layoutOf(cfg).Failover()
-	if err := writeFailoverRequest(ctx, sess, path, req); err != nil {
-		fmt.Fprintln(stderr, "failoverd: writing the failover request:", err)
+	// The request is an ephemeral of our session (see
+	// zkcluster.Store.RequestFailover): it lives only while we wait.
+	if err := store.RequestFailover(ctx, req); err != nil {
+		fmt.Fprintln(stderr, "failoverd:", err)
 		return exitRuntime
 	}
-	defer withdrawFailoverRequest(sess, path)
+	defer func() {
+		ctx, cancel := withTimeout(5 * time.Second)
+		defer cancel()
+		_ = store.WithdrawFailover(ctx, req.Key())
+	}()
 	fmt.Fprintf(stdout, "failover to %s requested (timeout %v)\n", *to, *timeout)
 
-	for time.Now().Before(req.Deadline) {
-		if sigCtx.Err() != nil {
-			fmt.Fprintf(stderr, "failoverd failover: interrupted; request withdrawn, the other nodes rejoin the election now\n")
-			return exitRuntime
-		}
-		v, err := readView(ctx, cfg, sess)
-		if err == nil {
-			for _, m := range v.Members {
-				if m.NodeID == *to && m.State == controller.StateLeader {
-					fmt.Fprintf(stdout, "%s is the leader (epoch %d) after %v\n", *to, m.Epoch, time.Since(start).Round(time.Millisecond))
-					return exitOK
-				}
+	// Watch the member records until the target publishes that it leads.
+	wait, stopWaiting := context.WithTimeout(sigCtx, *timeout)
+	defer stopWaiting()
+	var epoch int64
+	_ = store.WatchMembers(wait, func(ms []cluster.Member) {
+		for _, m := range ms {
+			if m.NodeID == *to && m.State == cluster.StateLeader {
+				epoch = m.Epoch
+				stopWaiting()
 			}
 		}
-		time.Sleep(50 * time.Millisecond)
+	})
+	switch {
+	case epoch != 0:
+		fmt.Fprintf(stdout, "%s is the leader (epoch %d) after %v\n", *to, epoch, time.Since(start).Round(time.Millisecond))
+		return exitOK
+	case sigCtx.Err() != nil:
+		fmt.Fprintf(stderr, "failoverd failover: interrupted; request withdrawn, the other nodes rejoin the election now\n")
+		return exitRuntime
 	}
 	fmt.Fprintf(stderr, "failoverd failover: %s did not take over within %v; the other nodes rejoin the election now, so the cluster still ends with a leader\n", *to, *timeout)
 	return exitRuntime
-}
-
-// writeFailoverRequest replaces whatever request is there (an earlier
-// one's requester gave up on it) with req, as an EPHEMERAL znode of our
-// session: the request lives only while we wait for its outcome. If this
-// process dies (kill -9, a crash, a lost connection), ZooKeeper deletes it
-// when our session expires, and the nodes standing aside for it rejoin the
-// election; a node that restarts never finds a request whose requester is
-// gone, so no node stands aside longer than our wait plus one session
-// timeout. (Requests of earlier CLIs are persistent: the nodes delete one
-// that is not done by its timeout, see controller.watchFailover.)
-func writeFailoverRequest(ctx context.Context, sess *zk.Session, path string, req cluster.FailoverRequest) error {
-	data, _ := json.Marshal(req)
-	for attempt := 0; ; attempt++ {
-		if err := sess.Delete(ctx, path, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
-			return err
-		}
-		_, _, err := sess.Create(ctx, path, data, zk.Ephemeral)
-		if errors.Is(err, zk.ErrNodeExists) && attempt < 3 {
-			continue // another requester was faster: ours replaces it
-		}
-		return err
-	}
-}
-
-// withdrawFailoverRequest deletes our request, and only ours: another
-// requester may have replaced it meanwhile.
-func withdrawFailoverRequest(sess *zk.Session, path string) {
-	ctx, cancel := withTimeout(5 * time.Second)
-	defer cancel()
-	_, st, err := sess.Get(ctx, path)
-	if err != nil || st.EphemeralOwner != sess.ID() {
-		return
-	}
-	_ = sess.Delete(ctx, path, st.Version)
 }
 
 func memberIDs(v clusterView) string {
