@@ -192,56 +192,88 @@ func (s *Store) Members(ctx context.Context) ([]cluster.Member, error) {
 	if err != nil {
 		return nil, err
 	}
-	ms, _, err := s.members(ctx, sess, false)
-	return ms, err
+	return s.members(ctx, sess, nil)
 }
 
-// members reads the member records; with watch, it also returns a channel
-// that fires once at the first change of the list or of any record.
-func (s *Store) members(ctx context.Context, sess *zk.Session, watch bool) ([]cluster.Member, []<-chan zk.Event, error) {
+// watchSet holds the one-shot watches armed on one session: one per znode
+// and kind, re-armed only after it fired, so that a long watch does not
+// pile up watches on records that do not change.
+type watchSet struct {
+	ctx   context.Context // ends with the session's round: stops the forwarders
+	armed map[string]bool
+	fired chan string
+}
+
+func newWatchSet(ctx context.Context) *watchSet {
+	return &watchSet{ctx: ctx, armed: map[string]bool{}, fired: make(chan string, 16)}
+}
+
+// arm records that key's watch ch is armed and forwards its event.
+func (w *watchSet) arm(key string, ch <-chan zk.Event) {
+	w.armed[key] = true
+	go func() {
+		select {
+		case <-ch:
+			select {
+			case w.fired <- key:
+			case <-w.ctx.Done():
+			}
+		case <-w.ctx.Done():
+		}
+	}()
+}
+
+// members reads the member records. With w, it arms the watches w does
+// not hold yet: on the list (or, with no directory yet, on its creation)
+// and on every record.
+func (s *Store) members(ctx context.Context, sess *zk.Session, w *watchSet) ([]cluster.Member, error) {
 	dir := s.layout.MembersDir()
 	var ids []string
-	var watches []<-chan zk.Event
 	var err error
-	if watch {
+	if w == nil || w.armed["children"] {
+		ids, err = sess.Children(ctx, dir)
+	} else {
 		var ch <-chan zk.Event
 		ids, ch, err = sess.ChildrenW(ctx, dir)
-		if errors.Is(err, zk.ErrNoNode) {
-			// No member yet: wait for the directory instead.
+		if err == nil {
+			w.arm("children", ch)
+		}
+	}
+	if errors.Is(err, zk.ErrNoNode) {
+		err = nil
+		if w != nil && !w.armed["exists"] {
+			// No member yet: watch for the directory's creation.
 			var ok bool
+			var ch <-chan zk.Event
 			ok, _, ch, err = sess.ExistsW(ctx, dir)
-			if err == nil && ok {
-				return s.members(ctx, sess, watch) // created meanwhile
+			if err == nil {
+				w.arm("exists", ch)
 			}
-		}
-		if ch != nil {
-			watches = append(watches, ch)
-		}
-	} else {
-		ids, err = sess.Children(ctx, dir)
-		if errors.Is(err, zk.ErrNoNode) {
-			err = nil
+			if err == nil && ok {
+				return s.members(ctx, sess, w) // created meanwhile
+			}
 		}
 	}
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	slices.Sort(ids)
 	var out []cluster.Member
 	for _, id := range ids {
 		var b []byte
-		var ch <-chan zk.Event
 		var err error
-		if watch {
-			b, _, ch, err = sess.GetW(ctx, s.layout.Member(id))
-		} else {
+		key := "data:" + id
+		if w == nil || w.armed[key] {
 			b, _, err = sess.Get(ctx, s.layout.Member(id))
+		} else {
+			var ch <-chan zk.Event
+			b, _, ch, err = sess.GetW(ctx, s.layout.Member(id))
+			if err == nil {
+				w.arm(key, ch)
+			}
 		}
 		if err != nil {
 			continue // gone meanwhile (the list watch fires)
-		}
-		if ch != nil {
-			watches = append(watches, ch)
 		}
 		var m cluster.Member
 		if json.Unmarshal(b, &m) != nil {
@@ -249,13 +281,13 @@ func (s *Store) members(ctx context.Context, sess *zk.Session, watch bool) ([]cl
 		}
 		out = append(out, m)
 	}
-	return out, watches, nil
+	return out, nil
 }
 
 // WatchMembers calls fn with the member records (as Members lists them)
 // now and after every change, until ctx ends; it returns ctx's error. It
 // follows the client to new sessions; read failures are retried and do not
-// reach fn.
+// reach fn. Consecutive equal lists are delivered once.
 func (s *Store) WatchMembers(ctx context.Context, fn func([]cluster.Member)) error {
 	var last []cluster.Member
 	first := true
@@ -265,42 +297,48 @@ func (s *Store) WatchMembers(ctx context.Context, fn func([]cluster.Member)) err
 			sleepCtx(ctx, 500*time.Millisecond)
 			continue
 		}
-		ms, watches, err := s.members(ctx, sess, true)
-		if err != nil {
-			sleepCtx(ctx, 500*time.Millisecond)
-			continue
+		// Watches belong to a session: a new session starts a new set.
+		sctx, stop := context.WithCancel(ctx)
+		w := newWatchSet(sctx)
+		for sctx.Err() == nil {
+			ms, err := s.members(ctx, sess, w)
+			if err != nil {
+				select {
+				case <-sess.Done():
+					stop()
+				default:
+					sleepCtx(ctx, 500*time.Millisecond)
+				}
+				continue
+			}
+			if first || !slices.Equal(ms, last) {
+				first, last = false, ms
+				fn(ms)
+			}
+			select {
+			case key := <-w.fired:
+				delete(w.armed, key)
+				w.drain()
+			case <-sess.Done():
+				stop()
+			case <-ctx.Done():
+			}
 		}
-		if first || !slices.Equal(ms, last) {
-			first, last = false, ms
-			fn(ms)
-		}
-		waitAny(ctx, sess, watches)
+		stop()
 	}
 	return ctx.Err()
 }
 
-// waitAny returns when one of the watches fires, the session ends or ctx
-// ends.
-func waitAny(ctx context.Context, sess *zk.Session, watches []<-chan zk.Event) {
-	fired := make(chan struct{}, 1)
-	done := make(chan struct{})
-	defer close(done)
-	for _, w := range watches {
-		go func() {
-			select {
-			case <-w:
-				select {
-				case fired <- struct{}{}:
-				default:
-				}
-			case <-done:
-			}
-		}()
-	}
-	select {
-	case <-fired:
-	case <-sess.Done():
-	case <-ctx.Done():
+// drain forgets every watch that fired meanwhile: they are re-armed on
+// the next read.
+func (w *watchSet) drain() {
+	for {
+		select {
+		case key := <-w.fired:
+			delete(w.armed, key)
+		default:
+			return
+		}
 	}
 }
 

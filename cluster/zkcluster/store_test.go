@@ -191,7 +191,7 @@ func TestWatchMembers(t *testing.T) {
 		}
 	}
 	next("the empty list", func(ms []cluster.Member) bool { return len(ms) == 0 })
-	a, _ := newStore(t, zkc, "a", "inst-a")
+	a, ac := newStore(t, zkc, "a", "inst-a")
 	if err := a.PublishMember(ctx, member("a", "inst-a", "standby")); err != nil {
 		t.Fatal(err)
 	}
@@ -207,6 +207,9 @@ func TestWatchMembers(t *testing.T) {
 		t.Fatal(err)
 	}
 	next("b, after the watcher's session expired", func(ms []cluster.Member) bool { return len(ms) == 2 })
+	// a's session ends: its record goes, and so does it from the list.
+	expire(t, zkc, ac)
+	next("a gone with its session", func(ms []cluster.Member) bool { return len(ms) == 1 && ms[0].NodeID == "b" })
 	cancel()
 	select {
 	case err := <-done:
