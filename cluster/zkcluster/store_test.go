@@ -636,3 +636,22 @@ func TestTermRecordsAndFinish(t *testing.T) {
 		}
 	})
 }
+
+// The controller's consumer interfaces (design for issue 11, §3) as the
+// Store and the Elector must satisfy them; the controller declares its own
+// copies, these catch a drift here first.
+var (
+	_ interface {
+		PublishMember(ctx context.Context, m cluster.Member) error
+		CheckJoin(ctx context.Context, mode string) error
+		WatchFailover(ctx context.Context, fn func(*cluster.FailoverRequest)) error
+		ExpireFailover(ctx context.Context, id string) error
+		ReadBreadcrumb(ctx context.Context) (breadcrumb.Record, int32, error)
+		SessionChanged() <-chan struct{}
+		Connected() bool
+	} = (*Store)(nil)
+	_ interface {
+		Campaign(ctx context.Context, won func(ctx context.Context, t cluster.Term)) error
+		Refusal() error
+	} = (*Elector)(nil)
+)
