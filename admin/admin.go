@@ -24,7 +24,7 @@
 // challenge. Refusals carry {"error": "..."}. The token is compared in
 // constant time and never logged; every call, refused or not, is logged. Read endpoints are open: bind the API to
 // loopback or a management network. Across hosts, serve it over HTTPS
-// (WithTLS): peers' rpc fencing sends the token over plain HTTP only to
+// (Config.TLS): peers' rpc fencing sends the token over plain HTTP only to
 // loopback addresses.
 package admin
 
@@ -87,13 +87,10 @@ type api struct {
 	logger *slog.Logger
 }
 
-// NewHandler returns the admin API for n. reg is served on /metrics. An
-// empty token disables the mutating endpoints. A nil logger discards.
-func NewHandler(n Node, reg prometheus.Gatherer, token string, logger *slog.Logger) http.Handler {
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	a := &api{node: n, token: token, logger: logger.With("component", "admin")}
+// newHandler returns the admin API for n. reg is served on /metrics. An
+// empty token disables the mutating endpoints.
+func newHandler(n Node, reg prometheus.Gatherer, token string, logger *slog.Logger) http.Handler {
+	a := &api{node: n, token: token, logger: logger}
 
 	mux := http.NewServeMux()
 	// "GET " patterns also match HEAD, and the mux answers other methods

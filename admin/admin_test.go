@@ -20,6 +20,7 @@ import (
 	"github.com/failoverd/failoverd/adminapi"
 	"github.com/failoverd/failoverd/controller"
 	"github.com/failoverd/failoverd/fencer"
+	"github.com/failoverd/failoverd/internal/secret"
 	"github.com/failoverd/failoverd/metrics"
 )
 
@@ -79,6 +80,16 @@ func withState(state controller.State, health string) controller.Status {
 	return s
 }
 
+// newHandler is the admin API of n, built as the daemon builds it.
+func newHandler(t *testing.T, n admin.Node, reg prometheus.Gatherer, token string, logger *slog.Logger) http.Handler {
+	t.Helper()
+	s, err := admin.New(admin.Config{Listen: "127.0.0.1:0", Token: secret.Secret(token)}, admin.Deps{Node: n, Gatherer: reg, Logger: logger})
+	if err != nil {
+		t.Fatalf("admin.New: %v", err)
+	}
+	return s.Handler()
+}
+
 // do serves one request and returns the recorded response.
 func do(t *testing.T, h http.Handler, method, target, auth string) *httptest.ResponseRecorder {
 	t.Helper()
@@ -129,7 +140,7 @@ func TestReadEndpoints(t *testing.T) {
 		{"unknown path", leaderStatus(), "GET", "/v1/nope", 404, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := admin.NewHandler(&fakeNode{status: tc.status}, prometheus.NewRegistry(), testToken, nil)
+			h := newHandler(t, &fakeNode{status: tc.status}, prometheus.NewRegistry(), testToken, nil)
 			rec := do(t, h, tc.method, tc.path, "")
 			if rec.Code != tc.wantCode {
 				t.Fatalf("%s %s = %d, want %d; body %q", tc.method, tc.path, rec.Code, tc.wantCode, rec.Body)
@@ -146,7 +157,7 @@ func TestReadEndpoints(t *testing.T) {
 
 func TestStatusJSON(t *testing.T) {
 	want := leaderStatus()
-	h := admin.NewHandler(&fakeNode{status: want}, prometheus.NewRegistry(), "", nil)
+	h := newHandler(t, &fakeNode{status: want}, prometheus.NewRegistry(), "", nil)
 	rec := do(t, h, "GET", "/v1/status", "")
 	if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
 		t.Errorf("Content-Type = %q, want application/json", ct)
@@ -157,7 +168,7 @@ func TestStatusJSON(t *testing.T) {
 }
 
 func TestRoleAnswer(t *testing.T) {
-	h := admin.NewHandler(&fakeNode{status: leaderStatus()}, prometheus.NewRegistry(), "", nil)
+	h := newHandler(t, &fakeNode{status: leaderStatus()}, prometheus.NewRegistry(), "", nil)
 	got := decode[adminapi.RoleAnswer](t, do(t, h, "GET", "/leader", ""))
 	want := adminapi.RoleAnswer{NodeID: "node-a", State: "leader", Health: "healthy", Epoch: 42}
 	if got != want {
@@ -167,10 +178,11 @@ func TestRoleAnswer(t *testing.T) {
 
 func TestMetricsEndpoint(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	m := metrics.New(reg, "1.2.3", leaderStatus)
+	m := metrics.New(reg, "1.2.3")
+	reg.MustRegister(metrics.StatusCollector(leaderStatus))
 	m.Leader(true, 42)
 	m.FenceAttempt("rpc", "success", time.Second)
-	h := admin.NewHandler(&fakeNode{status: leaderStatus()}, reg, "", nil)
+	h := newHandler(t, &fakeNode{status: leaderStatus()}, reg, "", nil)
 
 	rec := do(t, h, "GET", "/metrics", "")
 	if rec.Code != 200 {
@@ -227,7 +239,7 @@ func TestMutatingRefusals(t *testing.T) {
 		} {
 			t.Run(path+"/"+tc.name, func(t *testing.T) {
 				n := &fakeNode{status: leaderStatus(), demoteResp: adminapi.DemoteResponse{Demoted: true, NodeID: "node-a", Epoch: 42}}
-				h := admin.NewHandler(n, prometheus.NewRegistry(), tc.token, nil)
+				h := newHandler(t, n, prometheus.NewRegistry(), tc.token, nil)
 				rec := do(t, h, tc.method, path, tc.auth)
 				if rec.Code != tc.wantCode {
 					t.Errorf("%s %s = %d, want %d; body %q", tc.method, path, rec.Code, tc.wantCode, rec.Body)
@@ -282,7 +294,7 @@ func TestDemote(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := admin.NewHandler(tc.node, prometheus.NewRegistry(), testToken, nil)
+			h := newHandler(t, tc.node, prometheus.NewRegistry(), testToken, nil)
 			req := httptest.NewRequestWithContext(t.Context(), "POST", "/v1/demote", strings.NewReader(tc.body))
 			req.Header.Set("Authorization", "Bearer "+testToken)
 			rec := httptest.NewRecorder()
@@ -328,7 +340,7 @@ func TestDemoteRequestBody(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			n := &fakeNode{status: leaderStatus(), demoteErr: tc.nodeErr,
 				demoteResp: adminapi.DemoteResponse{Demoted: tc.nodeErr == nil, NodeID: "node-a", Epoch: 42}}
-			h := admin.NewHandler(n, prometheus.NewRegistry(), testToken, nil)
+			h := newHandler(t, n, prometheus.NewRegistry(), testToken, nil)
 			req := httptest.NewRequestWithContext(t.Context(), "POST", adminapi.DemotePath, strings.NewReader(tc.body))
 			req.Header.Set("Authorization", "Bearer "+testToken)
 			rec := httptest.NewRecorder()
@@ -368,9 +380,9 @@ func TestRPCFenceReachingTheWrongDaemonDemotesNobody(t *testing.T) {
 			st := leaderStatus()
 			st.NodeID = tc.self
 			n := &fakeNode{status: st, demoteResp: adminapi.DemoteResponse{Demoted: true, NodeID: tc.self, Epoch: 9}}
-			srv := httptest.NewServer(admin.NewHandler(n, prometheus.NewRegistry(), testToken, nil))
+			srv := httptest.NewServer(newHandler(t, n, prometheus.NewRegistry(), testToken, nil))
 			t.Cleanup(srv.Close)
-			f, err := fencer.NewRPC(fencer.RPCConfig{Token: testToken, Timeout: 5 * time.Second, From: tc.from}, nil)
+			f, err := fencer.NewRPC(fencer.RPCConfig{Token: testToken, Timeout: 5 * time.Second, From: tc.from}, fencer.Deps{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -388,9 +400,9 @@ func TestRPCFenceReachingTheWrongDaemonDemotesNobody(t *testing.T) {
 // TestDemoteByRPCFencer checks the admin API against its real client.
 func TestDemoteByRPCFencer(t *testing.T) {
 	n := &fakeNode{demoteResp: adminapi.DemoteResponse{Demoted: true, NodeID: "node-a", Epoch: 42}}
-	srv := httptest.NewServer(admin.NewHandler(n, prometheus.NewRegistry(), testToken, nil))
+	srv := httptest.NewServer(newHandler(t, n, prometheus.NewRegistry(), testToken, nil))
 	defer srv.Close()
-	rpc, err := fencer.NewRPC(fencer.RPCConfig{Token: testToken, From: "node-b"}, nil)
+	rpc, err := fencer.NewRPC(fencer.RPCConfig{Token: testToken, From: "node-b"}, fencer.Deps{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -425,7 +437,7 @@ func TestCede(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := &fakeNode{status: leaderStatus(), cedeErr: tc.cedeErr}
-			h := admin.NewHandler(n, prometheus.NewRegistry(), testToken, nil)
+			h := newHandler(t, n, prometheus.NewRegistry(), testToken, nil)
 			rec := do(t, h, "POST", "/v1/cede"+tc.query, "Bearer "+testToken)
 			if rec.Code != tc.wantCode {
 				t.Fatalf("POST /v1/cede%s = %d, want %d; body %q", tc.query, rec.Code, tc.wantCode, rec.Body)
@@ -457,7 +469,7 @@ func TestMutationLog(t *testing.T) {
 	var buf bytes.Buffer
 	logger := slog.New(slog.NewJSONHandler(&buf, nil))
 	n := &fakeNode{status: leaderStatus(), demoteResp: adminapi.DemoteResponse{Demoted: true}}
-	h := admin.NewHandler(n, prometheus.NewRegistry(), testToken, logger)
+	h := newHandler(t, n, prometheus.NewRegistry(), testToken, logger)
 
 	do(t, h, "POST", "/v1/cede?for=30s", "Bearer "+testToken)
 	do(t, h, "POST", "/v1/demote", "Bearer "+testToken)

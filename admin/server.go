@@ -10,13 +10,40 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/failoverd/failoverd/internal/secret"
 )
 
 // ShutdownTimeout bounds the graceful shutdown at the end of Server.Run;
 // connections still open after it are closed.
 const ShutdownTimeout = 5 * time.Second
 
-// Server serves a handler on a TCP address until its Run context ends.
+// Config is the admin API's own settings.
+type Config struct {
+	// Listen is the host:port to serve on; port 0 picks a free one (see
+	// Server.Addr). Required.
+	Listen string
+	// Token is the bearer token the mutating endpoints require; empty
+	// disables them (403 to everyone).
+	Token secret.Secret
+	// TLS, when set, serves HTTPS only (see TLSConfig).
+	TLS *tls.Config
+}
+
+// Deps are the admin API's collaborators.
+type Deps struct {
+	// Node is the daemon the API reports on and acts on. Required.
+	Node Node
+	// Gatherer is served on /metrics; nil serves an empty registry.
+	Gatherer prometheus.Gatherer
+	// Logger receives the mutating calls, "admin api listening" and the
+	// net/http errors it would otherwise print to stderr; nil discards.
+	Logger *slog.Logger
+}
+
+// Server serves the admin API on a TCP address until its Run context ends.
 type Server struct {
 	listen string
 	srv    *http.Server
@@ -27,18 +54,24 @@ type Server struct {
 	ln net.Listener
 }
 
-// ServerOption configures a Server.
-type ServerOption func(*Server)
-
-// WithLogger sends the server's own messages ("admin api listening" and the
-// net/http errors it would otherwise print to stderr) to l.
-func WithLogger(l *slog.Logger) ServerOption {
-	return func(s *Server) { s.logger = l }
-}
-
-// WithTLS serves HTTPS with cfg (see TLSConfig) instead of plain HTTP.
-func WithTLS(cfg *tls.Config) ServerOption {
-	return func(s *Server) { s.tls = cfg }
+// New returns the admin API server for deps.Node. It does not bind; Listen
+// or Run does.
+func New(cfg Config, deps Deps) (*Server, error) {
+	if cfg.Listen == "" {
+		return nil, errors.New("admin api: no listen address")
+	}
+	if deps.Node == nil {
+		return nil, errors.New("admin api: no node")
+	}
+	if deps.Gatherer == nil {
+		deps.Gatherer = prometheus.NewRegistry()
+	}
+	logger := deps.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	logger = logger.With("component", "admin")
+	return newServer(cfg.Listen, newHandler(deps.Node, deps.Gatherer, cfg.Token.Reveal(), logger), cfg.TLS, logger), nil
 }
 
 // TLSConfig returns the admin API's server settings for cert: TLS 1.2 or
@@ -52,17 +85,10 @@ func TLSConfig(cert tls.Certificate) *tls.Config {
 	}
 }
 
-// NewServer returns a Server for h on listen (host:port; port 0 picks a free
-// one, see Addr). It does not bind; Listen or Run does.
-func NewServer(listen string, h http.Handler, opts ...ServerOption) *Server {
-	s := &Server{listen: listen}
-	for _, o := range opts {
-		o(s)
-	}
-	if s.logger == nil {
-		s.logger = slog.New(slog.DiscardHandler)
-	}
-	s.logger = s.logger.With("component", "admin")
+// newServer returns a Server for h on listen; logger already names the
+// component.
+func newServer(listen string, h http.Handler, tlsCfg *tls.Config, logger *slog.Logger) *Server {
+	s := &Server{listen: listen, logger: logger, tls: tlsCfg}
 	s.srv = &http.Server{
 		Handler: h,
 		// Bounds slow clients. There is no WriteTimeout: demote and cede
@@ -75,6 +101,10 @@ func NewServer(listen string, h http.Handler, opts ...ServerOption) *Server {
 	}
 	return s
 }
+
+// Handler is the API itself, for serving it in tests (httptest) without
+// listening.
+func (s *Server) Handler() http.Handler { return s.srv.Handler }
 
 // Listen binds the address now, so that a port in use is reported before
 // the daemon joins an election it could not be fenced in. Run calls it when

@@ -54,7 +54,7 @@ func get(t *testing.T, url string) (int, string) {
 
 func TestServerServesAndStops(t *testing.T) {
 	h := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })
-	s := admin.NewServer("127.0.0.1:0", h)
+	s := admin.NewServerFor("127.0.0.1:0", h)
 	if s.Addr() != nil {
 		t.Errorf("Addr before Listen = %v, want nil", s.Addr())
 	}
@@ -81,7 +81,7 @@ func TestServerServesAndStops(t *testing.T) {
 // TestServerRunListens checks that Run binds by itself when Listen was not
 // called.
 func TestServerRunListens(t *testing.T) {
-	s := admin.NewServer("127.0.0.1:0", http.NotFoundHandler())
+	s := admin.NewServerFor("127.0.0.1:0", http.NotFoundHandler())
 	runServer(t, s)
 	deadline := time.Now().Add(5 * time.Second)
 	for s.Addr() == nil {
@@ -101,7 +101,7 @@ func TestServerAddressInUse(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	s := admin.NewServer(ln.Addr().String(), http.NotFoundHandler())
+	s := admin.NewServerFor(ln.Addr().String(), http.NotFoundHandler())
 	err = s.Listen()
 	if err == nil || !strings.Contains(err.Error(), ln.Addr().String()) {
 		t.Errorf("Listen on a busy address = %v, want an error naming %s", err, ln.Addr())
@@ -121,7 +121,7 @@ func TestServerGracefulShutdown(t *testing.T) {
 		<-release
 		_, _ = io.WriteString(w, "finished")
 	})
-	s := admin.NewServer("127.0.0.1:0", h)
+	s := admin.NewServerFor("127.0.0.1:0", h)
 	if err := s.Listen(); err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +169,7 @@ func TestServerGracefulShutdown(t *testing.T) {
 }
 
 func TestServerCanceledBeforeRun(t *testing.T) {
-	s := admin.NewServer("127.0.0.1:0", http.NotFoundHandler())
+	s := admin.NewServerFor("127.0.0.1:0", http.NotFoundHandler())
 	if err := s.Listen(); err != nil {
 		t.Fatal(err)
 	}
@@ -181,5 +181,29 @@ func TestServerCanceledBeforeRun(t *testing.T) {
 	if c, err := net.Dial("tcp", s.Addr().String()); err == nil {
 		c.Close()
 		t.Errorf("listener still open after Run returned")
+	}
+}
+
+func TestNewValidates(t *testing.T) {
+	n := &fakeNode{status: leaderStatus()}
+	for _, tc := range []struct {
+		name string
+		cfg  admin.Config
+		deps admin.Deps
+	}{
+		{"no listen address", admin.Config{}, admin.Deps{Node: n}},
+		{"no node", admin.Config{Listen: "127.0.0.1:0"}, admin.Deps{}},
+	} {
+		if _, err := admin.New(tc.cfg, tc.deps); err == nil {
+			t.Errorf("%s: New = nil error, want one", tc.name)
+		}
+	}
+	// A nil Gatherer serves an empty registry rather than failing.
+	s, err := admin.New(admin.Config{Listen: "127.0.0.1:0"}, admin.Deps{Node: n})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec := do(t, s.Handler(), "GET", admin.MetricsPath, ""); rec.Code != 200 {
+		t.Errorf("GET /metrics without a Gatherer = %d, want 200", rec.Code)
 	}
 }

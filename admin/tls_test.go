@@ -8,8 +8,6 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/failoverd/failoverd/admin"
 	"github.com/failoverd/failoverd/adminapi"
 	"github.com/failoverd/failoverd/fencer"
@@ -20,8 +18,10 @@ import (
 // on a free loopback port and returns its address.
 func startTLSServer(t *testing.T, pki *tlstest.PKI, n admin.Node) string {
 	t.Helper()
-	h := admin.NewHandler(n, prometheus.NewRegistry(), testToken, nil)
-	s := admin.NewServer("127.0.0.1:0", h, admin.WithTLS(admin.TLSConfig(pki.Cert)))
+	s, err := admin.New(admin.Config{Listen: "127.0.0.1:0", Token: testToken, TLS: admin.TLSConfig(pki.Cert)}, admin.Deps{Node: n})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := s.Listen(); err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func TestHTTPSAdminFencedByRPC(t *testing.T) {
 	fence := func(cfg fencer.RPCConfig, adminURL string) error {
 		t.Helper()
 		cfg.Token, cfg.From = testToken, "node-b"
-		rpc, err := fencer.NewRPC(cfg, nil)
+		rpc, err := fencer.NewRPC(cfg, fencer.Deps{})
 		if err != nil {
 			t.Fatalf("NewRPC: %v", err)
 		}

@@ -41,20 +41,21 @@ func TestDurationBounds(t *testing.T) {
 		t.Fatalf("base config: %v", err)
 	}
 	fields := []struct {
-		path string
-		set  func(c *Config, d Duration)
-		min  time.Duration
+		path   string
+		set    func(c *Config, d Duration)
+		min    time.Duration
+		zeroOK bool // 0 means the using package's default
 	}{
-		{"node.shutdown_timeout", func(c *Config, d Duration) { c.Node.ShutdownTimeout = d }, MinTimeout},
-		{"zookeeper.session_timeout", func(c *Config, d Duration) { c.ZooKeeper.SessionTimeout = d }, MinSessionTimeout},
-		{"health.interval", func(c *Config, d Duration) { c.Health.Interval = d }, MinTimeout},
-		{"health.timeout", func(c *Config, d Duration) { c.Health.Timeout = d }, MinTimeout},
-		{"service.promote.timeout", func(c *Config, d Duration) { c.Service.Promote.Timeout = d }, MinTimeout},
-		{"service.demote.timeout", func(c *Config, d Duration) { c.Service.Demote.Timeout = d }, MinTimeout},
-		{"fencing.methods[0].rpc.timeout", func(c *Config, d Duration) { c.Fencing.Methods[0].RPC.Timeout = d }, MinTimeout},
-		{"fencing.methods[1].ssh.connect_timeout", func(c *Config, d Duration) { c.Fencing.Methods[1].SSH.ConnectTimeout = d }, MinTimeout},
-		{"fencing.methods[1].ssh.timeout", func(c *Config, d Duration) { c.Fencing.Methods[1].SSH.Timeout = d }, MinTimeout},
-		{"fencing.methods[2].shell.timeout", func(c *Config, d Duration) { c.Fencing.Methods[2].Shell.Timeout = d }, MinTimeout},
+		{"node.shutdown_timeout", func(c *Config, d Duration) { c.Node.ShutdownTimeout = d }, MinTimeout, false},
+		{"zookeeper.session_timeout", func(c *Config, d Duration) { c.ZooKeeper.SessionTimeout = d }, MinSessionTimeout, false},
+		{"health.interval", func(c *Config, d Duration) { c.Health.Interval = d }, MinTimeout, false},
+		{"health.timeout", func(c *Config, d Duration) { c.Health.Timeout = d }, MinTimeout, false},
+		{"service.promote.timeout", func(c *Config, d Duration) { c.Service.Promote.Timeout = d }, MinTimeout, false},
+		{"service.demote.timeout", func(c *Config, d Duration) { c.Service.Demote.Timeout = d }, MinTimeout, false},
+		{"fencing.methods[0].rpc.timeout", func(c *Config, d Duration) { c.Fencing.Methods[0].RPC.Timeout = d }, MinTimeout, true},
+		{"fencing.methods[1].ssh.connect_timeout", func(c *Config, d Duration) { c.Fencing.Methods[1].SSH.ConnectTimeout = d }, MinTimeout, true},
+		{"fencing.methods[1].ssh.timeout", func(c *Config, d Duration) { c.Fencing.Methods[1].SSH.Timeout = d }, MinTimeout, false},
+		{"fencing.methods[2].shell.timeout", func(c *Config, d Duration) { c.Fencing.Methods[2].Shell.Timeout = d }, MinTimeout, false},
 	}
 	for _, f := range fields {
 		for _, tc := range []struct {
@@ -71,6 +72,12 @@ func TestDurationBounds(t *testing.T) {
 			cfg := validConfig()
 			f.set(cfg, Duration(tc.d))
 			err := validateNoFiles(cfg)
+			if tc.d == 0 && f.zeroOK {
+				if err != nil {
+					t.Errorf("%s: 0 (the default) refused: %v", f.path, err)
+				}
+				continue
+			}
 			if err == nil {
 				t.Errorf("%s: %v: validates, want %q", f.path, tc.d, tc.want)
 				continue
@@ -225,7 +232,6 @@ fencing:
 	checkErrors(t, fieldErrors(t, err), []string{
 		"node.admin.token_file: " + msg(token, "0644"),
 		"zookeeper.auth.credentials_file: " + msg(cred, "0640"),
-		"fencing.methods[0].rpc.token_file: " + msg(token, "0644"), // inherited from node.admin.token_file
 		"fencing.methods[1].ssh.identity_files[1]: " + msg(key, "0604"),
 	})
 
@@ -238,8 +244,8 @@ fencing:
 	if _, err := cfg.ReadCredentials(); !errors.As(err, &pe) || !strings.Contains(err.Error(), "chmod 600 "+cred) {
 		t.Errorf("ReadCredentials() of a 0640 file = %v, want a *secret.PermissionError", err)
 	}
-	if _, err := (&RPCFencing{TokenFile: token}).ReadToken(); !errors.As(err, &pe) {
-		t.Errorf("RPCFencing.ReadToken() of a 0644 file = %v, want a *secret.PermissionError", err)
+	if _, err := cfg.RPCToken(0); !errors.As(err, &pe) || !strings.HasPrefix(err.Error(), "node.admin.token_file: ") {
+		t.Errorf("RPCToken(0) of an inherited 0644 file = %v, want a *secret.PermissionError naming node.admin.token_file", err)
 	}
 
 	// known_hosts is public: any mode will do.

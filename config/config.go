@@ -140,9 +140,10 @@ type Health struct {
 	// Timeout of one check. Default 1s.
 	Timeout Duration `yaml:"timeout"`
 	// Rise is how many consecutive passing checks make the service healthy.
-	// Default 2.
+	// 0 (unset): the default of package healthcheck (DefaultRise, 2).
 	Rise int `yaml:"rise"`
-	// Fall is how many consecutive failing checks make it unhealthy. Default 3.
+	// Fall is how many consecutive failing checks make it unhealthy.
+	// 0 (unset): the default of package healthcheck (DefaultFall, 3).
 	Fall int `yaml:"fall"`
 	// HTTP checks with a GET request.
 	HTTP *HTTPCheck `yaml:"http,omitempty"`
@@ -232,9 +233,11 @@ type RPCFencing struct {
 	// leader published (useful behind a proxy, or with two nodes). Optional.
 	URL string `yaml:"url,omitempty"`
 	// TokenFile holds the bearer token of the old leader's admin API.
-	// Default: Node.Admin.TokenFile. Required (here or there).
+	// Unset: Node.Admin.TokenFile (see Config.RPCToken). Required here or
+	// there.
 	TokenFile string `yaml:"token_file,omitempty"`
-	// Timeout of the whole call. Default 5s.
+	// Timeout of the whole call. 0 (unset): the default of package fencer
+	// (DefaultRPCTimeout, 5s).
 	Timeout Duration `yaml:"timeout"`
 	// CAFile is a PEM bundle of the CA certificates that verify the old
 	// leader's https admin API. Default: the system roots.
@@ -250,7 +253,8 @@ type RPCFencing struct {
 type SSHFencing struct {
 	// User to log in as. Required.
 	User string `yaml:"user"`
-	// Port of the ssh server. Default 22.
+	// Port of the ssh server. 0 (unset): the default of package fencer
+	// (DefaultSSHPort, 22).
 	Port int `yaml:"port"`
 	// IdentityFile is a private key file. Set it, IdentityFiles, or UseAgent.
 	IdentityFile string `yaml:"identity_file,omitempty"`
@@ -263,7 +267,8 @@ type SSHFencing struct {
 	KnownHosts string `yaml:"known_hosts,omitempty"`
 	// InsecureIgnoreHostKey skips host key verification. For tests only.
 	InsecureIgnoreHostKey bool `yaml:"insecure_ignore_host_key,omitempty"`
-	// ConnectTimeout bounds TCP connect plus ssh handshake. Default 5s.
+	// ConnectTimeout bounds TCP connect plus ssh handshake. 0 (unset): the
+	// default of package fencer (DefaultSSHConnectTimeout, 5s).
 	ConnectTimeout Duration `yaml:"connect_timeout"`
 	// Timeout bounds the whole method. Default 10s.
 	Timeout Duration `yaml:"timeout"`
@@ -302,6 +307,10 @@ type Log struct {
 
 // Defaults. Default sets them on a fresh Config; applyDefaults sets those
 // of list elements (fencing methods), which the decoder creates empty.
+// Settings whose default belongs to the package that uses them (health
+// rise and fall, the rpc timeout, the ssh port and connect timeout, the
+// lease) are not here: they stay 0 when unset, and that package applies its
+// own default, so that each default is defined once.
 const (
 	DefaultAdminListen         = "127.0.0.1:9101"
 	DefaultShutdownTimeout     = 30 * time.Second
@@ -309,13 +318,8 @@ const (
 	DefaultSessionTimeout      = 5 * time.Second
 	DefaultHealthInterval      = time.Second
 	DefaultHealthTimeout       = time.Second
-	DefaultRise                = 2
-	DefaultFall                = 3
 	DefaultPromoteTimeout      = 30 * time.Second
 	DefaultDemoteTimeout       = time.Second
-	DefaultRPCTimeout          = 5 * time.Second
-	DefaultSSHPort             = 22
-	DefaultSSHConnectTimeout   = 5 * time.Second
 	DefaultSSHTimeout          = 10 * time.Second
 	DefaultShellFencingTimeout = 30 * time.Second
 )
@@ -361,8 +365,6 @@ func Default() *Config {
 		Health: Health{
 			Interval: Duration(DefaultHealthInterval),
 			Timeout:  Duration(DefaultHealthTimeout),
-			Rise:     DefaultRise,
-			Fall:     DefaultFall,
 		},
 		Service: Service{
 			Promote: Hook{Timeout: Duration(DefaultPromoteTimeout)},
@@ -379,24 +381,8 @@ func (c *Config) applyDefaults() {
 		a.Scheme = AuthSchemeDigest
 	}
 	for _, m := range c.Fencing.Methods {
-		if r := m.RPC; r != nil {
-			if r.TokenFile == "" {
-				r.TokenFile = c.Node.Admin.TokenFile
-			}
-			if r.Timeout == 0 {
-				r.Timeout = Duration(DefaultRPCTimeout)
-			}
-		}
-		if s := m.SSH; s != nil {
-			if s.Port == 0 {
-				s.Port = DefaultSSHPort
-			}
-			if s.ConnectTimeout == 0 {
-				s.ConnectTimeout = Duration(DefaultSSHConnectTimeout)
-			}
-			if s.Timeout == 0 {
-				s.Timeout = Duration(DefaultSSHTimeout)
-			}
+		if s := m.SSH; s != nil && s.Timeout == 0 {
+			s.Timeout = Duration(DefaultSSHTimeout)
 		}
 		if s := m.Shell; s != nil && s.Timeout == 0 {
 			s.Timeout = Duration(DefaultShellFencingTimeout)
@@ -457,9 +443,27 @@ func (c *Config) ReadToken() (Secret, error) {
 	return ReadSecretFile(c.Node.Admin.TokenFile)
 }
 
-// ReadToken reads the bearer token used to call the old leader's admin API.
-func (r *RPCFencing) ReadToken() (Secret, error) {
-	return ReadSecretFile(r.TokenFile)
+// RPCToken reads the bearer token that fencing method i, an rpc method,
+// sends to the old leader's admin API: from the method's own token_file
+// when it is set, else from node.admin.token_file. An error reading the
+// file chosen is returned, naming its key; it never falls back to the other
+// file, which would send a token the operator did not pick for this method.
+func (c *Config) RPCToken(i int) (Secret, error) {
+	if i < 0 || i >= len(c.Fencing.Methods) || c.Fencing.Methods[i].RPC == nil {
+		return "", fmt.Errorf("fencing.methods[%d] is not an rpc method", i)
+	}
+	key, path := fmt.Sprintf("fencing.methods[%d].rpc.token_file", i), c.Fencing.Methods[i].RPC.TokenFile
+	if path == "" {
+		key, path = "node.admin.token_file", c.Node.Admin.TokenFile
+	}
+	if path == "" {
+		return "", fmt.Errorf("fencing.methods[%d].rpc: no token_file, here or in node.admin", i)
+	}
+	s, err := ReadSecretFile(path)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", key, err)
+	}
+	return s, nil
 }
 
 // ReadCredentials reads ZooKeeper's "user:password" from

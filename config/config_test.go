@@ -92,8 +92,8 @@ func TestDefaults(t *testing.T) {
 		{"election.lease", got.Election.Lease, Duration(0)},
 		{"health.interval", got.Health.Interval, Duration(time.Second)},
 		{"health.timeout", got.Health.Timeout, Duration(time.Second)},
-		{"health.rise", got.Health.Rise, 2},
-		{"health.fall", got.Health.Fall, 3},
+		{"health.rise (healthcheck's default)", got.Health.Rise, 0},
+		{"health.fall (healthcheck's default)", got.Health.Fall, 0},
 		{"service.promote.timeout", got.Service.Promote.Timeout, Duration(30 * time.Second)},
 		{"service.demote.timeout", got.Service.Demote.Timeout, Duration(time.Second)},
 		{"fencing.allow_none", got.Fencing.AllowNone, false},
@@ -126,15 +126,15 @@ func TestLoadFull(t *testing.T) {
 		{"health.interval", cfg.Health.Interval, Duration(500 * time.Millisecond)},
 		{"health.tcp.address", cfg.Health.TCP.Address, "127.0.0.1:5432"},
 		{"service.promote", cfg.Service.Promote, Hook{Command: []string{"/bin/true", "--promote"}, Timeout: Duration(time.Minute)}},
-		{"fencing.methods[0].rpc", *cfg.Fencing.Methods[0].RPC, RPCFencing{URL: "http://db-a.example.com:9201", TokenFile: secret("token"), Timeout: Duration(2 * time.Second), AllowInsecureHTTP: true}},
+		{"fencing.methods[0].rpc", *cfg.Fencing.Methods[0].RPC, RPCFencing{URL: "http://db-a.example.com:9201", TokenFile: "", Timeout: Duration(2 * time.Second), AllowInsecureHTTP: true}},
 		{"fencing.methods[1].ssh", *cfg.Fencing.Methods[1].SSH, SSHFencing{
 			User: "postgres", Port: 2222, IdentityFiles: []string{secret("id_ed25519")}, UseAgent: true,
 			KnownHosts: secret("known_hosts"), ConnectTimeout: Duration(2 * time.Second), Timeout: Duration(8 * time.Second),
 			Command: "pg_ctl stop -m immediate",
 		}},
 		{"fencing.methods[2].ssh (defaults)", *cfg.Fencing.Methods[2].SSH, SSHFencing{
-			User: "root", Port: 22, IdentityFile: secret("id_ed25519"), InsecureIgnoreHostKey: true,
-			ConnectTimeout: Duration(5 * time.Second), Timeout: Duration(10 * time.Second), KillPort: 5432,
+			User: "root", Port: 0, IdentityFile: secret("id_ed25519"), InsecureIgnoreHostKey: true, // port, connect_timeout: fencer's defaults
+			ConnectTimeout: 0, Timeout: Duration(10 * time.Second), KillPort: 5432,
 		}},
 		{"method names", []string{cfg.Fencing.Methods[0].Name(), cfg.Fencing.Methods[1].Name(), cfg.Fencing.Methods[3].Name()}, []string{"rpc", "ssh", "shell"}},
 		{"log", cfg.Log, Log{Format: "json", Level: "debug"}},
@@ -303,8 +303,6 @@ func TestManyProblems(t *testing.T) {
 		`election.mode: "fastest" is not one of fair, unfair`,
 		"election.lease: 10s is too long for zookeeper.session_timeout (5s)",
 		"health.interval: must be > 0, got 0s",
-		"health.rise: must be at least 1, got 0",
-		"health.fall: must be at least 1, got 0",
 		"health: exactly one of http, tcp, exec must be set",
 		"service.promote.command: required",
 		"service.demote.timeout: must be > 0, got 0s",
@@ -315,8 +313,8 @@ func TestManyProblems(t *testing.T) {
 		`log.level: "loud" is not one of debug, info, warn, error`,
 	})
 	// One problem per line, so `failoverd validate` can print them all.
-	if lines := strings.Count(err.Error(), "\n"); lines != 18 {
-		t.Errorf("error has %d newlines, want 18 (a header and one line per problem):\n%v", lines, err)
+	if lines := strings.Count(err.Error(), "\n"); lines != 16 {
+		t.Errorf("error has %d newlines, want 16 (a header and one line per problem):\n%v", lines, err)
 	}
 }
 
@@ -533,9 +531,42 @@ func TestReadSecrets(t *testing.T) {
 		t.Errorf("ReadCredentials() without a colon = %v, want a 'want user:password' error that hides the content", err)
 	}
 
-	rpc := &RPCFencing{TokenFile: write("rpc", "abc")}
-	if tok, err := rpc.ReadToken(); tok.Reveal() != "abc" || err != nil {
-		t.Errorf("RPCFencing.ReadToken() = %q, %v; want abc, nil", tok.Reveal(), err)
+	cfg.Node.Admin.TokenFile = write("token", "t0ken")
+	cfg.Fencing.Methods = []FencingMethod{{RPC: &RPCFencing{TokenFile: write("rpc", "abc")}}, {RPC: &RPCFencing{}}, {Shell: &ShellFencing{}}}
+	if tok, err := cfg.RPCToken(0); tok.Reveal() != "abc" || err != nil {
+		t.Errorf("RPCToken(0) with its own token_file = %q, %v; want abc, nil", tok.Reveal(), err)
+	}
+	if tok, err := cfg.RPCToken(1); tok.Reveal() != "t0ken" || err != nil {
+		t.Errorf("RPCToken(1) without token_file = %q, %v; want node.admin's t0ken, nil", tok.Reveal(), err)
+	}
+	if _, err := cfg.RPCToken(2); err == nil {
+		t.Errorf("RPCToken of a shell method = nil error, want one")
+	}
+	cfg.Node.Admin.TokenFile = ""
+	if _, err := cfg.RPCToken(1); err == nil || !strings.Contains(err.Error(), "no token_file") {
+		t.Errorf("RPCToken(1) with no token file anywhere = %v, want a 'no token_file' error", err)
+	}
+}
+
+// TestRPCTokenReadErrorReported: when an rpc method's own token_file cannot
+// be read (it changed after validation), the error is returned and names
+// that key; the daemon used to fall back to node.admin.token_file silently
+// and send a token the operator did not choose for the method.
+func TestRPCTokenReadErrorReported(t *testing.T) {
+	dir := t.TempDir()
+	admin := filepath.Join(dir, "admin-token")
+	if err := os.WriteFile(admin, []byte("admin-t0ken\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := Default()
+	cfg.Node.Admin.TokenFile = admin
+	cfg.Fencing.Methods = []FencingMethod{{RPC: &RPCFencing{TokenFile: filepath.Join(dir, "gone")}}}
+	tok, err := cfg.RPCToken(0)
+	if err == nil || !errors.Is(err, fs.ErrNotExist) || !strings.HasPrefix(err.Error(), "fencing.methods[0].rpc.token_file: ") {
+		t.Fatalf("RPCToken(0) of a missing own token file = %v, want fs.ErrNotExist naming fencing.methods[0].rpc.token_file", err)
+	}
+	if tok.Reveal() != "" {
+		t.Errorf("RPCToken(0) returned a token (%d bytes) with its error", len(tok.Reveal()))
 	}
 }
 

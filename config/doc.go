@@ -21,7 +21,7 @@
 // Secrets are never written in the file, only referenced by file name
 // (node.admin.token_file, zookeeper.auth.credentials_file, ssh keys). They
 // are read when needed with Config.ReadToken, Config.ReadCredentials and
-// RPCFencing.ReadToken, which return a Secret: a string that prints,
+// Config.RPCToken, which return a Secret: a string that prints,
 // marshals and logs as "<secret>". A secret file that group or others may
 // access is refused, by validation (with its YAML path) and when it is read
 // (package internal/secret, which the ssh fencer uses for its keys too).

@@ -3,7 +3,6 @@ package config
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"regexp"
 	"strings"
 	"time"
@@ -60,30 +59,10 @@ func kindName(k yaml.Kind) string {
 	return "a scalar"
 }
 
-// Secret is a value read from a secret file. It never prints: String,
-// GoString, MarshalYAML, MarshalJSON and LogValue all give "<secret>". Use
-// Reveal (or string(s)) only where the value is sent on the wire.
-type Secret string
-
-const redacted = "<secret>"
-
-// String returns "<secret>".
-func (Secret) String() string { return redacted }
-
-// GoString returns "<secret>", so %#v does not print it either.
-func (Secret) GoString() string { return redacted }
-
-// MarshalYAML returns "<secret>".
-func (Secret) MarshalYAML() (any, error) { return redacted, nil }
-
-// MarshalJSON returns "<secret>" as a JSON string.
-func (Secret) MarshalJSON() ([]byte, error) { return []byte(`"` + redacted + `"`), nil }
-
-// LogValue returns "<secret>" for log/slog.
-func (Secret) LogValue() slog.Value { return slog.StringValue(redacted) }
-
-// Reveal returns the secret itself.
-func (s Secret) Reveal() string { return string(s) }
+// Secret is a value read from a secret file; it never prints (see
+// secret.Secret, which it is, so that packages that receive a secret need
+// not import config).
+type Secret = secret.Secret
 
 // ReadSecretFile reads a secret from path, trimming surrounding white space.
 // An empty secret is an error, and so is a file that group or others may

@@ -99,10 +99,16 @@ func derived(t *testing.T, cfg *Config) {
 	timer(t, "demote timeout plus kill grace", cfg.Service.Demote.Timeout.Std()+DefaultKillGrace)
 	for i, m := range cfg.Fencing.Methods {
 		switch {
+		// 0 leaves the rpc timeout and the ssh connect timeout to fencer's
+		// defaults.
 		case m.RPC != nil:
-			timer(t, fmt.Sprintf("fencing.methods[%d].rpc.timeout", i), m.RPC.Timeout.Std())
+			if m.RPC.Timeout != 0 {
+				timer(t, fmt.Sprintf("fencing.methods[%d].rpc.timeout", i), m.RPC.Timeout.Std())
+			}
 		case m.SSH != nil:
-			timer(t, fmt.Sprintf("fencing.methods[%d].ssh.connect_timeout", i), m.SSH.ConnectTimeout.Std())
+			if m.SSH.ConnectTimeout != 0 {
+				timer(t, fmt.Sprintf("fencing.methods[%d].ssh.connect_timeout", i), m.SSH.ConnectTimeout.Std())
+			}
 			timer(t, fmt.Sprintf("fencing.methods[%d].ssh.timeout", i), m.SSH.Timeout.Std())
 		case m.Shell != nil:
 			timer(t, fmt.Sprintf("fencing.methods[%d].shell.timeout plus kill grace", i), m.Shell.Timeout.Std()+DefaultKillGrace)

@@ -138,8 +138,8 @@ func (c *Config) validate(opts LoadOptions) error {
 	h := &c.Health
 	v.timeout("health.interval", h.Interval)
 	v.timeout("health.timeout", h.Timeout)
-	v.atLeastOne("health.rise", h.Rise)
-	v.atLeastOne("health.fall", h.Fall)
+	v.notNegative("health.rise", h.Rise) // 0: healthcheck's default
+	v.notNegative("health.fall", h.Fall)
 	if count(h.HTTP != nil, h.TCP != nil, h.Exec != nil) != 1 {
 		v.add("health", "exactly one of http, tcp, exec must be set")
 	}
@@ -174,7 +174,7 @@ func (c *Config) validate(opts LoadOptions) error {
 			v.add(p, "exactly one of rpc, ssh, shell must be set")
 		}
 		if m.RPC != nil {
-			v.rpc(p+".rpc", m.RPC)
+			v.rpc(p+".rpc", m.RPC, c.Node.Admin.TokenFile)
 		}
 		if m.SSH != nil {
 			v.ssh(p+".ssh", m.SSH)
@@ -203,16 +203,19 @@ func (c *Config) validate(opts LoadOptions) error {
 	return v.errs
 }
 
-func (v *validator) rpc(p string, r *RPCFencing) {
+func (v *validator) rpc(p string, r *RPCFencing, adminTokenFile string) {
 	if r.URL != "" {
 		v.adminURL(p+".url", r.URL)
 	}
-	if r.TokenFile == "" {
-		v.add(p+".token_file", "required: the old leader's admin API accepts /v1/demote only with its token; set it here or in node.admin.token_file")
-	} else {
+	switch {
+	case r.TokenFile != "":
 		v.secretFile(p+".token_file", r.TokenFile)
+	case adminTokenFile == "":
+		v.add(p+".token_file", "required: the old leader's admin API accepts /v1/demote only with its token; set it here or in node.admin.token_file")
 	}
-	v.timeout(p+".timeout", r.Timeout)
+	if r.Timeout != 0 { // 0: fencer's default
+		v.timeout(p+".timeout", r.Timeout)
+	}
 	v.rpcTransport(p, r) // tls.go
 }
 
@@ -220,7 +223,9 @@ func (v *validator) ssh(p string, s *SSHFencing) {
 	if s.User == "" {
 		v.add(p+".user", "required")
 	}
-	v.port(p+".port", s.Port)
+	if s.Port != 0 { // 0: fencer's default
+		v.port(p+".port", s.Port)
+	}
 	switch {
 	case s.IdentityFile != "" && len(s.IdentityFiles) > 0:
 		v.add(p, "set identity_file or identity_files, not both")
@@ -246,7 +251,7 @@ func (v *validator) ssh(p string, s *SSHFencing) {
 	case !s.InsecureIgnoreHostKey:
 		v.add(p+".known_hosts", "required: host keys are verified against an OpenSSH known_hosts file (insecure_ignore_host_key: true is for tests only)")
 	}
-	connectOK := v.timeout(p+".connect_timeout", s.ConnectTimeout)
+	connectOK := s.ConnectTimeout != 0 && v.timeout(p+".connect_timeout", s.ConnectTimeout) // 0: fencer's default
 	if v.timeout(p+".timeout", s.Timeout) && connectOK && s.ConnectTimeout > s.Timeout {
 		v.add(p+".connect_timeout", "%s exceeds %s.timeout (%s)", fmtDur(time.Duration(s.ConnectTimeout)), p, fmtDur(time.Duration(s.Timeout)))
 	}
@@ -449,9 +454,9 @@ func (v *validator) lease(c *Config, sessionOK bool) {
 	}
 }
 
-func (v *validator) atLeastOne(p string, n int) {
-	if n < 1 {
-		v.add(p, "must be at least 1, got %d", n)
+func (v *validator) notNegative(p string, n int) {
+	if n < 0 {
+		v.add(p, "must not be negative, got %d", n)
 	}
 }
 

@@ -16,7 +16,8 @@ var ErrNoMethods = errors.New("fencer: no fencing methods configured")
 // Step is one method of a Chain and the time it is given.
 type Step struct {
 	Method Method
-	// Timeout bounds one attempt of Method. Required.
+	// Timeout bounds one attempt of Method. Required; RPC.StepTimeout and
+	// Shell.StepTimeout give the time those methods need.
 	Timeout time.Duration
 }
 
@@ -28,8 +29,8 @@ type Chain struct {
 }
 
 // NewChain returns a Chain trying steps in the given order. An empty list is
-// allowed; Fence then fails with ErrNoMethods. logger and m may be nil.
-func NewChain(steps []Step, logger *slog.Logger, m Metrics) (*Chain, error) {
+// allowed; Fence then fails with ErrNoMethods.
+func NewChain(steps []Step, deps Deps) (*Chain, error) {
 	for i, s := range steps {
 		if s.Method == nil {
 			return nil, fmt.Errorf("fencer: step %d: nil method", i)
@@ -38,13 +39,10 @@ func NewChain(steps []Step, logger *slog.Logger, m Metrics) (*Chain, error) {
 			return nil, fmt.Errorf("fencer: step %d (%s): timeout must be > 0, got %s", i, s.Method.Name(), s.Timeout)
 		}
 	}
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
 	return &Chain{
 		steps:   append([]Step(nil), steps...),
-		logger:  logger.With("component", "fencer"),
-		metrics: m,
+		logger:  deps.logger().With("component", "fencer"),
+		metrics: deps.Metrics,
 	}, nil
 }
 

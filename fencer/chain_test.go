@@ -82,7 +82,7 @@ func (m *metrics) FenceAttempt(method, result string, d time.Duration) {
 
 func newChain(t *testing.T, steps []fencer.Step, logger *slog.Logger, m fencer.Metrics) *fencer.Chain {
 	t.Helper()
-	c, err := fencer.NewChain(steps, logger, m)
+	c, err := fencer.NewChain(steps, fencer.Deps{Logger: logger, Metrics: m})
 	if err != nil {
 		t.Fatalf("NewChain() = %v", err)
 	}
@@ -321,7 +321,7 @@ func TestNewChainValidates(t *testing.T) {
 		{"zero timeout", []fencer.Step{{Method: &fake{name: "rpc"}}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := fencer.NewChain(tc.steps, nil, nil); err == nil {
+			if _, err := fencer.NewChain(tc.steps, fencer.Deps{}); err == nil {
 				t.Error("NewChain() = nil error, want one")
 			}
 		})

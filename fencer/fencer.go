@@ -8,6 +8,7 @@ package fencer
 
 import (
 	"context"
+	"log/slog"
 	"time"
 )
 
@@ -31,4 +32,21 @@ type Method interface {
 // Prometheus collectors. result is "success" or "failure".
 type Metrics interface {
 	FenceAttempt(method, result string, d time.Duration)
+}
+
+// Deps are what the constructors of this package (NewRPC, NewSSH, NewShell,
+// NewChain) take besides their settings. Zero fields are allowed: a nil
+// Logger discards, nil Metrics reports nothing. Only a Chain reports
+// metrics, once per attempt of any method.
+type Deps struct {
+	Logger  *slog.Logger
+	Metrics Metrics
+}
+
+// logger returns d.Logger, or a logger that discards.
+func (d Deps) logger() *slog.Logger {
+	if d.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return d.Logger
 }

@@ -42,7 +42,8 @@ type RPCConfig struct {
 	// Token is the bearer token the target's admin API expects. Required;
 	// the caller reads it from a file so it never sits in the config.
 	Token string
-	// Timeout bounds one request, including reading the answer. Default 5s.
+	// Timeout bounds one request, including reading the answer. 0:
+	// DefaultRPCTimeout.
 	Timeout time.Duration
 	// From is our own node id, sent so the target can log who demoted it.
 	From string
@@ -71,11 +72,9 @@ type RPC struct {
 
 var _ Method = (*RPC)(nil)
 
-// NewRPC validates cfg and applies defaults. A nil logger discards.
-func NewRPC(cfg RPCConfig, logger *slog.Logger) (*RPC, error) {
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
+// NewRPC validates cfg and applies defaults.
+func NewRPC(cfg RPCConfig, deps Deps) (*RPC, error) {
+	logger := deps.logger()
 	if cfg.Timeout == 0 {
 		cfg.Timeout = DefaultRPCTimeout
 	}
@@ -182,6 +181,11 @@ func demoteURL(base string, insecureOK bool) (string, error) {
 
 // Name implements Method.
 func (m *RPC) Name() string { return "rpc" }
+
+// StepTimeout is the time to give this method in a Chain: its own timeout
+// (RPCConfig.Timeout or its default), which already bounds the whole
+// request.
+func (m *RPC) StepTimeout() time.Duration { return m.cfg.Timeout }
 
 // Fence implements Method. It returns nil only when the target's admin API
 // answers 2xx with "demoted": true, naming the target's node and an epoch

@@ -71,7 +71,7 @@ func newRPCFor(t *testing.T, cfg RPCConfig) *RPC {
 	if cfg.Token == "" {
 		cfg.Token = rpcTestToken
 	}
-	m, err := NewRPC(cfg, nil)
+	m, err := NewRPC(cfg, Deps{})
 	if err != nil {
 		t.Fatalf("NewRPC: %v", err)
 	}
@@ -313,7 +313,7 @@ func TestNewRPCValidates(t *testing.T) {
 		{"CA file and client", RPCConfig{Token: "t", CAFile: "ca.pem", HTTPClient: &http.Client{}}, "not both"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m, err := NewRPC(tc.cfg, nil)
+			m, err := NewRPC(tc.cfg, Deps{})
 			if tc.wantInErr == "" {
 				if err != nil {
 					t.Fatalf("NewRPC() = %v, want nil", err)
@@ -389,7 +389,7 @@ func TestRPCFenceCAFileWithoutCertificate(t *testing.T) {
 	if err := os.WriteFile(name, []byte("not a certificate\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, err := NewRPC(RPCConfig{Token: rpcTestToken, CAFile: name}, nil)
+	_, err := NewRPC(RPCConfig{Token: rpcTestToken, CAFile: name}, Deps{})
 	if err == nil || !strings.Contains(err.Error(), "holds no PEM certificate") {
 		t.Fatalf("NewRPC with a CA file holding no certificate = %v, want an error", err)
 	}

@@ -28,48 +28,66 @@ import (
 // Any other status, a command that cannot be started, or one still running at
 // the timeout means it is not. stdin is /dev/null; stdout and stderr are
 // logged line by line, and their tail is part of the error. On timeout the
-// command's whole process group gets SIGTERM, then SIGKILL after KillGrace.
+// command's whole process group gets SIGTERM, then SIGKILL after the kill
+// grace.
 type Shell struct {
+	cfg    ShellConfig
+	logger *slog.Logger
+}
+
+// ShellConfig configures the shell fencing method.
+type ShellConfig struct {
+	// Argv is the command to run, without a shell. Required.
 	Argv []string
-	// Timeout bounds one run. Keep it below the chain step's timeout so
-	// that the command's own error, with its output, is what gets reported.
-	// Zero leaves it to the caller's context.
+	// Timeout bounds one run. Zero leaves it to the caller's context.
 	Timeout time.Duration
 	// KillGrace is how long the command may take to exit after SIGTERM.
-	// Default proc.DefaultKillGrace.
+	// 0: proc.DefaultKillGrace.
 	KillGrace time.Duration
 	Cluster   string // exported as FAILOVERD_CLUSTER
 	NodeID    string // our own node id, exported as FAILOVERD_NODE_ID
-	Logger    *slog.Logger
 }
 
 var _ Method = (*Shell)(nil)
 
+// NewShell validates cfg.
+func NewShell(cfg ShellConfig, deps Deps) (*Shell, error) {
+	if len(cfg.Argv) == 0 || cfg.Argv[0] == "" {
+		return nil, errors.New("command is required")
+	}
+	if cfg.Timeout < 0 || cfg.KillGrace < 0 {
+		return nil, errors.New("timeout and kill grace must not be negative")
+	}
+	return &Shell{cfg: cfg, logger: deps.logger().With("method", "shell")}, nil
+}
+
 // Name implements Method.
 func (s *Shell) Name() string { return "shell" }
 
+// StepTimeout is the time to give this method in a Chain: the command's
+// timeout, plus the kill grace it gets after SIGTERM, plus the time proc.Run
+// waits for it to go after SIGKILL (proc.MaxDuration). With less, the
+// chain's own timeout would fire first and report a bare "timed out"
+// instead of the command's error and output.
+func (s *Shell) StepTimeout() time.Duration {
+	return proc.MaxDuration(s.cfg.Timeout, s.cfg.KillGrace)
+}
+
 // Fence implements Method.
 func (s *Shell) Fence(ctx context.Context, t Target) error {
-	if len(s.Argv) == 0 {
-		return errors.New("no command configured")
-	}
-	logger := s.Logger
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	logger = logger.With("method", s.Name(), "target", t.NodeID)
+	logger := s.logger.With("target", t.NodeID)
 	_, err := proc.Run(ctx, proc.Spec{
-		Argv: s.Argv,
+		Argv: s.cfg.Argv,
 		Env: []string{
 			"FAILOVERD_TARGET_ID=" + t.NodeID,
 			"FAILOVERD_TARGET_HOST=" + t.Host,
 			"FAILOVERD_TARGET_ADMIN_URL=" + t.AdminURL,
 			"FAILOVERD_TARGET_EPOCH=" + strconv.FormatInt(t.Epoch, 10),
-			"FAILOVERD_CLUSTER=" + s.Cluster,
-			"FAILOVERD_NODE_ID=" + s.NodeID,
+			"FAILOVERD_CLUSTER=" + s.cfg.Cluster,
+			"FAILOVERD_NODE_ID=" + s.cfg.NodeID,
 		},
-		Timeout:   s.Timeout,
-		KillGrace: s.KillGrace,
+		Timeout:   s.cfg.Timeout,
+		KillGrace: s.cfg.KillGrace,
 		OnLine: func(stream, line string) {
 			logger.Info("fence command output", "stream", stream, "line", line)
 		},

@@ -51,7 +51,7 @@ func TestShellEnvironment(t *testing.T) {
 `)
 	// Shell syntax in target data must arrive as plain text.
 	tg := fencer.Target{NodeID: "node-a", Host: "db1; touch /tmp/pwned", AdminURL: "http://db1:9000/$(id)", Epoch: 42}
-	s := &fencer.Shell{Argv: []string{script, out}, Timeout: 30 * time.Second, Cluster: "orders", NodeID: "node-b"}
+	s := newShell(t, fencer.ShellConfig{Argv: []string{script, out}, Timeout: 30 * time.Second, Cluster: "orders", NodeID: "node-b"}, fencer.Deps{})
 	if err := s.Fence(t.Context(), tg); err != nil {
 		t.Fatalf("Fence() = %v, want nil", err)
 	}
@@ -75,7 +75,7 @@ args=1
 
 func TestShellFailure(t *testing.T) {
 	script := proctest.Script(t, `echo "pdu 3: outlet 7 did not switch off" >&2; exit 2`)
-	err := (&fencer.Shell{Argv: []string{script}, Timeout: 30 * time.Second}).Fence(t.Context(), target)
+	err := newShell(t, fencer.ShellConfig{Argv: []string{script}, Timeout: 30 * time.Second}, fencer.Deps{}).Fence(t.Context(), target)
 	if err == nil {
 		t.Fatal("Fence() = nil, want an error")
 	}
@@ -90,8 +90,10 @@ func TestShellFailure(t *testing.T) {
 }
 
 func TestShellNotConfigured(t *testing.T) {
-	if err := (&fencer.Shell{}).Fence(t.Context(), target); err == nil {
-		t.Error("Fence() with no argv = nil, want an error")
+	for _, cfg := range []fencer.ShellConfig{{}, {Argv: []string{""}}, {Argv: []string{"/bin/true"}, Timeout: -time.Second}} {
+		if _, err := fencer.NewShell(cfg, fencer.Deps{}); err == nil {
+			t.Errorf("NewShell(%+v) = nil error, want one", cfg)
+		}
 	}
 }
 
@@ -99,7 +101,7 @@ func TestShellLogsOutputLines(t *testing.T) {
 	var buf syncBuffer
 	logger := slog.New(slog.NewTextHandler(&buf, nil))
 	script := proctest.Script(t, `echo "powering off outlet 7"; echo "warning: slow pdu" >&2; echo done`)
-	s := &fencer.Shell{Argv: []string{script}, Timeout: 30 * time.Second, Logger: logger}
+	s := newShell(t, fencer.ShellConfig{Argv: []string{script}, Timeout: 30 * time.Second}, fencer.Deps{Logger: logger})
 	if err := s.Fence(t.Context(), target); err != nil {
 		t.Fatalf("Fence() = %v, want nil", err)
 	}
@@ -117,7 +119,7 @@ func TestShellLogsOutputLines(t *testing.T) {
 
 func TestShellTimeoutKillsProcessGroup(t *testing.T) {
 	argv, pidFile := proctest.HangingScript(t, true)
-	s := &fencer.Shell{Argv: argv, Timeout: proctest.HangTimeout, KillGrace: 200 * time.Millisecond}
+	s := newShell(t, fencer.ShellConfig{Argv: argv, Timeout: proctest.HangTimeout, KillGrace: 200 * time.Millisecond}, fencer.Deps{})
 	err := s.Fence(t.Context(), target)
 	if err == nil || !strings.Contains(err.Error(), "timed out after "+proctest.HangTimeout.String()) {
 		t.Fatalf("Fence() = %v, want a timeout", err)
@@ -129,8 +131,8 @@ func TestShellInChainTimeoutKillsProcessGroup(t *testing.T) {
 	// The chain's step timeout, not the shell's own, cuts the command.
 	argv, pidFile := proctest.HangingScript(t, true)
 	c, err := fencer.NewChain([]fencer.Step{
-		{Method: &fencer.Shell{Argv: argv, KillGrace: 200 * time.Millisecond}, Timeout: proctest.HangTimeout},
-	}, nil, nil)
+		{Method: newShell(t, fencer.ShellConfig{Argv: argv, KillGrace: 200 * time.Millisecond}, fencer.Deps{}), Timeout: proctest.HangTimeout},
+	}, fencer.Deps{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,4 +145,30 @@ func TestShellInChainTimeoutKillsProcessGroup(t *testing.T) {
 		t.Errorf("Fence took %v, want about %v", elapsed, proctest.HangTimeout)
 	}
 	proctest.RequireGone(t, proctest.ReadPID(t, pidFile))
+}
+
+func newShell(t *testing.T, cfg fencer.ShellConfig, deps fencer.Deps) *fencer.Shell {
+	t.Helper()
+	s, err := fencer.NewShell(cfg, deps)
+	if err != nil {
+		t.Fatalf("NewShell: %v", err)
+	}
+	return s
+}
+
+// TestShellStepTimeout: a chain step of the shell method outlasts the
+// command's timeout, its kill grace and the wait for it to go after
+// SIGKILL, so that the command's own error is what the chain reports.
+func TestShellStepTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		timeout, grace, want time.Duration
+	}{
+		{30 * time.Second, 0, 30*time.Second + proc.DefaultKillGrace + proc.ReapWait},
+		{5 * time.Second, 250 * time.Millisecond, 5*time.Second + 250*time.Millisecond + proc.ReapWait},
+	} {
+		s := newShell(t, fencer.ShellConfig{Argv: []string{"/bin/true"}, Timeout: tc.timeout, KillGrace: tc.grace}, fencer.Deps{})
+		if got := s.StepTimeout(); got != tc.want {
+			t.Errorf("StepTimeout() with timeout %v, kill grace %v = %v, want %v", tc.timeout, tc.grace, got, tc.want)
+		}
+	}
 }

@@ -42,7 +42,7 @@ const sshSignalGrace = 100 * time.Millisecond
 type SSHConfig struct {
 	// User is the remote login name. Required.
 	User string
-	// Port is the target's sshd port. Default 22.
+	// Port is the target's sshd port. 0: DefaultSSHPort.
 	Port int
 	// Address, when set, is dialled ("host:port") instead of Target.Host and
 	// Port, and is the name looked up in KnownHostsFile. Meant for tests and
@@ -62,7 +62,8 @@ type SSHConfig struct {
 	// pose as the target. For labs only; every use is logged as a warning.
 	InsecureIgnoreHostKey bool
 	// ConnectTimeout bounds TCP connect, SSH handshake and authentication
-	// together. Default 5s. The whole Fence is bounded by its context.
+	// together. 0: DefaultSSHConnectTimeout. The whole Fence is bounded by its
+	// context.
 	ConnectTimeout time.Duration
 	// Command is run verbatim by the remote user's login shell; exit status 0
 	// means the target is fenced. Target facts are offered as environment
@@ -89,11 +90,8 @@ var _ Method = (*SSH)(nil)
 
 // NewSSH validates cfg, applies defaults and reads the identity files. Errors
 // name config keys (user, kill_port, ...); the caller adds where they are.
-// A nil logger discards.
-func NewSSH(cfg SSHConfig, logger *slog.Logger) (*SSH, error) {
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
+func NewSSH(cfg SSHConfig, deps Deps) (*SSH, error) {
+	logger := deps.logger()
 	if cfg.Port == 0 {
 		cfg.Port = DefaultSSHPort
 	}

@@ -68,7 +68,7 @@ func newSSHFor(t *testing.T, srv *sshtest.Server, adjust func(*SSHConfig)) (*SSH
 		adjust(&cfg)
 	}
 	logger, logs := sshTestLogger()
-	m, err := NewSSH(cfg, logger)
+	m, err := NewSSH(cfg, Deps{Logger: logger})
 	if err != nil {
 		t.Fatalf("NewSSH: %v", err)
 	}
@@ -430,7 +430,7 @@ func TestSSHHungHandshakeEndsWithTimeout(t *testing.T) {
 				InsecureIgnoreHostKey: true,
 				ConnectTimeout:        tc.connectTimeout,
 				Command:               "true",
-			}, nil)
+			}, Deps{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -455,7 +455,7 @@ func TestSSHTargetWithoutHost(t *testing.T) {
 		IdentityFiles:         []string{writeTestKey(t)},
 		InsecureIgnoreHostKey: true,
 		Command:               "true",
-	}, nil)
+	}, Deps{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -505,7 +505,7 @@ func TestNewSSHValidates(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := valid()
 			tc.adjust(&cfg)
-			m, err := NewSSH(cfg, nil)
+			m, err := NewSSH(cfg, Deps{})
 			if tc.wantInErr == "" {
 				if err != nil {
 					t.Fatalf("NewSSH() = %v, want nil", err)
@@ -707,7 +707,7 @@ func TestSSHExitStatusMappingInProcess(t *testing.T) {
 				IdentityFiles:  []string{writeTestKey(t)},
 				KnownHostsFile: knownHostsFile,
 				Command:        "stop-service",
-			}, nil)
+			}, Deps{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -164,7 +164,7 @@ func TestExec(t *testing.T) {
 func watch(t *testing.T, check healthcheck.Checker, cfg healthcheck.Config) (*healthcheck.Monitor, <-chan healthcheck.State) {
 	t.Helper()
 	changes := make(chan healthcheck.State, 100)
-	m, err := healthcheck.New(check, cfg, nil, healthcheck.WithOnChange(func(_, to healthcheck.State, _ error) { changes <- to }))
+	m, err := healthcheck.New(cfg, healthcheck.Deps{Checker: check, OnChange: func(_, to healthcheck.State, _ error) { changes <- to }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,12 +284,13 @@ func TestMonitorHungExecIsKilled(t *testing.T) {
 		pid int
 	}
 	reports := make(chan report, 10)
-	m, err := healthcheck.New(healthcheck.Exec{Argv: argv, KillGrace: 200 * time.Millisecond},
-		healthcheck.Config{Interval: 50 * time.Millisecond, Timeout: proctest.HangTimeout, Fall: 1}, nil,
-		healthcheck.WithOnChange(func(_, to healthcheck.State, err error) {
+	m, err := healthcheck.New(healthcheck.Config{Interval: 50 * time.Millisecond, Timeout: proctest.HangTimeout, Fall: 1}, healthcheck.Deps{
+		Checker: healthcheck.Exec{Argv: argv, KillGrace: 200 * time.Millisecond},
+		OnChange: func(_, to healthcheck.State, err error) {
 			// Read the pid now: the next check would overwrite the file.
 			reports <- report{to, err, proctest.ReadPID(t, pidFile)}
-		}))
+		},
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

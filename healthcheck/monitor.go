@@ -23,10 +23,10 @@ type Config struct {
 	// Timeout bounds one check. Default Interval.
 	Timeout time.Duration
 	// Rise is how many consecutive successes make the service Healthy.
-	// Default DefaultRise.
+	// 0: DefaultRise.
 	Rise int
 	// Fall is how many consecutive failures make it Unhealthy or
-	// NotResponding. Default DefaultFall.
+	// NotResponding. 0: DefaultFall.
 	Fall int
 }
 
@@ -36,19 +36,20 @@ type Metrics interface {
 	CheckDone(result string, d time.Duration)
 }
 
-// Option configures a Monitor.
-type Option func(*Monitor)
-
-// WithOnChange sets a function called on every change of state, with the
-// error of the check that caused it (nil when becoming Healthy). It is called
-// from Run's goroutine, never concurrently; Run waits for it to return.
-func WithOnChange(f func(from, to State, err error)) Option {
-	return func(m *Monitor) { m.onChange = f }
-}
-
-// WithMetrics reports every check to mx.
-func WithMetrics(mx Metrics) Option {
-	return func(m *Monitor) { m.metrics = mx }
+// Deps are a Monitor's collaborators.
+type Deps struct {
+	// Checker performs one check. Required.
+	Checker Checker
+	// Logger should already name the check (logger.With("check", name));
+	// nil discards.
+	Logger *slog.Logger
+	// Metrics, when set, receives every check's outcome.
+	Metrics Metrics
+	// OnChange, when set, is called on every change of state, with the
+	// error of the check that caused it (nil when becoming Healthy). It is
+	// called from Run's goroutine, never concurrently; Run waits for it to
+	// return.
+	OnChange func(from, to State, err error)
 }
 
 // Monitor runs a Checker periodically and keeps a debounced State.
@@ -66,10 +67,10 @@ type Monitor struct {
 	successes, failures int
 }
 
-// New returns a Monitor in state Initializing. The logger should already
-// name the check (logger.With("check", name)); nil means no logging.
-func New(c Checker, cfg Config, logger *slog.Logger, opts ...Option) (*Monitor, error) {
-	if c == nil {
+// New returns a Monitor in state Initializing. Zero Config fields other
+// than Interval take their defaults.
+func New(cfg Config, deps Deps) (*Monitor, error) {
+	if deps.Checker == nil {
 		return nil, errors.New("healthcheck: nil checker")
 	}
 	if cfg.Interval <= 0 {
@@ -87,14 +88,11 @@ func New(c Checker, cfg Config, logger *slog.Logger, opts ...Option) (*Monitor, 
 	if cfg.Fall == 0 {
 		cfg.Fall = DefaultFall
 	}
+	logger := deps.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	m := &Monitor{checker: c, cfg: cfg, logger: logger}
-	for _, o := range opts {
-		o(m)
-	}
-	return m, nil
+	return &Monitor{checker: deps.Checker, cfg: cfg, logger: logger, onChange: deps.OnChange, metrics: deps.Metrics}, nil
 }
 
 // State returns the current state. It is safe for concurrent use.

@@ -132,8 +132,8 @@ func TestMonitorRiseFall(t *testing.T) {
 					return tc.results[min(i, len(tc.results)-1)]
 				})
 				rec := &recorder{}
-				m, err := healthcheck.New(check, healthcheck.Config{Interval: time.Second, Rise: tc.rise, Fall: tc.fall}, nil,
-					healthcheck.WithOnChange(rec.onChange), healthcheck.WithMetrics(rec))
+				m, err := healthcheck.New(healthcheck.Config{Interval: time.Second, Rise: tc.rise, Fall: tc.fall},
+					healthcheck.Deps{Checker: check, OnChange: rec.onChange, Metrics: rec})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -170,7 +170,7 @@ func TestMonitorMetrics(t *testing.T) {
 			return results[calls.Add(1)-1]
 		})
 		rec := &recorder{}
-		m, err := healthcheck.New(check, healthcheck.Config{Interval: time.Second}, nil, healthcheck.WithMetrics(rec))
+		m, err := healthcheck.New(healthcheck.Config{Interval: time.Second}, healthcheck.Deps{Checker: check, Metrics: rec})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -217,7 +217,7 @@ func TestMonitorSchedule(t *testing.T) {
 					time.Sleep(tc.checkTakes)
 					return nil
 				})
-				m, err := healthcheck.New(check, healthcheck.Config{Interval: time.Second, Timeout: 10 * time.Second}, nil)
+				m, err := healthcheck.New(healthcheck.Config{Interval: time.Second, Timeout: 10 * time.Second}, healthcheck.Deps{Checker: check})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -249,8 +249,8 @@ func TestMonitorTimeout(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				rec := &recorder{}
-				m, err := healthcheck.New(tc.check, healthcheck.Config{Interval: 3 * time.Second, Timeout: time.Second, Fall: 2}, nil,
-					healthcheck.WithOnChange(rec.onChange), healthcheck.WithMetrics(rec))
+				m, err := healthcheck.New(healthcheck.Config{Interval: 3 * time.Second, Timeout: time.Second, Fall: 2},
+					healthcheck.Deps{Checker: tc.check, OnChange: rec.onChange, Metrics: rec})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -280,8 +280,8 @@ func TestMonitorStopDuringCheck(t *testing.T) {
 			return ctx.Err()
 		})
 		rec := &recorder{}
-		m, err := healthcheck.New(check, healthcheck.Config{Interval: time.Second, Timeout: time.Minute, Fall: 1}, nil,
-			healthcheck.WithOnChange(rec.onChange), healthcheck.WithMetrics(rec))
+		m, err := healthcheck.New(healthcheck.Config{Interval: time.Second, Timeout: time.Minute, Fall: 1},
+			healthcheck.Deps{Checker: check, OnChange: rec.onChange, Metrics: rec})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -296,7 +296,7 @@ func TestMonitorStopDuringCheck(t *testing.T) {
 
 func TestMonitorRunTwice(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m, err := healthcheck.New(checkFunc(func(context.Context) error { return nil }), healthcheck.Config{Interval: time.Second}, nil)
+		m, err := healthcheck.New(healthcheck.Config{Interval: time.Second}, healthcheck.Deps{Checker: checkFunc(func(context.Context) error { return nil })})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -323,7 +323,7 @@ func TestNewValidates(t *testing.T) {
 		{"negative fall", ok, healthcheck.Config{Interval: time.Second, Fall: -1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := healthcheck.New(tc.check, tc.cfg, nil); err == nil {
+			if _, err := healthcheck.New(tc.cfg, healthcheck.Deps{Checker: tc.check}); err == nil {
 				t.Errorf("New(%+v) = nil error, want one", tc.cfg)
 			}
 		})

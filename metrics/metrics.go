@@ -87,18 +87,13 @@ var (
 )
 
 // New creates failoverd's collectors and registers them, together with build
-// info, Go runtime and process collectors, on reg. status is called at every
-// scrape for the ZooKeeper connection and lease gauges; it must be cheap and
-// safe to call from any goroutine, and it is not called before the first
-// scrape, so it may refer to a controller built after New. A nil status
-// reports those gauges as 0.
+// info, Go runtime and process collectors, on reg. The gauges read from the
+// controller's status at scrape time (ZooKeeper connection, lease) come from
+// StatusCollector, which the daemon registers once the controller exists.
 //
 // Like promauto, New panics if a collector cannot be registered, which only
 // happens when reg already holds failoverd's metrics.
-func New(reg prometheus.Registerer, version string, status func() controller.Status) *Metrics {
-	if status == nil {
-		status = func() controller.Status { return controller.Status{} }
-	}
+func New(reg prometheus.Registerer, version string) *Metrics {
 	f := promauto.With(reg)
 	m := &Metrics{
 		isLeader: f.NewGauge(prometheus.GaugeOpts{
@@ -181,16 +176,6 @@ func New(reg prometheus.Registerer, version string, status func() controller.Sta
 		}),
 	}
 
-	f.NewGaugeFunc(prometheus.GaugeOpts{
-		Namespace: namespace,
-		Name:      "zk_connected",
-		Help:      "1 while the ZooKeeper session is connected, else 0.",
-	}, func() float64 { return boolFloat(status().ZKConnected) })
-	f.NewGaugeFunc(prometheus.GaugeOpts{
-		Namespace: namespace,
-		Name:      "lease_remaining_seconds",
-		Help:      "Time left on the leader lease before this node must demote itself, 0 when not leader.",
-	}, func() float64 { return status().LeaseRemaining })
 	f.NewGauge(prometheus.GaugeOpts{
 		Namespace:   namespace,
 		Name:        "build_info",
@@ -225,6 +210,34 @@ func New(reg prometheus.Registerer, version string, status func() controller.Sta
 		m.leadershipLost.WithLabelValues(r)
 	}
 	return m
+}
+
+// StatusCollector exposes the gauges that are read from the controller's
+// status at every scrape: failoverd_zk_connected and
+// failoverd_lease_remaining_seconds. status is called once per scrape; it
+// must be cheap and safe to call from any goroutine (controller.Status is).
+func StatusCollector(status func() controller.Status) prometheus.Collector {
+	return statusCollector{status: status}
+}
+
+var (
+	zkConnectedDesc = prometheus.NewDesc(prometheus.BuildFQName(namespace, "", "zk_connected"),
+		"1 while the ZooKeeper session is connected, else 0.", nil, nil)
+	leaseRemainingDesc = prometheus.NewDesc(prometheus.BuildFQName(namespace, "", "lease_remaining_seconds"),
+		"Time left on the leader lease before this node must demote itself, 0 when not leader.", nil, nil)
+)
+
+type statusCollector struct{ status func() controller.Status }
+
+func (c statusCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- zkConnectedDesc
+	ch <- leaseRemainingDesc
+}
+
+func (c statusCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.status()
+	ch <- prometheus.MustNewConstMetric(zkConnectedDesc, prometheus.GaugeValue, boolFloat(s.ZKConnected))
+	ch <- prometheus.MustNewConstMetric(leaseRemainingDesc, prometheus.GaugeValue, s.LeaseRemaining)
 }
 
 func boolFloat(b bool) float64 {

@@ -48,7 +48,12 @@ func (f *fakeStatus) set(s controller.Status) {
 func newTestMetrics(t *testing.T, status func() controller.Status) (*Metrics, *prometheus.Registry) {
 	t.Helper()
 	reg := prometheus.NewPedanticRegistry()
-	return New(reg, "1.2.3-test", status), reg
+	m := New(reg, "1.2.3-test")
+	if status == nil {
+		status = func() controller.Status { return controller.Status{} }
+	}
+	reg.MustRegister(StatusCollector(status))
+	return m, reg
 }
 
 // exercise reports one of everything, as a failover would.
@@ -445,7 +450,7 @@ func TestFreshRegistryExposesEverySeries(t *testing.T) {
 // controller reports: a reason or method missing here would have no series
 // until its first event.
 func TestKnownLabelValuesMatchTheirSources(t *testing.T) {
-	for _, m := range []fencer.Method{(*fencer.RPC)(nil), (*fencer.SSH)(nil), &fencer.Shell{}} {
+	for _, m := range []fencer.Method{(*fencer.RPC)(nil), (*fencer.SSH)(nil), (*fencer.Shell)(nil)} {
 		if !slices.Contains(FenceMethods, m.Name()) {
 			t.Errorf("fencing method %q is not in FenceMethods %q", m.Name(), FenceMethods)
 		}

@@ -140,7 +140,12 @@ func electionConfig(cfg *config.Config, ccfg controller.Config, logger *slog.Log
 	}
 }
 
+// build makes every part of a node from cfg, in dependency order, without
+// starting anything; run starts them. The admin API binds here, so that a
+// port in use fails before the node joins an election it could not be
+// fenced in.
 func build(cfg *config.Config, logger *slog.Logger) (*daemon, error) {
+	// ZooKeeper client and elector.
 	zc, err := zkConfig(cfg, logger)
 	if err != nil {
 		return nil, err
@@ -155,67 +160,41 @@ func build(cfg *config.Config, logger *slog.Logger) (*daemon, error) {
 		return nil, err
 	}
 
+	// Metrics, on our own registry; the status gauges follow the controller.
 	reg := prometheus.NewRegistry()
-	var ctrl *controller.Controller
-	m := metrics.New(reg, version, func() controller.Status {
-		if ctrl == nil {
-			return controller.Status{}
-		}
-		return ctrl.Status()
-	})
+	m := metrics.New(reg, version)
 
-	chain, err := buildFencer(cfg, logger, m)
+	// Fencing, then the controller that uses it.
+	fence, err := buildFencer(cfg, logger, m)
 	if err != nil {
 		return nil, err
 	}
-	var fence controller.Fencer
-	if chain != nil {
-		fence = chain
+	ctrl, err := controller.New(ccfg, client, el, fence, m)
+	if err != nil {
+		return nil, err
 	}
-	ctrl, err = controller.New(ccfg, client, el, fence, m)
+	reg.MustRegister(metrics.StatusCollector(ctrl.Status))
+
+	// Health monitor, reporting to the controller.
+	monitor, err := buildMonitor(cfg, logger, m, ctrl)
 	if err != nil {
 		return nil, err
 	}
 
-	checker, err := buildChecker(cfg)
+	// Admin API.
+	server, err := buildAdmin(cfg, logger, reg, ctrl)
 	if err != nil {
 		return nil, err
 	}
-	monitor, err := healthcheck.New(checker, healthcheck.Config{
-		Interval: cfg.Health.Interval.Std(), Timeout: cfg.Health.Timeout.Std(), Rise: cfg.Health.Rise, Fall: cfg.Health.Fall,
-	}, logger, healthcheck.WithMetrics(m), healthcheck.WithOnChange(func(from, to healthcheck.State, err error) {
-		m.HealthState(to.String())
-		ctrl.HealthChanged(from, to, err)
-	}))
-	if err != nil {
-		return nil, err
-	}
-
-	token := ""
-	if cfg.Node.Admin.TokenFile != "" {
-		s, err := cfg.ReadToken()
-		if err != nil {
-			return nil, err
-		}
-		token = s.Reveal()
-	}
-	h := admin.NewHandler(ctrl, reg, token, logger)
-	opts := []admin.ServerOption{admin.WithLogger(logger)}
-	if t := cfg.Node.Admin.TLS; t != nil {
-		cert, err := t.LoadCertificate()
-		if err != nil {
-			return nil, fmt.Errorf("node.admin.tls: %w", err)
-		}
-		opts = append(opts, admin.WithTLS(admin.TLSConfig(cert)))
-	}
-	server := admin.NewServer(cfg.Node.Admin.Listen, h, opts...)
-	if err := server.Listen(); err != nil { // a port in use fails before we join
+	if err := server.Listen(); err != nil {
 		return nil, err
 	}
 	return &daemon{log: logger, client: client, ctrl: ctrl, monitor: monitor, server: server}, nil
 }
 
-func buildFencer(cfg *config.Config, logger *slog.Logger, m fencer.Metrics) (*fencer.Chain, error) {
+// buildFencer returns the fencing chain of cfg, or nil (no fencing) when
+// none is configured and fencing.allow_none says that is acceptable.
+func buildFencer(cfg *config.Config, logger *slog.Logger, m fencer.Metrics) (controller.Fencer, error) {
 	if len(cfg.Fencing.Methods) == 0 {
 		if !cfg.Fencing.AllowNone {
 			return nil, errors.New("no fencing method configured and fencing.allow_none is not set")
@@ -223,41 +202,92 @@ func buildFencer(cfg *config.Config, logger *slog.Logger, m fencer.Metrics) (*fe
 		logger.Warn("running WITHOUT fencing (fencing.allow_none: true): a paused or partitioned old leader may still act")
 		return nil, nil
 	}
+	deps := fencer.Deps{Logger: logger, Metrics: m}
 	var steps []fencer.Step
 	for i, fm := range cfg.Fencing.Methods {
-		switch {
-		case fm.RPC != nil:
-			tok, err := fm.RPC.ReadToken()
-			if err != nil {
-				if tok, err = cfg.ReadToken(); err != nil {
-					return nil, fmt.Errorf("fencing.methods[%d].rpc: %w", i, err)
-				}
-			}
-			r, err := fencer.NewRPC(fencer.RPCConfig{
-				URL: fm.RPC.URL, Token: tok.Reveal(), Timeout: fm.RPC.Timeout.Std(), From: cfg.Node.ID,
-				CAFile: fm.RPC.CAFile, AllowInsecureHTTP: fm.RPC.AllowInsecureHTTP,
-			}, logger)
-			if err != nil {
-				return nil, fmt.Errorf("fencing.methods[%d].rpc: %w", i, err)
-			}
-			steps = append(steps, fencer.Step{Method: r, Timeout: fm.RPC.Timeout.Std()})
-		case fm.SSH != nil:
-			s, err := fencer.NewSSH(fencer.SSHConfig{
-				User: fm.SSH.User, Port: fm.SSH.Port, IdentityFiles: fm.SSH.Identities(), UseAgent: fm.SSH.UseAgent,
-				KnownHostsFile: fm.SSH.KnownHosts, InsecureIgnoreHostKey: fm.SSH.InsecureIgnoreHostKey,
-				ConnectTimeout: fm.SSH.ConnectTimeout.Std(), Command: fm.SSH.Command, KillPort: fm.SSH.KillPort,
-			}, logger)
-			if err != nil {
-				return nil, fmt.Errorf("fencing.methods[%d].ssh: %w", i, err)
-			}
-			steps = append(steps, fencer.Step{Method: s, Timeout: fm.SSH.Timeout.Std()})
-		case fm.Shell != nil:
-			steps = append(steps, fencer.Step{Method: &fencer.Shell{
-				Argv: fm.Shell.Command, Timeout: fm.Shell.Timeout.Std(), Cluster: cfg.Cluster, NodeID: cfg.Node.ID, Logger: logger,
-			}, Timeout: fm.Shell.Timeout.Std() + 2*time.Second})
+		step, err := buildFenceStep(cfg, i, deps)
+		if err != nil {
+			return nil, fmt.Errorf("fencing.methods[%d].%s: %w", i, fm.Name(), err)
 		}
+		steps = append(steps, step)
 	}
-	return fencer.NewChain(steps, logger, m)
+	return fencer.NewChain(steps, deps)
+}
+
+// buildFenceStep builds fencing method i with the time the chain gives it.
+func buildFenceStep(cfg *config.Config, i int, deps fencer.Deps) (fencer.Step, error) {
+	fm := cfg.Fencing.Methods[i]
+	switch {
+	case fm.RPC != nil:
+		tok, err := cfg.RPCToken(i)
+		if err != nil {
+			return fencer.Step{}, err
+		}
+		r, err := fencer.NewRPC(fencer.RPCConfig{
+			URL: fm.RPC.URL, Token: tok.Reveal(), Timeout: fm.RPC.Timeout.Std(), From: cfg.Node.ID,
+			CAFile: fm.RPC.CAFile, AllowInsecureHTTP: fm.RPC.AllowInsecureHTTP,
+		}, deps)
+		if err != nil {
+			return fencer.Step{}, err
+		}
+		return fencer.Step{Method: r, Timeout: r.StepTimeout()}, nil
+	case fm.SSH != nil:
+		s, err := fencer.NewSSH(fencer.SSHConfig{
+			User: fm.SSH.User, Port: fm.SSH.Port, IdentityFiles: fm.SSH.Identities(), UseAgent: fm.SSH.UseAgent,
+			KnownHostsFile: fm.SSH.KnownHosts, InsecureIgnoreHostKey: fm.SSH.InsecureIgnoreHostKey,
+			ConnectTimeout: fm.SSH.ConnectTimeout.Std(), Command: fm.SSH.Command, KillPort: fm.SSH.KillPort,
+		}, deps)
+		if err != nil {
+			return fencer.Step{}, err
+		}
+		return fencer.Step{Method: s, Timeout: fm.SSH.Timeout.Std()}, nil
+	case fm.Shell != nil:
+		s, err := fencer.NewShell(fencer.ShellConfig{
+			Argv: fm.Shell.Command, Timeout: fm.Shell.Timeout.Std(), Cluster: cfg.Cluster, NodeID: cfg.Node.ID,
+		}, deps)
+		if err != nil {
+			return fencer.Step{}, err
+		}
+		return fencer.Step{Method: s, Timeout: s.StepTimeout()}, nil
+	}
+	return fencer.Step{}, errors.New("no method set")
+}
+
+// buildMonitor returns the health monitor; every change of health goes to
+// the metrics and to the controller.
+func buildMonitor(cfg *config.Config, logger *slog.Logger, m *metrics.Metrics, ctrl *controller.Controller) (*healthcheck.Monitor, error) {
+	checker, err := buildChecker(cfg)
+	if err != nil {
+		return nil, err
+	}
+	h := cfg.Health
+	return healthcheck.New(healthcheck.Config{
+		Interval: h.Interval.Std(), Timeout: h.Timeout.Std(), Rise: h.Rise, Fall: h.Fall,
+	}, healthcheck.Deps{
+		Checker: checker, Logger: logger, Metrics: m,
+		OnChange: func(from, to healthcheck.State, err error) {
+			m.HealthState(to.String())
+			ctrl.HealthChanged(from, to, err)
+		},
+	})
+}
+
+// buildAdmin returns the admin API of ctrl, serving reg on /metrics.
+func buildAdmin(cfg *config.Config, logger *slog.Logger, reg prometheus.Gatherer, ctrl *controller.Controller) (*admin.Server, error) {
+	acfg := admin.Config{Listen: cfg.Node.Admin.Listen}
+	tok, err := cfg.ReadToken() // "" without token_file: mutating endpoints disabled
+	if err != nil {
+		return nil, fmt.Errorf("node.admin.token_file: %w", err)
+	}
+	acfg.Token = tok
+	if t := cfg.Node.Admin.TLS; t != nil {
+		cert, err := t.LoadCertificate()
+		if err != nil {
+			return nil, fmt.Errorf("node.admin.tls: %w", err)
+		}
+		acfg.TLS = admin.TLSConfig(cert)
+	}
+	return admin.New(acfg, admin.Deps{Node: ctrl, Gatherer: reg, Logger: logger})
 }
 
 func buildChecker(cfg *config.Config) (healthcheck.Checker, error) {
@@ -273,63 +303,95 @@ func buildChecker(cfg *config.Config) (healthcheck.Checker, error) {
 	return nil, errors.New("health: no check configured")
 }
 
-// run starts every actor and returns after a graceful stop.
+// run starts one actor per part and returns after a graceful stop. The
+// first actor to return (a signal, or a part that failed) interrupts all of
+// them, in the order they are added here.
 func (d *daemon) run() error {
 	var g oklog.Group
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	ctx := context.Background()
 
-	// Signals: SIGTERM/SIGINT start a graceful stop.
+	// Signals: SIGTERM and SIGINT start a graceful stop.
 	g.Add(oklog.SignalHandler(ctx, os.Interrupt, syscall.SIGTERM))
 
-	// Health monitor.
-	hctx, hcancel := context.WithCancel(ctx)
-	g.Add(func() error { return d.monitor.Run(hctx) }, func(error) { hcancel() })
+	// Health monitor: the first to stop, as nothing waits for its verdicts
+	// once the controller stops.
+	d.add(&g, "health monitor", d.monitor.Run, false)
 
-	// Controller: its interrupt blocks until the graceful stop finished
-	// (demote, breadcrumb, leave, close the session). Interrupts run in the
-	// order actors were added, so the admin API below stays up meanwhile.
-	cctx, ccancel := context.WithCancel(ctx)
-	cdone := make(chan struct{})
-	var cerr error
-	g.Add(func() error {
-		defer close(cdone)
-		cerr = d.ctrl.Run(cctx)
-		return cerr
-	}, func(error) {
-		d.log.Info("stopping controller")
-		ccancel()
-		<-cdone
-		d.log.Info("controller stopped")
-	})
+	// Controller. Its interrupt waits until the graceful stop is over
+	// (demote, delete the breadcrumb, leave the election): the admin API
+	// must still answer meanwhile (a successor's rpc fence, status for
+	// operators), and the ZooKeeper session must still be open (the
+	// breadcrumb delete and the leave are ZooKeeper writes, and closing the
+	// session early would drop our election znode before the demote ended).
+	// Interrupts run in the order actors were added, so both are stopped
+	// only after this one returned.
+	var ctrlErr error
+	d.add(&g, "controller", func(ctx context.Context) error {
+		ctrlErr = d.ctrl.Run(ctx)
+		return ctrlErr
+	}, true)
 
-	// The first session: unsafe ACLs found then stop the daemon (exit 2).
-	fctx, fcancel := context.WithCancel(ctx)
-	g.Add(func() error { return d.firstSession(fctx) }, func(error) { fcancel() })
+	// Admin API: metrics, status, and the rpc fencer's demote endpoint.
+	d.add(&g, "admin api", d.server.Run, false)
 
-	// Admin API (metrics, status, and the rpc fencer's demote endpoint).
-	actx, acancel := context.WithCancel(ctx)
-	g.Add(func() error { return d.server.Run(actx) }, func(error) { acancel() })
+	// ZooKeeper session, last: it holds our ephemeral znodes, which must go
+	// only after the controller is done with them.
+	d.add(&g, "zookeeper session", d.zkSession, false)
 
 	err := g.Run()
 	if errors.Is(err, oklog.ErrSignal) {
 		d.log.Info("stopped on signal", "err", err)
-		return cerr
+		return ctrlErr // a graceful stop that took too long, say
 	}
 	return err
 }
 
-// firstSession waits for the first ZooKeeper session. With zookeeper.auth,
-// a session is refused when others may change a znode at or above the
-// cluster that is not ours to fix (zk.ErrUnsafeACL): found at startup, that
-// is a setup error, and the daemon refuses to run (returning it stops every
-// actor, the controller demotes as it stops). Found later, on a new
-// session, it is retried and shown in status like any ZooKeeper failure.
+// add adds the actor run(ctx) named name to g. Its interrupt cancels ctx;
+// with wait it also blocks until run returned. Both ends are logged
+// ("stopping X", "X stopped").
+func (d *daemon) add(g *oklog.Group, name string, run func(context.Context) error, wait bool) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	g.Add(func() error {
+		defer close(done)
+		err := run(ctx)
+		if err != nil {
+			d.log.Info(name+" stopped", "err", err)
+		} else {
+			d.log.Info(name + " stopped")
+		}
+		return err
+	}, func(error) {
+		d.log.Info("stopping " + name)
+		cancel()
+		if wait {
+			<-done
+		}
+	})
+}
+
+// zkSession waits for the first ZooKeeper session and then holds the
+// client open until ctx ends, when it closes it. With zookeeper.auth, a
+// first session that finds others able to change a znode at or above the
+// cluster, one not ours to fix (zk.ErrUnsafeACL), is a setup error: it is
+// returned, which stops every actor (the controller demotes as it stops)
+// and makes the daemon exit 2. Found later, on a new session, the same
+// refusal is retried and shown in status like any ZooKeeper failure.
+func (d *daemon) zkSession(ctx context.Context) error {
+	defer d.client.Close()
+	if err := d.firstSession(ctx); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	return nil
+}
+
+// firstSession waits for the first ZooKeeper session, retrying every
+// second, and returns zk.ErrUnsafeACL at once (see zkSession).
 func (d *daemon) firstSession(ctx context.Context) error {
 	for ctx.Err() == nil {
 		_, err := d.client.Session(ctx)
 		if err == nil {
-			<-ctx.Done()
 			return nil
 		}
 		if errors.Is(err, zk.ErrUnsafeACL) {

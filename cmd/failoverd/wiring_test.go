@@ -1,6 +1,12 @@
 package main
 
 import (
+	"errors"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -40,5 +46,34 @@ func TestWiringDemoteBudgetMatchesConfig(t *testing.T) {
 		}
 		t.Logf("session %v tick %v demote %v: lease %v, renew %v, tolerance %v (budget %v)",
 			tc.session, tc.tick, tc.demote, et.Lease, et.Renew, et.Tolerance(), et.Budget)
+	}
+}
+
+// An rpc method whose own token file cannot be read fails the start with
+// the method's key; the daemon used to fall back to node.admin.token_file
+// and send that token instead, hiding the error. With no method and
+// fencing.allow_none the controller gets a nil Fencer, not a typed nil.
+func TestBuildFencerTokenAndNone(t *testing.T) {
+	dir := t.TempDir()
+	adminToken := filepath.Join(dir, "admin-token")
+	if err := os.WriteFile(adminToken, []byte("t0ken\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Default()
+	cfg.Cluster, cfg.Node.ID, cfg.Node.Host = "c", "n", "127.0.0.1"
+	cfg.Node.Admin.TokenFile = adminToken
+	cfg.Fencing.Methods = []config.FencingMethod{{RPC: &config.RPCFencing{TokenFile: filepath.Join(dir, "gone")}}}
+	if _, err := buildFencer(cfg, slog.New(slog.DiscardHandler), nil); err == nil ||
+		!strings.Contains(err.Error(), "fencing.methods[0].rpc.token_file") || !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("buildFencer with an unreadable rpc token_file = %v, want its read error", err)
+	}
+	cfg.Fencing.Methods[0].RPC.TokenFile = "" // node.admin.token_file then
+	if f, err := buildFencer(cfg, slog.New(slog.DiscardHandler), nil); err != nil || f == nil {
+		t.Errorf("buildFencer with the admin token = %v, %v; want a chain", f, err)
+	}
+
+	cfg.Fencing.Methods, cfg.Fencing.AllowNone = nil, true
+	if f, err := buildFencer(cfg, slog.New(slog.DiscardHandler), nil); err != nil || f != nil {
+		t.Errorf("buildFencer with allow_none = %#v, %v; want a nil Fencer", f, err)
 	}
 }

@@ -17,8 +17,35 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 )
+
+// Secret is a value read from a secret file (a bearer token, credentials).
+// It never prints: String, GoString, MarshalYAML, MarshalJSON and LogValue
+// all give "<secret>". Use Reveal (or string(s)) only where the value is
+// sent on the wire.
+type Secret string
+
+const redacted = "<secret>"
+
+// String returns "<secret>".
+func (Secret) String() string { return redacted }
+
+// GoString returns "<secret>", so %#v does not print it either.
+func (Secret) GoString() string { return redacted }
+
+// MarshalYAML returns "<secret>".
+func (Secret) MarshalYAML() (any, error) { return redacted, nil }
+
+// MarshalJSON returns "<secret>" as a JSON string.
+func (Secret) MarshalJSON() ([]byte, error) { return []byte(`"` + redacted + `"`), nil }
+
+// LogValue returns "<secret>" for log/slog.
+func (Secret) LogValue() slog.Value { return slog.StringValue(redacted) }
+
+// Reveal returns the secret itself.
+func (s Secret) Reveal() string { return string(s) }
 
 // MaxSize bounds how much ReadFile reads. Tokens, credentials and keys are a
 // few kilobytes; anything larger is not a secret file but a mistake.
