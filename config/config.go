@@ -324,11 +324,6 @@ const (
 	DefaultShellFencingTimeout = 30 * time.Second
 )
 
-// DefaultKillGrace is how long a hook or the shell fencer gets after SIGTERM
-// before SIGKILL. It mirrors internal/proc's DefaultKillGrace, which this
-// package does not import (see doc.go).
-const DefaultKillGrace = 2 * time.Second
-
 // MinSessionTimeout is the shortest zookeeper.session_timeout accepted.
 const MinSessionTimeout = time.Second
 

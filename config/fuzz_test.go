@@ -11,6 +11,8 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/failoverd/failoverd/breadcrumb"
+	"github.com/failoverd/failoverd/internal/lease"
+	"github.com/failoverd/failoverd/internal/proc"
 )
 
 // FuzzLoadConfig checks that Parse never panics, that a config that
@@ -95,8 +97,9 @@ func derived(t *testing.T, cfg *Config) {
 	ticker(t, "health.interval", cfg.Health.Interval.Std())
 	timer(t, "health.timeout", cfg.Health.Timeout.Std())
 	timer(t, "node.shutdown_timeout", cfg.Node.ShutdownTimeout.Std())
-	timer(t, "promote timeout plus kill grace", cfg.Service.Promote.Timeout.Std()+DefaultKillGrace)
-	timer(t, "demote timeout plus kill grace", cfg.Service.Demote.Timeout.Std()+DefaultKillGrace)
+	// The daemon gives both hooks lease.KillGrace.
+	timer(t, "promote timeout plus kill grace", proc.MaxDuration(cfg.Service.Promote.Timeout.Std(), lease.KillGrace))
+	timer(t, "demote timeout plus kill grace", proc.MaxDuration(cfg.Service.Demote.Timeout.Std(), lease.KillGrace))
 	for i, m := range cfg.Fencing.Methods {
 		switch {
 		// 0 leaves the rpc timeout and the ssh connect timeout to fencer's
@@ -111,7 +114,7 @@ func derived(t *testing.T, cfg *Config) {
 			}
 			timer(t, fmt.Sprintf("fencing.methods[%d].ssh.timeout", i), m.SSH.Timeout.Std())
 		case m.Shell != nil:
-			timer(t, fmt.Sprintf("fencing.methods[%d].shell.timeout plus kill grace", i), m.Shell.Timeout.Std()+DefaultKillGrace)
+			timer(t, fmt.Sprintf("fencing.methods[%d].shell.timeout plus kill grace", i), proc.MaxDuration(m.Shell.Timeout.Std(), 0)) // fencer.Shell.StepTimeout
 		}
 	}
 
