@@ -30,7 +30,11 @@
 //     (Config.DemoteBudget) after the lease ends.
 //   - A leadership also ends when its znode is deleted, its session expires,
 //     a reconnect negotiates a session timeout the lease no longer fits,
-//     Resign or Cede is called, or Run's context ends.
+//     Resign or Cede is called, or Run's context ends (the leadership
+//     context's cause is then the cause Run's context was cancelled with).
+//   - Cancelling Run's context never abandons a create in flight: the
+//     elector learns its outcome (bounded by the session's life) and
+//     deletes the znode, so no znode of its live session stays behind.
 //   - The lease is enforced by the clock alone: no ZooKeeper call runs in the
 //     loop that watches a leadership, so a call that hangs (go-zookeeper's
 //     calls can, during reconnect cycles) cannot delay the end of leadership.
@@ -477,21 +481,30 @@ func (e *Elector) campaign(ctx context.Context, sess *zk.Session, kick <-chan st
 	if err := sess.EnsurePath(ctx, e.cfg.Dir); err != nil {
 		return err
 	}
+	// keep carries the calls whose outcome must be known even when the
+	// candidacy is cancelled meanwhile: a create (and the search for it
+	// after a lost response) and the deletes of our own znodes. Abandoning
+	// a create in flight would leave a znode of our live session behind
+	// with nobody to delete it: in unfair mode a lock that nobody can take,
+	// in fair mode a head of the queue that never leads. ctx is consulted
+	// only between calls and in the selects next to kick.
+	keep, release := sessionCtx(ctx, sess)
+	defer release()
 	var node string
 	var epoch int64
 	if e.cfg.Mode == Unfair {
-		node, epoch, err = e.acquireLock(ctx, sess, kick)
+		node, epoch, err = e.acquireLock(ctx, keep, sess, kick)
 		if node == "" {
 			return err
 		}
 		defer e.leave(sess, node)
 	} else {
 		var czxid int64
-		if node, czxid, err = e.join(ctx, sess); err != nil {
+		if node, czxid, err = e.join(ctx, keep, sess); err != nil {
 			return err
 		}
 		defer e.leave(sess, node)
-		epoch, err = e.waitTurn(ctx, sess, node, czxid, kick)
+		epoch, err = e.waitTurn(ctx, keep, sess, node, czxid, kick)
 		if errors.Is(err, errKicked) {
 			return nil
 		}
@@ -499,8 +512,26 @@ func (e *Elector) campaign(ctx context.Context, sess *zk.Session, kick <-chan st
 			return err
 		}
 	}
+	if ctx.Err() != nil {
+		return nil // cancelled while the create was in flight: leave, as after a kick
+	}
 	e.lead(ctx, sess, node, epoch, kick, onElected)
 	return nil
+}
+
+// sessionCtx returns a context that the cancellation of ctx does not end
+// but the end of sess does (every call on a dead session fails at once
+// anyway); release frees it.
+func sessionCtx(ctx context.Context, sess *zk.Session) (context.Context, context.CancelFunc) {
+	keep, release := context.WithCancel(context.WithoutCancel(ctx))
+	go func() {
+		select {
+		case <-sess.Done():
+			release()
+		case <-keep.Done():
+		}
+	}()
+	return keep, release
 }
 
 var errKicked = errors.New("election: resigned or ceded")
@@ -559,27 +590,33 @@ func (e *Elector) create(ctx context.Context, sess *zk.Session, p string, mode z
 
 // join creates our fair-mode znode, surviving a lost create response.
 // It returns the znode and its czxid (0 when adopted: not known yet).
-func (e *Elector) join(ctx context.Context, sess *zk.Session) (string, int64, error) {
+// Once a create was sent it runs on keep until its outcome is known, so a
+// cancelled ctx never leaves a znode of ours that the caller does not
+// know of; ctx only stops it from sending another create.
+func (e *Elector) join(ctx, keep context.Context, sess *zk.Session) (string, int64, error) {
 	prefix := e.cfg.Dir + "/c_" + e.guid + "-n_"
 	// Leftovers of earlier terms (a leave that failed while ZooKeeper was
 	// away) must go: adopting one would reuse an old epoch.
-	if _, err := e.adopt(ctx, sess, ""); err != nil {
+	if _, err := e.adopt(ctx, keep, sess, ""); err != nil {
 		return "", 0, err
 	}
 	join := nonce()
 	for attempt := 0; ; attempt++ {
-		node, st, err := e.create(ctx, sess, prefix, zk.EphemeralSequential, join)
+		if err := ctx.Err(); err != nil {
+			return "", 0, err
+		}
+		node, st, err := e.create(keep, sess, prefix, zk.EphemeralSequential, join)
 		if err == nil {
 			return node, st.Czxid, nil
 		}
-		if !errors.Is(err, zk.ErrConnectionLoss) || attempt >= 5 {
+		if !errors.Is(err, zk.ErrConnectionLoss) {
 			return "", 0, fmt.Errorf("joining the election: %w", err)
 		}
 		e.log.Warn("create response lost; looking for our znode", "err", err)
-		if err := waitConnected(ctx, sess); err != nil {
+		if err := waitConnected(keep, sess); err != nil {
 			return "", 0, err
 		}
-		node, err = e.adopt(ctx, sess, join)
+		node, err = e.adopt(keep, keep, sess, join)
 		if err != nil {
 			return "", 0, err
 		}
@@ -587,14 +624,18 @@ func (e *Elector) join(ctx context.Context, sess *zk.Session) (string, int64, er
 			e.log.Info("found our znode after a lost create response", "node", node)
 			return node, 0, nil
 		}
+		if attempt >= 5 {
+			return "", 0, fmt.Errorf("joining the election: %d create responses lost", attempt+1)
+		}
 	}
 }
 
 // adopt looks for fair-mode znodes carrying our GUID. With a join nonce it
 // returns one owned by the current session and created by that join (our
 // create went through after all); it deletes the rest: orphans of earlier
-// sessions, duplicates, leftovers of earlier terms.
-func (e *Elector) adopt(ctx context.Context, sess *zk.Session, join string) (string, error) {
+// sessions, duplicates, leftovers of earlier terms. Reads run on ctx, the
+// deletes on keep.
+func (e *Elector) adopt(ctx, keep context.Context, sess *zk.Session, join string) (string, error) {
 	kids, err := sess.Children(ctx, e.cfg.Dir)
 	if err != nil {
 		return "", err
@@ -619,7 +660,7 @@ func (e *Elector) adopt(ctx context.Context, sess *zk.Session, join string) (str
 			continue
 		}
 		e.log.Info("deleting an orphan znode of ours", "node", p, "owner", fmt.Sprintf("0x%x", st.EphemeralOwner))
-		if err := sess.Delete(ctx, p, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		if err := sess.Delete(keep, p, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
 			return "", err
 		}
 	}
@@ -704,7 +745,8 @@ func Queue(ctx context.Context, sess *zk.Session, dir string) ([]string, error) 
 // waitTurn blocks until our fair-mode znode is the lowest, watching only the
 // predecessor. It returns our epoch (the znode's czxid).
 // czxid, when known from the create, saves a round trip at the end.
-func (e *Elector) waitTurn(ctx context.Context, sess *zk.Session, node string, czxid int64, kick <-chan struct{}) (int64, error) {
+// A cancelled ctx ends it like a kick; the caller then leaves.
+func (e *Elector) waitTurn(ctx, keep context.Context, sess *zk.Session, node string, czxid int64, kick <-chan struct{}) (int64, error) {
 	name := node[strings.LastIndex(node, "/")+1:]
 	for {
 		kids, err := sess.Children(ctx, e.cfg.Dir)
@@ -719,7 +761,7 @@ func (e *Elector) waitTurn(ctx context.Context, sess *zk.Session, node string, c
 			} else if strings.Contains(k, e.guid) && idx < 0 {
 				// A stray duplicate of ours (a create that landed late) ahead of
 				// us would block everyone behind it: remove it.
-				sess.Delete(ctx, e.cfg.Dir+"/"+k, -1)
+				sess.Delete(keep, e.cfg.Dir+"/"+k, -1)
 			}
 		}
 		if idx < 0 {
@@ -760,32 +802,49 @@ func (e *Elector) waitTurn(ctx context.Context, sess *zk.Session, node string, c
 }
 
 // acquireLock blocks until we hold the unfair-mode lock; it returns the lock
-// path and its czxid, or "" when kicked.
-func (e *Elector) acquireLock(ctx context.Context, sess *zk.Session, kick <-chan struct{}) (string, int64, error) {
+// path and its czxid, or "" when kicked or cancelled. A create, once sent,
+// runs on keep until its outcome is known: it returns the lock when it
+// got it, even if ctx ended meanwhile (the caller then leaves).
+func (e *Elector) acquireLock(ctx, keep context.Context, sess *zk.Session, kick <-chan struct{}) (string, int64, error) {
 	lock := e.cfg.Dir + "/" + lockName
 	join := nonce()
 	lostCreate := false
+	unresolved := false // a create's response was lost and no read has told its outcome yet
 	for {
-		_, st, err := e.create(ctx, sess, lock, zk.Ephemeral, join)
-		switch {
-		case err == nil:
-			return lock, st.Czxid, nil
-		case errors.Is(err, zk.ErrConnectionLoss):
-			lostCreate = true
-			e.log.Warn("create response lost; checking the lock owner", "err", err)
-			if err := waitConnected(ctx, sess); err != nil {
-				return "", 0, err
-			}
-		case !errors.Is(err, zk.ErrNodeExists):
+		if err := ctx.Err(); err != nil && !unresolved {
 			return "", 0, err
 		}
-		b, st, ch, err := sess.GetW(ctx, lock)
+		if !unresolved {
+			_, st, err := e.create(keep, sess, lock, zk.Ephemeral, join)
+			switch {
+			case err == nil:
+				return lock, st.Czxid, nil
+			case errors.Is(err, zk.ErrConnectionLoss):
+				lostCreate, unresolved = true, true
+				e.log.Warn("create response lost; checking the lock owner", "err", err)
+			case !errors.Is(err, zk.ErrNodeExists):
+				return "", 0, err
+			}
+		}
+		rctx := ctx
+		if unresolved {
+			rctx = keep
+			if err := waitConnected(keep, sess); err != nil {
+				return "", 0, err
+			}
+		}
+		b, st, ch, err := sess.GetW(rctx, lock)
 		if errors.Is(err, zk.ErrNoNode) {
+			unresolved = false
 			continue
 		}
 		if err != nil {
+			if errors.Is(err, zk.ErrConnectionLoss) && unresolved {
+				continue // still unknown: look again once connected
+			}
 			return "", 0, err
 		}
+		unresolved = false
 		var c candidate
 		_ = json.Unmarshal(b, &c)
 		if lostCreate && st.EphemeralOwner == sess.ID() && c.Join == join {
@@ -795,7 +854,7 @@ func (e *Elector) acquireLock(ctx context.Context, sess *zk.Session, kick <-chan
 			// Ours from an earlier session or term (a leave whose delete was
 			// lost): adopting it would reuse an old epoch.
 			e.log.Info("deleting an old lock of ours", "owner", fmt.Sprintf("0x%x", st.EphemeralOwner))
-			if err := sess.Delete(ctx, lock, st.Version); err != nil && !errors.Is(err, zk.ErrNoNode) {
+			if err := sess.Delete(keep, lock, st.Version); err != nil && !errors.Is(err, zk.ErrNoNode) {
 				return "", 0, err
 			}
 			continue
@@ -868,6 +927,11 @@ func (e *Elector) lead(ctx context.Context, sess *zk.Session, node string, epoch
 	l := Leadership{Epoch: epoch, Path: node, Session: sess, NodeID: e.cfg.NodeID, Lease: tm.Lease,
 		SessionTimeout: tm.Session, RenewInterval: tm.Renew, Grace: tm.Grace(), Timing: tm, deadline: deadline}
 
+	// The term's context derives from Run's: when Run's context is
+	// cancelled with a cause, context.Cause of the term is that cause (the
+	// caller's reason, such as a shutdown or an unhealthy service); the
+	// elector's own reasons (ErrLeaseExpired, ErrNodeDeleted, ...) are the
+	// cause when the term ends otherwise.
 	lctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(ErrStopped)
 	done := make(chan struct{})
@@ -972,7 +1036,7 @@ func (e *Elector) watch(ctx context.Context, sess *zk.Session, node string, tm l
 		case <-done:
 			return ErrReleased
 		case <-ctx.Done():
-			return ErrStopped
+			return stopCause(ctx)
 		case <-kick:
 			return ErrResigned
 		case <-sess.Done():
@@ -1003,6 +1067,15 @@ func (e *Elector) watch(ctx context.Context, sess *zk.Session, node string, tm l
 		case <-timer.C:
 		}
 	}
+}
+
+// stopCause is why Run's context ended: the cause its caller gave, or
+// ErrStopped when it gave none.
+func stopCause(ctx context.Context) error {
+	if c := context.Cause(ctx); c != nil && c != ctx.Err() {
+		return c
+	}
+	return ErrStopped
 }
 
 // renewLoop renews the lease until ctx ends: each renewal is a write
