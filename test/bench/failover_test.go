@@ -9,6 +9,7 @@ package bench
 
 import (
 	"fmt"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -198,9 +199,68 @@ var manualSteps = []string{stRequestWritten, stDemoteStart, stDemoteEnd, stBCDel
 // fenced, are counted (a clean switchover needs neither). The CLI's
 // --timeout is BENCH_FAILOVER_TIMEOUT (20s); the next run starts once the
 // nodes that stood aside campaign again.
+//
+// A third case, target-fenced, switches over to a standby that was just
+// fenced over rpc (POST /v1/demote, what a successor does to a previous
+// leader whose breadcrumb stayed, after a lease expiry for example): that
+// node sits out node.demote_holdoff (10s) while its status still says
+// "standby", and the switchover waits for the rest of the holdoff
+// (BENCH_MANUAL_FENCED_RUNS, default 3; fair mode, the cause is the same in both).
 func BenchmarkManualFailover(b *testing.B) {
 	for _, mode := range []string{"fair", "unfair"} {
 		b.Run("mode="+mode, func(b *testing.B) { manualFailover(b, mode) })
+	}
+	b.Run("target-fenced", manualFailoverToFenced)
+}
+
+// manualFailoverToFenced times failover --to a node fenced just before.
+func manualFailoverToFenced(b *testing.B) {
+	c := startCluster(b, handoffOptions("fair"))
+	hooksCompiled.install(b, c)
+	n := runs("MANUAL_FENCED", 3)
+	s := series{}
+	for i := 0; i < n; i++ {
+		old := c.ready(60 * time.Second)
+		target := c.Nodes[(i+1)%len(c.Nodes)]
+		if target == old {
+			target = c.Nodes[(i+2)%len(c.Nodes)]
+		}
+		c.fence(target, old)
+		st, _ := target.Status()
+		t0 := time.Now()
+		out, code := old.CLI("failover", "--to", target.ID, "--timeout", "30s")
+		wall := time.Since(t0)
+		if code != 0 {
+			b.Fatalf("run %d: failover --to %s: exit %d: %s", i, target.ID, code, strings.TrimSpace(out))
+		}
+		s.add("cli_wall", wall)
+		b.Logf("run %d: %s fenced by rpc (then reporting %q), failover --to it: CLI %.1f ms", i, target.ID, st.State, ms(wall))
+		// The holdoff is over by now; wait for the standbys to campaign.
+	}
+	res := Result{Scenario: scManual, Name: "failover --to a standby fenced just before (fair)", Runs: len(s["cli_wall"])}
+	res.fill(s["cli_wall"])
+	res.Notes = "the target sits out node.demote_holdoff (10s) after an rpc fence, reporting standby; " + zkDesc(c.ZK)
+	record(b, res)
+}
+
+// fence asks n's admin API to demote (POST /v1/demote with the cluster's
+// token), as the rpc fencing method of a successor from does.
+func (c *cluster) fence(n, from *clustertest.Node) {
+	c.b.Helper()
+	body := fmt.Sprintf(`{"reason":"bench: fenced before a switchover to it","epoch":0,"from":%q,"target":%q}`, from.ID, n.ID)
+	req, err := http.NewRequest("POST", "http://"+n.AdminAddr+"/v1/demote", strings.NewReader(body))
+	if err != nil {
+		c.b.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+c.Token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		c.b.Fatalf("fencing %s: %v", n.ID, err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		c.b.Fatalf("fencing %s: HTTP %d", n.ID, resp.StatusCode)
 	}
 }
 
