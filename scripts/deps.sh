@@ -12,7 +12,22 @@ command -v ss >/dev/null 2>&1 || need+=(iproute2)
 command -v fuser >/dev/null 2>&1 || need+=(psmisc)
 command -v curl >/dev/null 2>&1 || need+=(curl)
 
+# Optional: kazoo, the reference recipe of make bench (test/bench skips it
+# when no python3 imports it). Installed along with the rest, or alone when
+# we are root; never a reason to fail.
+optional=()
+python3 -c 'import kazoo' >/dev/null 2>&1 || /usr/bin/python3 -c 'import kazoo' >/dev/null 2>&1 || optional+=(python3-kazoo)
+
 if [ ${#need[@]} -eq 0 ]; then
+  if [ ${#optional[@]} -gt 0 ]; then
+    if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
+      echo ">> deps: installing optional ${optional[*]}"
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${optional[@]}" ||
+        echo "deps: could not install ${optional[*]} (optional: make bench then times only the Go recipe)" >&2
+    else
+      echo ">> deps: optional ${optional[*]} missing (make bench then times only the Go recipe)"
+    fi
+  fi
   echo ">> deps: everything present"
   exit 0
 fi
@@ -30,3 +45,7 @@ fi
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${need[@]}"
+if [ ${#optional[@]} -gt 0 ]; then
+  apt-get install -y -qq --no-install-recommends "${optional[@]}" ||
+    echo "deps: could not install ${optional[*]} (optional: make bench then times only the Go recipe)" >&2
+fi
