@@ -655,3 +655,53 @@ var (
 		Refusal() error
 	} = (*Elector)(nil)
 )
+
+// The reason a term ends travels as its context's cause: cancelling the
+// campaign with a cause ends the term with that cause (the controller's
+// leadership-loss reason), through the adapter as through election.
+func TestCampaignTermCauseIsCampaignCause(t *testing.T) {
+	zkc := zktest.Start(t, 1)
+	s, c := newStore(t, zkc, "a", "inst-a")
+	el, err := election.New(c, election.Config{Dir: s.Layout().ElectionDir(), NodeID: "a", Mode: election.Fair})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	won := make(chan struct{})
+	cause := make(chan error, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- s.Elector(el).Campaign(ctx, func(tctx context.Context, tm cluster.Term) {
+			if tm.Epoch() <= 0 {
+				t.Errorf("term epoch %d", tm.Epoch())
+			}
+			close(won)
+			<-tctx.Done()
+			cause <- context.Cause(tctx)
+		})
+	}()
+	select {
+	case <-won:
+	case <-time.After(30 * time.Second):
+		t.Fatal("not elected")
+	}
+	errHandoff := errors.New("test: failover handoff")
+	cancel(errHandoff)
+	select {
+	case got := <-cause:
+		if !errors.Is(got, errHandoff) {
+			t.Fatalf("term ended with cause %v, want the campaign's %v", got, errHandoff)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the term did not end with the campaign")
+	}
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Campaign did not return")
+	}
+	if q, err := s.Queue(t.Context()); err != nil || len(q) != 0 {
+		t.Fatalf("election queue after the campaign = %v, %v; want empty", q, err)
+	}
+}
