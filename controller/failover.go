@@ -2,20 +2,15 @@ package controller
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"time"
 
 	"github.com/failoverd/failoverd/cluster"
-	"github.com/failoverd/failoverd/election"
-	"github.com/failoverd/failoverd/zk"
 )
 
-// watchFailover acts on manual failover requests: every node but the target
-// stands aside until the target is promoted (the target marks the request
-// done, or the requester deletes it) or the request's timeout ran out; a
-// leader that is not the target hands over gracefully (demote, delete the
-// breadcrumb).
+// Manual failover requests: every node but the target stands aside until
+// the target is promoted (the target marks the request done, or the
+// requester deletes it) or the request's timeout ran out; a leader that is
+// not the target hands over gracefully (demote, delete the breadcrumb).
 //
 // How long a node that first sees a request (after a restart, say) may
 // stand aside: the request carries no age this node could trust (its
@@ -29,153 +24,105 @@ import (
 // saw the request. A persistent request (written by an earlier CLI, or by
 // hand) has no such owner: the first node whose own timer for it runs out
 // deletes it, which ends the others' stand-aside too.
+
+// watchFailover feeds the failover request to the loop until ctx ends.
 func (c *Controller) watchFailover(ctx context.Context) {
-	path := c.layout().Failover()
-	seen := ""
-	// A request not done by its timeout (measured here) is deleted, so that
-	// one whose requester died does not hold nodes that restart later.
-	expiry := time.NewTimer(time.Hour)
-	expiry.Stop()
-	defer expiry.Stop()
-	var expiring *cluster.FailoverRequest
 	for ctx.Err() == nil {
-		sess, err := c.client.Session(ctx)
-		if err != nil {
+		err := c.rec.WatchFailover(ctx, func(r *cluster.FailoverRequest) { c.send(failoverSeen{req: r}) })
+		if ctx.Err() == nil {
+			c.log.Debug("failover watch ended; watching again", "err", err)
 			sleepCtx(ctx, time.Second)
-			continue
-		}
-		data, _, ch, err := sess.GetW(ctx, path)
-		if errors.Is(err, zk.ErrNoNode) {
-			var ok bool
-			ok, _, ch, err = sess.ExistsW(ctx, path)
-			if err == nil && ok {
-				continue
-			}
-			if err == nil {
-				c.endStandAside("", "the failover request was withdrawn")
-			}
-		}
-		if err != nil {
-			sleepCtx(ctx, 500*time.Millisecond)
-			continue
-		}
-		var req cluster.FailoverRequest
-		if data != nil && json.Unmarshal(data, &req) == nil && req.To != "" {
-			switch key := req.Key(); {
-			case req.Done:
-				c.endStandAside(key, "the failover target was promoted")
-			case key != seen:
-				seen = key
-				if d := c.onFailoverRequest(key, req); d > 0 {
-					expiring = &req
-					expiry.Reset(d)
-				}
-			}
-		}
-		select {
-		case <-ctx.Done():
-		case <-ch:
-		case <-sess.Done():
-		case <-expiry.C:
-			c.deleteExpiredRequest(ctx, sess, path, *expiring)
 		}
 	}
 }
 
-// deleteExpiredRequest deletes the failover request r if it is still there
-// and not done.
-func (c *Controller) deleteExpiredRequest(ctx context.Context, sess *zk.Session, path string, r cluster.FailoverRequest) {
-	data, st, err := sess.Get(ctx, path)
-	if err != nil {
+// onFailoverSeen acts on the request as the watch (or a term's first read)
+// saw it.
+func (c *Controller) onFailoverSeen(r *cluster.FailoverRequest) {
+	l := &c.l
+	if r == nil {
+		c.endStandAside("", "the failover request was withdrawn")
+		c.warm(false)
 		return
 	}
-	var now cluster.FailoverRequest
-	if json.Unmarshal(data, &now) != nil || now.Key() != r.Key() || now.Done {
+	if r.To == "" {
 		return
 	}
-	if err := sess.Delete(ctx, path, st.Version); err == nil {
-		c.log.Warn("manual failover request timed out without the target being promoted; deleted it", "to", r.To)
+	switch key := r.Key(); {
+	case r.Done:
+		c.endStandAside(key, "the failover target was promoted")
+		c.warm(false)
+	case key != l.seenFailover:
+		l.seenFailover = key
+		c.onFailoverRequest(key, *r)
 	}
 }
 
-// onFailoverRequest stands aside for a request to another node. It returns
-// how long the request stands (<= 0: over already).
-func (c *Controller) onFailoverRequest(key string, req cluster.FailoverRequest) time.Duration {
-	d := req.StandFor(time.Now())
+// onFailoverRequest stands aside for a request to another node; a request
+// to this node ends any stand-aside. Either way the request is deleted
+// when its timeout (measured here) is over and it is not done, so that one
+// whose requester died does not hold nodes that restart later.
+func (c *Controller) onFailoverRequest(key string, r cluster.FailoverRequest) {
+	l := &c.l
+	now := time.Now()
+	d := r.StandFor(now)
 	if d <= 0 {
-		return d
+		return
 	}
-	if req.To == c.cfg.NodeID {
+	l.expiry, l.expiryAt = &r, now.Add(d)
+	if r.To == c.cfg.NodeID {
 		// A newer request may name us while we still stand aside for an
 		// earlier one to another node (failover --to b, then --to us):
 		// the earlier one is over, and we are the candidate now.
 		c.log.Info("manual failover requested to this node")
 		c.endStandAside("", "a newer failover request names this node")
-		return d
+		c.warm(true)
+		return
 	}
-	c.log.Info("manual failover requested: standing aside", "to", req.To, "for", d.Round(time.Millisecond).String())
-	c.cedeMu.Lock()
-	defer c.cedeMu.Unlock()
-	c.mu.Lock()
-	c.endReason = reasonFailover
-	c.standAsideKey = key
-	c.standAsideUntil = time.Now().Add(d) // monotonic: no other host's clock involved
-	c.mu.Unlock()
-	c.el.Cede(d)
-	c.poke(c.wake) // Run re-arms its end-of-cede timer
-	c.setStateIfIdle()
-	return d
+	c.log.Info("manual failover requested: standing aside", "to", r.To, "for", d.Round(time.Millisecond).String())
+	l.standAside = standAside{key: key, until: now.Add(d)} // monotonic: no other host's clock involved
+	c.endCandidacy(causeFailover)
 }
-
-// testHookEndStandAside, when set (tests only), runs in endStandAside
-// between reading the other cedes' deadline and shortening the elector's.
-var testHookEndStandAside func()
 
 // endStandAside ends the stand-aside for request key ("": any) before its
-// time; cedes of other origins (operator, holdoff, backoff) still hold. It
-// holds cedeMu from reading their deadline to shortening the elector's
-// cede to it: a cede made in between (a demote request's holdoff) would
-// otherwise be cut short.
+// time; cedes of other origins (operator, holdoff, backoff) still hold:
+// they are kept apart in the loop's state.
 func (c *Controller) endStandAside(key, why string) {
-	c.cedeMu.Lock()
-	defer c.cedeMu.Unlock()
-	c.mu.Lock()
-	if c.standAsideKey == "" || (key != "" && key != c.standAsideKey) || !time.Now().Before(c.standAsideUntil) {
-		c.mu.Unlock()
+	l := &c.l
+	if l.standAside.key == "" || (key != "" && key != l.standAside.key) || !time.Now().Before(l.standAside.until) {
 		return
 	}
-	c.standAsideKey, c.standAsideUntil = "", time.Time{}
-	until := c.cededUntil
-	c.mu.Unlock()
+	l.standAside = standAside{}
 	c.log.Info("manual failover over: joining the election again", "why", why)
-	if testHookEndStandAside != nil {
-		testHookEndStandAside()
-	}
-	c.el.EndCede(until)
-	c.poke(c.wake)
 }
 
-// completeFailover marks a pending failover request to this node done once
-// we are promoted, so the other nodes stop standing aside (they are the
-// candidates if we die now). Bounded and best effort: the requester deletes
-// the request when it sees us lead, and the request times out anyway.
-func (c *Controller) completeFailover(lctx context.Context, l election.Leadership) {
-	ctx, cancel := context.WithTimeout(lctx, 2*time.Second)
-	defer cancel()
-	path := c.layout().Failover()
-	data, st, err := l.Session.Get(ctx, path)
-	if err != nil {
-		return
+// expireFailover deletes the request r if it is still there and not done.
+func (c *Controller) expireFailover(r cluster.FailoverRequest) {
+	bg := c.l.bg
+	go func() {
+		ctx, cancel := context.WithTimeout(bg, 5*time.Second)
+		defer cancel()
+		if err := c.rec.ExpireFailover(ctx, r.Key()); err != nil {
+			c.log.Debug("expired failover request not deleted", "err", err)
+			return
+		}
+		c.log.Warn("manual failover request timed out without the target being promoted; deleted it if still there", "to", r.To)
+	}()
+}
+
+// warm tells an elector that can keep its lease chain warm while waiting
+// whether this node is a failover target.
+func (c *Controller) warm(on bool) {
+	if w, ok := c.el.(Warmer); ok {
+		w.Warm(on)
 	}
-	var req cluster.FailoverRequest
-	if json.Unmarshal(data, &req) != nil || req.To != c.cfg.NodeID || req.Done {
-		return
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
 	}
-	req.Done, req.Epoch = true, l.Epoch
-	b, _ := json.Marshal(req)
-	if _, err := l.Session.Set(ctx, path, b, st.Version); err != nil {
-		c.log.Warn("could not mark the failover request done; the others rejoin when it is deleted or times out", "err", err)
-		return
-	}
-	c.log.Info("failover request to this node marked done", "epoch", l.Epoch)
 }

@@ -1,12 +1,10 @@
 package controller
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"time"
 
-	"github.com/failoverd/failoverd/election"
 	"github.com/failoverd/failoverd/internal/lease"
 )
 
@@ -43,106 +41,87 @@ var ErrHookStuck = errors.New("an earlier hook is still running after SIGKILL")
 // stuckHook is a hook that proc.Run gave up on: it did not exit after
 // SIGKILL (uninterruptible sleep). Reaped closes when it finally goes.
 type stuckHook struct {
-	name   string
-	since  time.Time
-	reaped <-chan struct{}
-	msg    string // what it put in lastErr (guarded by c.mu)
+	name     string
+	since    time.Time
+	reaped   <-chan struct{}
+	reapSeen bool      // the loop saw it reaped: the demote after it may run
+	retryAt  time.Time // next try of that demote
+	failures int
+	msg      string // what it put in lastErr
 }
 
-// stuckErr returns ErrHookStuck (wrapped) while a stuck hook is alive. Once
-// it was reaped, hooks run again, but c.stuck stays (keeping this node out
-// of the election) until afterReap cleared it. Call it with hookMu held.
-func (c *Controller) stuckErr(next string) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	h := c.stuck
-	if h == nil {
-		return nil
-	}
+// alive reports whether the stuck hook has not been reaped yet.
+func (h *stuckHook) alive() bool {
 	select {
 	case <-h.reaped:
-		return nil
+		return false
 	default:
+		return true
 	}
-	return fmt.Errorf("%s hook not started: %w (the %s hook, stuck for %s)",
-		next, ErrHookStuck, h.name, time.Since(h.since).Round(time.Second))
 }
 
 // hookUnkillable records a hook that did not exit after SIGKILL and says so
 // loudly. Until it is reaped, no hook runs and this node stays out of the
-// election: a leadership in progress ends (the callback returns, the
-// elector deletes our znode), so a successor is elected and fences us, and
-// the service counts as possibly primary (a demote cannot succeed).
+// election: a leadership in progress ends (the candidacy ends, the elector
+// deletes our znode), so a successor is elected and fences us, and the
+// service counts as possibly primary (a demote cannot succeed).
 func (c *Controller) hookUnkillable(name string, reaped <-chan struct{}, err error) {
 	h := &stuckHook{name: name, since: time.Now(), reaped: reaped}
-	c.mu.Lock()
-	c.stuck = h
 	h.msg = fmt.Sprintf("%s hook did not exit after SIGKILL; out of the election until it exits: %v", name, err)
-	c.lastErr = h.msg
-	c.mu.Unlock()
+	c.l.stuck = h
+	c.setErr(h.msg)
 	c.log.Error("HOOK DID NOT EXIT AFTER SIGKILL: giving up leadership and staying out of the election until it exits; the successor fences this node",
 		"hook", name, "err", err)
-	if m, ok := c.metrics.(interface{ HookUnkillable(hook string) }); ok {
+	if m, ok := c.metrics.(hookUnkillableMetric); ok {
 		m.HookUnkillable(name)
 	}
-	c.poke(c.wake)
-	c.poke(c.memberChanged)
-	go c.afterReap(h)
+	go func() {
+		if reaped != nil {
+			select {
+			case <-reaped:
+			case <-c.loopDone:
+				return
+			}
+		}
+		c.send(hookReaped{h: h})
+	}()
 }
 
-// afterReap waits for the stuck hook h to be reaped, then keeps this node
-// out of the election until the service is known not to be primary: the
-// stuck hook may have been a promote, or a demote that never finished, so
-// the service may still act as primary while a successor leads. The
-// demote is retried (with the takeover backoff) until it succeeds. If it
-// gets stuck in turn, that hook's own afterReap takes over.
-func (c *Controller) afterReap(h *stuckHook) {
-	select {
-	case <-h.reaped:
-	case <-c.stopped:
+// onHookReaped: the stuck hook finally exited. The node stays out of the
+// election until the service is known not to be primary: the stuck hook
+// may have been a promote, or a demote that never finished, so the service
+// may still act as primary while a successor leads. The demote is retried
+// (with the takeover backoff) until it succeeds (startNextHook).
+func (c *Controller) onHookReaped(h *stuckHook) {
+	if c.l.stuck != h {
 		return
 	}
 	c.log.Warn("the stuck hook finally exited", "hook", h.name, "stuck_for", time.Since(h.since).Round(time.Millisecond).String())
-	for failures := 0; ; failures++ {
-		c.mu.Lock()
-		may, epoch := c.primary.mayBePrimary, c.epoch
-		c.mu.Unlock()
-		if !may {
-			break
-		}
-		c.log.Warn("the service may still be primary: demoting it before joining the election again", "epoch", epoch)
-		err := c.runHook(context.Background(), "demote", c.cfg.Demote, reasonStuckHook, epoch, nil)
-		if err == nil {
-			break
-		}
-		c.mu.Lock()
-		replaced := c.stuck != h
-		if !replaced {
-			h.msg = "after a stuck hook exited, the demote failed; out of the election until it succeeds: " + err.Error()
-			c.lastErr = h.msg
-		}
-		c.mu.Unlock()
-		if replaced {
-			return
-		}
-		d := c.retryDelay(failures)
-		select {
-		case <-c.stopped:
-			return
-		case <-time.After(d):
-		}
+	h.reapSeen = true
+}
+
+// onReapDemote: the demote after a stuck hook was reaped is over.
+func (c *Controller) onReapDemote(h *stuckHook, err error) {
+	if c.l.stuck != h {
+		return // it got stuck in turn: that hook's own reap takes over
 	}
-	c.mu.Lock()
-	if c.stuck == h {
-		c.stuck = nil
-		if c.lastErr == h.msg {
-			c.lastErr = ""
-		}
+	if err == nil {
+		c.stuckOver(h)
+		return
 	}
-	c.mu.Unlock()
+	c.clearErr(h.msg)
+	h.msg = "after a stuck hook exited, the demote failed; out of the election until it succeeds: " + err.Error()
+	c.setErr(h.msg)
+	d := c.retryDelay(h.failures)
+	h.failures++
+	h.retryAt = time.Now().Add(d)
+}
+
+// stuckOver lets the node join again: the service is demoted.
+func (c *Controller) stuckOver(h *stuckHook) {
+	c.l.stuck = nil
+	c.clearErr(h.msg)
 	c.log.Warn("the service is demoted; this node may join the election again", "hook", h.name)
-	c.poke(c.wake)
-	c.poke(c.memberChanged)
 }
 
 // DemoteBudget is how long, after a leadership's lease ended, this
@@ -170,12 +149,12 @@ func killGrace(h Hook) time.Duration {
 // controller's demote budget. The elector refuses such a leadership
 // before it campaigns when it was given the budget; this catches an
 // elector configured without it.
-func checkDemoteBudget(cfg Config, l election.Leadership) error {
+func checkDemoteBudget(cfg Config, tm lease.Timing) error {
 	need := DemoteBudget(cfg)
-	if need <= l.Grace {
+	if need <= tm.Grace() {
 		return nil
 	}
 	return fmt.Errorf("the demote budget %s (promote kill grace %s + service.demote.timeout %s + kill grace %s) does not fit in the %s left after the lease "+
 		"(session timeout ZooKeeper granted %s - lease %s - margin %s); shorten the demote timeout or the lease, or raise the session timeout",
-		need, killGrace(cfg.Promote), cfg.Demote.Timeout, killGrace(cfg.Demote), l.Grace, l.SessionTimeout, l.Lease, l.SessionTimeout-l.Lease-l.Grace)
+		need, killGrace(cfg.Promote), cfg.Demote.Timeout, killGrace(cfg.Demote), tm.Grace(), tm.Session, tm.Lease, tm.Session-tm.Lease-tm.Grace())
 }

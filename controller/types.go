@@ -46,22 +46,3 @@ type Status struct {
 
 // Promoted reports whether the local service is (being treated as) primary.
 func (s Status) Promoted() bool { return s.State == StateLeader }
-
-// Metrics is what the controller reports; the daemon backs it with
-// Prometheus collectors (package metrics). result labels are "success" or
-// "failure"; reason labels are short snake_case words.
-type Metrics interface {
-	StateChanged(from, to State)
-	Leader(isLeader bool, epoch int64)
-	ElectionWon()
-	LeadershipLost(reason string)
-	Promotion(result string)
-	Demotion(result string)
-	// FailoverDuration is the time from winning the election to the end of
-	// the promote hook.
-	FailoverDuration(d time.Duration)
-	// BreadcrumbUnreadable counts refusals to promote over a corrupt breadcrumb.
-	BreadcrumbUnreadable()
-	// FencingFailed counts elections given up because fencing failed.
-	FencingFailed()
-}

@@ -15,7 +15,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/failoverd/failoverd/admin"
+	"github.com/failoverd/failoverd/adminapi"
 	"github.com/failoverd/failoverd/cluster"
+	"github.com/failoverd/failoverd/cluster/zkcluster"
 	"github.com/failoverd/failoverd/config"
 	"github.com/failoverd/failoverd/controller"
 	"github.com/failoverd/failoverd/election"
@@ -114,14 +116,13 @@ func zkConfig(cfg *config.Config, logger *slog.Logger) (zk.Config, error) {
 // demote's kill graces are set explicitly: both are part of the demote
 // budget (controller.DemoteBudget, the same lease.DemoteBudget that config
 // validation used).
-func controllerConfig(cfg *config.Config, logger *slog.Logger) controller.Config {
+func controllerConfig(cfg *config.Config) controller.Config {
 	return controller.Config{
 		Cluster: cfg.Cluster, NodeID: cfg.Node.ID, Host: cfg.Node.Host, AdminURL: cfg.AdminURL(),
-		Root: cfg.ZooKeeper.Root, Version: version, ElectionMode: cfg.Election.Mode,
+		Version: version, ElectionMode: cfg.Election.Mode, Instance: controller.NewInstance(),
 		Promote:         controller.Hook{Argv: cfg.Service.Promote.Command, Timeout: cfg.Service.Promote.Timeout.Std(), KillGrace: lease.KillGrace},
 		Demote:          controller.Hook{Argv: cfg.Service.Demote.Command, Timeout: cfg.Service.Demote.Timeout.Std(), KillGrace: lease.KillGrace},
 		ShutdownTimeout: cfg.Node.ShutdownTimeout.Std(),
-		Logger:          logger,
 	}
 }
 
@@ -154,8 +155,12 @@ func build(cfg *config.Config, logger *slog.Logger) (*daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	ccfg := controllerConfig(cfg, logger)
+	ccfg := controllerConfig(cfg)
 	el, err := election.New(client, electionConfig(cfg, ccfg, logger))
+	if err != nil {
+		return nil, err
+	}
+	store, err := zkcluster.New(zkcluster.Config{Layout: layoutOf(cfg), NodeID: cfg.Node.ID, Instance: ccfg.Instance, Logger: logger}, client)
 	if err != nil {
 		return nil, err
 	}
@@ -169,7 +174,10 @@ func build(cfg *config.Config, logger *slog.Logger) (*daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	ctrl, err := controller.New(ccfg, client, el, fence, m)
+	ctrl, err := controller.New(ccfg, controller.Deps{
+		Elector: store.Elector(el), Records: store, Fencer: fence, Metrics: m, Logger: logger,
+		Hooks: controller.ProcHooks{Promote: ccfg.Promote, Demote: ccfg.Demote, Cluster: cfg.Cluster, NodeID: cfg.Node.ID, Logger: logger},
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -287,7 +295,7 @@ func buildAdmin(cfg *config.Config, logger *slog.Logger, reg prometheus.Gatherer
 		}
 		acfg.TLS = admin.TLSConfig(cert)
 	}
-	return admin.New(acfg, admin.Deps{Node: ctrl, Gatherer: reg, Logger: logger})
+	return admin.New(acfg, admin.Deps{Node: adminNode{ctrl}, Gatherer: reg, Logger: logger})
 }
 
 func buildChecker(cfg *config.Config) (healthcheck.Checker, error) {
@@ -405,4 +413,16 @@ func (d *daemon) firstSession(ctx context.Context) error {
 		t.Stop()
 	}
 	return nil
+}
+
+// adminNode answers the admin API's demote with the controller's outcome.
+type adminNode struct{ *controller.Controller }
+
+func (n adminNode) Demote(ctx context.Context, reason string) (adminapi.DemoteResponse, error) {
+	o := n.Controller.Demote(ctx, reason)
+	resp := adminapi.DemoteResponse{Demoted: o.Demoted, NodeID: n.Status().NodeID, Epoch: o.Epoch}
+	if o.Err != nil {
+		resp.Error = o.Err.Error()
+	}
+	return resp, nil
 }

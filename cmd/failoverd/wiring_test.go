@@ -31,7 +31,7 @@ func TestWiringDemoteBudgetMatchesConfig(t *testing.T) {
 		cfg.Cluster, cfg.Node.ID, cfg.Node.Host = "c", "n", "h"
 		cfg.ZooKeeper.SessionTimeout, cfg.ZooKeeper.TickTime = config.Duration(tc.session), config.Duration(tc.tick)
 		cfg.Service.Demote.Timeout, cfg.Election.Lease = config.Duration(tc.demote), config.Duration(tc.lease)
-		ccfg := controllerConfig(cfg, nil)
+		ccfg := controllerConfig(cfg)
 		ecfg := electionConfig(cfg, ccfg, nil)
 		if got, want := ecfg.DemoteBudget, cfg.DemoteBudget(); got != want || controller.DemoteBudget(ccfg) != want {
 			t.Errorf("%+v: elector budget %v, controller %v, config %v", tc, got, controller.DemoteBudget(ccfg), want)

@@ -1,0 +1,569 @@
+// Package controllertest is an in-memory world for the controller's
+// state-machine tests: a fair FIFO election whose terms have a fake lease,
+// the breadcrumb (versioned, guarded by the term's entry), the failover
+// request, member records, and scripted hooks and fencer. It starts no
+// goroutines of its own, so inside a testing/synctest bubble synctest.Wait
+// means "the controller has nothing left to do".
+package controllertest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/failoverd/failoverd/breadcrumb"
+	"github.com/failoverd/failoverd/cluster"
+	"github.com/failoverd/failoverd/election"
+	"github.com/failoverd/failoverd/internal/lease"
+)
+
+// ErrGone is the guard's refusal: the term's election entry is gone.
+var ErrGone = errors.New("controllertest: election entry gone")
+
+// ErrBadVersion is the breadcrumb's compare-and-set refusal.
+var ErrBadVersion = errors.New("controllertest: breadcrumb version changed")
+
+// World is the shared coordination service of the nodes of one test.
+type World struct {
+	mu       sync.Mutex
+	queue    []*entry // the election, in join order: the first one leads
+	lastZxid int64
+	// Timing is every term's lease arithmetic (checkDemoteBudget).
+	timing lease.Timing
+
+	bc       *breadcrumb.Record // nil: absent
+	bcVer    int32
+	bcErr    error // ReadBreadcrumb fails with it (corrupt or unreadable)
+	failover *cluster.FailoverRequest
+	foChange chan struct{} // closed and replaced on every failover change
+	members  map[string]cluster.Member
+	nodes    map[string]*Node
+
+	beforeWrite func(epoch int64) // runs right before a breadcrumb write
+	afterWrite  func(epoch int64) // runs right after a successful one
+	hideFO      bool              // failover changes are not reported to watches
+	writes      []breadcrumb.Record
+	finishes    []int32
+}
+
+// entry is one candidate's election entry (a znode).
+type entry struct {
+	node  *Node
+	turn  chan struct{} // closed when first in line
+	first bool
+	term  *Term
+}
+
+// New returns an empty world whose terms have a 6s session and 4s lease
+// (grace 1.7s).
+func New() *World {
+	return &World{
+		timing:   lease.Timing{Session: 6 * time.Second, Lease: 4 * time.Second, Margin: 300 * time.Millisecond},
+		bcVer:    -1,
+		foChange: make(chan struct{}),
+		members:  map[string]cluster.Member{},
+		nodes:    map[string]*Node{},
+	}
+}
+
+// SetTiming changes the lease arithmetic of terms won from now on.
+func (w *World) SetTiming(t lease.Timing) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.timing = t
+}
+
+// Node returns the backend of node id (Elector and Records), creating it.
+func (w *World) Node(id string) *Node {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := w.nodes[id]
+	if n == nil {
+		n = &Node{w: w, id: id, session: make(chan struct{})}
+		w.nodes[id] = n
+	}
+	return n
+}
+
+// promoteFirst gives the first entry its turn. Call with w.mu held.
+func (w *World) promoteFirst() {
+	if len(w.queue) > 0 && !w.queue[0].first {
+		w.queue[0].first = true
+		close(w.queue[0].turn)
+	}
+}
+
+// remove deletes e from the election. Call with w.mu held.
+func (w *World) remove(e *entry) bool {
+	for i, x := range w.queue {
+		if x == e {
+			w.queue = append(w.queue[:i:i], w.queue[i+1:]...)
+			w.promoteFirst()
+			return true
+		}
+	}
+	return false
+}
+
+// Queue lists the node ids in the election, first (the leader) first.
+func (w *World) Queue() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var ids []string
+	for _, e := range w.queue {
+		ids = append(ids, e.node.id)
+	}
+	return ids
+}
+
+// Term returns node id's current term (nil: none).
+func (w *World) Term(id string) *Term {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, e := range w.queue {
+		if e.node.id == id && e.term != nil {
+			return e.term
+		}
+	}
+	return nil
+}
+
+// Leader returns the id of the node holding a term (first in line), or "".
+func (w *World) Leader() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.queue) > 0 && w.queue[0].term != nil {
+		return w.queue[0].node.id
+	}
+	return ""
+}
+
+// Expire ends node id's term as a lease expiry: Valid fails at once, its
+// entry stays until the term is released.
+func (w *World) Expire(id string) { w.end(id, election.ErrLeaseExpired, false) }
+
+// ExpireSession ends node id's term as a session expiry: its entry is
+// deleted at once and Valid fails.
+func (w *World) ExpireSession(id string) { w.end(id, election.ErrSessionExpired, true) }
+
+// DeleteZnode deletes node id's entry (an operator's delete): the term
+// ends, Valid still holds (no I/O tells it), the guard fails.
+func (w *World) DeleteZnode(id string) { w.end(id, election.ErrNodeDeleted, true) }
+
+// EndTerm ends node id's term with an arbitrary cause.
+func (w *World) EndTerm(id string, cause error) { w.end(id, cause, false) }
+
+func (w *World) end(id string, cause error, deleteEntry bool) {
+	w.mu.Lock()
+	var t *Term
+	for _, e := range w.queue {
+		if e.node.id == id && e.term != nil {
+			t = e.term
+			if deleteEntry {
+				w.remove(e)
+			}
+			break
+		}
+	}
+	if t != nil && cause != election.ErrNodeDeleted {
+		t.invalid = cause
+	}
+	w.mu.Unlock()
+	if t == nil {
+		panic(fmt.Sprintf("controllertest: %s holds no term", id))
+	}
+	t.cancel(cause)
+}
+
+// SetBreadcrumb stores r (nil: deletes it).
+func (w *World) SetBreadcrumb(r *breadcrumb.Record) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if r == nil {
+		w.bc, w.bcVer = nil, -1
+		return
+	}
+	rec := *r
+	w.bc = &rec
+	w.bcVer++
+}
+
+// Breadcrumb returns the breadcrumb (nil: absent) and its version.
+func (w *World) Breadcrumb() (*breadcrumb.Record, int32) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.bc == nil {
+		return nil, -1
+	}
+	r := *w.bc
+	return &r, w.bcVer
+}
+
+// SetBreadcrumbError makes every breadcrumb read fail with err (nil: reads work).
+func (w *World) SetBreadcrumbError(err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.bcErr = err
+}
+
+// BeforeWrite runs f (with the writer's epoch) right before every
+// breadcrumb write, outside the world's lock: the injection point of the
+// tests that end a term there.
+func (w *World) BeforeWrite(f func(epoch int64)) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.beforeWrite = f
+}
+
+// AfterWrite runs f right after every successful breadcrumb write, outside
+// the world's lock.
+func (w *World) AfterWrite(f func(epoch int64)) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.afterWrite = f
+}
+
+// HideFailover stops (true) or resumes (false) reporting failover changes
+// to the nodes' watches; a term's ReadFailover still sees them.
+func (w *World) HideFailover(hide bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.hideFO = hide
+	if !hide {
+		close(w.foChange)
+		w.foChange = make(chan struct{})
+	}
+}
+
+// Writes lists the breadcrumbs written, in order.
+func (w *World) Writes() []breadcrumb.Record {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]breadcrumb.Record(nil), w.writes...)
+}
+
+// Finishes lists the bcVersion of every successful Finish.
+func (w *World) Finishes() []int32 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]int32(nil), w.finishes...)
+}
+
+// SetFailover stores the failover request (nil: withdraws it).
+func (w *World) SetFailover(r *cluster.FailoverRequest) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.setFailoverLocked(r)
+}
+
+func (w *World) setFailoverLocked(r *cluster.FailoverRequest) {
+	if r != nil {
+		c := *r
+		r = &c
+	}
+	w.failover = r
+	if !w.hideFO {
+		close(w.foChange)
+		w.foChange = make(chan struct{})
+	}
+}
+
+// Failover returns the failover request (nil: none).
+func (w *World) Failover() *cluster.FailoverRequest {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.failover == nil {
+		return nil
+	}
+	r := *w.failover
+	return &r
+}
+
+// Member returns node id's published record.
+func (w *World) Member(id string) (cluster.Member, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	m, ok := w.members[id]
+	return m, ok
+}
+
+// Node is one node's view of the world: it implements controller.Elector
+// and controller.Records.
+type Node struct {
+	w       *World
+	id      string
+	joinErr error // CheckJoin's answer
+	pubErr  error // PublishMember's answer
+	session chan struct{}
+	warm    bool
+}
+
+// SetJoinError makes CheckJoin answer err (a *cluster.ModeMismatchError is
+// a refusal, anything else a failure to check).
+func (n *Node) SetJoinError(err error) {
+	n.w.mu.Lock()
+	defer n.w.mu.Unlock()
+	n.joinErr = err
+}
+
+// SetPublishError makes PublishMember answer err (a
+// *cluster.DuplicateIDError is a refusal).
+func (n *Node) SetPublishError(err error) {
+	n.w.mu.Lock()
+	defer n.w.mu.Unlock()
+	n.pubErr = err
+}
+
+// Warmed reports the last Warm hint.
+func (n *Node) Warmed() bool {
+	n.w.mu.Lock()
+	defer n.w.mu.Unlock()
+	return n.warm
+}
+
+// Campaign joins the election until ctx ends: fair and FIFO, one entry per
+// term, a new entry after each term (as the ZooKeeper elector does).
+func (n *Node) Campaign(ctx context.Context, won func(context.Context, cluster.Term)) error {
+	w := n.w
+	for ctx.Err() == nil {
+		e := &entry{node: n, turn: make(chan struct{})}
+		w.mu.Lock()
+		w.queue = append(w.queue, e)
+		w.promoteFirst()
+		w.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			w.mu.Lock()
+			w.remove(e)
+			w.mu.Unlock()
+			return nil
+		case <-e.turn:
+		}
+		w.mu.Lock()
+		w.lastZxid++
+		tctx, cancel := context.WithCancelCause(ctx)
+		t := &Term{w: w, e: e, epoch: w.lastZxid, timing: w.timing, cancel: cancel}
+		e.term = t
+		w.mu.Unlock()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			won(tctx, t)
+		}()
+		select {
+		case <-done:
+			cancel(election.ErrReleased)
+		case <-tctx.Done():
+			<-done
+		}
+		w.mu.Lock()
+		e.term = nil
+		w.remove(e)
+		w.mu.Unlock()
+	}
+	return nil
+}
+
+// Refusal is always nil here.
+func (n *Node) Refusal() error { return nil }
+
+// Warm records the hint.
+func (n *Node) Warm(on bool) {
+	n.w.mu.Lock()
+	defer n.w.mu.Unlock()
+	n.warm = on
+}
+
+// PublishMember stores m unless SetPublishError says otherwise.
+func (n *Node) PublishMember(ctx context.Context, m cluster.Member) error {
+	n.w.mu.Lock()
+	defer n.w.mu.Unlock()
+	if n.pubErr != nil {
+		return n.pubErr
+	}
+	n.w.members[n.id] = m
+	return nil
+}
+
+// CheckJoin answers what SetJoinError said (nil by default).
+func (n *Node) CheckJoin(ctx context.Context, mode string) error {
+	n.w.mu.Lock()
+	defer n.w.mu.Unlock()
+	return n.joinErr
+}
+
+// WatchFailover calls fn with the request now and after every change.
+func (n *Node) WatchFailover(ctx context.Context, fn func(*cluster.FailoverRequest)) error {
+	w := n.w
+	for {
+		w.mu.Lock()
+		ch := w.foChange
+		var r *cluster.FailoverRequest
+		if w.failover != nil {
+			c := *w.failover
+			r = &c
+		}
+		w.mu.Unlock()
+		fn(r)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-ch:
+		}
+	}
+}
+
+// ExpireFailover deletes the request with key id unless it is done.
+func (n *Node) ExpireFailover(ctx context.Context, id string) error {
+	w := n.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.failover == nil || w.failover.Key() != id || w.failover.Done {
+		return nil
+	}
+	w.setFailoverLocked(nil)
+	return nil
+}
+
+// ReadBreadcrumb reads the breadcrumb outside a term.
+func (n *Node) ReadBreadcrumb(ctx context.Context) (breadcrumb.Record, int32, error) {
+	return n.w.readBreadcrumb()
+}
+
+func (w *World) readBreadcrumb() (breadcrumb.Record, int32, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case w.bcErr != nil:
+		return breadcrumb.Record{}, w.bcVer, w.bcErr
+	case w.bc == nil:
+		return breadcrumb.Record{}, -1, breadcrumb.ErrAbsent
+	}
+	return *w.bc, w.bcVer, nil
+}
+
+// SessionChanged is never closed here.
+func (n *Node) SessionChanged() <-chan struct{} { return n.session }
+
+// Connected is always true here.
+func (n *Node) Connected() bool { return true }
+
+// Term is one leadership in the world; it implements cluster.Term.
+type Term struct {
+	w       *World
+	e       *entry
+	epoch   int64
+	timing  lease.Timing
+	cancel  context.CancelCauseFunc
+	invalid error // set under w.mu
+}
+
+// Epoch is the term's fencing token.
+func (t *Term) Epoch() int64 { return t.epoch }
+
+// Valid fails once Expire or ExpireSession ended the term.
+func (t *Term) Valid() error {
+	t.w.mu.Lock()
+	defer t.w.mu.Unlock()
+	return t.invalid
+}
+
+// LeaseRemaining is the whole lease while valid.
+func (t *Term) LeaseRemaining() time.Duration {
+	if t.Valid() != nil {
+		return 0
+	}
+	return t.timing.Lease
+}
+
+// Timing is the lease arithmetic the term was won with.
+func (t *Term) Timing() lease.Timing { return t.timing }
+
+// ReadBreadcrumb reads the breadcrumb.
+func (t *Term) ReadBreadcrumb(ctx context.Context) (breadcrumb.Record, int32, error) {
+	if err := ctx.Err(); err != nil {
+		return breadcrumb.Record{}, 0, err
+	}
+	return t.w.readBreadcrumb()
+}
+
+// present reports whether the term's entry still exists. Call with w.mu held.
+func (t *Term) present() bool {
+	for _, e := range t.w.queue {
+		if e == t.e {
+			return true
+		}
+	}
+	return false
+}
+
+// WriteBreadcrumb writes r guarded by the term's entry, compare-and-set on version.
+func (t *Term) WriteBreadcrumb(ctx context.Context, r breadcrumb.Record, version int32) (int32, error) {
+	t.w.mu.Lock()
+	f := t.w.beforeWrite
+	t.w.mu.Unlock()
+	if f != nil {
+		f(t.epoch)
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	w := t.w
+	w.mu.Lock()
+	switch {
+	case !t.present():
+		w.mu.Unlock()
+		return 0, ErrGone
+	case version != w.bcVer:
+		w.mu.Unlock()
+		return 0, ErrBadVersion
+	}
+	w.bc = &r
+	w.bcVer++
+	w.writes = append(w.writes, r)
+	v, after := w.bcVer, w.afterWrite
+	w.mu.Unlock()
+	if after != nil {
+		after(t.epoch)
+	}
+	return v, nil
+}
+
+// ReadFailover returns the request.
+func (t *Term) ReadFailover(ctx context.Context) (*cluster.FailoverRequest, error) {
+	return t.w.Failover(), nil
+}
+
+// CompleteFailover marks a request to this node done.
+func (t *Term) CompleteFailover(ctx context.Context) error {
+	w := t.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	r := w.failover
+	if r == nil || r.To != t.e.node.id || r.Done {
+		return nil
+	}
+	d := *r
+	d.Done, d.Epoch = true, t.epoch
+	w.setFailoverLocked(&d)
+	return nil
+}
+
+// Finish deletes the breadcrumb (at bcVersion) and the entry in one step.
+func (t *Term) Finish(ctx context.Context, bcVersion int32) error {
+	w := t.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case !t.present():
+		return ErrGone
+	case w.bc == nil || w.bcVer != bcVersion:
+		return ErrBadVersion
+	}
+	w.bc, w.bcVer = nil, -1
+	w.finishes = append(w.finishes, bcVersion)
+	w.remove(t.e)
+	return nil
+}

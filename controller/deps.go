@@ -1,0 +1,177 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/failoverd/failoverd/breadcrumb"
+	"github.com/failoverd/failoverd/cluster"
+	"github.com/failoverd/failoverd/fencer"
+	"github.com/failoverd/failoverd/internal/proc"
+)
+
+// The controller meets the outside through the small interfaces below,
+// defined here by their one consumer: a coordination backend implements
+// Elector and Records (cluster/zkcluster for ZooKeeper), and
+// controller/controllertest implements all of them in memory for the
+// state-machine tests.
+
+// Elector campaigns for leadership.
+type Elector interface {
+	// Campaign joins the election until ctx ends. won runs once per term
+	// won, in its own goroutine; its ctx ends when the term can no longer be
+	// assumed, and context.Cause says why (the cause of ctx itself when the
+	// controller ended the candidacy). The term's znode stays until won
+	// returned. Campaign returns after the last won returned and the
+	// candidacy's znode is gone.
+	Campaign(ctx context.Context, won func(ctx context.Context, t cluster.Term)) error
+	// Refusal says why the elector stays out (the lease does not fit the
+	// negotiated session timeout), or nil.
+	Refusal() error
+}
+
+// Warmer is implemented by electors that can keep a lease chain warm while
+// waiting (the target of a manual failover asks for it).
+type Warmer interface {
+	Warm(on bool)
+}
+
+// Records are the cluster-wide records other than the election.
+type Records interface {
+	// PublishMember writes this node's member record (ephemeral, of the
+	// current session). A *cluster.DuplicateIDError means another live
+	// process publishes our node id.
+	PublishMember(ctx context.Context, m cluster.Member) error
+	// CheckJoin checks that this node may campaign (cluster record, no
+	// candidates of the other mode); a *cluster.ModeMismatchError is a
+	// refusal, any other error a failure to check.
+	CheckJoin(ctx context.Context, mode string) error
+	// WatchFailover calls fn with the manual failover request (nil: none)
+	// every time it changes, until ctx ends.
+	WatchFailover(ctx context.Context, fn func(*cluster.FailoverRequest)) error
+	// ExpireFailover deletes the failover request with key id if it is
+	// still there and not done.
+	ExpireFailover(ctx context.Context, id string) error
+	// ReadBreadcrumb reads the breadcrumb outside any term.
+	ReadBreadcrumb(ctx context.Context) (breadcrumb.Record, int32, error)
+	// SessionChanged is closed when a new session begins (the member record
+	// must be written again).
+	SessionChanged() <-chan struct{}
+	// Connected reports whether the coordination service is reachable now.
+	Connected() bool
+}
+
+// HookEnv is what a hook is told, besides the node.
+type HookEnv struct {
+	Reason   string
+	Epoch    int64
+	Previous *breadcrumb.Record // promote only: the leader fenced before it
+}
+
+// Hooks runs the service's promote and demote hooks.
+type Hooks interface {
+	// Run runs "promote" or "demote" and returns once it is over. reaped
+	// is non-nil only with an error wrapping proc.ErrUnkillable: the hook
+	// is still alive after SIGKILL, and reaped closes when it goes.
+	Run(ctx context.Context, name string, env HookEnv) (reaped <-chan struct{}, err error)
+}
+
+// Fencer fences a target; *fencer.Chain implements it.
+type Fencer interface {
+	Fence(ctx context.Context, t fencer.Target) (method string, err error)
+}
+
+// Metrics is what the controller reports; the daemon backs it with
+// Prometheus collectors (package metrics). result labels are "success" or
+// "failure"; reason labels are short snake_case words.
+type Metrics interface {
+	StateChanged(from, to State)
+	Leader(isLeader bool, epoch int64)
+	ElectionWon()
+	LeadershipLost(reason string)
+	Promotion(result string)
+	Demotion(result string)
+	// FailoverDuration is the time from winning the election to the end of
+	// the promote hook.
+	FailoverDuration(d time.Duration)
+	// BreadcrumbUnreadable counts refusals to promote over a corrupt breadcrumb.
+	BreadcrumbUnreadable()
+	// FencingFailed counts elections given up because fencing failed.
+	FencingFailed()
+}
+
+// hookUnkillableMetric is implemented by metrics that count hooks still
+// alive after SIGKILL.
+type hookUnkillableMetric interface{ HookUnkillable(hook string) }
+
+// Deps are the controller's parts. Fencer may be nil only when running
+// without fencing was explicitly allowed; Logger nil discards.
+type Deps struct {
+	Elector Elector
+	Records Records
+	Hooks   Hooks
+	Fencer  Fencer
+	Metrics Metrics
+	Logger  *slog.Logger
+}
+
+// Hook is a command run on promotion or demotion.
+type Hook struct {
+	Argv    []string
+	Timeout time.Duration
+	// KillGrace is how long the hook may take to exit after SIGTERM (0:
+	// lease.KillGrace). The promote's and the demote's are part of the
+	// demote budget (see DemoteBudget).
+	KillGrace time.Duration
+}
+
+// ProcHooks runs the configured commands with internal/proc: the
+// production Hooks.
+type ProcHooks struct {
+	Promote, Demote Hook
+	Cluster, NodeID string
+	Logger          *slog.Logger
+}
+
+// Run runs the hook name with the documented environment (FAILOVERD_*).
+func (p ProcHooks) Run(ctx context.Context, name string, env HookEnv) (<-chan struct{}, error) {
+	h, role := p.Demote, "standby"
+	if name == "promote" {
+		h, role = p.Promote, "leader"
+	}
+	if len(h.Argv) == 0 {
+		return nil, nil
+	}
+	vars := []string{
+		"FAILOVERD_CLUSTER=" + p.Cluster,
+		"FAILOVERD_NODE_ID=" + p.NodeID,
+		"FAILOVERD_EPOCH=" + strconv.FormatInt(env.Epoch, 10),
+		"FAILOVERD_ROLE=" + role,
+		"FAILOVERD_REASON=" + env.Reason,
+	}
+	if prev := env.Previous; prev != nil && prev.NodeID != "" {
+		vars = append(vars, "FAILOVERD_PREVIOUS_LEADER="+prev.NodeID, "FAILOVERD_PREVIOUS_EPOCH="+strconv.FormatInt(prev.Epoch, 10))
+	}
+	logger := p.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	log := logger.With("component", "controller", "hook", name)
+	log.Info("running hook", "reason", env.Reason, "epoch", env.Epoch)
+	res, err := proc.Run(ctx, proc.Spec{
+		Argv: h.Argv, Env: vars, Timeout: h.Timeout, KillGrace: killGrace(h),
+		OnLine: func(stream, line string) { log.Info("hook output", "stream", stream, "line", line) },
+	})
+	if err != nil {
+		log.Error("hook failed", "err", err, "duration_seconds", res.Duration.Seconds())
+	} else {
+		log.Info("hook done", "duration_seconds", res.Duration.Seconds())
+	}
+	if errors.Is(err, proc.ErrUnkillable) {
+		return res.Reaped, err
+	}
+	return nil, err
+}

@@ -1,0 +1,101 @@
+package controller
+
+import (
+	"context"
+	"time"
+
+	"github.com/failoverd/failoverd/breadcrumb"
+	"github.com/failoverd/failoverd/cluster"
+)
+
+// An event is a message to the loop, the one goroutine that owns the
+// controller's state. Producers send with (*Controller).send, which never
+// blocks once the loop ended.
+type event interface{ event() }
+
+// joinChecked is the member publisher's verdict on joining (verdict), or
+// its failure to publish or check (not a verdict: the last one stands).
+type joinChecked struct {
+	err     error
+	verdict bool
+}
+
+// termWon is sent by the elector's won callback, which then waits for
+// release (or the loop's end): the elector gives the term up only then.
+type termWon struct {
+	gen     uint64
+	t       cluster.Term
+	ctx     context.Context
+	release chan struct{}
+}
+
+// termEnded: the term's context ended (context.AfterFunc).
+type termEnded struct {
+	epoch int64
+	cause error
+}
+
+// candidacyEnded: Elector.Campaign returned.
+type candidacyEnded struct {
+	gen uint64
+	err error
+}
+
+// demoteReq is an operator demote or an rpc fence (Controller.Demote).
+type demoteReq struct {
+	reason string
+	reply  chan DemoteOutcome // cap 1
+}
+
+// cedeReq is Controller.Cede.
+type cedeReq struct {
+	d     time.Duration
+	reply chan error // cap 1
+}
+
+// failoverSeen is the manual failover request as the watch last saw it
+// (nil: none).
+type failoverSeen struct{ req *cluster.FailoverRequest }
+
+// stepDone is a takeover worker's result.
+type stepDone struct {
+	epoch int64
+	res   stepResult
+}
+
+// hookDone: the running hook finished (reaped != nil: it is still alive
+// after SIGKILL).
+type hookDone struct {
+	run    *hookRun
+	err    error
+	reaped <-chan struct{}
+}
+
+// hookReaped: a stuck hook finally exited.
+type hookReaped struct{ h *stuckHook }
+
+// adopted is the adopt reader's breadcrumb read (ok false: unreadable now).
+type adopted struct {
+	rec *breadcrumb.Record // nil: absent
+	ok  bool
+}
+
+// termFinished: the graceful Finish (breadcrumb and znode deleted in one
+// write) is over, successful or not.
+type termFinished struct {
+	epoch int64
+	err   error
+}
+
+func (joinChecked) event()    {}
+func (termWon) event()        {}
+func (termEnded) event()      {}
+func (candidacyEnded) event() {}
+func (demoteReq) event()      {}
+func (cedeReq) event()        {}
+func (failoverSeen) event()   {}
+func (stepDone) event()       {}
+func (hookDone) event()       {}
+func (hookReaped) event()     {}
+func (adopted) event()        {}
+func (termFinished) event()   {}

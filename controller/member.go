@@ -1,0 +1,90 @@
+package controller
+
+import (
+	"context"
+	"time"
+
+	"github.com/failoverd/failoverd/cluster"
+)
+
+// memberDebounce delays a member record write after a change: bursts
+// coalesce, and the write stays off the session while a takeover reads and
+// writes (a session's requests are answered in order).
+const memberDebounce = 25 * time.Millisecond
+
+// memberWarnEvery bounds how often a repeated member failure is logged.
+const memberWarnEvery = 30 * time.Second
+
+// memberOf is the published record of a status.
+func memberOf(s Status) cluster.Member {
+	return cluster.Member{
+		Cluster: s.Cluster, NodeID: s.NodeID, Host: s.Host, AdminURL: s.AdminURL,
+		State: string(s.State), Role: s.Role, Health: s.Health, Epoch: s.Epoch, Since: s.Since,
+		ZKConnected: s.ZKConnected, LeaseRemaining: s.LeaseRemaining, LastError: s.LastError,
+		Version: s.Version, Instance: s.Instance,
+	}
+}
+
+// busy reports whether s is in the middle of a takeover or a term's end:
+// no member record is written then, so that nothing queues ahead of the
+// breadcrumb write or the Finish on the session; the state after it is
+// written once.
+func busy(s State) bool {
+	return s == StateFencing || s == StatePromoting || s == StateDemoting
+}
+
+// publishMembers keeps this node's member record up to date, and after
+// every write runs the join checks (duplicate node id, election mode),
+// whose verdict gates joining the election.
+func (c *Controller) publishMembers(ctx context.Context) {
+	var lastWarn time.Time
+	var lastMsg string
+	for ctx.Err() == nil {
+		changed := c.rec.SessionChanged()
+		st := c.Status()
+		if busy(st.State) {
+			select {
+			case <-ctx.Done():
+			case <-c.memberPoke:
+			case <-time.After(memberWarnEvery):
+			}
+			continue
+		}
+		err := c.rec.PublishMember(ctx, memberOf(st))
+		if err == nil {
+			err = c.rec.CheckJoin(ctx, c.cfg.ElectionMode)
+		}
+		verdict := joinVerdict(err)
+		if ctx.Err() != nil {
+			return
+		}
+		c.send(joinChecked{err: err, verdict: verdict})
+		if err != nil {
+			if !verdict {
+				c.warnMember(err, &lastWarn, &lastMsg)
+			}
+			sleepCtx(ctx, time.Second) // a duplicate is polled for too
+			continue
+		}
+		select {
+		case <-ctx.Done():
+		case <-c.memberPoke:
+			sleepCtx(ctx, memberDebounce)
+		case <-changed:
+		case <-time.After(memberWarnEvery):
+		}
+	}
+}
+
+// warnMember logs a failure to publish the member record or to run the
+// join checks: until the first verdict it is why this node is not
+// joining, so operators must see it, at most every memberWarnEvery unless
+// the error changes.
+func (c *Controller) warnMember(err error, lastWarn *time.Time, lastMsg *string) {
+	if msg := err.Error(); msg != *lastMsg || time.Since(*lastWarn) >= memberWarnEvery {
+		*lastWarn, *lastMsg = time.Now(), msg
+		c.log.Warn("publishing member status or checking the cluster failed; not joining the election until a check passed, staying in it if it did", "err", err)
+		return
+	}
+	c.log.Debug("publishing member status failed", "err", err)
+}

@@ -1,0 +1,391 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/failoverd/failoverd/breadcrumb"
+	"github.com/failoverd/failoverd/cluster"
+	"github.com/failoverd/failoverd/fencer"
+	"github.com/failoverd/failoverd/internal/proc"
+)
+
+// phase is where a term is; the public State follows it.
+type phase int
+
+const (
+	phReading     phase = iota // worker: breadcrumb and failover request read
+	phFencePrev                // our own previous term must be demoted locally (hook pending)
+	phFencingPrev              // that demote runs
+	phFencing                  // worker: fencing the previous leader
+	phWriting                  // worker: guarded breadcrumb write
+	phWaitPromote              // breadcrumb written; the promote waits for the hook slot
+	phPromoting                // promote hook runs
+	phLeader                   // promoted
+	phEndDemote                // the term ended (or the promote failed): demote pending
+	phEndDemoting              // that demote runs
+	phFinishing                // graceful end: Finish (breadcrumb + znode) in flight
+	phRelease                  // nothing left to do: give the term back to the elector
+)
+
+// term is one leadership, from the won callback to its release.
+type term struct {
+	t       cluster.Term
+	ctx     context.Context
+	epoch   int64
+	wonAt   time.Time
+	release chan struct{}
+	phase   phase
+	worker  bool // a takeover step runs (the term is released only after it)
+
+	prev      *breadcrumb.Record // the breadcrumb read (nil: absent)
+	version   int32              // its znode version (-1: absent)
+	bcVersion int32              // our breadcrumb's version once written
+
+	ended      bool   // the term's context ended
+	endReason  string // the reason of the end demote
+	promoteErr error  // the promote failed (the end demote then backs off)
+}
+
+// gone reports why the term can no longer be acted on (nil: it can).
+func (tm *term) gone() error {
+	if err := tm.t.Valid(); err != nil {
+		return err
+	}
+	if tm.ctx.Err() != nil {
+		return context.Cause(tm.ctx)
+	}
+	return nil
+}
+
+// stepResult is what a takeover worker reports.
+type stepResult struct {
+	// read step
+	read     bool
+	rec      breadcrumb.Record
+	version  int32
+	readErr  error
+	failover *cluster.FailoverRequest // a standing request, if any
+	// fence step
+	fenced   bool
+	fenceErr error
+	// write step
+	written  bool
+	writeErr error
+	// any step: the term was gone before the step could act
+	lost error
+}
+
+func (c *Controller) onTermWon(ev termWon) {
+	l := &c.l
+	if l.cand == nil || l.cand.gen != ev.gen || l.term != nil {
+		close(ev.release) // a candidacy we ended already: give it back
+		return
+	}
+	epoch := ev.t.Epoch()
+	tm := &term{t: ev.t, ctx: ev.ctx, epoch: epoch, wonAt: time.Now(), release: ev.release, version: -1}
+	l.term, l.epoch = tm, epoch
+	c.metrics.ElectionWon()
+	context.AfterFunc(ev.ctx, func() { c.send(termEnded{epoch: epoch, cause: context.Cause(ev.ctx)}) })
+	if want, why := c.want(time.Now()); !want || l.cand.cancelled {
+		// Won just before the candidacy could end (a hook is stuck, or a
+		// duplicate or mismatched node appeared): give it back at once.
+		label := "candidacy ended"
+		if why != nil {
+			label = why.label
+		}
+		c.log.Warn("elected while this node may not lead; giving leadership back", "why", label, "epoch", epoch)
+		tm.phase = phRelease
+		return
+	}
+	if err := checkDemoteBudget(c.cfg, ev.t.Timing()); err != nil {
+		c.log.Error("refusing to lead: the demote hook cannot finish before a successor may be elected", "epoch", epoch, "err", err)
+		c.setErr(err.Error())
+		c.backoff("demote_budget")
+		tm.phase = phRelease
+		return
+	}
+	c.setState(StateFencing, reasonElected)
+	c.startStep(tm, phReading, c.readStep)
+}
+
+// startStep runs one takeover step in a worker under the term's context.
+func (c *Controller) startStep(tm *term, p phase, step func(*term) stepResult) {
+	tm.phase, tm.worker = p, true
+	go func() { c.send(stepDone{epoch: tm.epoch, res: step(tm)}) }()
+}
+
+// readStep reads the breadcrumb and, next to it, the failover request: a
+// winner that saw the lock or its predecessor go (deleted by a leaver after
+// it saw the request) reads that request on the same session.
+func (c *Controller) readStep(tm *term) stepResult {
+	type fo struct {
+		req *cluster.FailoverRequest
+		err error
+	}
+	foc := make(chan fo, 1)
+	go func() {
+		req, err := tm.t.ReadFailover(tm.ctx)
+		foc <- fo{req, err}
+	}()
+	rec, version, err := tm.t.ReadBreadcrumb(tm.ctx)
+	f := <-foc
+	if f.err != nil && tm.ctx.Err() == nil {
+		c.log.Warn("cannot read the failover request; taking over as if there were none", "err", f.err)
+	}
+	return stepResult{read: true, rec: rec, version: version, readErr: err, failover: f.req}
+}
+
+// fenceStep fences the node the breadcrumb names.
+func (c *Controller) fenceStep(tm *term) stepResult {
+	rec := tm.prev
+	t := fencer.Target{NodeID: rec.NodeID, Host: rec.Host, AdminURL: rec.AdminURL, Epoch: rec.Epoch}
+	start := time.Now()
+	method, err := c.fence.Fence(tm.ctx, t)
+	if err != nil {
+		return stepResult{fenceErr: err}
+	}
+	c.log.Info("previous leader fenced", "target", rec.NodeID, "target_epoch", rec.Epoch, "method", method, "duration_seconds", time.Since(start).Seconds())
+	return stepResult{fenced: true}
+}
+
+// writeStep writes our breadcrumb, guarded by the term's znode and CAS on
+// the version read, after a synchronous look at the lease.
+func (c *Controller) writeStep(tm *term) stepResult {
+	if err := tm.gone(); err != nil {
+		return stepResult{lost: err}
+	}
+	// No Instance yet: failoverd 1.x refuses breadcrumbs with fields it does
+	// not know, so during a rolling upgrade an old node elected after us would
+	// call ours unreadable and refuse to promote. ownPreviousTerm does not
+	// need it (the admin URL already tells an earlier run of this node from a
+	// live duplicate); write it once every supported version reads it.
+	rec := breadcrumb.Record{NodeID: c.cfg.NodeID, Host: c.cfg.Host, AdminURL: c.cfg.AdminURL, Epoch: tm.epoch, Since: time.Now().UTC()}
+	v, err := tm.t.WriteBreadcrumb(pauseBeforeBreadcrumb(tm.ctx, c.log, tm.epoch), rec, tm.version)
+	if err != nil {
+		return stepResult{writeErr: err}
+	}
+	c.log.Debug("breadcrumb written", "epoch", tm.epoch, "duration_seconds", time.Since(tm.wonAt).Seconds())
+	return stepResult{written: true, version: v}
+}
+
+func (c *Controller) onStepDone(ev stepDone) {
+	l := &c.l
+	tm := l.term
+	if tm == nil || tm.epoch != ev.epoch {
+		return
+	}
+	tm.worker = false
+	r := ev.res
+	switch {
+	case r.lost != nil:
+		c.log.Warn("leadership lost before promotion", "epoch", tm.epoch, "err", r.lost)
+		tm.phase = phRelease
+	case r.read:
+		c.onRead(tm, r)
+	case r.fenceErr != nil:
+		if tm.ctx.Err() == nil {
+			c.metrics.FencingFailed()
+			c.log.Error("fencing failed: not promoting", "target", tm.prev.NodeID, "target_epoch", tm.prev.Epoch, "err", r.fenceErr)
+			c.setErr(r.fenceErr.Error())
+			c.backoff("fencing_failed")
+		}
+		tm.phase = phRelease
+	case r.fenced:
+		c.startStep(tm, phWriting, c.writeStep)
+	case r.writeErr != nil:
+		c.log.Warn("breadcrumb write failed; not promoting", "epoch", tm.epoch, "err", r.writeErr)
+		c.setErr(r.writeErr.Error())
+		c.backoff("breadcrumb_write_failed")
+		tm.phase = phRelease
+	case r.written:
+		tm.bcVersion = r.version
+		if err := tm.t.Valid(); err != nil {
+			c.log.Warn("lease ran out before promotion", "epoch", tm.epoch, "err", err)
+			tm.phase = phRelease
+			return
+		}
+		c.setState(StatePromoting, "fenced")
+		tm.phase = phWaitPromote
+	}
+}
+
+// onRead decides what the breadcrumb (and the failover request) read at
+// the start of a term asks for.
+func (c *Controller) onRead(tm *term, r stepResult) {
+	l := &c.l
+	if tm.ctx.Err() != nil {
+		tm.phase = phRelease
+		return
+	}
+	if req := r.failover; req != nil && !req.Done && req.To != c.cfg.NodeID && req.Key() != l.seenFailover && req.StandFor(time.Now()) > 0 {
+		// A manual failover to another node stands: this node must not take
+		// over, whatever its elector won before the request reached us.
+		c.log.Info("elected while a manual failover to another node stands; giving leadership back", "to", req.To, "epoch", tm.epoch)
+		c.onFailoverSeen(req)
+		tm.phase = phRelease
+		return
+	}
+	tm.version = r.version
+	switch breadcrumb.Assess(r.rec, r.readErr, c.cfg.NodeID, tm.epoch) {
+	case breadcrumb.Refuse:
+		var ce *breadcrumb.CorruptError
+		if errors.As(r.readErr, &ce) {
+			c.metrics.BreadcrumbUnreadable()
+			c.log.Error("breadcrumb unreadable: refusing to promote", "err", r.readErr, "data", string(ce.Data))
+		} else {
+			c.log.Warn("cannot read the breadcrumb; not promoting", "err", r.readErr)
+		}
+		c.setErr(r.readErr.Error())
+		c.backoff("breadcrumb_unreadable")
+		tm.phase = phRelease
+		return
+	case breadcrumb.NothingToFence:
+		if r.readErr == nil {
+			rec := r.rec
+			tm.prev = &rec
+		}
+		c.startStep(tm, phWriting, c.writeStep)
+		return
+	}
+	rec := r.rec
+	tm.prev = &rec
+	own := c.ownPreviousTerm(rec)
+	if rec.NodeID == c.cfg.NodeID && !own {
+		// Our id, but another host or another process on this host: a
+		// second node was configured with this id. Its service is not
+		// ours; it must be fenced like any other.
+		c.log.Error("the breadcrumb names this node id but another host or process: a second node uses this id; fencing it",
+			"host", rec.Host, "admin_url", rec.AdminURL, "instance", rec.Instance, "target_epoch", rec.Epoch)
+	}
+	switch {
+	case own:
+		// An earlier leadership of this very node (a restart, or a term that
+		// ended without cleanup): its service is ours, so demoting it locally
+		// is the fence (in the hook slot, see startNextHook).
+		tm.phase = phFencePrev
+	case c.fence == nil:
+		c.log.Warn("promoting without fencing the previous leader (fencing.allow_none)", "target", rec.NodeID, "target_epoch", rec.Epoch)
+		c.startStep(tm, phWriting, c.writeStep)
+	default:
+		c.startStep(tm, phFencing, c.fenceStep)
+	}
+}
+
+// onFencePrevDone: the local demote of our own previous term is over.
+func (c *Controller) onFencePrevDone(tm *term, err error) {
+	if c.l.term != tm {
+		return
+	}
+	if err != nil {
+		c.metrics.FencingFailed()
+		c.log.Error("demoting our own previous term failed: not promoting", "target_epoch", tm.prev.Epoch, "err", err)
+		c.setErr(err.Error())
+		c.backoff("fencing_failed")
+		tm.phase = phRelease
+		return
+	}
+	c.log.Info("previous term of this node fenced by a local demote", "target_epoch", tm.prev.Epoch)
+	c.startStep(tm, phWriting, c.writeStep)
+}
+
+func (c *Controller) onPromoteDone(tm *term, err error) {
+	l := &c.l
+	if err != nil || tm.gone() != nil {
+		c.metrics.Promotion("failure")
+		if errors.Is(err, proc.ErrUnkillable) {
+			c.metrics.LeadershipLost(causeStuck.label)
+		}
+		c.setState(StateDemoting, "promote failed")
+		tm.endReason, tm.promoteErr, tm.phase = reasonPromote, err, phEndDemote
+		return
+	}
+	c.metrics.Promotion("success")
+	c.metrics.FailoverDuration(time.Since(tm.wonAt))
+	// The takeover worked: whatever failure or refusal held it up is over.
+	l.failures, l.lastErr = 0, ""
+	c.setState(StateLeader, "promoted")
+	c.metrics.Leader(true, tm.epoch)
+	tm.phase = phLeader
+	// Mark a pending failover request to this node done, so the other
+	// nodes stop standing aside. Best effort: the requester deletes the
+	// request when it sees us lead, and the request times out anyway.
+	go func() {
+		ctx, cancel := context.WithTimeout(tm.ctx, 2*time.Second)
+		defer cancel()
+		if err := tm.t.CompleteFailover(ctx); err != nil {
+			c.log.Warn("could not mark the failover request done; the others rejoin when it is deleted or times out", "err", err)
+		}
+	}()
+}
+
+// onTermEnded: the term's context ended. A leader demotes first; a term
+// that promoted nothing ends with its running step or hook.
+func (c *Controller) onTermEnded(ev termEnded) {
+	l := &c.l
+	tm := l.term
+	if tm == nil || tm.epoch != ev.epoch || tm.ended {
+		return
+	}
+	tm.ended = true
+	switch tm.phase {
+	case phLeader:
+		reason := lossReason(ev.cause)
+		c.log.Warn("leadership ended: demoting", "epoch", tm.epoch, "reason", reason, "cause", ev.cause)
+		c.metrics.Leader(false, tm.epoch)
+		c.metrics.LeadershipLost(reason)
+		c.setState(StateDemoting, reason)
+		tm.endReason, tm.phase = reason, phEndDemote
+	case phFencePrev, phWaitPromote:
+		tm.phase = phRelease // nothing started: nothing to undo
+	}
+}
+
+// onEndDemoteDone: the demote that ends a term is over. Only after a
+// demote that worked, and only on a graceful end, the breadcrumb goes
+// (with the znode, in one write); otherwise it stays so the successor
+// fences us.
+func (c *Controller) onEndDemoteDone(tm *term, err error) {
+	if err != nil {
+		c.setErr(err.Error())
+	}
+	if tm.promoteErr != nil {
+		c.setErr(tm.promoteErr.Error())
+		c.backoff("promote_failed")
+	}
+	if err != nil || !graceful(tm.endReason) {
+		tm.phase = phRelease
+		return
+	}
+	tm.phase = phFinishing
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		c.send(termFinished{epoch: tm.epoch, err: tm.t.Finish(ctx, tm.bcVersion)})
+	}()
+}
+
+func (c *Controller) onTermFinished(ev termFinished) {
+	tm := c.l.term
+	if tm == nil || tm.epoch != ev.epoch {
+		return
+	}
+	if ev.err != nil {
+		c.log.Warn("breadcrumb not deleted; the successor will fence us", "err", ev.err)
+	} else {
+		c.log.Info("breadcrumb deleted after a graceful demote", "epoch", tm.epoch, "duration_seconds", time.Since(tm.wonAt).Seconds())
+	}
+	tm.phase = phRelease
+}
+
+// releaseTerm gives the term back to the elector, which then deletes its
+// znode (if Finish did not) and campaigns again unless the candidacy ended.
+func (c *Controller) releaseTerm() {
+	l := &c.l
+	tm := l.term
+	l.term = nil
+	close(tm.release)
+	c.metrics.Leader(false, tm.epoch)
+	c.setState(c.idleState(), "leadership over")
+}
