@@ -59,8 +59,8 @@ var mutants = []mutant{
 		Name: "skip-fencing",
 		What: "promote without calling the fencer",
 		Edits: []edit{{
-			File: "controller/controller.go",
-			Old:  "method, err := c.fence.Fence(lctx, t)",
+			File: "controller/takeover.go",
+			Old:  "method, err := c.fence.Fence(tm.ctx, t)",
 			New:  `method, err := "none (mutant)", error(nil); _ = t`,
 		}},
 		Tests: []selection{{e2e, "TestCrashedLeaderIsFencedBeforeSuccessorPromotes"}},
@@ -69,9 +69,9 @@ var mutants = []mutant{
 		Name: "skip-startup-demote",
 		What: "do not demote the local service when the daemon starts",
 		Edits: []edit{{
-			File: "controller/controller.go",
-			Old:  `c.runHook(context.WithoutCancel(ctx), "demote", c.cfg.Demote, "startup", 0, nil)`,
-			New:  `error(nil)`,
+			File: "controller/loop.go",
+			Old:  `c.startHook(&hookRun{name: "demote", purpose: forStartup, env: HookEnv{Reason: reasonStartup}}, context.Background())`,
+			New:  `l.hook = &hookRun{name: "demote", purpose: forStartup, refused: true}; l.local = append(l.local, hookDone{run: l.hook})`,
 		}},
 		Tests: []selection{{e2e, "TestServiceBackFromHostCrashIsDemotedBeforeItsDaemonJoins"}},
 	},
@@ -149,9 +149,9 @@ func mutantUpsert(ctx context.Context, s *zk.Session, path string, b []byte, _ z
 		Name: "promote-after-failed-fence",
 		What: "a failed fence is logged, then the node promotes anyway",
 		Edits: []edit{{
-			File: "controller/controller.go",
-			Old:  "method, err := c.fence.Fence(lctx, t)",
-			New: `method, err := c.fence.Fence(lctx, t)
+			File: "controller/takeover.go",
+			Old:  "method, err := c.fence.Fence(tm.ctx, t)",
+			New: `method, err := c.fence.Fence(tm.ctx, t)
 	if err != nil {
 		c.log.Error("MUTANT: promoting after a failed fence", "err", err)
 		err = nil
