@@ -3,6 +3,7 @@ package controller_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -1047,4 +1048,91 @@ func TestTwoNodesExactlyOneLeads(t *testing.T) {
 			t.Errorf("c leads after b's session expired without fencing b: %v", c.fence.Targets())
 		}
 	})
+}
+
+// FuzzLoop drives two nodes with random events (health, cede, demote
+// requests, term ends, failover requests, failing hooks and fences) and
+// checks after each step: no two hooks of a node overlap, every promote
+// follows a breadcrumb write of its own epoch by that node, and at most one
+// node reports itself leader with a valid term.
+func FuzzLoop(f *testing.F) {
+	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11})
+	f.Add([]byte{3, 3, 7, 7, 1, 0, 9, 2, 5, 5, 11, 4, 6, 8, 10})
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		if len(ops) > 64 {
+			ops = ops[:64]
+		}
+		test(t, func(t *testing.T, w *controllertest.World) {
+			w.SetBreadcrumb(other("x", 1))
+			nodes := []*node{start(t, w, "a"), start(t, w, "b")}
+			for _, n := range nodes {
+				n.healthy()
+			}
+			for i, op := range ops {
+				n := nodes[int(op)%2]
+				switch op / 2 % 12 {
+				case 0:
+					n.unhealthy()
+				case 1:
+					n.healthy()
+				case 2:
+					go n.c.Cede(context.Background(), time.Duration(op%5+1)*time.Second)
+				case 3:
+					go n.c.Demote(context.Background(), "fuzz")
+				case 4:
+					if w.Term(n.id) != nil {
+						w.Expire(n.id)
+					}
+				case 5:
+					if w.Term(n.id) != nil {
+						w.ExpireSession(n.id)
+					}
+				case 6:
+					w.SetFailover(&cluster.FailoverRequest{To: n.id, TimeoutMS: 3000, ID: fmt.Sprint(i)})
+				case 7:
+					w.SetFailover(nil)
+				case 8:
+					n.hooks.On("promote", controllertest.Result{Err: errors.New("fuzz"), Take: 300 * time.Millisecond})
+				case 9:
+					n.hooks.On("demote", controllertest.Result{Err: errors.New("fuzz"), Take: 200 * time.Millisecond})
+				case 10:
+					n.fence.Fail(1)
+				case 11:
+					n.hooks.On("promote", controllertest.Result{Take: 2 * time.Second})
+				}
+				time.Sleep(time.Duration(op%7) * 150 * time.Millisecond)
+				synctest.Wait()
+				checkInvariants(t, w, nodes)
+			}
+			time.Sleep(time.Minute)
+			synctest.Wait()
+			checkInvariants(t, w, nodes)
+		})
+	})
+}
+
+func checkInvariants(t *testing.T, w *controllertest.World, nodes []*node) {
+	t.Helper()
+	leaders := 0
+	for _, n := range nodes {
+		if k := n.hooks.Overlaps(); k != 0 {
+			t.Fatalf("%s: %d overlapping hooks: %v", n.id, k, n.hooks.Reasons())
+		}
+		for _, c := range n.hooks.Calls() {
+			if c.Name != "promote" {
+				continue
+			}
+			if !slices.ContainsFunc(w.Writes(), func(r breadcrumb.Record) bool { return r.NodeID == n.id && r.Epoch == c.Env.Epoch }) {
+				t.Fatalf("%s promoted at epoch %d without writing its breadcrumb (writes %v)", n.id, c.Env.Epoch, w.Writes())
+			}
+		}
+		if n.state() == controller.StateLeader {
+			if tm := w.Term(n.id); tm != nil && tm.Valid() == nil {
+				leaders++
+			}
+		}
+	}
+	if leaders > 1 {
+		t.Fatalf("%d nodes lead with a valid term", leaders)
+	}
 }
