@@ -68,9 +68,9 @@ type Node interface {
 	// Status is this node's current view of itself; it must not block.
 	Status() controller.Status
 	// Demote makes the local service stop acting as primary now (POST
-	// /v1/demote). Demoted must be false unless that is done; an error
-	// means the demote failed.
-	Demote(ctx context.Context, reason string) (adminapi.DemoteResponse, error)
+	// /v1/demote). Demoted must be false unless that is done; Err says why
+	// it is not.
+	Demote(ctx context.Context, reason string) controller.DemoteOutcome
 	// Cede gives up leadership, if held, and keeps this node out of the
 	// election for d (POST /v1/cede).
 	Cede(ctx context.Context, d time.Duration) error
@@ -203,13 +203,10 @@ func (a *api) demote(w http.ResponseWriter, r *http.Request) {
 			Error: fmt.Sprintf("node %q asked itself to demote: not demoted (the admin URL it used reaches its own daemon, a loopback address most likely)", self)})
 		return
 	}
-	answer, err := a.node.Demote(r.Context(), demoteReason(req))
-	if answer.NodeID == "" {
-		answer.NodeID = self
-	}
-	if err != nil {
-		answer.Demoted = false
-		answer.Error = err.Error()
+	out := a.node.Demote(r.Context(), demoteReason(req))
+	answer := adminapi.DemoteResponse{Demoted: out.Demoted && out.Err == nil, NodeID: self, Epoch: out.Epoch}
+	if out.Err != nil {
+		answer.Error = out.Err.Error()
 		writeJSON(w, http.StatusInternalServerError, answer)
 		return
 	}

@@ -28,10 +28,9 @@ const testToken = "s3cret-admin-token"
 
 // fakeNode answers with fixed values and remembers the mutating calls.
 type fakeNode struct {
-	status     controller.Status
-	demoteResp adminapi.DemoteResponse
-	demoteErr  error
-	cedeErr    error
+	status  controller.Status
+	demote  controller.DemoteOutcome
+	cedeErr error
 
 	mu      sync.Mutex
 	demotes []string
@@ -40,11 +39,11 @@ type fakeNode struct {
 
 func (n *fakeNode) Status() controller.Status { return n.status }
 
-func (n *fakeNode) Demote(_ context.Context, reason string) (adminapi.DemoteResponse, error) {
+func (n *fakeNode) Demote(_ context.Context, reason string) controller.DemoteOutcome {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.demotes = append(n.demotes, reason)
-	return n.demoteResp, n.demoteErr
+	return n.demote
 }
 
 func (n *fakeNode) Cede(_ context.Context, d time.Duration) error {
@@ -238,7 +237,7 @@ func TestMutatingRefusals(t *testing.T) {
 			{"ok", testToken, "POST", "Bearer " + testToken, 200, ""},
 		} {
 			t.Run(path+"/"+tc.name, func(t *testing.T) {
-				n := &fakeNode{status: leaderStatus(), demoteResp: adminapi.DemoteResponse{Demoted: true, NodeID: "node-a", Epoch: 42}}
+				n := &fakeNode{status: leaderStatus(), demote: controller.DemoteOutcome{Demoted: true, Epoch: 42}}
 				h := newHandler(t, n, prometheus.NewRegistry(), tc.token, nil)
 				rec := do(t, h, tc.method, path, tc.auth)
 				if rec.Code != tc.wantCode {
@@ -275,22 +274,29 @@ func TestDemote(t *testing.T) {
 	}{
 		{
 			name:     "demoted",
-			node:     &fakeNode{demoteResp: adminapi.DemoteResponse{Demoted: true, NodeID: "node-a", Epoch: 42}},
+			node:     &fakeNode{status: leaderStatus(), demote: controller.DemoteOutcome{Demoted: true, Epoch: 42}},
 			body:     `{"reason":"fenced","epoch":42,"from":"node-b"}`,
 			wantCode: 200,
 			want:     adminapi.DemoteResponse{Demoted: true, NodeID: "node-a", Epoch: 42},
 		},
 		{
 			name:     "empty body",
-			node:     &fakeNode{demoteResp: adminapi.DemoteResponse{Demoted: true, NodeID: "node-a"}},
+			node:     &fakeNode{status: leaderStatus(), demote: controller.DemoteOutcome{Demoted: true}},
 			wantCode: 200,
 			want:     adminapi.DemoteResponse{Demoted: true, NodeID: "node-a"},
 		},
 		{
 			name:     "demote hook failed",
-			node:     &fakeNode{demoteResp: adminapi.DemoteResponse{NodeID: "node-a"}, demoteErr: errors.New("demote hook: exit status 1")},
+			node:     &fakeNode{status: leaderStatus(), demote: controller.DemoteOutcome{Epoch: 42, Err: errors.New("demote hook: exit status 1")}},
 			wantCode: 500,
-			want:     adminapi.DemoteResponse{NodeID: "node-a", Error: "demote hook: exit status 1"},
+			want:     adminapi.DemoteResponse{NodeID: "node-a", Epoch: 42, Error: "demote hook: exit status 1"},
+		},
+		{
+			// Demoted with an error is not demoted.
+			name:     "demoted and an error",
+			node:     &fakeNode{status: leaderStatus(), demote: controller.DemoteOutcome{Demoted: true, Epoch: 42, Err: errors.New("stopping")}},
+			wantCode: 500,
+			want:     adminapi.DemoteResponse{NodeID: "node-a", Epoch: 42, Error: "stopping"},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -338,8 +344,7 @@ func TestDemoteRequestBody(t *testing.T) {
 			wantInError: "too large"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			n := &fakeNode{status: leaderStatus(), demoteErr: tc.nodeErr,
-				demoteResp: adminapi.DemoteResponse{Demoted: tc.nodeErr == nil, NodeID: "node-a", Epoch: 42}}
+			n := &fakeNode{status: leaderStatus(), demote: controller.DemoteOutcome{Demoted: tc.nodeErr == nil, Epoch: 42, Err: tc.nodeErr}}
 			h := newHandler(t, n, prometheus.NewRegistry(), testToken, nil)
 			req := httptest.NewRequestWithContext(t.Context(), "POST", adminapi.DemotePath, strings.NewReader(tc.body))
 			req.Header.Set("Authorization", "Bearer "+testToken)
@@ -379,7 +384,7 @@ func TestRPCFenceReachingTheWrongDaemonDemotesNobody(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			st := leaderStatus()
 			st.NodeID = tc.self
-			n := &fakeNode{status: st, demoteResp: adminapi.DemoteResponse{Demoted: true, NodeID: tc.self, Epoch: 9}}
+			n := &fakeNode{status: st, demote: controller.DemoteOutcome{Demoted: true, Epoch: 9}}
 			srv := httptest.NewServer(newHandler(t, n, prometheus.NewRegistry(), testToken, nil))
 			t.Cleanup(srv.Close)
 			f, err := fencer.NewRPC(fencer.RPCConfig{Token: testToken, Timeout: 5 * time.Second, From: tc.from}, fencer.Deps{})
@@ -399,7 +404,7 @@ func TestRPCFenceReachingTheWrongDaemonDemotesNobody(t *testing.T) {
 
 // TestDemoteByRPCFencer checks the admin API against its real client.
 func TestDemoteByRPCFencer(t *testing.T) {
-	n := &fakeNode{demoteResp: adminapi.DemoteResponse{Demoted: true, NodeID: "node-a", Epoch: 42}}
+	n := &fakeNode{status: leaderStatus(), demote: controller.DemoteOutcome{Demoted: true, Epoch: 42}}
 	srv := httptest.NewServer(newHandler(t, n, prometheus.NewRegistry(), testToken, nil))
 	defer srv.Close()
 	rpc, err := fencer.NewRPC(fencer.RPCConfig{Token: testToken, From: "node-b"}, fencer.Deps{})
@@ -468,7 +473,7 @@ func TestCede(t *testing.T) {
 func TestMutationLog(t *testing.T) {
 	var buf bytes.Buffer
 	logger := slog.New(slog.NewJSONHandler(&buf, nil))
-	n := &fakeNode{status: leaderStatus(), demoteResp: adminapi.DemoteResponse{Demoted: true}}
+	n := &fakeNode{status: leaderStatus(), demote: controller.DemoteOutcome{Demoted: true}}
 	h := newHandler(t, n, prometheus.NewRegistry(), testToken, logger)
 
 	do(t, h, "POST", "/v1/cede?for=30s", "Bearer "+testToken)

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/failoverd/failoverd/admin"
-	"github.com/failoverd/failoverd/adminapi"
+	"github.com/failoverd/failoverd/controller"
 	"github.com/failoverd/failoverd/fencer"
 	"github.com/failoverd/failoverd/internal/tlstest"
 )
@@ -35,7 +35,7 @@ func startTLSServer(t *testing.T, pki *tlstest.PKI, n admin.Node) string {
 // before the token is sent.
 func TestHTTPSAdminFencedByRPC(t *testing.T) {
 	pki := tlstest.New(t, "admin")
-	n := &fakeNode{status: leaderStatus(), demoteResp: adminapi.DemoteResponse{Demoted: true, NodeID: "node-a", Epoch: 42}}
+	n := &fakeNode{status: leaderStatus(), demote: controller.DemoteOutcome{Demoted: true, Epoch: 42}}
 	addr := startTLSServer(t, pki, n)
 	_, port, _ := net.SplitHostPort(addr)
 

@@ -15,7 +15,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/failoverd/failoverd/admin"
-	"github.com/failoverd/failoverd/adminapi"
 	"github.com/failoverd/failoverd/cluster"
 	"github.com/failoverd/failoverd/cluster/zkcluster"
 	"github.com/failoverd/failoverd/config"
@@ -295,7 +294,7 @@ func buildAdmin(cfg *config.Config, logger *slog.Logger, reg prometheus.Gatherer
 		}
 		acfg.TLS = admin.TLSConfig(cert)
 	}
-	return admin.New(acfg, admin.Deps{Node: adminNode{ctrl}, Gatherer: reg, Logger: logger})
+	return admin.New(acfg, admin.Deps{Node: ctrl, Gatherer: reg, Logger: logger})
 }
 
 func buildChecker(cfg *config.Config) (healthcheck.Checker, error) {
@@ -413,16 +412,4 @@ func (d *daemon) firstSession(ctx context.Context) error {
 		t.Stop()
 	}
 	return nil
-}
-
-// adminNode answers the admin API's demote with the controller's outcome.
-type adminNode struct{ *controller.Controller }
-
-func (n adminNode) Demote(ctx context.Context, reason string) (adminapi.DemoteResponse, error) {
-	o := n.Controller.Demote(ctx, reason)
-	resp := adminapi.DemoteResponse{Demoted: o.Demoted, NodeID: n.Status().NodeID, Epoch: o.Epoch}
-	if o.Err != nil {
-		resp.Error = o.Err.Error()
-	}
-	return resp, nil
 }
