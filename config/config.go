@@ -130,6 +130,11 @@ type Election struct {
 	// the longest that fits: session timeout - demote budget - session/20
 	// (see Config.Timing).
 	Lease Duration `yaml:"lease"`
+	// WarmStandby has the standby that would lead next (fair: the one next
+	// in line, and a failover target; unfair: every standby) renew its
+	// ZooKeeper session as a leader does, so that it can act at once when
+	// it wins instead of one renew interval later. Default true.
+	WarmStandby bool `yaml:"warm_standby"`
 }
 
 // Health configures the local service health check. Exactly one of HTTP,
@@ -356,7 +361,7 @@ func Default() *Config {
 			Root:           DefaultRoot,
 			SessionTimeout: Duration(DefaultSessionTimeout),
 		},
-		Election: Election{Mode: ModeFair},
+		Election: Election{Mode: ModeFair, WarmStandby: true},
 		Health: Health{
 			Interval: Duration(DefaultHealthInterval),
 			Timeout:  Duration(DefaultHealthTimeout),

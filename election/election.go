@@ -69,6 +69,18 @@
 // Lease <= T - D - T/20 (the default is exactly that), so when the lease
 // ends, D remains for the demote before the session can expire.
 //
+// A new leader needs an anchor too. A candidate that kept a credit chain
+// while it waited (Config.WarmStandby, Warm) leads at once when its anchor,
+// on the connection in use, is at most 2R + MinTolerance/2 old, what a
+// leader has in steady state; any other first renews until a chain of
+// writes sent after its win exists (about R). Both are sound: a chain
+// bounds the life of the session (every request touches the session,
+// whichever znode it names, and a check of a missing znode is answered
+// through the ZooKeeper leader too), and the election znode, ephemeral,
+// goes before the session ends only when deleted explicitly (by us after
+// the term, or by an operator, which the watch on it reports). The fresh
+// chain was only ever about liveness: an old anchor leaves little lease.
+//
 // Assumed: the ZooKeeper leader pings every tick/2; tick is Config.TickTime
 // or, unknown, at most T/2 (ZooKeeper's default minSessionTimeout is two
 // ticks; a server configured with a lower minimum breaks the bound unless
@@ -159,7 +171,14 @@ type Config struct {
 	// DemoteBudget is how long the controller may need, after the lease
 	// ended, to stop the service (lease.DemoteBudget).
 	DemoteBudget time.Duration
-	Logger       *slog.Logger
+	// WarmStandby keeps a credit chain on the candidate that would lead
+	// next (fair: the one next in line; unfair: every candidate) while it
+	// waits, so that it leads at once when it wins instead of renewing for
+	// a renew interval first (see Warm). It costs the waiting candidate
+	// the renewals a leader sends. false: only a candidate told Warm(true)
+	// keeps a chain.
+	WarmStandby bool
+	Logger      *slog.Logger
 }
 
 // Timing is the lease arithmetic of this configuration for a session of
@@ -307,9 +326,14 @@ type Elector struct {
 
 	refusal error // why the elector stays out (the lease does not fit), or nil
 
+	warm        bool          // Warm(true)
+	warmChanged chan struct{} // closed and replaced when warm changes
+
 	// lastEpoch is the epoch of our newest leadership; a new one must be
-	// above it. Only Run's goroutine uses it.
+	// above it. woke is when the watch that led to the current win fired
+	// (or the campaign began). Only Run's goroutine uses them.
 	lastEpoch int64
+	woke      time.Time
 }
 
 // Refusal says why the elector stays out of the election (the lease cannot
@@ -351,7 +375,35 @@ func New(client *zk.Client, cfg Config) (*Elector, error) {
 		log:    cfg.Logger.With("component", "election", "mode", cfg.Mode.String()),
 		guid:   hex.EncodeToString(b[:]),
 		kick:   make(chan struct{}),
+
+		warmChanged: make(chan struct{}),
 	}, nil
+}
+
+// Warm asks the elector to keep a credit chain while it waits (true), as
+// a failover target should, or to go back to Config.WarmStandby's rule
+// (false). A waiting candidate that keeps one renews as a leader does (a
+// write that changes nothing, in pairs every renew interval); when it
+// wins, it leads at once on the anchor it already has instead of renewing
+// for a renew interval first. That is as safe as a chain built after the
+// win: the anchor bounds the life of the session, whatever znode its
+// writes named, and the election znode lives as long as the session
+// (README, "The lease").
+func (e *Elector) Warm(on bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.warm == on {
+		return
+	}
+	e.warm = on
+	close(e.warmChanged)
+	e.warmChanged = make(chan struct{})
+}
+
+func (e *Elector) warmState() (on bool, changed <-chan struct{}) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.warm, e.warmChanged
 }
 
 // GUID identifies this elector's znodes.
@@ -490,10 +542,11 @@ func (e *Elector) campaign(ctx context.Context, sess *zk.Session, kick <-chan st
 	// only between calls and in the selects next to kick.
 	keep, release := sessionCtx(ctx, sess)
 	defer release()
+	e.woke = time.Now()
 	var node string
 	var epoch int64
 	if e.cfg.Mode == Unfair {
-		node, epoch, err = e.acquireLock(ctx, keep, sess, kick)
+		node, epoch, err = e.acquireLock(ctx, keep, sess, tm, kick)
 		if node == "" {
 			return err
 		}
@@ -504,7 +557,7 @@ func (e *Elector) campaign(ctx context.Context, sess *zk.Session, kick <-chan st
 			return err
 		}
 		defer e.leave(sess, node)
-		epoch, err = e.waitTurn(ctx, keep, sess, node, czxid, kick)
+		epoch, err = e.waitTurn(ctx, keep, sess, tm, node, czxid, kick)
 		if errors.Is(err, errKicked) {
 			return nil
 		}
@@ -746,8 +799,12 @@ func Queue(ctx context.Context, sess *zk.Session, dir string) ([]string, error) 
 // predecessor. It returns our epoch (the znode's czxid).
 // czxid, when known from the create, saves a round trip at the end.
 // A cancelled ctx ends it like a kick; the caller then leaves.
-func (e *Elector) waitTurn(ctx, keep context.Context, sess *zk.Session, node string, czxid int64, kick <-chan struct{}) (int64, error) {
+// The candidate next in line (with Config.WarmStandby) and one told
+// Warm(true) keep a credit chain meanwhile, renewing on their own znode.
+func (e *Elector) waitTurn(ctx, keep context.Context, sess *zk.Session, tm lease.Timing, node string, czxid int64, kick <-chan struct{}) (int64, error) {
 	name := node[strings.LastIndex(node, "/")+1:]
+	w := e.newWarmer(sess, tm, node)
+	defer w.stop()
 	for {
 		kids, err := sess.Children(ctx, e.cfg.Dir)
 		if err != nil {
@@ -789,14 +846,25 @@ func (e *Elector) waitTurn(ctx, keep context.Context, sess *zk.Session, node str
 			continue
 		}
 		e.log.Debug("waiting for predecessor", "predecessor", pred, "position", idx)
-		select {
-		case <-ch: // deleted, changed or not watching: look again
-		case <-sess.Done():
-			return 0, sess.Err()
-		case <-kick:
-			return 0, errKicked
-		case <-ctx.Done():
-			return 0, ctx.Err()
+	wait:
+		for {
+			warm, warmChanged := e.warmState()
+			w.run(warm || idx == 1 && e.cfg.WarmStandby)
+			select {
+			case <-ch: // deleted, changed or not watching: look again
+				e.woke = time.Now()
+				break wait
+			case <-warmChanged:
+			case <-w.lost: // our znode is gone: look again
+				w.stop()
+				break wait
+			case <-sess.Done():
+				return 0, sess.Err()
+			case <-kick:
+				return 0, errKicked
+			case <-ctx.Done():
+				return 0, ctx.Err()
+			}
 		}
 	}
 }
@@ -805,8 +873,13 @@ func (e *Elector) waitTurn(ctx, keep context.Context, sess *zk.Session, node str
 // path and its czxid, or "" when kicked or cancelled. A create, once sent,
 // runs on keep until its outcome is known: it returns the lock when it
 // got it, even if ctx ended meanwhile (the caller then leaves).
-func (e *Elector) acquireLock(ctx, keep context.Context, sess *zk.Session, kick <-chan struct{}) (string, int64, error) {
+//
+// With Config.WarmStandby (or Warm(true)) it keeps a credit chain while it
+// waits, renewing on the election directory (it has no znode of its own).
+func (e *Elector) acquireLock(ctx, keep context.Context, sess *zk.Session, tm lease.Timing, kick <-chan struct{}) (string, int64, error) {
 	lock := e.cfg.Dir + "/" + lockName
+	w := e.newWarmer(sess, tm, e.cfg.Dir)
+	defer w.stop()
 	join := nonce()
 	lostCreate := false
 	unresolved := false // a create's response was lost and no read has told its outcome yet
@@ -859,15 +932,76 @@ func (e *Elector) acquireLock(ctx, keep context.Context, sess *zk.Session, kick 
 			}
 			continue
 		}
-		select {
-		case <-ch:
-		case <-sess.Done():
-			return "", 0, sess.Err()
-		case <-kick:
-			return "", 0, nil
-		case <-ctx.Done():
-			return "", 0, ctx.Err()
+	wait:
+		for {
+			warm, warmChanged := e.warmState()
+			w.run(warm || e.cfg.WarmStandby)
+			select {
+			case <-ch:
+				e.woke = time.Now()
+				break wait
+			case <-warmChanged:
+			case <-w.lost: // the directory is gone: the create says why
+				w.stop()
+				break wait
+			case <-sess.Done():
+				return "", 0, sess.Err()
+			case <-kick:
+				return "", 0, nil
+			case <-ctx.Done():
+				return "", 0, ctx.Err()
+			}
 		}
+	}
+}
+
+// warmer runs a waiting candidate's renewals while they are wanted: the
+// renew loop a leader runs, writing a version check of path (our queue
+// znode, or in unfair mode the election directory) without the read
+// after it. Each answer goes into the session's Acks, from which lead
+// takes the anchor when this candidate wins.
+type warmer struct {
+	e    *Elector
+	sess *zk.Session
+	tm   lease.Timing
+	path string
+
+	cancel context.CancelFunc // of the running loop, nil when none runs
+	// lost is closed when the running loop found path gone (and ended);
+	// nil when no loop runs. The waiter then calls stop and looks again.
+	lost chan struct{}
+}
+
+func (e *Elector) newWarmer(sess *zk.Session, tm lease.Timing, path string) *warmer {
+	return &warmer{e: e, sess: sess, tm: tm, path: path}
+}
+
+// run starts (on) or stops the loop; it does nothing when it already
+// runs, or already stands, as asked.
+func (w *warmer) run(on bool) {
+	if on == (w.cancel != nil) {
+		return
+	}
+	if !on {
+		w.stop()
+		return
+	}
+	var ctx context.Context
+	ctx, w.cancel = context.WithCancel(context.Background())
+	lost := make(chan struct{})
+	w.lost = lost
+	w.e.log.Debug("keeping a credit chain while waiting", "node", w.path)
+	gap := lease.Gap(w.tm.Session, w.e.cfg.TickTime)
+	// renewLoop reports at most once, and returns right after.
+	go w.e.renewLoop(ctx, w.sess, w.path, false, w.tm, gap, nil, func(error) { close(lost) })
+}
+
+// stop ends the loop without waiting for a renewal in flight: its answer,
+// whenever it comes, only adds to the session's Acks.
+func (w *warmer) stop() {
+	if w.cancel != nil {
+		w.cancel()
+		w.cancel, w.lost = nil, nil
 	}
 }
 
@@ -893,6 +1027,35 @@ func confirm(ctx context.Context, sess *zk.Session, node string) (bool, error) {
 	return ok && st.EphemeralOwner == sess.ID(), nil
 }
 
+// announce is confirm with a write of our znode's data (the same, less the
+// join nonce, which matters only before a win) in place of the version
+// check: one write as well, so a renewal like any other, which also fires
+// the exists watch of the candidate behind us.
+func (e *Elector) announce(ctx context.Context, sess *zk.Session, node string) (bool, error) {
+	err := sess.Multi(ctx, zk.SetOp{Path: node, Data: e.data(""), Version: -1})
+	if errors.Is(err, zk.ErrNoNode) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	ok, st, err := sess.Exists(ctx, node)
+	if err != nil {
+		return false, err
+	}
+	return ok && st.EphemeralOwner == sess.ID(), nil
+}
+
+// touch is a waiting candidate's renewal: the write of confirm (a version
+// check of path) without the read after it.
+func touch(ctx context.Context, sess *zk.Session, path string) (bool, error) {
+	err := sess.Multi(ctx, zk.CheckOp{Path: path, Version: -1})
+	if errors.Is(err, zk.ErrNoNode) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
 // lead runs the callback and watches leadership until it ends.
 func (e *Elector) lead(ctx context.Context, sess *zk.Session, node string, epoch int64, kick <-chan struct{}, onElected func(context.Context, Leadership)) {
 	if epoch <= e.lastEpoch {
@@ -907,14 +1070,19 @@ func (e *Elector) lead(ctx context.Context, sess *zk.Session, node string, epoch
 		e.log.Error("won the election but cannot lead safely; giving it back", "node", node, "err", err)
 		return
 	}
+	won := time.Now()
+	e.log.Debug("candidate won", "node", node, "epoch", epoch, "duration_seconds", won.Sub(e.woke).Seconds())
 	gap := lease.Gap(tm.Session, e.cfg.TickTime)
 	anchor := anchorFn(sess, gap)
 	deadline := func() time.Time { return anchor().Add(tm.Lease) }
 	// The lease runs from an anchor that a credit chain of answered writes
-	// proves; a candidate that waited in the queue may have none.
+	// proves; a candidate that waited without keeping one has none.
 	sctx, cancelSettle := context.WithTimeout(ctx, tm.Session)
-	err = e.settle(sctx, sess, node, tm, gap, anchor, kick)
+	warm, err := e.ready(sctx, sess, node, tm, gap, anchor, kick)
 	cancelSettle()
+	if err == nil {
+		e.log.Debug("lease ready", "node", node, "epoch", epoch, "warm", warm, "duration_seconds", time.Since(won).Seconds())
+	}
 	if errors.Is(err, errKicked) {
 		e.log.Info("resigned or ceded before leading", "node", node)
 		return
@@ -957,6 +1125,57 @@ func (e *Elector) lead(ctx context.Context, sess *zk.Session, node string, epoch
 	e.current = nil
 	e.mu.Unlock()
 	e.log.Info("leadership ended", "epoch", epoch, "reason", cause.Error())
+}
+
+// ready returns once the lease leaves this new leader the tolerance a
+// leader has in steady state. A candidate that kept a credit chain while
+// it waited (warm) is ready at once when the chain's anchor, on the
+// connection in use, is at most 2R + MinTolerance/2 old (what a leader
+// renewing every R has), or after at most two more writes complete a
+// newer chain (its renewals ran late: the pair the renew loop would send
+// now); otherwise it settles. warm says which. (Acks are per connection:
+// after a reconnect only a chain on the new connection counts here,
+// although the lease may still run from an older one.)
+func (e *Elector) ready(ctx context.Context, sess *zk.Session, node string, tm lease.Timing, gap time.Duration, anchor func() time.Time, kick <-chan struct{}) (warm bool, err error) {
+	select {
+	case <-kick:
+		return false, errKicked
+	default:
+	}
+	if on, _ := e.warmState(); on || e.cfg.WarmStandby {
+		for writes := 0; ; writes++ {
+			acks := acksOn(sess)
+			if a := Anchor(acks, gap); !a.IsZero() && time.Since(a) <= 2*tm.Renew+lease.MinTolerance/2 {
+				return true, nil
+			}
+			// A write now moves the anchor when it is the Y of a chain, or
+			// the X of one (a gap after the newest answer) that a Y completes.
+			now := time.Now()
+			if writes == 2 || len(acks) == 0 || !renewNow(acks, gap, now) && now.Sub(acks[len(acks)-1].Answered) < gap {
+				break
+			}
+			ok, err := confirm(ctx, sess, node)
+			if err != nil {
+				return false, err
+			}
+			if !ok {
+				return false, ErrNodeDeleted
+			}
+		}
+	}
+	return false, e.settle(ctx, sess, node, tm, gap, anchor, kick)
+}
+
+// acksOn returns the session's acks over the connection in use.
+func acksOn(sess *zk.Session) []zk.Ack {
+	conn := sess.Conn()
+	var acks []zk.Ack
+	for _, a := range sess.Acks() {
+		if a.Conn == conn {
+			acks = append(acks, a)
+		}
+	}
+	return acks
 }
 
 // settle renews until the lease runs from a write sent after the win: a
@@ -1019,7 +1238,7 @@ func (e *Elector) watch(ctx context.Context, sess *zk.Session, node string, tm l
 		}
 	}
 	full := make(chan struct{}, 1)
-	go e.renewLoop(wctx, sess, node, tm, gap, full, report)
+	go e.renewLoop(wctx, sess, node, true, tm, gap, full, report)
 	go e.watchNode(wctx, sess, node, report)
 
 	timer := time.NewTimer(tm.Lease)
@@ -1081,9 +1300,17 @@ func stopCause(ctx context.Context) error {
 // renewLoop renews the lease until ctx ends: each renewal is a write
 // (confirm); a pair (X, then Y at once) every renew interval keeps the
 // anchor within two intervals of now. After a reconnect (full) it renews at
-// once and, in fair mode, checks that we are still first.
-func (e *Elector) renewLoop(ctx context.Context, sess *zk.Session, node string, tm lease.Timing, gap time.Duration, full <-chan struct{}, report func(error)) {
+// once and, in fair mode, checks that we are still first. A waiting
+// candidate (leader false) runs it too, writing without the read after it;
+// it reports a renewal that found node gone.
+//
+// In fair mode with Config.WarmStandby a leader's first renewal rewrites
+// its znode's data instead of checking its version (announce): the only
+// candidate watching our znode is the one behind us, which moved up to next
+// in line when we won without anything telling it, and must start its chain.
+func (e *Elector) renewLoop(ctx context.Context, sess *zk.Session, node string, leader bool, tm lease.Timing, gap time.Duration, full <-chan struct{}, report func(error)) {
 	check := false
+	announcing := leader && e.cfg.Mode == Fair && e.cfg.WarmStandby
 	next := time.Now()
 	if acks := sess.Acks(); len(acks) > 0 {
 		next = acks[len(acks)-1].Answered.Add(tm.Renew)
@@ -1101,7 +1328,16 @@ func (e *Elector) renewLoop(ctx context.Context, sess *zk.Session, node string, 
 		// An answer to a request sent more than a lease ago cannot help
 		// any more: give up on it so that the next renewal tries afresh.
 		rctx, cancel := context.WithTimeout(ctx, tm.Lease)
-		ok, err := confirm(rctx, sess, node)
+		var ok bool
+		var err error
+		switch {
+		case announcing:
+			ok, err = e.announce(rctx, sess, node)
+		case leader:
+			ok, err = confirm(rctx, sess, node)
+		default:
+			ok, err = touch(rctx, sess, node)
+		}
 		if err == nil && ok && check && e.cfg.Mode == Fair {
 			var kids []string
 			if kids, err = sess.Children(rctx, e.cfg.Dir); err == nil {
@@ -1115,8 +1351,8 @@ func (e *Elector) renewLoop(ctx context.Context, sess *zk.Session, node string, 
 			return
 		}
 		if err == nil {
-			check = false
-			if testHookRenewed != nil {
+			check, announcing = false, false
+			if leader && testHookRenewed != nil {
 				testHookRenewed()
 			}
 		}

@@ -22,6 +22,8 @@ type term struct {
 	epoch      int64
 	start, end time.Time
 	cause      error
+	// anchor is the lease's anchor when the callback began (deadline - Lease).
+	anchor time.Time
 }
 
 // referee watches every candidate of a test from one clock and records any
@@ -57,7 +59,8 @@ func (r *referee) callback(id string) func(ctx context.Context, l Leadership) {
 		}
 		r.active[id] = true
 		r.leaderships[id] = l
-		r.terms = append(r.terms, term{id: id, epoch: l.Epoch, start: time.Now()})
+		now := time.Now()
+		r.terms = append(r.terms, term{id: id, epoch: l.Epoch, start: now, anchor: now.Add(l.LeaseRemaining() - l.Lease)})
 		i := len(r.terms) - 1
 		r.notify()
 		r.mu.Unlock()
@@ -202,6 +205,7 @@ type opts struct {
 	renew   time.Duration
 	tick    time.Duration // the ensemble's tickTime; 0: unknown
 	budget  time.Duration // demote budget
+	cold    bool          // Config.WarmStandby false (the tests run warm, as the daemon does by default)
 }
 
 // testLogger logs to stderr when ELECTION_TEST_LOG is set.
@@ -219,7 +223,7 @@ func startCandidate(t *testing.T, r *referee, id string, o opts) *cand {
 		t.Fatal(err)
 	}
 	el, err := New(c, Config{Dir: "/failoverd/test/election", NodeID: id, Mode: o.mode, Lease: o.lease, RenewInterval: o.renew,
-		TickTime: o.tick, DemoteBudget: o.budget, Logger: testLogger(id)})
+		TickTime: o.tick, DemoteBudget: o.budget, WarmStandby: !o.cold, Logger: testLogger(id)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,19 +279,37 @@ func TestExactlyOneLeaderAcrossResignations(t *testing.T) {
 	})
 }
 
+// One change wakes exactly one candidate, the one that moved up, and with
+// warm standbys also the one behind it (the new leader's first renewal
+// tells it that it is next in line now).
 func TestFairModeIsFIFOAndHerdFree(t *testing.T) {
 	zks := zktest.Start(t, 1)
+	for _, warm := range []bool{false, true} {
+		t.Run(map[bool]string{false: "cold", true: "warm"}[warm], func(t *testing.T) {
+			fifoHerdFree(t, zks, warm)
+		})
+	}
+}
+
+func fifoHerdFree(t *testing.T, zks *zktest.Cluster, warm bool) {
 	r := newReferee()
 	const n = 50
 	var cands []*cand
 	for i := range n {
-		k := startCandidate(t, r, fmt.Sprintf("n%02d", i), opts{mode: Fair, timeout: 4 * time.Second, servers: zks.Addrs()})
+		o := opts{mode: Fair, timeout: 4 * time.Second, servers: zks.Addrs(), cold: true}
+		if warm {
+			// The announce comes with the first renewal, within a renew
+			// interval (105 ms) of the win.
+			o.cold, o.tick = false, zktest.TickTime
+		}
+		k := startCandidate(t, r, fmt.Sprintf("n%02d", i), o)
 		cands = append(cands, k)
 		waitQueueLen(t, zks.Addrs(), i+1)
 	}
 	if l := r.waitLeader(t, "", 10*time.Second); l != "n00" {
 		t.Fatalf("first leader = %s, want n00 (the first to join)", l)
 	}
+	time.Sleep(500 * time.Millisecond) // the first leader's announce has come and gone
 	for round := 0; round < 3; round++ {
 		leader := cands[round]
 		before := make([]int64, n)
@@ -300,6 +322,10 @@ func TestFairModeIsFIFOAndHerdFree(t *testing.T) {
 			t.Fatalf("round %d: leader %s, want %s (FIFO)", round, next, want)
 		}
 		time.Sleep(500 * time.Millisecond) // let any stray notification arrive
+		moved := map[string]bool{next: true}
+		if warm {
+			moved[cands[round+2].id] = true
+		}
 		woken := 0
 		for i, k := range cands {
 			if k == leader {
@@ -308,13 +334,13 @@ func TestFairModeIsFIFOAndHerdFree(t *testing.T) {
 			d := k.client.WatchEvents() - before[i]
 			if d > 0 {
 				woken++
-				if k.id != next {
+				if !moved[k.id] {
 					t.Errorf("round %d: %s got %d watch events though it did not move up", round, k.id, d)
 				}
 			}
 		}
-		if woken != 1 {
-			t.Errorf("round %d: %d candidates woken by one change, want exactly 1", round, woken)
+		if woken != len(moved) {
+			t.Errorf("round %d: %d candidates woken by one change, want exactly %d", round, woken, len(moved))
 		}
 	}
 	r.check(t)

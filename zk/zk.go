@@ -208,6 +208,11 @@ func (s *Session) Done() <-chan struct{} { return s.done }
 // Err says why the session is over: ErrSessionExpired or ErrClosed.
 func (s *Session) Err() error { s.mu.Lock(); defer s.mu.Unlock(); return s.err }
 
+// Conn identifies the session's current connection as Ack.Conn does: an
+// ack carrying this value went over the connection in use now (during a
+// reconnect, none does).
+func (s *Session) Conn() uint64 { return s.conns.Load() }
+
 // Acks returns the newest answered writes (at most ackRing), oldest answer
 // first. Writes whose request and answer may have used different
 // connections are left out.
