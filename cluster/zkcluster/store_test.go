@@ -653,6 +653,7 @@ var (
 	_ interface {
 		Campaign(ctx context.Context, won func(ctx context.Context, t cluster.Term)) error
 		Refusal() error
+		Warm(on bool)
 	} = (*Elector)(nil)
 )
 

@@ -34,6 +34,11 @@ func (e *Elector) Campaign(ctx context.Context, won func(ctx context.Context, t 
 	})
 }
 
+// Warm asks the elector to keep a credit chain while it waits (true), as a
+// failover target should, so that it leads at once when it wins; false goes
+// back to the configured rule (see election.Elector.Warm).
+func (e *Elector) Warm(on bool) { e.el.Warm(on) }
+
 // Refusal says why the elector stays out of the election (the lease does
 // not fit the negotiated session timeout), or nil.
 func (e *Elector) Refusal() error { return e.el.Refusal() }
