@@ -141,3 +141,58 @@ func checkNoZnodeOf(t *testing.T, servers []string, id int64) {
 		}
 	}
 }
+
+// Unfair mode: a term may delete its lock itself (Term.Finish deletes it in
+// one multi with the breadcrumb) and a successor take the name at once;
+// the elector's leave after the term must not delete the successor's lock.
+func TestUnfairLeaveKeepsASuccessorsLock(t *testing.T) {
+	zks := zktest.Start(t, 1)
+	c, err := zk.NewClient(zk.Config{Servers: zks.Addrs(), SessionTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	el, err := New(c, Config{Dir: testDir, NodeID: "a", Mode: Unfair})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours, err := c.Session(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, closeOther := openSession(t, zks.Addrs(), 2*time.Second)
+	defer closeOther()
+	lock := testDir + "/" + lockName
+	if err := ours.EnsurePath(t.Context(), testDir); err != nil {
+		t.Fatal(err)
+	}
+	_, st, err := ours.Create(t.Context(), lock, el.data(""), zk.Ephemeral)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ours.Delete(t.Context(), lock, -1); err != nil { // the term's own delete
+		t.Fatal(err)
+	}
+	if _, _, err := other.Create(t.Context(), lock, nil, zk.Ephemeral); err != nil { // the successor
+		t.Fatal(err)
+	}
+	el.leave(ours, lock, st.Czxid)
+	ok, now, err := other.Exists(t.Context(), lock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ok || now.EphemeralOwner != other.ID() {
+		t.Fatalf("the successor's lock went with our leave (exists %v, owner 0x%x)", ok, now.EphemeralOwner)
+	}
+	// Our own lock still goes.
+	if err := other.Delete(t.Context(), lock, -1); err != nil {
+		t.Fatal(err)
+	}
+	if _, st, err = ours.Create(t.Context(), lock, el.data(""), zk.Ephemeral); err != nil {
+		t.Fatal(err)
+	}
+	el.leave(ours, lock, st.Czxid)
+	if ok, _, _ := other.Exists(t.Context(), lock); ok {
+		t.Error("our own lock survived our leave")
+	}
+}

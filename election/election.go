@@ -550,13 +550,13 @@ func (e *Elector) campaign(ctx context.Context, sess *zk.Session, kick <-chan st
 		if node == "" {
 			return err
 		}
-		defer e.leave(sess, node)
+		defer e.leave(sess, node, epoch)
 	} else {
 		var czxid int64
 		if node, czxid, err = e.join(ctx, keep, sess); err != nil {
 			return err
 		}
-		defer e.leave(sess, node)
+		defer e.leave(sess, node, 0)
 		epoch, err = e.waitTurn(ctx, keep, sess, tm, node, czxid, kick)
 		if errors.Is(err, errKicked) {
 			return nil
@@ -590,7 +590,10 @@ func sessionCtx(ctx context.Context, sess *zk.Session) (context.Context, context
 var errKicked = errors.New("election: resigned or ceded")
 
 // leave deletes our znode while the session is alive; bounded in time.
-func (e *Elector) leave(sess *zk.Session, node string) {
+// The unfair-mode lock (czxid > 0) is deleted only while it is still the
+// one we created: the term may have deleted it already (Term.Finish), and
+// a successor's lock under the same name must never go with our leave.
+func (e *Elector) leave(sess *zk.Session, node string, czxid int64) {
 	select {
 	case <-sess.Done():
 		return
@@ -602,7 +605,21 @@ func (e *Elector) leave(sess *zk.Session, node string) {
 		e.log.Warn("leaving the election failed; the znode goes with the session", "node", node, "err", "injected")
 		return
 	}
-	if err := sess.Delete(ctx, node, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
+	version := int32(-1)
+	if czxid > 0 {
+		// Read-your-writes: a delete of ours is seen; the lock cannot have
+		// passed to another session without a delete.
+		ok, st, err := sess.Exists(ctx, node)
+		if err != nil {
+			e.log.Warn("leaving the election failed; the znode goes with the session", "node", node, "err", err)
+			return
+		}
+		if !ok || st.Czxid != czxid || st.EphemeralOwner != sess.ID() {
+			return // gone already, or another's
+		}
+		version = st.Version
+	}
+	if err := sess.Delete(ctx, node, version); err != nil && !errors.Is(err, zk.ErrNoNode) {
 		e.log.Warn("leaving the election failed; the znode goes with the session", "node", node, "err", err)
 	}
 }
@@ -890,8 +907,13 @@ func (e *Elector) acquireLock(ctx, keep context.Context, sess *zk.Session, tm le
 		if !unresolved {
 			_, st, err := e.create(keep, sess, lock, zk.Ephemeral, join)
 			switch {
-			case err == nil:
+			case err == nil && st.EphemeralOwner == sess.ID():
 				return lock, st.Czxid, nil
+			case err == nil:
+				// Create reads the stat by name after the create: our lock
+				// went (deleted by path) and another session holds the
+				// name now. Not ours: wait for it like any other.
+				e.log.Warn("the lock we created was deleted and taken by another session", "owner", fmt.Sprintf("0x%x", st.EphemeralOwner))
 			case errors.Is(err, zk.ErrConnectionLoss):
 				lostCreate, unresolved = true, true
 				e.log.Warn("create response lost; checking the lock owner", "err", err)
