@@ -126,8 +126,8 @@ func controllerConfig(cfg *config.Config) controller.Config {
 }
 
 // electionConfig is the elector's part of cfg: the lease (0: derived from
-// the timeout ZooKeeper grants), the ensemble's tickTime and the
-// controller's demote budget.
+// the timeout ZooKeeper grants), the ensemble's tickTime, the
+// controller's demote budget and whether standbys keep a warm chain.
 func electionConfig(cfg *config.Config, ccfg controller.Config, logger *slog.Logger) election.Config {
 	mode := election.Fair
 	if cfg.Election.Mode == config.ModeUnfair {
@@ -136,7 +136,7 @@ func electionConfig(cfg *config.Config, ccfg controller.Config, logger *slog.Log
 	return election.Config{
 		Dir:    layoutOf(cfg).ElectionDir(),
 		NodeID: cfg.Node.ID, Mode: mode, Lease: cfg.Election.Lease.Std(), TickTime: cfg.ZooKeeper.TickTime.Std(),
-		DemoteBudget: controller.DemoteBudget(ccfg), Logger: logger,
+		DemoteBudget: controller.DemoteBudget(ccfg), WarmStandby: cfg.Election.WarmStandby, Logger: logger,
 	}
 }
 

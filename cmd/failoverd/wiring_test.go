@@ -41,6 +41,13 @@ func TestWiringDemoteBudgetMatchesConfig(t *testing.T) {
 		if cerr != nil || eerr != nil || ct != et {
 			t.Errorf("%+v: config timing %+v (%v), elector %+v (%v)", tc, ct, cerr, et, eerr)
 		}
+		if ecfg.WarmStandby != cfg.Election.WarmStandby {
+			t.Errorf("%+v: elector warm_standby %v, config %v", tc, ecfg.WarmStandby, cfg.Election.WarmStandby)
+		}
+		cfg.Election.WarmStandby = !cfg.Election.WarmStandby
+		if electionConfig(cfg, ccfg, nil).WarmStandby != cfg.Election.WarmStandby {
+			t.Errorf("%+v: election.warm_standby %v does not reach the elector", tc, cfg.Election.WarmStandby)
+		}
 		if et.Grace() < controller.DemoteBudget(ccfg) {
 			t.Errorf("%+v: grace %v below the controller's budget", tc, et.Grace())
 		}
