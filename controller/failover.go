@@ -76,6 +76,15 @@ func (c *Controller) onFailoverRequest(key string, r cluster.FailoverRequest) {
 		// the earlier one is over, and we are the candidate now.
 		c.log.Info("manual failover requested to this node")
 		c.endStandAside("", "a newer failover request names this node")
+		if now.Before(l.cededUntil) {
+			// The operator named this node: a hold-off (after a fence, a
+			// cede or a failed takeover) would otherwise keep it out while
+			// every other node stands aside for the request, and nobody
+			// would lead until it ran out. What makes a node unfit to lead
+			// (health, a stuck hook, a refused join) still holds.
+			c.log.Info("manual failover to this node ends its hold-off early", "remaining", l.cededUntil.Sub(now).Round(time.Millisecond).String())
+			l.cededUntil = time.Time{}
+		}
 		c.warm(true)
 		return
 	}
