@@ -63,13 +63,6 @@ func (e *CorruptError) Error() string {
 	return fmt.Sprintf("breadcrumb: unreadable (%s); clear it with 'failoverd breadcrumb clear' once the old leader is known to be down", e.Reason)
 }
 
-// Path is the breadcrumb znode of a cluster.
-//
-// Deprecated: use cluster.Layout.Breadcrumb, which owns every path (this
-// package cannot call it: cluster imports breadcrumb). Kept only for
-// test/bench until it moves over (issue 11).
-func Path(root, cluster string) string { return zk.Join(root, cluster, "breadcrumb") }
-
 // Encode validates r and returns its JSON.
 func Encode(r Record) ([]byte, error) {
 	if r.Version == 0 {

@@ -21,10 +21,6 @@ var recordNames = []string{"members", "failover", "breadcrumb", "config", "elect
 // spell a record path, each with why. It may only shrink (issue 11: "no
 // package but the layout package spells a znode path").
 var spellsPathAllowed = map[string]string{
-	// breadcrumb.Path is deprecated and kept only for test/bench, which
-	// another change moves to cluster.Layout; package breadcrumb cannot
-	// call cluster (cluster imports it).
-	"breadcrumb/breadcrumb.go": "deprecated breadcrumb.Path (test/bench)",
 	// The lost-replies nemesis picks the unfair lock's requests out of the
 	// ZooKeeper wire traffic by path suffix.
 	"test/chaos/nemesis.go": `strings.HasSuffix(path, "/election/lock")`,

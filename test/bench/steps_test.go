@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/failoverd/failoverd/breadcrumb"
+	fdcluster "github.com/failoverd/failoverd/cluster"
 	"github.com/failoverd/failoverd/internal/proc"
 	"github.com/failoverd/failoverd/test/zktest"
 	"github.com/failoverd/failoverd/zk"
@@ -64,7 +65,7 @@ func BenchmarkHandoffSteps(b *testing.B) {
 	if _, _, err := s.Create(ctx, member, []byte(`{}`), zk.Ephemeral); err != nil {
 		b.Fatal(err)
 	}
-	bc := breadcrumb.Path("/steps", "e2e")
+	bc := fdcluster.Layout{Root: "/steps", Cluster: "e2e"}.Breadcrumb()
 	guard := breadcrumb.Guard{Session: s, Election: me}
 	rec := breadcrumb.Record{NodeID: "a", Host: "127.0.0.1", AdminURL: "http://127.0.0.1:1", Epoch: 1, Since: time.Now().UTC()}
 	status := []byte(strings.Repeat("x", 300)) // a member status is ~300 bytes of JSON
