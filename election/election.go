@@ -607,8 +607,16 @@ func (e *Elector) leave(sess *zk.Session, node string, czxid int64) {
 	}
 	version := int32(-1)
 	if czxid > 0 {
-		// Read-your-writes: a delete of ours is seen; the lock cannot have
-		// passed to another session without a delete.
+		// Sync first: after a reconnect the server may lag behind a delete
+		// of ours whose reply was lost (Term.Finish), and show our lock
+		// while the leader already holds a successor's at the same version
+		// (an unfair lock is never rewritten: always version 0). After the
+		// sync, our lock can only have passed to another session through
+		// an operator's delete.
+		if err := sess.Sync(ctx, node); err != nil && !errors.Is(err, zk.ErrNoNode) {
+			e.log.Warn("leaving the election failed; the znode goes with the session", "node", node, "err", err)
+			return
+		}
 		ok, st, err := sess.Exists(ctx, node)
 		if err != nil {
 			e.log.Warn("leaving the election failed; the znode goes with the session", "node", node, "err", err)
@@ -622,6 +630,25 @@ func (e *Elector) leave(sess *zk.Session, node string, czxid int64) {
 	if err := sess.Delete(ctx, node, version); err != nil && !errors.Is(err, zk.ErrNoNode) {
 		e.log.Warn("leaving the election failed; the znode goes with the session", "node", node, "err", err)
 	}
+}
+
+// deleteOldLock deletes the lock seen as st if, read again after a sync,
+// it is still that znode: the first read may come from a server behind a
+// delete whose reply was lost, while the leader already holds a
+// successor's lock at the same version (unfair locks are never rewritten).
+func (e *Elector) deleteOldLock(ctx context.Context, sess *zk.Session, lock string, st zk.Stat) error {
+	if err := sess.Sync(ctx, lock); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		return err
+	}
+	ok, now, err := sess.Exists(ctx, lock)
+	if err != nil || !ok || now.Czxid != st.Czxid || now.EphemeralOwner != st.EphemeralOwner {
+		return err // gone, or no longer the one we saw: look again
+	}
+	e.log.Info("deleting an old lock of ours", "owner", fmt.Sprintf("0x%x", now.EphemeralOwner))
+	if err := sess.Delete(ctx, lock, now.Version); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		return err
+	}
+	return nil
 }
 
 func (e *Elector) data(join string) []byte {
@@ -948,8 +975,7 @@ func (e *Elector) acquireLock(ctx, keep context.Context, sess *zk.Session, tm le
 		if c.GUID == e.guid || st.EphemeralOwner == sess.ID() {
 			// Ours from an earlier session or term (a leave whose delete was
 			// lost): adopting it would reuse an old epoch.
-			e.log.Info("deleting an old lock of ours", "owner", fmt.Sprintf("0x%x", st.EphemeralOwner))
-			if err := sess.Delete(keep, lock, st.Version); err != nil && !errors.Is(err, zk.ErrNoNode) {
+			if err := e.deleteOldLock(keep, sess, lock, st); err != nil {
 				return "", 0, err
 			}
 			continue
