@@ -41,7 +41,7 @@ type term struct {
 
 	prev      *breadcrumb.Record // the breadcrumb read (nil: absent)
 	version   int32              // its znode version (-1: absent)
-	bcVersion int32              // our breadcrumb's version once written
+	bcVersion int32              // our breadcrumb's version once written (-1: not written; Finish then deletes nothing)
 
 	ended      bool   // the term's context ended
 	endReason  string // the reason of the end demote
@@ -84,7 +84,7 @@ func (c *Controller) onTermWon(ev termWon) {
 		return
 	}
 	epoch := ev.t.Epoch()
-	tm := &term{t: ev.t, ctx: ev.ctx, epoch: epoch, wonAt: time.Now(), release: ev.release, version: -1}
+	tm := &term{t: ev.t, ctx: ev.ctx, epoch: epoch, wonAt: time.Now(), release: ev.release, version: -1, bcVersion: -1}
 	l.term, l.epoch = tm, epoch
 	c.metrics.ElectionWon()
 	context.AfterFunc(ev.ctx, func() { c.send(termEnded{epoch: epoch, cause: context.Cause(ev.ctx)}) })
@@ -276,6 +276,13 @@ func (c *Controller) onRead(tm *term, r stepResult) {
 // onFencePrevDone: the local demote of our own previous term is over.
 func (c *Controller) onFencePrevDone(tm *term, err error) {
 	if c.l.term != tm {
+		return
+	}
+	if err != nil && tm.ctx.Err() != nil {
+		// The term ended meanwhile and its context killed the demote:
+		// not a fencing failure, nothing to back off from.
+		c.log.Warn("leadership lost while demoting our own previous term", "epoch", tm.epoch, "err", err)
+		tm.phase = phRelease
 		return
 	}
 	if err != nil {
