@@ -44,7 +44,7 @@ var FenceMethods = []string{"rpc", "ssh", "shell"}
 // decisions, then what the election reported.
 var LeadershipLostReasons = []string{
 	"shutdown", "unhealthy", "operator_demote", "ceded", "failover_handoff",
-	"hook_unkillable", "join_refused",
+	"hook_unkillable", "join_refused", "takeover_failed",
 	"lease_expired", "session_expired", "znode_deleted", "unknown",
 }
 

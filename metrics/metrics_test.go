@@ -424,7 +424,7 @@ func TestFreshRegistryExposesEverySeries(t *testing.T) {
 		want = append(want, fmt.Sprintf(`failoverd_health_checks_total{result=%q}`, result))
 	}
 	for _, reason := range []string{"shutdown", "unhealthy", "operator_demote", "ceded", "failover_handoff",
-		"hook_unkillable", "join_refused", "lease_expired", "session_expired", "znode_deleted", "unknown"} {
+		"hook_unkillable", "join_refused", "takeover_failed", "lease_expired", "session_expired", "znode_deleted", "unknown"} {
 		want = append(want, fmt.Sprintf(`failoverd_leadership_lost_total{reason=%q}`, reason))
 	}
 	for _, s := range controller.AllStates {
@@ -464,8 +464,9 @@ func TestKnownLabelValuesMatchTheirSources(t *testing.T) {
 }
 
 // controllerReasons reads the controller's source for the reasons it
-// reports: the values of constants named reason*, and the string literals
-// lossReason returns.
+// reports: the labels of its end causes (&endCause{"label"}), and the
+// string literals lossReason returns. (Its reason* constants name hook
+// runs, not ends of a leadership.)
 func controllerReasons(t *testing.T) []string {
 	t.Helper()
 	fset := token.NewFileSet()
@@ -492,11 +493,9 @@ func controllerReasons(t *testing.T) []string {
 		}
 		ast.Inspect(f, func(n ast.Node) bool {
 			switch n := n.(type) {
-			case *ast.ValueSpec:
-				for i, id := range n.Names {
-					if strings.HasPrefix(strings.ToLower(id.Name), "reason") && i < len(n.Values) {
-						add(n.Values[i])
-					}
+			case *ast.CompositeLit:
+				if id, ok := n.Type.(*ast.Ident); ok && id.Name == "endCause" && len(n.Elts) == 1 {
+					add(n.Elts[0])
 				}
 			case *ast.FuncDecl:
 				if n.Name.Name != "lossReason" || n.Body == nil {

@@ -63,8 +63,14 @@ func TestRenderedConfigsLoad(t *testing.T) {
 				t.Errorf("node-%s: fence command %q lacks %s", n, fence, pair)
 			}
 		}
-		if methods[0].RPC.TokenFile != filepath.Join(out, "token") {
-			t.Errorf("node-%s: rpc token file %s", n, methods[0].RPC.TokenFile)
+		// The rpc method sends the cluster's token (its own token_file, or
+		// node.admin.token_file when unset).
+		want, err := config.ReadSecretFile(filepath.Join(out, "token"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := cfg.RPCToken(0); err != nil || got != want {
+			t.Errorf("node-%s: rpc token %v (%v), want the one in %s", n, got == want, err, filepath.Join(out, "token"))
 		}
 	}
 	if len(ids) != 3 {
