@@ -239,7 +239,7 @@ func manualFailoverToFenced(b *testing.B) {
 	}
 	res := Result{Scenario: scManual, Name: "failover --to a standby fenced just before (fair)", Runs: len(s["cli_wall"])}
 	res.fill(s["cli_wall"])
-	res.Notes = "the target sits out node.demote_holdoff (10s) after an rpc fence, reporting standby; " + zkDesc(c.ZK)
+	res.Notes = "the target was fenced over rpc just before (node.demote_holdoff 10s, which a failover request naming it ends); " + zkDesc(c.ZK)
 	record(b, res)
 }
 
