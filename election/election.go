@@ -1061,18 +1061,7 @@ func (w *warmer) stop() {
 // The Exists after it (read-your-writes: as fresh as the write) checks that
 // the znode is still ours.
 func confirm(ctx context.Context, sess *zk.Session, node string) (bool, error) {
-	err := sess.Multi(ctx, zk.CheckOp{Path: node, Version: -1})
-	if errors.Is(err, zk.ErrNoNode) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	ok, st, err := sess.Exists(ctx, node)
-	if err != nil {
-		return false, err
-	}
-	return ok && st.EphemeralOwner == sess.ID(), nil
+	return renewWith(ctx, sess, node, zk.CheckOp{Path: node, Version: -1})
 }
 
 // announce is confirm with a write of our znode's data (the same, less the
@@ -1080,7 +1069,14 @@ func confirm(ctx context.Context, sess *zk.Session, node string) (bool, error) {
 // check: one write as well, so a renewal like any other, which also fires
 // the exists watch of the candidate behind us.
 func (e *Elector) announce(ctx context.Context, sess *zk.Session, node string) (bool, error) {
-	err := sess.Multi(ctx, zk.SetOp{Path: node, Data: e.data(""), Version: -1})
+	return renewWith(ctx, sess, node, zk.SetOp{Path: node, Data: e.data(""), Version: -1})
+}
+
+// renewWith sends op (one write naming node) as a renewal, then checks
+// with a read as fresh as the write that node is still ours; false when
+// it is gone.
+func renewWith(ctx context.Context, sess *zk.Session, node string, op zk.Op) (bool, error) {
+	err := sess.Multi(ctx, op)
 	if errors.Is(err, zk.ErrNoNode) {
 		return false, nil
 	}

@@ -98,7 +98,7 @@ var mutants = []mutant{
 			New:  "if answered(err) {",
 		}, {
 			File: "election/election.go",
-			Old:  "err := sess.Multi(ctx, zk.CheckOp{Path: node, Version: -1})",
+			Old:  "err := sess.Multi(ctx, op)",
 			New:  "err := error(nil)",
 		}},
 		Tests: []selection{{e2e, "TestLeaderOnIsolatedZooKeeperFollowerDemotesBeforeASuccessorPromotes"}},
