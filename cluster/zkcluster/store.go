@@ -488,21 +488,28 @@ func (s *Store) WithdrawFailover(ctx context.Context, id string) error {
 		return nil // our ephemeral request went with our session
 	}
 	path := s.layout.Failover()
-	data, st, err := sess.Get(ctx, path)
-	if errors.Is(err, zk.ErrNoNode) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("reading the failover request %s: %w", path, err)
-	}
-	var r cluster.FailoverRequest
-	if st.EphemeralOwner != sess.ID() || json.Unmarshal(data, &r) != nil || r.Key() != id {
-		return nil
+	r, st, err := s.getFailover(ctx, sess)
+	if err != nil || r == nil || st.EphemeralOwner != sess.ID() || r.Key() != id {
+		return err
 	}
 	if err := sess.Delete(ctx, path, st.Version); err != nil && !errors.Is(err, zk.ErrNoNode) {
 		return fmt.Errorf("withdrawing the failover request %s: %w", path, err)
 	}
 	return nil
+}
+
+// getFailover reads the failover request on sess (nil: none, or one that
+// cannot be read, see decodeFailover) with its stat.
+func (s *Store) getFailover(ctx context.Context, sess *zk.Session) (*cluster.FailoverRequest, zk.Stat, error) {
+	path := s.layout.Failover()
+	data, st, err := sess.Get(ctx, path)
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil, zk.Stat{}, nil
+	}
+	if err != nil {
+		return nil, zk.Stat{}, fmt.Errorf("reading the failover request %s: %w", path, err)
+	}
+	return decodeFailover(data), st, nil
 }
 
 // decodeFailover parses a failover request; one that cannot be read (or
@@ -576,16 +583,9 @@ func (s *Store) ExpireFailover(ctx context.Context, id string) error {
 		return err
 	}
 	path := s.layout.Failover()
-	data, st, err := sess.Get(ctx, path)
-	if errors.Is(err, zk.ErrNoNode) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("reading the failover request %s: %w", path, err)
-	}
-	var r cluster.FailoverRequest
-	if json.Unmarshal(data, &r) != nil || r.Key() != id || r.Done {
-		return nil
+	r, st, err := s.getFailover(ctx, sess)
+	if err != nil || r == nil || r.Key() != id || r.Done {
+		return err
 	}
 	err = sess.Delete(ctx, path, st.Version)
 	if errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrBadVersion) {

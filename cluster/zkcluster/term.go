@@ -3,7 +3,6 @@ package zkcluster
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -77,15 +76,8 @@ func (t *term) WriteBreadcrumb(ctx context.Context, r breadcrumb.Record, version
 // znode go (deleted after the predecessor saw a request) sees the request
 // too. nil: none, or unreadable (which keeps nobody out).
 func (t *term) ReadFailover(ctx context.Context) (*cluster.FailoverRequest, error) {
-	path := t.s.layout.Failover()
-	data, _, err := t.l.Session.Get(ctx, path)
-	if errors.Is(err, zk.ErrNoNode) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("reading the failover request %s: %w", path, err)
-	}
-	return decodeFailover(data), nil
+	r, _, err := t.s.getFailover(ctx, t.l.Session)
+	return r, err
 }
 
 // CompleteFailover marks a pending failover request to this node done
@@ -94,16 +86,9 @@ func (t *term) ReadFailover(ctx context.Context) (*cluster.FailoverRequest, erro
 // version-checked: a request replaced meanwhile is left alone.
 func (t *term) CompleteFailover(ctx context.Context) error {
 	path := t.s.layout.Failover()
-	data, st, err := t.l.Session.Get(ctx, path)
-	if errors.Is(err, zk.ErrNoNode) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("reading the failover request %s: %w", path, err)
-	}
-	var req cluster.FailoverRequest
-	if json.Unmarshal(data, &req) != nil || req.To != t.l.NodeID || req.Done {
-		return nil
+	req, st, err := t.s.getFailover(ctx, t.l.Session)
+	if err != nil || req == nil || req.To != t.l.NodeID || req.Done {
+		return err
 	}
 	req.Done, req.Epoch = true, t.l.Epoch
 	b, _ := json.Marshal(req)
