@@ -133,9 +133,8 @@ type Election struct {
 	// WarmStandby has the standby that would lead next (fair: the one next
 	// in line, and a failover target; unfair: every standby) renew its
 	// ZooKeeper session as a leader does, so that it can act at once when
-	// it wins instead of one renew interval later. Default false until a
-	// long chaos run has covered it; the target of a manual failover is
-	// warm whatever this says.
+	// it wins instead of one renew interval later. Default true; the
+	// target of a manual failover is warm whatever this says.
 	WarmStandby bool `yaml:"warm_standby"`
 }
 
@@ -363,7 +362,7 @@ func Default() *Config {
 			Root:           DefaultRoot,
 			SessionTimeout: Duration(DefaultSessionTimeout),
 		},
-		Election: Election{Mode: ModeFair},
+		Election: Election{Mode: ModeFair, WarmStandby: true},
 		Health: Health{
 			Interval: Duration(DefaultHealthInterval),
 			Timeout:  Duration(DefaultHealthTimeout),

@@ -90,7 +90,7 @@ func TestDefaults(t *testing.T) {
 		{"zookeeper.auth", got.ZooKeeper.Auth, (*ZooKeeperAuth)(nil)},
 		{"election.mode", got.Election.Mode, "fair"},
 		{"election.lease", got.Election.Lease, Duration(0)},
-		{"election.warm_standby", got.Election.WarmStandby, false},
+		{"election.warm_standby", got.Election.WarmStandby, true},
 		{"health.interval", got.Health.Interval, Duration(time.Second)},
 		{"health.timeout", got.Health.Timeout, Duration(time.Second)},
 		{"health.rise (healthcheck's default)", got.Health.Rise, 0},

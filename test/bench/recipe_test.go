@@ -88,13 +88,13 @@ func handoffZKServers() int {
 // renew interval 1.05 s) and the session timeout BENCH_SESSION (default
 // clustertest's 2s; at least 2 ticks); BENCH_TICK_UNKNOWN=1 leaves
 // zookeeper.tick_time out of the daemons' configs, as the default config does;
-// BENCH_WARM=1 sets election.warm_standby on every node (off by default).
+// BENCH_COLD=1 sets election.warm_standby: false on every node (on by default).
 func handoffOptions(mode string) clustertest.Options {
 	o := clustertest.Options{ZooKeepers: handoffZKServers(), Mode: mode}
 	o.ZKTickTime = envDuration("BENCH_ZK_TICK", 0)
 	o.SessionTimeout = envDuration("BENCH_SESSION", 0)
 	o.TickTimeUnknown = os.Getenv("BENCH_TICK_UNKNOWN") != ""
-	o.WarmStandby = os.Getenv("BENCH_WARM") != ""
+	o.ColdStandby = os.Getenv("BENCH_COLD") != ""
 	return o
 }
 

@@ -132,6 +132,7 @@ func NewEnvMode(t testing.TB, seed uint64, mode string) *Env {
 		ZKTickTime: ZKTick, ZKSyncLimit: ZKSyncLimit, QuorumProxies: true,
 		StoreURL: e.StoreURL, WriteInterval: WriteInterval,
 		ProxyEnsemble: true, PeerProxy: true, LossProxies: true, LogFormat: "json",
+		ColdStandby: os.Getenv("CHAOS_COLD") != "",
 		DaemonEnv: func(*clustertest.Node) []string {
 			env := []string{"GODEBUG=netdns=go"} // resolv.conf and hosts only; no cgo resolver
 			if e.names != nil {

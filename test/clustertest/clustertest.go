@@ -86,10 +86,11 @@ type Options struct {
 	// chaos suite parses the daemons' own events from it, with nanosecond
 	// timestamps).
 	LogFormat string
-	// WarmStandby sets election.warm_standby in every node's config (the
-	// daemon's default is off): the next leader renews its session as a
-	// leader does, so it can act when it wins instead of a renew interval later.
-	WarmStandby bool
+	// ColdStandby sets election.warm_standby: false in every node's config
+	// (the daemon's default is on: the next leader renews its session as a
+	// leader does, so it can act when it wins instead of a renew interval
+	// later).
+	ColdStandby bool
 }
 
 // Cluster is a running test cluster.
@@ -332,8 +333,8 @@ func (n *Node) writeConfig(failoverd string) {
 		fmt.Fprintf(&b, "  auth:\n    scheme: digest\n    credentials_file: %s\n", filepath.Join(c.Dir, "zk.cred"))
 	}
 	fmt.Fprintf(&b, "election:\n  mode: %s\n", o.Mode)
-	if o.WarmStandby {
-		b.WriteString("  warm_standby: true\n")
+	if o.ColdStandby {
+		b.WriteString("  warm_standby: false\n")
 	}
 	fmt.Fprintf(&b, "health:\n  interval: 200ms\n  timeout: 500ms\n  rise: 2\n  fall: 2\n  http:\n    url: http://%s/health\n", n.ToyAddr)
 	demoteTimeout := (o.SessionTimeout - o.SessionTimeout*2/3) * 9 / 10
