@@ -27,6 +27,9 @@ type Member struct {
 	// it tells a node's own earlier session from another process using the
 	// same node id.
 	Instance string `json:"instance,omitempty"`
+	// ServiceAddress is node.service_address, the host:port replicas and
+	// clients use to reach this node's service (empty: not configured).
+	ServiceAddress string `json:"service_address,omitempty"`
 }
 
 // StateLeader is Member.State of a promoted node.

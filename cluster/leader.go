@@ -1,0 +1,47 @@
+package cluster
+
+import (
+	"time"
+
+	"github.com/failoverd/failoverd/breadcrumb"
+)
+
+// Leader is the promoted leader of a cluster, as nodes (the follow hook,
+// GET /v1/leader) and tools (failoverd leader) see it.
+type Leader struct {
+	NodeID         string    `json:"node_id"`
+	Host           string    `json:"host"`
+	ServiceAddress string    `json:"service_address,omitempty"` // node.service_address; empty when not configured
+	AdminURL       string    `json:"admin_url,omitempty"`
+	Epoch          int64     `json:"epoch"`
+	Since          time.Time `json:"since"` // when it was promoted (its member record's Since)
+}
+
+// LeaderOf picks the promoted leader out of the breadcrumb (nil: absent)
+// and the member records: the member in leader state whose node id and
+// epoch are the breadcrumb's. Nobody else qualifies, so a node that is
+// still fencing or promoting (its member record is not in leader state
+// yet), a node whose promote failed, and a leader that a successor already
+// took over from (the breadcrumb names the successor's epoch) are never
+// returned, and after a graceful handoff (the breadcrumb is deleted with
+// the term) there is no leader until the successor is promoted. nil: none.
+func LeaderOf(bc *breadcrumb.Record, members []Member) *Leader {
+	if bc == nil {
+		return nil
+	}
+	for _, m := range members {
+		if m.State == StateLeader && m.NodeID == bc.NodeID && m.Epoch == bc.Epoch {
+			return &Leader{NodeID: m.NodeID, Host: m.Host, ServiceAddress: m.ServiceAddress,
+				AdminURL: m.AdminURL, Epoch: m.Epoch, Since: m.Since}
+		}
+	}
+	return nil
+}
+
+// Same reports whether a and b name the same leadership (nil: none).
+func (a *Leader) Same(b *Leader) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	return a.NodeID == b.NodeID && a.Epoch == b.Epoch
+}
