@@ -289,7 +289,20 @@ func (s *Store) members(ctx context.Context, sess *zk.Session, w *watchSet) ([]c
 // follows the client to new sessions; read failures are retried and do not
 // reach fn. Consecutive equal lists are delivered once.
 func (s *Store) WatchMembers(ctx context.Context, fn func([]cluster.Member)) error {
-	var last []cluster.Member
+	return watchReads(ctx, s, s.members, slices.Equal[[]cluster.Member], fn)
+}
+
+// watchReads runs read with a watch set on the client's current session,
+// calls fn with its value (the first one, then each that differs from the
+// last delivered by equal), and reads again when a watch fired, until ctx
+// ends; it returns ctx's error. A new session starts a new watch set (the
+// old one's watches went with it) and reads everything again. A failed read
+// is retried every half second and never reaches fn: while the connection
+// is down, the last value delivered stands, and after the reconnect an
+// unchanged value is not delivered again.
+func watchReads[T any](ctx context.Context, s *Store, read func(context.Context, *zk.Session, *watchSet) (T, error),
+	equal func(a, b T) bool, fn func(T)) error {
+	var last T
 	first := true
 	for ctx.Err() == nil {
 		sess, err := s.client.Session(ctx)
@@ -301,7 +314,7 @@ func (s *Store) WatchMembers(ctx context.Context, fn func([]cluster.Member)) err
 		sctx, stop := context.WithCancel(ctx)
 		w := newWatchSet(sctx)
 		for sctx.Err() == nil {
-			ms, err := s.members(ctx, sess, w)
+			v, err := read(ctx, sess, w)
 			if err != nil {
 				select {
 				case <-sess.Done():
@@ -311,9 +324,9 @@ func (s *Store) WatchMembers(ctx context.Context, fn func([]cluster.Member)) err
 				}
 				continue
 			}
-			if first || !slices.Equal(ms, last) {
-				first, last = false, ms
-				fn(ms)
+			if first || !equal(v, last) {
+				first, last = false, v
+				fn(v)
 			}
 			select {
 			case key := <-w.fired:
