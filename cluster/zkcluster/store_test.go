@@ -513,6 +513,22 @@ func TestTermRecordsAndFinish(t *testing.T) {
 	rec := func(tm *term) breadcrumb.Record {
 		return breadcrumb.Record{NodeID: "a", Host: "host-a", Epoch: tm.Epoch(), Since: time.Now().UTC()}
 	}
+	put := func(t *testing.T, r cluster.FailoverRequest) {
+		b, _ := json.Marshal(r)
+		_ = adm.Delete(ctx, testLayout.Failover(), -1)
+		if _, _, err := adm.Create(ctx, testLayout.Failover(), b, zk.Persistent); err != nil {
+			t.Fatal(err)
+		}
+	}
+	get := func(t *testing.T) (cluster.FailoverRequest, int32) {
+		b, st, err := adm.Get(ctx, testLayout.Failover())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r cluster.FailoverRequest
+		json.Unmarshal(b, &r)
+		return r, st.Version
+	}
 
 	t.Run("both deleted", func(t *testing.T) {
 		s, c := newStore(t, zkc, "a", "inst-a")
@@ -597,42 +613,48 @@ func TestTermRecordsAndFinish(t *testing.T) {
 		if err := tm.CompleteFailover(ctx); err != nil {
 			t.Fatalf("CompleteFailover with none: %v", err)
 		}
-		put := func(r cluster.FailoverRequest) {
-			b, _ := json.Marshal(r)
-			_ = adm.Delete(ctx, testLayout.Failover(), -1)
-			if _, _, err := adm.Create(ctx, testLayout.Failover(), b, zk.Persistent); err != nil {
-				t.Fatal(err)
-			}
-		}
-		get := func() cluster.FailoverRequest {
-			b, _, err := adm.Get(ctx, testLayout.Failover())
-			if err != nil {
-				t.Fatal(err)
-			}
-			var r cluster.FailoverRequest
-			json.Unmarshal(b, &r)
-			return r
-		}
-		put(cluster.FailoverRequest{To: "b", TimeoutMS: 30000, ID: "r1"})
+		put(t, cluster.FailoverRequest{To: "b", TimeoutMS: 30000, ID: "r1"})
 		if r, err := tm.ReadFailover(ctx); err != nil || r == nil || r.To != "b" {
 			t.Fatalf("ReadFailover = %+v, %v; want the request to b", r, err)
 		}
-		if err := tm.CompleteFailover(ctx); err != nil || get().Done {
-			t.Fatalf("a request to another node was marked done (%v)", err)
-		}
-		put(cluster.FailoverRequest{To: "a", TimeoutMS: 30000, ID: "r2"})
 		if err := tm.CompleteFailover(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if r := get(); !r.Done || r.Epoch != tm.Epoch() || r.ID != "r2" {
+		if r, _ := get(t); r.Done {
+			t.Fatal("a request to another node was marked done")
+		}
+		put(t, cluster.FailoverRequest{To: "a", TimeoutMS: 30000, ID: "r2"})
+		if err := tm.CompleteFailover(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if r, _ := get(t); !r.Done || r.Epoch != tm.Epoch() || r.ID != "r2" {
 			t.Fatalf("after CompleteFailover: %+v, want done with epoch %d", r, tm.Epoch())
 		}
-		put(cluster.FailoverRequest{To: "a"})
+		put(t, cluster.FailoverRequest{To: "a"})
 		if _, err := adm.Set(ctx, testLayout.Failover(), []byte("{"), -1); err != nil {
 			t.Fatal(err)
 		}
 		if r, err := tm.ReadFailover(ctx); r != nil || err != nil {
 			t.Fatalf("an unreadable request = %+v, %v; want none", r, err)
+		}
+	})
+
+	t.Run("failover request of a term that is over", func(t *testing.T) {
+		s, c := newStore(t, zkc, "a", "inst-a")
+		tm := elect(t, s, c, "a")
+		put(t, cluster.FailoverRequest{To: "a", TimeoutMS: 30000, ID: "r3"})
+		_, before := get(t)
+		if err := adm.Delete(ctx, tm.l.Path, -1); err != nil { // an operator, say: the term is over
+			t.Fatal(err)
+		}
+		if err := tm.CompleteFailover(ctx); !errors.Is(err, zk.ErrNoNode) {
+			t.Fatalf("CompleteFailover without our znode = %v, want ErrNoNode", err)
+		}
+		if r, v := get(t); r.Done || r.Epoch != 0 || v != before {
+			t.Fatalf("a term that is over marked the failover request done: %+v at version %d (was %d)", r, v, before)
+		}
+		if err := adm.Delete(ctx, testLayout.Failover(), -1); err != nil {
+			t.Fatal(err)
 		}
 	})
 }

@@ -83,7 +83,12 @@ func (t *term) ReadFailover(ctx context.Context) (*cluster.FailoverRequest, erro
 // CompleteFailover marks a pending failover request to this node done
 // (with the term's epoch) once promoted, so the other nodes stop standing
 // aside: they are the candidates if we die now. The write is
-// version-checked: a request replaced meanwhile is left alone.
+// version-checked (a request replaced meanwhile is left alone) and, like
+// every write of a term, guarded by the term's election znode in the same
+// multi: a term that is over must not tell the others that the failover
+// to it is done (they would stop standing aside for a target that no
+// longer leads, and the request would carry an epoch that is not the
+// current leader's).
 func (t *term) CompleteFailover(ctx context.Context) error {
 	path := t.s.layout.Failover()
 	req, st, err := t.s.getFailover(ctx, t.l.Session)
@@ -92,8 +97,11 @@ func (t *term) CompleteFailover(ctx context.Context) error {
 	}
 	req.Done, req.Epoch = true, t.l.Epoch
 	b, _ := json.Marshal(req)
-	if _, err := t.l.Session.Set(ctx, path, b, st.Version); err != nil {
-		return fmt.Errorf("marking the failover request %s done: %w", path, err)
+	err = t.l.Session.Multi(ctx,
+		zk.CheckOp{Path: t.l.Path, Version: -1},
+		zk.SetOp{Path: path, Data: b, Version: st.Version})
+	if err != nil {
+		return fmt.Errorf("marking the failover request %s done (guarded by %s): %w", path, t.l.Path, err)
 	}
 	return nil
 }

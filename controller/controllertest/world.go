@@ -536,7 +536,8 @@ func (t *Term) ReadFailover(ctx context.Context) (*cluster.FailoverRequest, erro
 	return t.w.Failover(), nil
 }
 
-// CompleteFailover marks a request to this node done.
+// CompleteFailover marks a request to this node done, guarded by the
+// term's entry as zkcluster's is.
 func (t *Term) CompleteFailover(ctx context.Context) error {
 	w := t.w
 	w.mu.Lock()
@@ -544,6 +545,9 @@ func (t *Term) CompleteFailover(ctx context.Context) error {
 	r := w.failover
 	if r == nil || r.To != t.e.node.id || r.Done {
 		return nil
+	}
+	if !t.present() {
+		return ErrGone
 	}
 	d := *r
 	d.Done, d.Epoch = true, t.epoch
