@@ -9,6 +9,8 @@
 //	GET  /v1/status    controller.Status as JSON
 //	GET  /leader       200 when this node is the promoted leader, else 503
 //	GET  /standby      200 when this node is a healthy standby, else 503
+//	GET  /v1/leader    200 with the cluster's promoted leader (adminapi.Leader);
+//	                   503 {"error": ...} when there is none or this node cannot tell
 //	POST /v1/demote    demote now (the server side of the rpc fencer)
 //	POST /v1/cede?for=30s  give up leadership and stay out of the election
 //
@@ -46,6 +48,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/failoverd/failoverd/adminapi"
+	"github.com/failoverd/failoverd/cluster"
 	"github.com/failoverd/failoverd/controller"
 )
 
@@ -76,21 +79,31 @@ type Node interface {
 	Cede(ctx context.Context, d time.Duration) error
 }
 
+// LeaderSource tells who the cluster's promoted leader is (GET /v1/leader).
+// The daemon keeps it current from ZooKeeper.
+type LeaderSource interface {
+	// Leader is the promoted leader, nil when there is none, or an error
+	// when this node cannot tell (its view may be stale); it must not block.
+	Leader() (*cluster.Leader, error)
+}
+
 // healthyHealth is how controller.Status.Health spells a healthy service
 // (healthcheck.Healthy.String()).
 const healthyHealth = "healthy"
 
 // api serves the endpoints of one node.
 type api struct {
-	node   Node
-	token  string
-	logger *slog.Logger
+	node    Node
+	leaders LeaderSource // nil: GET /v1/leader answers 503
+	token   string
+	logger  *slog.Logger
 }
 
-// newHandler returns the admin API for n. reg is served on /metrics. An
-// empty token disables the mutating endpoints.
-func newHandler(n Node, reg prometheus.Gatherer, token string, logger *slog.Logger) http.Handler {
-	a := &api{node: n, token: token, logger: logger}
+// newHandler returns the admin API for n, answering GET /v1/leader from
+// leaders. reg is served on /metrics. An empty token disables the mutating
+// endpoints.
+func newHandler(n Node, leaders LeaderSource, reg prometheus.Gatherer, token string, logger *slog.Logger) http.Handler {
+	a := &api{node: n, leaders: leaders, token: token, logger: logger}
 
 	mux := http.NewServeMux()
 	// "GET " patterns also match HEAD, and the mux answers other methods
@@ -112,6 +125,7 @@ func newHandler(n Node, reg prometheus.Gatherer, token string, logger *slog.Logg
 	mux.HandleFunc("GET "+StandbyPath, a.role(func(s controller.Status) bool {
 		return s.State == controller.StateStandby && s.Health == healthyHealth
 	}))
+	mux.HandleFunc("GET "+adminapi.LeaderPath, a.leader)
 	// No method in these patterns: mutating checks the method itself, after
 	// the token, so that a disabled endpoint answers 403 whatever the method.
 	mux.Handle(adminapi.DemotePath, a.mutating(http.HandlerFunc(a.demote)))
@@ -132,9 +146,35 @@ func (a *api) role(ok func(controller.Status) bool) http.HandlerFunc {
 	}
 }
 
-// errorAnswer is the body of every refusal by mutating. Both endpoints'
-// answers (adminapi.DemoteResponse, adminapi.CedeAnswer) read it as their
-// own, with only Error set.
+// leader answers GET /v1/leader: 200 with the promoted leader, 503 when
+// there is none or this node cannot tell. A client that gets a 503 from
+// one node may ask another; it must never be sent to a node that is still
+// fencing, and LeaderSource never names one.
+func (a *api) leader(w http.ResponseWriter, _ *http.Request) {
+	if a.leaders == nil {
+		writeJSON(w, http.StatusServiceUnavailable, errorAnswer{"this node does not know the leader (no leader source)"})
+		return
+	}
+	l, err := a.leaders.Leader()
+	switch {
+	case err != nil:
+		writeJSON(w, http.StatusServiceUnavailable, errorAnswer{"this node cannot tell who leads: " + err.Error()})
+	case l == nil:
+		writeJSON(w, http.StatusServiceUnavailable, errorAnswer{"no leader"})
+	default:
+		writeJSON(w, http.StatusOK, LeaderAnswer(l))
+	}
+}
+
+// LeaderAnswer is l on the wire (GET /v1/leader, failoverd leader --json).
+func LeaderAnswer(l *cluster.Leader) adminapi.Leader {
+	return adminapi.Leader{NodeID: l.NodeID, Host: l.Host, ServiceAddress: l.ServiceAddress,
+		AdminURL: l.AdminURL, Epoch: l.Epoch, Since: l.Since}
+}
+
+// errorAnswer is the body of every refusal by mutating and of a 503 of
+// GET /v1/leader. Both mutating endpoints' answers (adminapi.DemoteResponse,
+// adminapi.CedeAnswer) read it as their own, with only Error set.
 type errorAnswer struct {
 	Error string `json:"error"`
 }

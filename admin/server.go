@@ -36,6 +36,8 @@ type Config struct {
 type Deps struct {
 	// Node is the daemon the API reports on and acts on. Required.
 	Node Node
+	// Leaders answers GET /v1/leader; nil answers 503 there.
+	Leaders LeaderSource
 	// Gatherer is served on /metrics; nil serves an empty registry.
 	Gatherer prometheus.Gatherer
 	// Logger receives the mutating calls, "admin api listening" and the
@@ -71,7 +73,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	logger = logger.With("component", "admin")
-	return newServer(cfg.Listen, newHandler(deps.Node, deps.Gatherer, cfg.Token.Reveal(), logger), cfg.TLS, logger), nil
+	return newServer(cfg.Listen, newHandler(deps.Node, deps.Leaders, deps.Gatherer, cfg.Token.Reveal(), logger), cfg.TLS, logger), nil
 }
 
 // TLSConfig returns the admin API's server settings for cert: TLS 1.2 or

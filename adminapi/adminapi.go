@@ -9,6 +9,8 @@
 // another meaning.
 package adminapi
 
+import "time"
+
 // Paths of the mutating endpoints.
 const (
 	// DemotePath is where a failoverd admin API accepts demote requests
@@ -17,6 +19,11 @@ const (
 	// CedePath is where it accepts cede requests (POST ?for=30s, bearer token).
 	CedePath = "/v1/cede"
 )
+
+// LeaderPath is where every node answers who the promoted leader of its
+// cluster is (GET, no token): 200 with a Leader, 503 with {"error": "..."}
+// when there is none or the node cannot tell.
+const LeaderPath = "/v1/leader"
 
 // MaxDemoteBody bounds demote request and response bodies; both are a few
 // dozen bytes of JSON, so anything larger is refused rather than read.
@@ -65,6 +72,23 @@ type CedeAnswer struct {
 	For string `json:"for,omitempty"`
 	// Error says why the request was refused or failed.
 	Error string `json:"error,omitempty"`
+}
+
+// Leader is the body of GET /v1/leader: the cluster's promoted leader
+// (package cluster's Leader, whose JSON it is: the member record in leader
+// state whose node id and epoch are the breadcrumb's). failoverd leader
+// --json prints the same object.
+type Leader struct {
+	NodeID string `json:"node_id"`
+	Host   string `json:"host"`
+	// ServiceAddress is the leader's node.service_address, the host:port
+	// its clients and replicas use; empty when it has none configured.
+	ServiceAddress string `json:"service_address,omitempty"`
+	AdminURL       string `json:"admin_url,omitempty"`
+	// Epoch is the leadership's fencing token; it only grows.
+	Epoch int64 `json:"epoch"`
+	// Since is when the leader was promoted (RFC 3339).
+	Since time.Time `json:"since"`
 }
 
 // RoleAnswer is the body of GET /leader and GET /standby, which load

@@ -83,6 +83,7 @@ type daemon struct {
 	ctrl    *controller.Controller
 	monitor *healthcheck.Monitor
 	server  *admin.Server
+	leaders *leaderView // GET /v1/leader
 }
 
 // layoutOf is where cfg's cluster lives in ZooKeeper.
@@ -188,15 +189,16 @@ func build(cfg *config.Config, logger *slog.Logger) (*daemon, error) {
 		return nil, err
 	}
 
-	// Admin API.
-	server, err := buildAdmin(cfg, logger, reg, ctrl)
+	// Admin API, answering GET /v1/leader from the leader view.
+	leaders := newLeaderView(store, cfg.ZooKeeper.SessionTimeout.Std())
+	server, err := buildAdmin(cfg, logger, reg, ctrl, leaders)
 	if err != nil {
 		return nil, err
 	}
 	if err := server.Listen(); err != nil {
 		return nil, err
 	}
-	return &daemon{log: logger, client: client, ctrl: ctrl, monitor: monitor, server: server}, nil
+	return &daemon{log: logger, client: client, ctrl: ctrl, monitor: monitor, server: server, leaders: leaders}, nil
 }
 
 // buildFencer returns the fencing chain of cfg, or nil (no fencing) when
@@ -279,8 +281,9 @@ func buildMonitor(cfg *config.Config, logger *slog.Logger, m *metrics.Metrics, c
 	})
 }
 
-// buildAdmin returns the admin API of ctrl, serving reg on /metrics.
-func buildAdmin(cfg *config.Config, logger *slog.Logger, reg prometheus.Gatherer, ctrl *controller.Controller) (*admin.Server, error) {
+// buildAdmin returns the admin API of ctrl, serving reg on /metrics and
+// the leader view on /v1/leader.
+func buildAdmin(cfg *config.Config, logger *slog.Logger, reg prometheus.Gatherer, ctrl *controller.Controller, leaders admin.LeaderSource) (*admin.Server, error) {
 	acfg := admin.Config{Listen: cfg.Node.Admin.Listen}
 	tok, err := cfg.ReadToken() // "" without token_file: mutating endpoints disabled
 	if err != nil {
@@ -294,7 +297,7 @@ func buildAdmin(cfg *config.Config, logger *slog.Logger, reg prometheus.Gatherer
 		}
 		acfg.TLS = admin.TLSConfig(cert)
 	}
-	return admin.New(acfg, admin.Deps{Node: ctrl, Gatherer: reg, Logger: logger})
+	return admin.New(acfg, admin.Deps{Node: ctrl, Leaders: leaders, Gatherer: reg, Logger: logger})
 }
 
 func buildChecker(cfg *config.Config) (healthcheck.Checker, error) {
@@ -340,6 +343,9 @@ func (d *daemon) run() error {
 
 	// Admin API: metrics, status, and the rpc fencer's demote endpoint.
 	d.add(&g, "admin api", d.server.Run, false)
+
+	// Leader view (GET /v1/leader), after the admin API that answers it.
+	d.add(&g, "leader view", d.leaders.run, false)
 
 	// ZooKeeper session, last: it holds our ephemeral znodes, which must go
 	// only after the controller is done with them.

@@ -22,6 +22,8 @@ const (
 	exitOK      = 0
 	exitRuntime = 1
 	exitUsage   = 2
+	// exitNoLeader: failoverd leader found no promoted leader.
+	exitNoLeader = 3
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
@@ -32,6 +34,8 @@ Usage:
   failoverd run        -c FILE                       run the daemon
   failoverd validate   -c FILE                       check a config file
   failoverd status     -c FILE [--json]              show the cluster as ZooKeeper sees it
+  failoverd leader     -c FILE [--json] [--watch]    print the promoted leader (exit 3: none);
+                                                     --watch: one line per change until interrupted
   failoverd failover   -c FILE --to NODE [--timeout 30s]
                                                      hand leadership to NODE gracefully
   failoverd breadcrumb -c FILE show|clear            show or clear the old leader's breadcrumb
@@ -53,6 +57,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdValidate(rest, stdout, stderr)
 	case "status":
 		return cmdStatus(rest, stdout, stderr)
+	case "leader":
+		return cmdLeader(rest, stdout, stderr)
 	case "failover":
 		return cmdFailover(rest, stdout, stderr)
 	case "breadcrumb":

@@ -1,0 +1,170 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/failoverd/failoverd/admin"
+	"github.com/failoverd/failoverd/cluster"
+	"github.com/failoverd/failoverd/cluster/zkcluster"
+)
+
+// cmdLeader prints the promoted leader (see cluster.LeaderOf) once, or with
+// --watch once and then at every change until SIGINT or SIGTERM. Without
+// --watch, no leader exits with exitNoLeader, so that a script can tell it
+// from a failure to ask (exitRuntime: ZooKeeper unreachable within 10s).
+func cmdLeader(args []string, stdout, stderr io.Writer) int {
+	f := newFlags("leader", "leader -c FILE [--json] [--watch]", stderr)
+	asJSON := f.fs.Bool("json", false, `print JSON: the leader as GET /v1/leader answers it, or {"error":"no leader"}`)
+	watch := f.fs.Bool("watch", false, "print the leader, then one line per change, until interrupted")
+	if code := f.parse(args); code >= 0 {
+		return code
+	}
+	_, client, store, code := connect(f.config, stderr)
+	if code >= 0 {
+		return code
+	}
+	defer client.Close()
+	if *watch {
+		return watchLeader(store, stdout, *asJSON)
+	}
+	ctx, cancel := withTimeout(10 * time.Second)
+	defer cancel()
+	l, err := store.Leader(ctx)
+	if err != nil {
+		fmt.Fprintln(stderr, "failoverd: reading the leader:", err)
+		return exitRuntime
+	}
+	printLeader(stdout, l, *asJSON)
+	if l == nil {
+		return exitNoLeader
+	}
+	return exitOK
+}
+
+// watchLeader prints every change of the leader until SIGINT or SIGTERM.
+// While ZooKeeper is unreachable nothing is printed: the last line stands
+// until the leader is read again (and a line follows only if it changed).
+func watchLeader(store *zkcluster.Store, stdout io.Writer, asJSON bool) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	_ = store.WatchLeader(ctx, func(l *cluster.Leader) { printLeader(stdout, l, asJSON) })
+	return exitOK
+}
+
+// printLeader writes one line: "leader ID host=H address=A epoch=E
+// since=T" or "no leader", or with asJSON the leader's JSON object (the
+// body of GET /v1/leader) or {"error":"no leader"} (the body of its 503).
+func printLeader(w io.Writer, l *cluster.Leader, asJSON bool) {
+	switch {
+	case asJSON && l == nil:
+		fmt.Fprintln(w, `{"error":"no leader"}`)
+	case asJSON:
+		b, _ := json.Marshal(admin.LeaderAnswer(l))
+		fmt.Fprintf(w, "%s\n", b)
+	case l == nil:
+		fmt.Fprintln(w, "no leader")
+	default:
+		fmt.Fprintf(w, "leader %s host=%s address=%s epoch=%d since=%s\n",
+			l.NodeID, l.Host, l.ServiceAddress, l.Epoch, l.Since.UTC().Format(time.RFC3339))
+	}
+}
+
+// leaderView is the daemon's view of the promoted leader, which GET
+// /v1/leader answers; run keeps it current with Store.WatchLeader.
+//
+// While this node's ZooKeeper connection is down the view cannot change.
+// It is still answered for one session timeout (zookeeper.session_timeout):
+// a short disconnect (a server restart, a network blip, which the session
+// survives) must not make every client lose the leader. A longer one may
+// have cost this node its session, and the cluster may have moved on
+// without it seeing anything: the view then answers an error (a 503 that
+// says this node cannot tell) until the connection is back. So an answer
+// lags the cluster by at most about one session timeout plus ZooKeeper's
+// own propagation; a client must still rely on fencing, not on this answer,
+// to keep an old leader from acting.
+type leaderView struct {
+	watch     func(context.Context, func(*cluster.Leader)) error // Store.WatchLeader
+	connected func() bool                                        // Store.Connected
+	stale     time.Duration                                      // the session timeout
+	poll      time.Duration                                      // how often run looks at the connection
+	now       func() time.Time
+
+	mu        sync.Mutex
+	known     bool // the leader was read at least once
+	leader    *cluster.Leader
+	downSince time.Time // zero while connected (as of the last poll)
+	stopped   bool
+}
+
+func newLeaderView(store *zkcluster.Store, sessionTimeout time.Duration) *leaderView {
+	return &leaderView{watch: store.WatchLeader, connected: store.Connected, stale: sessionTimeout,
+		poll: 100 * time.Millisecond, now: time.Now}
+}
+
+// run follows the leader and the connection until ctx ends.
+func (v *leaderView) run(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(v.poll)
+		defer t.Stop()
+		for {
+			v.checkConnection()
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	_ = v.watch(ctx, v.set) // returns when ctx ends
+	<-done
+	v.mu.Lock()
+	v.stopped = true
+	v.mu.Unlock()
+	return nil
+}
+
+func (v *leaderView) set(l *cluster.Leader) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.known, v.leader = true, l
+}
+
+// checkConnection notes when the connection went down.
+func (v *leaderView) checkConnection() {
+	up := v.connected()
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	switch {
+	case up:
+		v.downSince = time.Time{}
+	case v.downSince.IsZero():
+		v.downSince = v.now()
+	}
+}
+
+// Leader implements admin.LeaderSource.
+func (v *leaderView) Leader() (*cluster.Leader, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	switch {
+	case v.stopped:
+		return nil, errors.New("the daemon is stopping")
+	case !v.known:
+		return nil, errors.New("the leader has not been read from ZooKeeper yet")
+	case !v.downSince.IsZero() && v.now().Sub(v.downSince) > v.stale:
+		return nil, fmt.Errorf("no ZooKeeper connection for %v, longer than the session timeout (%v): the last leader seen may be stale",
+			v.now().Sub(v.downSince).Round(time.Millisecond), v.stale)
+	}
+	return v.leader, nil
+}
