@@ -258,6 +258,10 @@ type Leadership struct {
 	Path    string      // our election znode; breadcrumb writes check it exists
 	Session *zk.Session // the session that owns Path
 	NodeID  string
+	// Mode is the recipe that won: in Unfair mode Path is the shared
+	// "lock", which another session may hold under the same name once
+	// ours is gone (see StillOwned).
+	Mode Mode
 	// Lease is how long this leadership trusts itself after its anchor
 	// (see "What is guaranteed").
 	Lease time.Duration
@@ -607,22 +611,14 @@ func (e *Elector) leave(sess *zk.Session, node string, czxid int64) {
 	}
 	version := int32(-1)
 	if czxid > 0 {
-		// Sync first: after a reconnect the server may lag behind a delete
-		// of ours whose reply was lost (Term.Finish), and show our lock
-		// while the leader already holds a successor's at the same version
-		// (an unfair lock is never rewritten: always version 0). After the
-		// sync, our lock can only have passed to another session through
-		// an operator's delete.
-		if err := sess.Sync(ctx, node); err != nil && !errors.Is(err, zk.ErrNoNode) {
-			e.log.Warn("leaving the election failed; the znode goes with the session", "node", node, "err", err)
-			return
-		}
-		ok, st, err := sess.Exists(ctx, node)
+		// The term may have deleted our lock already (Term.Finish) and a
+		// successor created its own under the same name.
+		st, ok, err := StillOwned(ctx, sess, node, czxid, sess.ID())
 		if err != nil {
 			e.log.Warn("leaving the election failed; the znode goes with the session", "node", node, "err", err)
 			return
 		}
-		if !ok || st.Czxid != czxid || st.EphemeralOwner != sess.ID() {
+		if !ok {
 			return // gone already, or another's
 		}
 		version = st.Version
@@ -637,11 +633,8 @@ func (e *Elector) leave(sess *zk.Session, node string, czxid int64) {
 // delete whose reply was lost, while the leader already holds a
 // successor's lock at the same version (unfair locks are never rewritten).
 func (e *Elector) deleteOldLock(ctx context.Context, sess *zk.Session, lock string, st zk.Stat) error {
-	if err := sess.Sync(ctx, lock); err != nil && !errors.Is(err, zk.ErrNoNode) {
-		return err
-	}
-	ok, now, err := sess.Exists(ctx, lock)
-	if err != nil || !ok || now.Czxid != st.Czxid || now.EphemeralOwner != st.EphemeralOwner {
+	now, ok, err := StillOwned(ctx, sess, lock, st.Czxid, st.EphemeralOwner)
+	if err != nil || !ok {
 		return err // gone, or no longer the one we saw: look again
 	}
 	e.log.Info("deleting an old lock of ours", "owner", fmt.Sprintf("0x%x", now.EphemeralOwner))
@@ -649,6 +642,26 @@ func (e *Elector) deleteOldLock(ctx context.Context, sess *zk.Session, lock stri
 		return err
 	}
 	return nil
+}
+
+// StillOwned reports whether path is still the znode created at czxid
+// by session owner, read after a sync, and returns its stat (delete it at
+// that version, so that nothing else can go in its place). The sync
+// matters for the unfair lock, whose name every session shares: after a
+// reconnect the server may lag behind a delete of ours whose reply was
+// lost and show our lock while the ZooKeeper leader already holds a
+// successor's at the same version. After the sync, a lock of ours can
+// only have passed to another session through an operator's delete,
+// which the czxid and owner comparison sees.
+func StillOwned(ctx context.Context, sess *zk.Session, path string, czxid, owner int64) (zk.Stat, bool, error) {
+	if err := sess.Sync(ctx, path); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		return zk.Stat{}, false, err
+	}
+	ok, st, err := sess.Exists(ctx, path)
+	if err != nil || !ok || st.Czxid != czxid || st.EphemeralOwner != owner {
+		return st, false, err
+	}
+	return st, true, nil
 }
 
 func (e *Elector) data(join string) []byte {
@@ -1136,7 +1149,7 @@ func (e *Elector) lead(ctx context.Context, sess *zk.Session, node string, epoch
 		return
 	}
 	e.lastEpoch = epoch
-	l := Leadership{Epoch: epoch, Path: node, Session: sess, NodeID: e.cfg.NodeID, Lease: tm.Lease,
+	l := Leadership{Epoch: epoch, Path: node, Session: sess, NodeID: e.cfg.NodeID, Mode: e.cfg.Mode, Lease: tm.Lease,
 		SessionTimeout: tm.Session, RenewInterval: tm.Renew, Grace: tm.Grace(), Timing: tm, deadline: deadline}
 
 	// The term's context derives from Run's: when Run's context is

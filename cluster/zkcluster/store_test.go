@@ -467,7 +467,13 @@ func TestSessionChanged(t *testing.T) {
 // first term won; the campaign ends with the test.
 func elect(t *testing.T, s *Store, c *zk.Client, id string) *term {
 	t.Helper()
-	el, err := election.New(c, election.Config{Dir: s.Layout().ElectionDir(), NodeID: id, Mode: election.Fair})
+	return electIn(t, s, c, id, election.Fair)
+}
+
+// electIn is elect in the given election mode.
+func electIn(t *testing.T, s *Store, c *zk.Client, id string, mode election.Mode) *term {
+	t.Helper()
+	el, err := election.New(c, election.Config{Dir: s.Layout().ElectionDir(), NodeID: id, Mode: mode})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -602,6 +608,66 @@ func TestTermRecordsAndFinish(t *testing.T) {
 		if err := tm.Finish(ctx, v); err != nil {
 			t.Fatal(err)
 		}
+	})
+
+	t.Run("unfair: both deleted", func(t *testing.T) {
+		s, c := newStore(t, zkc, "a", "inst-a")
+		tm := electIn(t, s, c, "a", election.Unfair)
+		v, err := tm.WriteBreadcrumb(ctx, rec(tm), -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tm.Finish(ctx, v); err != nil {
+			t.Fatal(err)
+		}
+		if exists(testLayout.Breadcrumb()) || exists(tm.l.Path) {
+			t.Fatal("Finish left the breadcrumb or the lock")
+		}
+	})
+
+	// An operator deletes our lock and another node takes it (here in the
+	// same multi, so that our own elector cannot take it back first)
+	// before we notice: the lock has our name and our version, but it is
+	// theirs, and Finish must leave it, and so the breadcrumb too.
+	t.Run("unfair: another's lock under our name is kept", func(t *testing.T) {
+		s, c := newStore(t, zkc, "a", "inst-a")
+		tm := electIn(t, s, c, "a", election.Unfair)
+		v, err := tm.WriteBreadcrumb(ctx, rec(tm), -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, other := newStore(t, zkc, "b", "inst-b")
+		osess := session(t, other)
+		_, ours, err := adm.Get(ctx, tm.l.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := osess.Multi(ctx,
+			zk.DeleteOp{Path: tm.l.Path, Version: -1},
+			zk.CreateOp{Path: tm.l.Path, Data: []byte(`{"node_id":"b"}`), Mode: zk.Ephemeral}); err != nil {
+			t.Fatal(err)
+		}
+		_, theirs, err := adm.Get(ctx, tm.l.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if theirs.Version != ours.Version {
+			t.Fatalf("the other lock is at version %d, ours was at %d: the test would not catch a delete at our version", theirs.Version, ours.Version)
+		}
+		if err := tm.Finish(ctx, v); !errors.Is(err, zk.ErrNoNode) {
+			t.Fatalf("Finish with another session's lock under our name = %v, want ErrNoNode", err)
+		}
+		_, now, err := adm.Get(ctx, tm.l.Path)
+		if err != nil || now.Czxid != theirs.Czxid || now.EphemeralOwner != osess.ID() {
+			t.Fatalf("the other session's lock: %+v, %v; want it kept (czxid %d, owner 0x%x)", now, err, theirs.Czxid, osess.ID())
+		}
+		if !exists(testLayout.Breadcrumb()) {
+			t.Fatal("the breadcrumb was deleted although our lock was gone: the successor would not fence")
+		}
+		if err := adm.Delete(ctx, testLayout.Breadcrumb(), -1); err != nil {
+			t.Fatal(err)
+		}
+		other.Close() // its lock goes with its session
 	})
 
 	t.Run("failover request", func(t *testing.T) {

@@ -113,13 +113,38 @@ func (t *term) CompleteFailover(ctx context.Context) error {
 // multi fails as a whole and the breadcrumb stays, so the successor fences
 // this node; the same if the breadcrumb changed. The elector's own leave
 // then finds the znode gone, which it ignores.
+//
+// The znode delete must take only ours. In fair mode its name is unique
+// to this term (our elector's GUID and a sequence number), and the elector
+// creates no other znode before the term is released, after Finish: so
+// version -1 deletes ours or fails with NoNode. The unfair lock's name is
+// shared: if an operator deleted ours and another node took the lock
+// before we noticed, a delete by name would remove their lock. So we read
+// it first (after a sync, as the elector's own leave does) and delete it
+// at the version read, only if its czxid is our epoch and its owner our
+// session; that costs the unfair handoff a sync and a read.
 func (t *term) Finish(ctx context.Context, bcVersion int32) error {
 	if bcVersion < 0 {
 		return fmt.Errorf("finishing term %d: no breadcrumb version (%d): nothing of ours to delete", t.l.Epoch, bcVersion)
 	}
+	version := int32(-1)
+	if t.l.Mode == election.Unfair {
+		st, ok, err := election.StillOwned(ctx, t.l.Session, t.l.Path, t.l.Epoch, t.l.Session.ID())
+		if err != nil {
+			return fmt.Errorf("finishing term %d (reading %s): %w", t.l.Epoch, t.l.Path, err)
+		}
+		if !ok {
+			now := "gone"
+			if st.Czxid != 0 {
+				now = fmt.Sprintf("another lock now (czxid %d, owner 0x%x)", st.Czxid, st.EphemeralOwner)
+			}
+			return fmt.Errorf("finishing term %d: the lock %s this term created is %s: %w", t.l.Epoch, t.l.Path, now, zk.ErrNoNode)
+		}
+		version = st.Version
+	}
 	err := t.l.Session.Multi(ctx,
 		zk.DeleteOp{Path: t.s.layout.Breadcrumb(), Version: bcVersion},
-		zk.DeleteOp{Path: t.l.Path, Version: -1})
+		zk.DeleteOp{Path: t.l.Path, Version: version})
 	if err != nil {
 		return fmt.Errorf("finishing term %d (deleting the breadcrumb and %s): %w", t.l.Epoch, t.l.Path, err)
 	}
