@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,6 +12,14 @@ import (
 	"github.com/failoverd/failoverd/cluster"
 	"github.com/failoverd/failoverd/test/zktest"
 	"github.com/failoverd/failoverd/zk"
+)
+
+// ZooKeeper's opcodes of the reads WatchLeader makes.
+const (
+	opExists       = 3
+	opGetData      = 4
+	opGetChildren  = 8
+	opGetChildren2 = 12
 )
 
 // putBreadcrumb writes the breadcrumb naming id at epoch over whatever is
@@ -141,8 +150,17 @@ func TestWatchLeader(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	// The watcher reaches ZooKeeper through a proxy that can cut it off.
+	// A frame proxy in front of it counts the watcher's reads.
 	proxy := zktest.NewProxy(t, func() string { return zkc.Servers[0].Addr() })
-	wc, err := zk.NewClient(zk.Config{Servers: []string{proxy.Addr()}, SessionTimeout: 4 * time.Second})
+	var reads atomic.Int64
+	counter := zktest.NewFrameProxy(t, proxy.Addr(), func(f *zktest.Frame) zktest.Action {
+		switch f.Op() {
+		case opExists, opGetData, opGetChildren, opGetChildren2:
+			reads.Add(1)
+		}
+		return zktest.Forward
+	})
+	wc, err := zk.NewClient(zk.Config{Servers: []string{counter.Addr()}, SessionTimeout: 4 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,6 +258,13 @@ func TestWatchLeader(t *testing.T) {
 	putBreadcrumb(t, ac, "b", 2)
 	wantLeader(t, w.next(n, "b again"), "b", 2)
 	n++
+
+	// Nothing changes: nothing is read (the watches wait, no polling).
+	before := reads.Load()
+	w.quiet(n, 2*time.Second, "nothing changed")
+	if r := reads.Load() - before; r != 0 {
+		t.Fatalf("%d reads in 2s without a change", r)
+	}
 
 	// A disconnect shorter than the session: nothing is delivered for it,
 	// neither during it nor after the reconnect.
