@@ -26,12 +26,15 @@ func TestChaosSlice(t *testing.T) {
 }
 
 // TestChaosSliceUnfair is the unfair-mode part of the slice: lost replies
-// around the leader's leave and join, each variant once.
+// around the leader's leave and join, each variant once, and lost replies
+// followed by a reconnect to a lagging server (the leaver's Finish, the
+// successor's breadcrumb write), each variant once.
 func TestChaosSliceUnfair(t *testing.T) {
 	if testing.Short() {
 		t.Skip("chaos slice: real cluster, about a minute")
 	}
-	r := run(t, schedule{seed: SliceSeed, mode: "unfair", kinds: []string{LostReplies, LostReplies, LostReplies}, fixed: true,
+	kinds := []string{LostReplies, LostReplies, LostReplies, LostReplyLagging, LostReplyLagging}
+	r := run(t, schedule{seed: SliceSeed, mode: "unfair", kinds: kinds, fixed: true,
 		replay: fmt.Sprintf("go test -run TestChaosSliceUnfair ./test/chaos/ (seed %d)", SliceSeed)})
 	report(t, r)
 }

@@ -55,11 +55,17 @@ const (
 	// After a fault aimed at its ZooKeeper connection (names, handshake),
 	// a node could not be made leader again: it is locked out.
 	VLockedOut = "node_locked_out"
+	// A leadership ended because its election znode was deleted while its
+	// session lived. Nobody deletes another node's znode in these runs (no
+	// operator; Term.Finish deletes a term's own znode after it ended), so
+	// another session deleted it acting on a stale view: a leaver that read
+	// "its" unfair lock on a lagging server and took its successor's.
+	VZnodeDeleted = "znode_deleted"
 )
 
 // AllViolationKinds lists every kind, for the summary.
 var AllViolationKinds = []string{VOverlap, VStaleWrite, VWrongWriter, VUnpromoted, VEpochOrder, VStaleLeader, VPromoteAfterFailedFence,
-	VLiveness, VNoTakeover, VLockedOut, VExit, VCrash, VGoroutines, VFDs, VUnhealedFaults}
+	VZnodeDeleted, VLiveness, VNoTakeover, VLockedOut, VExit, VCrash, VGoroutines, VFDs, VUnhealedFaults}
 
 // Violation is one failed property.
 type Violation struct {
@@ -415,6 +421,7 @@ func Check(h History, cfg CheckConfig) Report {
 	checkStaleLeaders(h, cfg, &r, add)
 	checkPromoteAfterFailedFence(h, add)
 	checkTakeovers(r.Faults, h, add)
+	checkZnodesDeleted(h, add)
 	sort.SliceStable(r.Violations, func(i, j int) bool { return r.Violations[i].At.Before(r.Violations[j].At) })
 	return r
 }
@@ -583,6 +590,17 @@ func checkPromoteAfterFailedFence(h History, add func(string, time.Time, string,
 				add(VPromoteAfterFailedFence, e.At, "%s promoted at epoch %d although fencing %s failed at %s in the same term and never succeeded",
 					node, e.Int("epoch"), target, at.Format("15:04:05.000"))
 			}
+		}
+	}
+}
+
+// checkZnodesDeleted reports every leadership that ended because its
+// election znode was deleted (see VZnodeDeleted).
+func checkZnodesDeleted(h History, add func(string, time.Time, string, ...any)) {
+	for _, e := range h {
+		if e.Kind == KindLeadershipEnd && strings.Contains(e.Get("reason"), "znode_deleted") {
+			add(VZnodeDeleted, e.At, "%s's leadership at epoch %d ended because its election znode was deleted by another session (%s)",
+				e.Get("node"), e.Int("epoch"), e.Get("reason"))
 		}
 	}
 }

@@ -615,3 +615,18 @@ func TestCheckElectedEpochReused(t *testing.T) {
 200 daemon elected node=node-b epoch=21
 `), cfg))
 }
+
+// A leadership that ended because another session deleted its znode (a
+// leaver acting on a lagging server's view) is a violation; the reasons of
+// ordinary ends are not. The reason is read from a real log line.
+func TestCheckZnodeDeleted(t *testing.T) {
+	var b strings.Builder
+	log := slog.New(slog.NewJSONHandler(&b, nil))
+	log.Info("leadership ended", "epoch", 7, "reason", "election: election znode deleted")
+	h := Merge(ParseDaemonLog(strings.NewReader(b.String()), "node-b"))
+	wantOnly(t, Check(h, cfg), VZnodeDeleted)
+	wantClean(t, Check(hist(t, `
+0 daemon leadership_ended node=node-a epoch=5 reason=election:_resigned
+1 daemon leadership_ended node=node-b epoch=6 reason=election:_lease_expired_(no_answer_from_zookeeper_in_time)
+`), cfg))
+}

@@ -77,6 +77,10 @@ const (
 	// syncLimit × tickTime, past the session timeout: a lease renewed by
 	// reads outlives the session) and the ZooKeeper leader.
 	QuorumPartition = "zk-quorum-partition"
+	// 7. A write applied whose reply is lost, the client reconnecting to a
+	// ZooKeeper follower that lags behind it: the leaver's Term.Finish
+	// (variant 0) or the successor's breadcrumb write (1). See lagging.go.
+	LostReplyLagging = "lost-reply-lagging"
 )
 
 func init() { TakeoverKinds[HookUnkillable] = true }
@@ -84,11 +88,11 @@ func init() { TakeoverKinds[HookUnkillable] = true }
 // AllKinds lists every fault kind of the fair-mode schedule.
 var AllKinds = []string{KillDaemon, KillService, PauseDaemon, PauseService, ZKKillLeader, ZKKillFollower, ZKOutage,
 	PartitionZK, LatencyZK, ResetZK, PartitionPeer, FenceFail, PromoteHang, DemoteHang,
-	HookUnkillable, NamesZK, HandshakeDrop, QuorumPartition}
+	HookUnkillable, NamesZK, HandshakeDrop, QuorumPartition, LostReplyLagging}
 
 // UnfairKinds is the schedule of the unfair-mode cluster: the lost replies
-// it exists for, and the crash and partition faults that end terms there.
-var UnfairKinds = []string{LostReplies, KillDaemon, PauseDaemon, PartitionZK, ZKKillLeader}
+// it exists for (with and without a lagging server to reconnect to), and the crash and partition faults that end terms there.
+var UnfairKinds = []string{LostReplies, LostReplyLagging, KillDaemon, PauseDaemon, PartitionZK, ZKKillLeader}
 
 // Nemesis injects faults into an Env on a seeded schedule.
 type Nemesis struct {
@@ -413,6 +417,9 @@ func (m *Nemesis) Step(kind string) bool {
 			p.Disarm()
 		}
 		heal(leader.ID)
+
+	case LostReplyLagging:
+		m.lostReplyLagging(leader, id, pick, holdIn, inject, heal)
 
 	case QuorumPartition:
 		// The first of these isolates a follower (the case that reveals a

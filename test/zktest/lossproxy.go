@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -84,6 +85,18 @@ type lossRule struct {
 	left  int
 	drop  bool
 	match func(op int32, path string) bool
+	hooks LossHooks
+}
+
+// LossHooks let a fault act at the moment an armed loss happens.
+type LossHooks struct {
+	// Before runs when a matching request arrives, and the request waits
+	// for it; seen is the highest zxid the client has been told on that
+	// connection (in its connect request or a reply since), which a server
+	// it reconnects to must have reached.
+	Before func(seen int64)
+	// After runs once the reply was lost and the connection cut.
+	After func()
 }
 
 // NewLossProxy listens on a free loopback port and forwards to the address
@@ -109,6 +122,13 @@ func (p *LossProxy) Addr() string { return p.l.Addr().String() }
 func (p *LossProxy) LoseReplies(n int, match func(op int32, path string) bool) {
 	p.mu.Lock()
 	p.rules = append(p.rules, &lossRule{left: n, match: match})
+	p.mu.Unlock()
+}
+
+// LoseRepliesHooked is LoseReplies with hooks around each loss.
+func (p *LossProxy) LoseRepliesHooked(n int, match func(op int32, path string) bool, h LossHooks) {
+	p.mu.Lock()
+	p.rules = append(p.rules, &lossRule{left: n, match: match, hooks: h})
 	p.mu.Unlock()
 }
 
@@ -143,9 +163,9 @@ func (p *LossProxy) Close() {
 	p.Reset()
 }
 
-// take reports whether a request should lose its reply (lose) or not be
-// forwarded at all (drop), using up one armed loss if so.
-func (p *LossProxy) take(op int32, path string) (lose, drop bool) {
+// take returns the armed loss a request matches (it then loses its reply,
+// or with drop is not forwarded at all), using it up; nil if none.
+func (p *LossProxy) take(op int32, path string) *lossRule {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for i, r := range p.rules {
@@ -154,10 +174,10 @@ func (p *LossProxy) take(op int32, path string) (lose, drop bool) {
 			if r.left <= 0 {
 				p.rules = append(p.rules[:i], p.rules[i+1:]...)
 			}
-			return !r.drop, r.drop
+			return r
 		}
 	}
-	return false, false
+	return nil
 }
 
 func (p *LossProxy) record(lr LostReply) {
@@ -183,7 +203,25 @@ func (p *LossProxy) accept() {
 // frameConn is one proxied client connection.
 type frameConn struct {
 	mu     sync.Mutex
-	doomed map[int32]LostReply // xid -> request whose reply must be lost
+	doomed map[int32]doomed // xid -> request whose reply must be lost
+	seen   int64            // the highest zxid the client was told
+}
+
+type doomed struct {
+	lr    LostReply
+	after func()
+}
+
+func (fc *frameConn) see(zxid int64) {
+	fc.mu.Lock()
+	fc.seen = max(fc.seen, zxid)
+	fc.mu.Unlock()
+}
+
+func (fc *frameConn) lastSeen() int64 {
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	return fc.seen
 }
 
 func (p *LossProxy) serve(in net.Conn) {
@@ -201,7 +239,7 @@ func (p *LossProxy) serve(in net.Conn) {
 		return
 	}
 	p.conns.add(out)
-	fc := &frameConn{doomed: map[int32]LostReply{}}
+	fc := &frameConn{doomed: map[int32]doomed{}}
 	go p.replies(fc, in, out)
 	p.requests(fc, in, out)
 }
@@ -217,20 +255,30 @@ func (p *LossProxy) requests(fc *frameConn, in, out net.Conn) {
 		if err != nil {
 			return
 		}
+		if first && len(frame) >= 16 { // protocol version, last zxid seen, ...
+			fc.see(int64(binary.BigEndian.Uint64(frame[8:])))
+		}
 		if !first && len(frame) >= 12 {
 			xid := int32(binary.BigEndian.Uint32(frame[4:]))
 			op := int32(binary.BigEndian.Uint32(frame[8:]))
 			path := ""
-			if op == OpCreate || op == OpDelete || op == OpCreate2 {
+			switch op {
+			case OpCreate, OpDelete, OpCreate2:
 				path = requestPath(frame[12:])
+			case OpMulti:
+				path = multiPaths(frame[12:])
 			}
-			switch lose, drop := p.take(op, path); {
-			case drop:
+			switch r := p.take(op, path); {
+			case r == nil:
+			case r.drop:
 				p.record(LostReply{Op: op, Xid: xid, Path: path, Dropped: true})
 				return // the deferred closes cut the connection
-			case lose:
+			default:
+				if r.hooks.Before != nil {
+					r.hooks.Before(fc.lastSeen())
+				}
 				fc.mu.Lock()
-				fc.doomed[xid] = LostReply{Op: op, Xid: xid, Path: path}
+				fc.doomed[xid] = doomed{lr: LostReply{Op: op, Xid: xid, Path: path}, after: r.hooks.After}
 				fc.mu.Unlock()
 			}
 		}
@@ -252,15 +300,23 @@ func (p *LossProxy) replies(fc *frameConn, in, out net.Conn) {
 		if err != nil {
 			return
 		}
-		if !first && len(frame) >= 8 {
+		if !first && len(frame) >= 16 {
 			xid := int32(binary.BigEndian.Uint32(frame[4:]))
 			fc.mu.Lock()
-			lr, ok := fc.doomed[xid]
+			d, ok := fc.doomed[xid]
 			delete(fc.doomed, xid)
 			fc.mu.Unlock()
 			if ok {
-				p.record(lr)
-				return // the deferred closes cut the connection
+				in.Close()
+				out.Close()
+				p.record(d.lr)
+				if d.after != nil {
+					d.after()
+				}
+				return
+			}
+			if xid >= 0 { // a reply (not a ping or a notification): the client sees its zxid
+				fc.see(int64(binary.BigEndian.Uint64(frame[8:])))
 			}
 		}
 		first = false
@@ -286,14 +342,87 @@ func readLossFrame(r io.Reader) ([]byte, error) {
 	return b, err
 }
 
-// readPath decodes the jute string at the start of a create or delete body.
+// requestPath decodes the jute string at the start of a create or delete body.
 func requestPath(b []byte) string {
+	path, _ := juteString(b)
+	return path
+}
+
+// juteString decodes a jute string (or buffer) and returns the rest; "",
+// nil when b does not hold one.
+func juteString(b []byte) (string, []byte) {
 	if len(b) < 4 {
-		return ""
+		return "", nil
 	}
 	n := int32(binary.BigEndian.Uint32(b))
 	if n < 0 || int(n) > len(b)-4 {
-		return ""
+		return "", nil
 	}
-	return string(b[4 : 4+n])
+	return string(b[4 : 4+n]), b[4+n:]
+}
+
+// multiOpNames names the operations a multi can hold (ZooKeeper's
+// opcodes), as multiPaths writes them.
+var multiOpNames = map[int32]string{OpCreate: "create", OpDelete: "delete", 5: "set", 13: "check", OpCreate2: "create", 19: "create"}
+
+// multiPaths describes a multi request's operations, "delete /a; check /b",
+// for the matchers of a LossProxy (the path they get for OpMulti). It stops
+// at an operation it cannot decode.
+func multiPaths(b []byte) string {
+	var ops []string
+	for len(b) >= 9 { // header: type, done, err
+		op := int32(binary.BigEndian.Uint32(b))
+		done := b[4] != 0
+		b = b[9:]
+		name, ok := multiOpNames[op]
+		if done || !ok {
+			break
+		}
+		path, rest := juteString(b)
+		if rest == nil {
+			break
+		}
+		ops = append(ops, name+" "+path)
+		if b = skipMultiOp(op, rest); b == nil {
+			break
+		}
+	}
+	return strings.Join(ops, "; ")
+}
+
+// skipMultiOp skips what follows the path of one operation of a multi.
+func skipMultiOp(op int32, b []byte) []byte {
+	field := func(n int) {
+		if b != nil && len(b) >= n {
+			b = b[n:]
+		} else {
+			b = nil
+		}
+	}
+	str := func() {
+		if b != nil {
+			_, b = juteString(b)
+		}
+	}
+	switch op {
+	case OpDelete, 13: // version
+		field(4)
+	case 5: // data, version
+		str()
+		field(4)
+	default: // create: data, acl vector, flags
+		str()
+		if b == nil || len(b) < 4 {
+			return nil
+		}
+		n := int32(binary.BigEndian.Uint32(b))
+		field(4)
+		for range max(n, 0) {
+			field(4) // perms
+			str()    // scheme
+			str()    // id
+		}
+		field(4)
+	}
+	return b
 }

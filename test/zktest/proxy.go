@@ -28,6 +28,11 @@ type Proxy struct {
 	// rewrite, when set, reads the first message the connecting side sends
 	// and returns what to forward instead (set before any connection).
 	rewrite func(io.Reader) ([]byte, error)
+	// quorumFrames: the target is a ZooKeeper leader's quorum port; its
+	// answers are forwarded packet by packet (see HoldCommits).
+	quorumFrames bool
+	holdCommits  bool
+	quorumConns  map[*quorumConn]struct{}
 }
 
 // NewProxy listens on a free loopback port and forwards to the address that
@@ -133,6 +138,10 @@ func (p *Proxy) serve(in net.Conn) {
 		}
 	}
 	go p.pipe(out, in)
+	if p.quorumFrames {
+		p.pipeQuorum(in, out)
+		return
+	}
 	p.pipe(in, out)
 }
 

@@ -3,6 +3,7 @@ package zktest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -171,6 +172,78 @@ func TestIsolatedLeaderIsReplaced(t *testing.T) {
 		ok, _, err := s.Exists(t.Context(), "/y")
 		if err == nil && !ok {
 			err = errors.New("healed old leader does not see /y")
+		}
+		return err
+	})
+}
+
+// The case HoldCommits is for: a client's multi deleting its ephemeral is
+// applied but the reply is lost; the client reconnects to a follower that
+// lags (it has reached the client's last seen zxid, not the delete) while
+// another session creates the same name. Without a sync the client reads
+// its own old znode there; a sync waits for the held commits, and after the
+// hold ends it sees the other session's znode.
+func TestHeldFollowerShowsAReconnectedClientAnOldView(t *testing.T) {
+	c := StartOpts(t, Options{Servers: 3, ProxyQuorum: true})
+	leader := c.Leader()
+	f := (leader + 1) % 3
+	other := 3 - leader - f
+	toOther := NewLossProxy(t, c.Servers[other].Addr)
+	toF := NewLossProxy(t, c.Servers[f].Addr)
+	toF.Refuse(true)
+	s := session(t, toOther.Addr(), toF.Addr())
+	ctx := t.Context()
+	_, mine, err := s.Create(ctx, "/lock", nil, zk.Ephemeral)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := -1
+	isDelete := func(op int32, path string) bool { return op == OpMulti && path == "delete /lock" }
+	toOther.LoseRepliesHooked(1, isDelete, LossHooks{
+		Before: func(seen int64) {
+			for z, _ := Zxid(c.Servers[f].Addr()); z < seen; z, _ = Zxid(c.Servers[f].Addr()) {
+				time.Sleep(5 * time.Millisecond)
+			}
+			held = c.HoldCommits(f, true)
+		},
+		After: func() {
+			toOther.Refuse(true)
+			toF.Refuse(false)
+		},
+	})
+	if err := s.Multi(ctx, zk.DeleteOp{Path: "/lock", Version: -1}); !errors.Is(err, zk.ErrConnectionLoss) {
+		t.Fatalf("multi whose reply is lost: %v, want connection loss", err)
+	}
+	defer c.HoldCommits(f, false)
+	if held != 1 {
+		t.Fatalf("HoldCommits held %d links, want 1", held)
+	}
+	if lost := toOther.Lost(); len(lost) != 1 || lost[0].Path != "delete /lock" {
+		t.Fatalf("lost replies %v", lost)
+	}
+	w := session(t, c.Servers[leader].Addr())
+	_, theirs, err := w.Create(ctx, "/lock", nil, zk.Ephemeral)
+	if err != nil {
+		t.Fatalf("the successor's create: %v", err)
+	}
+	ok, st, err := s.Exists(ctx, "/lock")
+	if err != nil || !ok || st.Czxid != mine.Czxid || st.EphemeralOwner != s.ID() {
+		t.Fatalf("reconnected client reads %v %+v %v; want its own deleted znode (czxid %d) from the lagging follower", ok, st, err, mine.Czxid)
+	}
+	sctx, cancel := context.WithTimeout(ctx, time.Second)
+	err = s.Sync(sctx, "/lock")
+	cancel()
+	if err == nil {
+		t.Fatal("a lagging follower answered a sync while its commits are held")
+	}
+	c.HoldCommits(f, false)
+	eventually(t, func() error {
+		if err := s.Sync(ctx, "/lock"); err != nil {
+			return err
+		}
+		ok, st, err := s.Exists(ctx, "/lock")
+		if err == nil && (!ok || st.Czxid != theirs.Czxid) {
+			err = fmt.Errorf("after the hold: %v %+v, want czxid %d", ok, st, theirs.Czxid)
 		}
 		return err
 	})

@@ -299,6 +299,7 @@ func (c *Cluster) startLinks() {
 			}
 			to := c.Servers[j]
 			quorum := newProxy(c.t, func() string { return loopback(to.peerPort) }, true)
+			quorum.quorumFrames = true
 			election := newProxy(c.t, func() string { return loopback(to.elecPort) }, true)
 			c.links[i][j] = &peerLink{quorum: quorum, election: election}
 		}

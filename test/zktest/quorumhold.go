@@ -1,0 +1,305 @@
+package zktest
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// # A follower that lags
+//
+// A ZooKeeper follower answers reads from its own copy, which may be behind
+// the leader's: a client whose last seen zxid the follower has reached can
+// connect to it (a reconnect only needs the leader to revalidate the
+// session) and read state that writes already committed elsewhere have
+// changed. ZooKeeper promises no more; a client that needs the leader's view
+// calls sync first. Over a plain TCP link the window is small (the follower
+// receives every commit before the revalidation it asked for, and only its
+// commit processor can be late), so HoldCommits widens it on purpose: the
+// leader's proposals, commits and sync answers to follower i are held by
+// its quorum proxy while pings and session revalidations still pass, as if
+// the follower's commit processor were stuck. Its clients can connect and
+// read; their syncs and writes wait, like everything the follower would
+// apply, until the hold ends and the held packets flow in order.
+//
+// The quorum proxies therefore follow the leader-to-follower stream packet by
+// packet (jute's QuorumPacket: type, zxid, data, auth info). A follower
+// synced by snapshot (SNAP) is followed by the raw snapshot, which is not
+// framed: such a connection is copied as bytes and cannot be held until
+// the follower connects anew.
+
+// Quorum packet types (org.apache.zookeeper.server.quorum.Leader) that the
+// hold looks at.
+const (
+	qpPing       int32 = 5
+	qpRevalidate int32 = 6
+	qpUpToDate   int32 = 12
+	qpSnap       int32 = 15
+)
+
+// maxQuorumField bounds one length field; anything larger is not framing
+// this parser knows (it then copies the rest as bytes).
+const maxQuorumField = 64 << 20
+
+var errUnframed = errors.New("zktest: not a quorum packet")
+
+// quorumConn is the leader-to-follower side of one proxied quorum link.
+type quorumConn struct {
+	mu     sync.Mutex
+	dst    net.Conn
+	synced bool // UPTODATE seen: from here on only quorum packets, holdable
+	raw    bool // a snapshot followed SNAP: copied as bytes, never held
+	held   [][]byte
+}
+
+// holdable reports whether the connection can hold packets now.
+func (q *quorumConn) holdable() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.synced && !q.raw
+}
+
+// send forwards pkt, or keeps it while p holds commits: pings and
+// revalidations pass, the rest waits in order. Once the hold ends, held
+// packets go first.
+func (q *quorumConn) send(p *Proxy, pkt []byte, typ int32) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	p.mu.Lock()
+	hold := p.holdCommits && q.synced
+	p.mu.Unlock()
+	switch {
+	case hold && (typ == qpPing || typ == qpRevalidate):
+		return p.forward(q.dst, pkt)
+	case hold:
+		q.held = append(q.held, pkt)
+		return true
+	}
+	if !q.flushLocked(p) {
+		return false
+	}
+	if typ == qpUpToDate {
+		q.synced = true
+	}
+	return p.forward(q.dst, pkt)
+}
+
+func (q *quorumConn) flushLocked(p *Proxy) bool {
+	for len(q.held) > 0 {
+		if !p.forward(q.dst, q.held[0]) {
+			return false
+		}
+		q.held = q.held[1:]
+	}
+	return true
+}
+
+// pipeQuorum forwards the leader's side of a quorum link (src) to the
+// follower (dst) packet by packet, so that HoldCommits can hold some.
+func (p *Proxy) pipeQuorum(dst, src net.Conn) {
+	defer dst.Close()
+	defer src.Close()
+	q := &quorumConn{dst: dst}
+	p.mu.Lock()
+	if p.quorumConns == nil {
+		p.quorumConns = map[*quorumConn]struct{}{}
+	}
+	p.quorumConns[q] = struct{}{}
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		delete(p.quorumConns, q)
+		p.mu.Unlock()
+	}()
+	r := bufio.NewReaderSize(src, 64<<10)
+	for {
+		pkt, typ, err := readQuorumPacket(r)
+		if errors.Is(err, errUnframed) || (err == nil && typ == qpSnap) {
+			// Forward what was read, then copy bytes to the end.
+			q.mu.Lock()
+			q.raw = true
+			ok := q.flushLocked(p) && p.forward(dst, pkt)
+			q.mu.Unlock()
+			if ok {
+				p.copyRaw(dst, r)
+			}
+			return
+		}
+		if err != nil {
+			return // the link is closing
+		}
+		if !q.send(p, pkt, typ) {
+			return
+		}
+	}
+}
+
+// copyRaw forwards the rest of r as bytes.
+func (p *Proxy) copyRaw(dst net.Conn, r io.Reader) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 && !p.forward(dst, buf[:n]) {
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// readQuorumPacket reads one jute-serialized QuorumPacket (int type, long
+// zxid, buffer data, vector<Id> authinfo) and returns its bytes. With
+// errUnframed, the bytes read so far are returned and the stream is not
+// framed as expected from there on.
+func readQuorumPacket(r *bufio.Reader) ([]byte, int32, error) {
+	pkt := make([]byte, 0, 64)
+	read := func(n int) ([]byte, error) {
+		start := len(pkt)
+		pkt = append(pkt, make([]byte, n)...)
+		_, err := io.ReadFull(r, pkt[start:])
+		return pkt[start:], err
+	}
+	length := func() (int, error) { // a jute length: -1 (null) or a count
+		b, err := read(4)
+		if err != nil {
+			return 0, err
+		}
+		n := int32(binary.BigEndian.Uint32(b))
+		if n < -1 || n > maxQuorumField {
+			return 0, errUnframed
+		}
+		return max(int(n), 0), nil
+	}
+	bytesField := func() error {
+		n, err := length()
+		if err == nil {
+			_, err = read(n)
+		}
+		return err
+	}
+	hdr, err := read(12)
+	if err != nil {
+		return pkt, 0, err
+	}
+	typ := int32(binary.BigEndian.Uint32(hdr))
+	if err := bytesField(); err != nil { // data
+		return pkt, typ, err
+	}
+	ids, err := length() // authinfo
+	if err != nil {
+		return pkt, typ, err
+	}
+	for range ids {
+		if err := bytesField(); err != nil { // scheme
+			return pkt, typ, err
+		}
+		if err := bytesField(); err != nil { // id
+			return pkt, typ, err
+		}
+	}
+	return pkt, typ, nil
+}
+
+// holdQuorum starts or ends the hold on every connection of the proxy and
+// returns how many connections hold (or, when ending, held) packets.
+func (p *Proxy) holdQuorum(on bool) int {
+	p.mu.Lock()
+	p.holdCommits = on
+	qs := make([]*quorumConn, 0, len(p.quorumConns))
+	for q := range p.quorumConns {
+		qs = append(qs, q)
+	}
+	p.mu.Unlock()
+	n := 0
+	for _, q := range qs {
+		if q.holdable() {
+			n++
+		}
+		if !on {
+			q.mu.Lock()
+			q.flushLocked(p)
+			q.mu.Unlock()
+		}
+	}
+	return n
+}
+
+// HoldCommits makes follower i (0-based) lag (on) or catch up (off): see
+// "A follower that lags". It returns the number of links to a leader that
+// hold; 0 means the hold has no effect (i leads, or its link to the
+// leader was synced by snapshot). It needs Options.ProxyQuorum.
+func (c *Cluster) HoldCommits(i int, on bool) int {
+	c.t.Helper()
+	if c.links == nil {
+		c.t.Fatal("zktest: HoldCommits needs Options.ProxyQuorum")
+	}
+	n := 0
+	for _, l := range c.links[i] {
+		if l != nil {
+			n += l.quorum.holdQuorum(on)
+		}
+	}
+	return n
+}
+
+// CanHoldCommits reports whether follower i's link to its leader can hold
+// (see HoldCommits) right now.
+func (c *Cluster) CanHoldCommits(i int) bool {
+	c.t.Helper()
+	if c.links == nil {
+		c.t.Fatal("zktest: CanHoldCommits needs Options.ProxyQuorum")
+	}
+	for _, l := range c.links[i] {
+		if l == nil {
+			continue
+		}
+		l.quorum.mu.Lock()
+		qs := make([]*quorumConn, 0, len(l.quorum.quorumConns))
+		for q := range l.quorum.quorumConns {
+			qs = append(qs, q)
+		}
+		l.quorum.mu.Unlock()
+		for _, q := range qs {
+			if q.holdable() {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Resync cuts follower i's link to its leader (a reset, not a partition):
+// it looks for the leader again at once and syncs anew, by diff when it
+// is close behind, which HoldCommits can then hold.
+func (c *Cluster) Resync(i int) {
+	c.t.Helper()
+	if c.links == nil {
+		c.t.Fatal("zktest: Resync needs Options.ProxyQuorum")
+	}
+	for _, l := range c.links[i] {
+		if l != nil {
+			l.quorum.Reset()
+		}
+	}
+}
+
+// Zxid is the last zxid the server at addr has applied, from srvr.
+func Zxid(addr string) (int64, error) {
+	out, err := FourLetter(addr, "srvr")
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if v, ok := strings.CutPrefix(line, "Zxid: "); ok {
+			return strconv.ParseInt(strings.TrimSpace(v), 0, 64)
+		}
+	}
+	return 0, fmt.Errorf("zktest: no Zxid in srvr of %s", addr)
+}
