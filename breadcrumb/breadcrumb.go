@@ -48,6 +48,10 @@ type Record struct {
 	// It tells a leadership of this very process from one of an earlier
 	// process or of another process using the same node id.
 	Instance string `json:"instance,omitempty"`
+	// ServiceAddress is the leader's node.service_address (host:port),
+	// written only when configured: nodes of earlier versions decode
+	// strictly and would call a record with it corrupt.
+	ServiceAddress string `json:"service_address,omitempty"`
 }
 
 // ErrAbsent means there is no breadcrumb: nothing to fence.
@@ -147,6 +151,11 @@ func (r Record) validate() error {
 	if r.AdminURL != "" {
 		if err := ids.CheckHTTPURL(r.AdminURL); err != nil {
 			return fmt.Errorf("admin_url %q: %v", r.AdminURL, err)
+		}
+	}
+	if r.ServiceAddress != "" {
+		if err := ids.CheckHostPort(r.ServiceAddress); err != nil {
+			return fmt.Errorf("service_address %q: %v", r.ServiceAddress, err)
 		}
 	}
 	if r.Instance != "" {

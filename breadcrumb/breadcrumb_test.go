@@ -207,6 +207,15 @@ func TestDecodeValidatesFields(t *testing.T) {
 	if r, err := breadcrumb.Decode([]byte(withInstance)); err != nil || r.Instance != "9f3a0c1d2e4b5a67" {
 		t.Fatalf("Decode(with instance) = %+v, %v", r, err)
 	}
+	withAddress := strings.Replace(good, `"epoch":7`, `"epoch":7,"service_address":"db1.example.com:6379"`, 1)
+	if r, err := breadcrumb.Decode([]byte(withAddress)); err != nil || r.ServiceAddress != "db1.example.com:6379" {
+		t.Fatalf("Decode(with service address) = %+v, %v", r, err)
+	}
+	// Written only when configured: a record without one reads the same in
+	// earlier versions, which decode strictly.
+	if b, _ := breadcrumb.Encode(rec("a", 1)); strings.Contains(string(b), "service_address") {
+		t.Errorf("Encode wrote an empty service_address: %s", b)
+	}
 	for _, tc := range []struct{ name, data, reason string }{
 		{"NUL in node_id", `{"version":1,"node_id":"a\u0000","host":"h","epoch":1}`, `node_id "a\x00" is not a valid node id`},
 		{"newline in node_id", `{"version":1,"node_id":"a\nb","host":"h","epoch":1}`, "is not a valid node id"},
@@ -224,6 +233,9 @@ func TestDecodeValidatesFields(t *testing.T) {
 		{"epoch 0", `{"version":1,"node_id":"a","host":"h","epoch":0}`, "epoch 0 is not positive"},
 		{"negative epoch", `{"version":1,"node_id":"a","host":"h","epoch":-3}`, "epoch -3 is not positive"},
 		{"NUL in instance", `{"version":1,"node_id":"a","host":"h","epoch":1,"instance":"ab\u0000"}`, "is not a valid instance id"},
+		{"service_address without port", `{"version":1,"node_id":"a","host":"h","epoch":1,"service_address":"h"}`, "service_address \"h\": not host:port"},
+		{"service_address port 0", `{"version":1,"node_id":"a","host":"h","epoch":1,"service_address":"h:0"}`, "port must be a number"},
+		{"newline in service_address", `{"version":1,"node_id":"a","host":"h","epoch":1,"service_address":"h:1\n"}`, "control characters"},
 		{"space in instance", `{"version":1,"node_id":"a","host":"h","epoch":1,"instance":"a b"}`, "is not a valid instance id"},
 	} {
 		_, err := breadcrumb.Decode([]byte(tc.data))
@@ -276,7 +288,7 @@ func FuzzBreadcrumb(f *testing.F) {
 			return
 		}
 		// Whatever decodes is safe to hand to hooks and fencers.
-		for name, v := range map[string]string{"node_id": r.NodeID, "host": r.Host, "admin_url": r.AdminURL, "instance": r.Instance} {
+		for name, v := range map[string]string{"node_id": r.NodeID, "host": r.Host, "admin_url": r.AdminURL, "instance": r.Instance, "service_address": r.ServiceAddress} {
 			if why := envSafe(v); why != "" {
 				t.Fatalf("Decode accepted %s %q, which cannot go into an environment variable or argv: %s", name, v, why)
 			}

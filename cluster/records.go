@@ -30,6 +30,12 @@ type Member struct {
 	// ServiceAddress is node.service_address, the host:port replicas and
 	// clients use to reach this node's service (empty: not configured).
 	ServiceAddress string `json:"service_address,omitempty"`
+	// Following is the promoted leader this node's follow hook last
+	// pointed its service at (node id; empty: none), FollowingEpoch its
+	// epoch and FollowingSince when that run succeeded.
+	Following      string    `json:"following,omitempty"`
+	FollowingEpoch int64     `json:"following_epoch,omitempty"`
+	FollowingSince time.Time `json:"following_since,omitzero"`
 }
 
 // StateLeader is Member.State of a promoted node.

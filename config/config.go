@@ -60,6 +60,14 @@ type Node struct {
 	// Host is the host name or IP address peers use to reach this node (ssh
 	// fencing, the default admin URL). Required.
 	Host string `yaml:"host"`
+	// ServiceAddress is the host:port of this node's service, the address
+	// replicas and clients use (distinct from the admin API). Optional; it
+	// is published in the member record and the breadcrumb and handed to
+	// the other nodes' follow hooks (FAILOVERD_LEADER_ADDRESS) and to the
+	// successor's promote hook (FAILOVERD_PREVIOUS_ADDRESS). Set it only
+	// once every node runs a version that knows it: earlier versions read
+	// a breadcrumb with it as corrupt.
+	ServiceAddress string `yaml:"service_address,omitempty"`
 	// Admin configures the HTTP admin API.
 	Admin Admin `yaml:"admin"`
 	// ShutdownTimeout bounds a graceful stop (demote, delete the breadcrumb,
@@ -187,6 +195,32 @@ type Service struct {
 	// 1s; it is part of the demote budget (Config.DemoteBudget), which the
 	// lease leaves free in the session timeout.
 	Demote Hook `yaml:"demote"`
+	// Follow points the local service at the promoted leader on every node
+	// that is not the leader. Optional.
+	Follow *FollowHook `yaml:"follow,omitempty"`
+}
+
+// FollowHook is the follow hook: run on a node that is not the leader
+// whenever the promoted leader changes (and once at start-up and after a
+// demote), retried with back-off until it succeeds.
+type FollowHook struct {
+	// Command is the argv to run (no shell). Required.
+	Command []string `yaml:"command"`
+	// Timeout after which the hook is sent SIGTERM and counts as failed
+	// (then retried). Default 30s.
+	Timeout Duration `yaml:"timeout"`
+	// NoLeaderAfter is how long without a promoted leader before the hook
+	// runs once with empty FAILOVERD_LEADER_* (FAILOVERD_REASON=no_leader),
+	// so that the service can park itself. Default 30s; 0 never runs it.
+	NoLeaderAfter *Duration `yaml:"no_leader_after,omitempty"`
+}
+
+// NoLeaderWait is NoLeaderAfter with its default applied (0: never).
+func (f *FollowHook) NoLeaderWait() time.Duration {
+	if f.NoLeaderAfter == nil {
+		return DefaultFollowNoLeaderAfter
+	}
+	return time.Duration(*f.NoLeaderAfter)
 }
 
 // Hook is a command run with a timeout, in its own process group.
@@ -326,6 +360,8 @@ const (
 	DefaultHealthTimeout       = time.Second
 	DefaultPromoteTimeout      = 30 * time.Second
 	DefaultDemoteTimeout       = time.Second
+	DefaultFollowTimeout       = 30 * time.Second
+	DefaultFollowNoLeaderAfter = 30 * time.Second
 	DefaultSSHTimeout          = 10 * time.Second
 	DefaultShellFencingTimeout = 30 * time.Second
 )
@@ -378,6 +414,9 @@ func Default() *Config {
 // applyDefaults fills what Default cannot: list elements and optional blocks,
 // which the decoder creates from zero values.
 func (c *Config) applyDefaults() {
+	if f := c.Service.Follow; f != nil && f.Timeout == 0 {
+		f.Timeout = Duration(DefaultFollowTimeout)
+	}
 	if a := c.ZooKeeper.Auth; a != nil && a.Scheme == "" {
 		a.Scheme = AuthSchemeDigest
 	}

@@ -97,6 +97,8 @@ func TestDefaults(t *testing.T) {
 		{"health.fall (healthcheck's default)", got.Health.Fall, 0},
 		{"service.promote.timeout", got.Service.Promote.Timeout, Duration(30 * time.Second)},
 		{"service.demote.timeout", got.Service.Demote.Timeout, Duration(time.Second)},
+		{"service.follow", got.Service.Follow, (*FollowHook)(nil)},
+		{"node.service_address", got.Node.ServiceAddress, ""},
 		{"fencing.allow_none", got.Fencing.AllowNone, false},
 		{"log.format", got.Log.Format, "text"},
 		{"log.level", got.Log.Level, "info"},
@@ -127,6 +129,9 @@ func TestLoadFull(t *testing.T) {
 		{"health.interval", cfg.Health.Interval, Duration(500 * time.Millisecond)},
 		{"health.tcp.address", cfg.Health.TCP.Address, "127.0.0.1:5432"},
 		{"service.promote", cfg.Service.Promote, Hook{Command: []string{"/bin/true", "--promote"}, Timeout: Duration(time.Minute)}},
+		{"node.service_address", cfg.Node.ServiceAddress, "db-b.example.com:5432"},
+		{"service.follow", *cfg.Service.Follow, FollowHook{Command: []string{"/bin/true", "--follow"}, Timeout: Duration(45 * time.Second), NoLeaderAfter: ptr(Duration(0))}},
+		{"service.follow.no_leader_after (0: never)", cfg.Service.Follow.NoLeaderWait(), time.Duration(0)},
 		{"fencing.methods[0].rpc", *cfg.Fencing.Methods[0].RPC, RPCFencing{URL: "http://db-a.example.com:9201", TokenFile: "", Timeout: Duration(2 * time.Second), AllowInsecureHTTP: true}},
 		{"fencing.methods[1].ssh", *cfg.Fencing.Methods[1].SSH, SSHFencing{
 			User: "postgres", Port: 2222, IdentityFiles: []string{secret("id_ed25519")}, UseAgent: true,
@@ -156,7 +161,7 @@ func TestBadConfigs(t *testing.T) {
 	}{
 		{"unknown_key", []string{
 			"node.admin.tokn_file: unknown key; did you mean token_file? (line 7)",
-			"node.colour: unknown key; known keys: id, host, admin, shutdown_timeout (line 8)",
+			"node.colour: unknown key; known keys: id, host, service_address, admin, shutdown_timeout (line 8)",
 		}},
 		{"duration", []string{
 			`zookeeper.session_timeout: invalid duration "5 sec": want a number with a unit, like "5s" or "250ms" (line 4)`,
@@ -258,6 +263,16 @@ func TestBadConfigs(t *testing.T) {
 		{"log", []string{
 			`log.format: "logfmt" is not one of text, json`,
 			`log.level: "trace" is not one of debug, info, warn, error`,
+		}},
+		{"follow", []string{
+			`node.service_address: "127.0.0.1:99999": port must be a number from 1 to 65535`,
+			"service.follow.command: required",
+			"service.follow.timeout: must be > 0, got -2s",
+			"service.follow.no_leader_after: must not be negative (0 never runs the hook without a leader), got -1s",
+		}},
+		{"follow_address", []string{
+			`node.service_address: "db b:6379": contains white space or control characters`,
+			"service.follow.no_leader_after: must be at least 10ms, got 5ms",
 		}},
 		{"shutdown", []string{"node.shutdown_timeout: 500ms is shorter than service.demote.timeout plus its kill grace (1.25s)"}},
 	} {
@@ -647,5 +662,28 @@ func TestReferenceDocumentsEveryKey(t *testing.T) {
 		if !regexp.MustCompile(`(?m)^[ \t#-]*` + regexp.QuoteMeta(k) + `:`).Match(data) {
 			t.Errorf("configs/failoverd.yaml does not document key %q", k)
 		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// A follow block with only a command gets the documented defaults.
+func TestFollowDefaults(t *testing.T) {
+	cfg, err := Parse([]byte(`cluster: orders
+node: {id: node-a, host: 127.0.0.1, service_address: "[::1]:6379"}
+zookeeper: {servers: ["127.0.0.1:2181"]}
+health: {http: {url: "http://127.0.0.1:8080/health"}}
+service:
+  promote: {command: [/bin/true]}
+  demote: {command: [/bin/true]}
+  follow: {command: [/bin/true]}
+fencing: {methods: [{shell: {command: [/bin/true]}}]}
+`), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := cfg.Service.Follow
+	if f.Timeout != Duration(30*time.Second) || f.NoLeaderWait() != 30*time.Second || cfg.Node.ServiceAddress != "[::1]:6379" {
+		t.Errorf("follow %+v (no_leader_after %v), service address %q; want the 30s defaults", f, f.NoLeaderWait(), cfg.Node.ServiceAddress)
 	}
 }

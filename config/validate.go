@@ -85,6 +85,9 @@ func (c *Config) validate(opts LoadOptions) error {
 	n := &c.Node
 	v.name("node.id", n.ID)
 	v.host("node.host", n.Host)
+	if n.ServiceAddress != "" {
+		v.serviceAddress("node.service_address", n.ServiceAddress)
+	}
 	v.hostPort("node.admin.listen", n.Admin.Listen, true)
 	if n.Admin.AdvertiseURL != "" {
 		v.adminURL("node.admin.advertise_url", n.Admin.AdvertiseURL)
@@ -162,6 +165,16 @@ func (c *Config) validate(opts LoadOptions) error {
 	if demote := time.Duration(svc.Demote.Timeout) + lease.KillGrace; demoteOK && n.ShutdownTimeout > 0 && time.Duration(n.ShutdownTimeout) < demote {
 		v.add("node.shutdown_timeout", "%s is shorter than service.demote.timeout plus its kill grace (%s); a graceful stop must leave time to demote",
 			fmtDur(time.Duration(n.ShutdownTimeout)), fmtDur(demote))
+	}
+
+	if f := svc.Follow; f != nil {
+		v.command("service.follow.command", f.Command)
+		v.timeout("service.follow.timeout", f.Timeout)
+		if d := f.NoLeaderAfter; d != nil && *d < 0 {
+			v.add("service.follow.no_leader_after", "must not be negative (0 never runs the hook without a leader), got %s", fmtDur(time.Duration(*d)))
+		} else if d != nil && *d != 0 {
+			v.duration("service.follow.no_leader_after", *d, MinTimeout)
+		}
 	}
 
 	// fencing
@@ -322,6 +335,15 @@ func (v *validator) hostPort(p, s string, emptyHost bool) bool {
 		return false
 	}
 	return true
+}
+
+// serviceAddress checks node.service_address: it travels in the
+// breadcrumb, whose readers apply the same rule (internal/ids), and into
+// hooks' environments.
+func (v *validator) serviceAddress(p, s string) {
+	if err := ids.CheckHostPort(s); err != nil {
+		v.add(p, "%q: %v", s, err)
+	}
 }
 
 func (v *validator) port(p string, n int) {

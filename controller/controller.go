@@ -54,6 +54,10 @@ type Config struct {
 	// the breadcrumb's judgement of our own previous terms (NewInstance;
 	// empty: New draws one). The Records backend must be given the same.
 	Instance string
+	// ServiceAddress is node.service_address: published in the member
+	// record and, when set, in the breadcrumb (earlier versions refuse a
+	// breadcrumb with it, so it is empty unless configured).
+	ServiceAddress string
 	// ElectionMode ("fair" or "unfair") is recorded in the cluster record
 	// by the first node; a node whose mode differs refuses to join. Empty
 	// skips the check.
@@ -63,6 +67,10 @@ type Config struct {
 	// through Deps.Hooks and needs them here for the demote budget.
 	Promote Hook
 	Demote  Hook
+	// Follow, when set, makes the loop run the "follow" hook on this node
+	// whenever it is not the leader and the promoted leader changes (see
+	// follow.go). nil: no follow hook, no leader watch.
+	Follow *Follow
 
 	// ShutdownTimeout bounds a graceful stop (default 30s).
 	ShutdownTimeout time.Duration
@@ -72,6 +80,14 @@ type Config struct {
 	// DemoteHoldoff is how long an operator demote (POST /v1/demote) keeps
 	// this node out of the election (default 10s).
 	DemoteHoldoff time.Duration
+}
+
+// Follow configures the follow hook.
+type Follow struct {
+	Hook Hook
+	// NoLeaderAfter is how long without a promoted leader before the hook
+	// runs once with no leader (reason no_leader); 0 never runs it.
+	NoLeaderAfter time.Duration
 }
 
 // Package defaults of Config.
@@ -168,6 +184,7 @@ func New(cfg Config, deps Deps) (*Controller, error) {
 		state:   StateInitializing,
 		since:   time.Now(),
 		primary: primaryTracker{mayBePrimary: true}, // until the startup demote worked
+		follow:  followState{due: true, reason: reasonFollowStartup},
 	}
 	c.publish()
 	return c, nil
@@ -274,6 +291,10 @@ func (c *Controller) run(ctx context.Context) error {
 	wg.Add(2)
 	go func() { defer wg.Done(); c.publishMembers(bg) }()
 	go func() { defer wg.Done(); c.watchFailover(bg) }()
+	if c.cfg.Follow != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); c.watchLeader(bg) }()
+	}
 	defer func() {
 		close(c.loopDone)
 		stopBG()

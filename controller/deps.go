@@ -55,6 +55,9 @@ type Records interface {
 	// ExpireFailover deletes the failover request with key id if it is
 	// still there and not done.
 	ExpireFailover(ctx context.Context, id string) error
+	// WatchLeader calls fn with the promoted leader (cluster.LeaderOf; nil:
+	// none), first at once and then every time it changes, until ctx ends.
+	WatchLeader(ctx context.Context, fn func(*cluster.Leader)) error
 	// ReadBreadcrumb reads the breadcrumb outside any term.
 	ReadBreadcrumb(ctx context.Context) (breadcrumb.Record, int32, error)
 	// SessionChanged is closed when a new session begins (the member record
@@ -69,11 +72,12 @@ type HookEnv struct {
 	Reason   string
 	Epoch    int64
 	Previous *breadcrumb.Record // promote only: the leader fenced before it
+	Leader   *cluster.Leader    // follow only: the leader to follow (nil: none, the no-leader run)
 }
 
-// Hooks runs the service's promote and demote hooks.
+// Hooks runs the service's promote, demote and follow hooks.
 type Hooks interface {
-	// Run runs "promote" or "demote" and returns once it is over. reaped
+	// Run runs "promote", "demote" or "follow" and returns once it is over. reaped
 	// is non-nil only with an error wrapping proc.ErrUnkillable: the hook
 	// is still alive after SIGKILL, and reaped closes when it goes.
 	Run(ctx context.Context, name string, env HookEnv) (reaped <-chan struct{}, err error)
@@ -107,6 +111,14 @@ type Metrics interface {
 // alive after SIGKILL.
 type hookUnkillableMetric interface{ HookUnkillable(hook string) }
 
+// FollowMetrics is implemented by metrics that count follow hook runs
+// (result "success", "failure" or "timeout") and show the epoch of the
+// leader followed (0: none); the controller uses it when Metrics has it.
+type FollowMetrics interface {
+	FollowRun(result string)
+	Following(epoch int64)
+}
+
 // Deps are the controller's parts. Fencer may be nil only when running
 // without fencing was explicitly allowed; Logger nil discards.
 type Deps struct {
@@ -131,36 +143,42 @@ type Hook struct {
 // ProcHooks runs the configured commands with internal/proc: the
 // production Hooks.
 type ProcHooks struct {
-	Promote, Demote Hook
-	Cluster, NodeID string
-	Logger          *slog.Logger
+	Promote, Demote, Follow Hook
+	Cluster, NodeID         string
+	Logger                  *slog.Logger
 }
 
 // Run runs the hook name with the documented environment (FAILOVERD_*).
 func (p ProcHooks) Run(ctx context.Context, name string, env HookEnv) (<-chan struct{}, error) {
-	h, role := p.Demote, "standby"
-	if name == "promote" {
-		h, role = p.Promote, "leader"
+	var h Hook
+	var vars []string
+	switch name {
+	case "promote":
+		h, vars = p.Promote, p.roleEnv("leader", env)
+		if prev := env.Previous; prev != nil && prev.NodeID != "" {
+			vars = append(vars, "FAILOVERD_PREVIOUS_LEADER="+prev.NodeID, "FAILOVERD_PREVIOUS_EPOCH="+strconv.FormatInt(prev.Epoch, 10))
+			if prev.ServiceAddress != "" {
+				vars = append(vars, "FAILOVERD_PREVIOUS_ADDRESS="+prev.ServiceAddress)
+			}
+		}
+	case "follow":
+		h, vars = p.Follow, followEnv(p.Cluster, p.NodeID, env)
+	default:
+		h, vars = p.Demote, p.roleEnv("standby", env)
 	}
 	if len(h.Argv) == 0 {
 		return nil, nil
-	}
-	vars := []string{
-		"FAILOVERD_CLUSTER=" + p.Cluster,
-		"FAILOVERD_NODE_ID=" + p.NodeID,
-		"FAILOVERD_EPOCH=" + strconv.FormatInt(env.Epoch, 10),
-		"FAILOVERD_ROLE=" + role,
-		"FAILOVERD_REASON=" + env.Reason,
-	}
-	if prev := env.Previous; prev != nil && prev.NodeID != "" {
-		vars = append(vars, "FAILOVERD_PREVIOUS_LEADER="+prev.NodeID, "FAILOVERD_PREVIOUS_EPOCH="+strconv.FormatInt(prev.Epoch, 10))
 	}
 	logger := p.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	log := logger.With("component", "controller", "hook", name)
-	log.Info("running hook", "reason", env.Reason, "epoch", env.Epoch)
+	if name == "follow" {
+		log.Info("running hook", "reason", env.Reason, "leader", leaderID(env.Leader), "leader_epoch", leaderEpoch(env.Leader))
+	} else {
+		log.Info("running hook", "reason", env.Reason, "epoch", env.Epoch)
+	}
 	res, err := proc.Run(ctx, proc.Spec{
 		Argv: h.Argv, Env: vars, Timeout: h.Timeout, KillGrace: killGrace(h),
 		OnLine: func(stream, line string) { log.Info("hook output", "stream", stream, "line", line) },
@@ -174,4 +192,34 @@ func (p ProcHooks) Run(ctx context.Context, name string, env HookEnv) (<-chan st
 		return res.Reaped, err
 	}
 	return nil, err
+}
+
+// roleEnv is the environment of the promote and demote hooks.
+func (p ProcHooks) roleEnv(role string, env HookEnv) []string {
+	return []string{
+		"FAILOVERD_CLUSTER=" + p.Cluster,
+		"FAILOVERD_NODE_ID=" + p.NodeID,
+		"FAILOVERD_EPOCH=" + strconv.FormatInt(env.Epoch, 10),
+		"FAILOVERD_ROLE=" + role,
+		"FAILOVERD_REASON=" + env.Reason,
+	}
+}
+
+// followEnv is the follow hook's environment: the four FAILOVERD_LEADER_*
+// are always set, empty in the no-leader run.
+func followEnv(clusterName, nodeID string, env HookEnv) []string {
+	var id, host, addr, epoch string
+	if ld := env.Leader; ld != nil {
+		id, host, addr, epoch = ld.NodeID, ld.Host, ld.ServiceAddress, strconv.FormatInt(ld.Epoch, 10)
+	}
+	return []string{
+		"FAILOVERD_CLUSTER=" + clusterName,
+		"FAILOVERD_NODE_ID=" + nodeID,
+		"FAILOVERD_ROLE=standby",
+		"FAILOVERD_REASON=" + env.Reason,
+		"FAILOVERD_LEADER_ID=" + id,
+		"FAILOVERD_LEADER_HOST=" + host,
+		"FAILOVERD_LEADER_ADDRESS=" + addr,
+		"FAILOVERD_LEADER_EPOCH=" + epoch,
+	}
 }

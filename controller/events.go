@@ -87,6 +87,11 @@ type termFinished struct {
 	err   error
 }
 
+// leaderSeen is the promoted leader as the leader watch reports it (nil:
+// none).
+type leaderSeen struct{ leader *cluster.Leader }
+
+func (leaderSeen) event()     {}
 func (joinChecked) event()    {}
 func (termWon) event()        {}
 func (termEnded) event()      {}

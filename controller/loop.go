@@ -43,6 +43,7 @@ type loop struct {
 
 	startup startupState
 	adopt   adoptState
+	follow  followState
 
 	seenFailover string                   // key of the last failover request acted on
 	expiry       *cluster.FailoverRequest // deleted at expiryAt unless done
@@ -100,15 +101,21 @@ const (
 	forTermEnd                      // the demote that ends a term (or follows a failed promote)
 	forOperator                     // demote requests
 	forReap                         // demote after a stuck hook was reaped
+	forFollow                       // the follow hook (never in a term)
 )
 
 type hookRun struct {
-	name    string // "promote" or "demote"
+	name    string // "promote", "demote" or "follow"
 	purpose hookPurpose
 	env     HookEnv
 	term    *term
 	stuck   *stuckHook // forReap
 	refused bool       // not started: a stuck hook is alive
+
+	// forFollow: the loop may stop a follow it no longer wants (cancel);
+	// cancelled says it did, so the end is not a failure.
+	cancel    context.CancelCauseFunc
+	cancelled bool
 }
 
 // loop runs until the graceful stop is over.
@@ -191,6 +198,7 @@ func (c *Controller) armTimer(timer *time.Timer) {
 	if l.stuck != nil {
 		consider(l.stuck.retryAt)
 	}
+	c.considerFollow(consider)
 	if l.stopping {
 		consider(l.stopDeadline)
 	}
@@ -248,6 +256,7 @@ func (c *Controller) reconcileOnce() {
 	if want && l.cand == nil {
 		c.startCandidacy()
 	}
+	c.stopUnwantedFollow(now)
 	if l.hook == nil {
 		c.startNextHook(now)
 	}
@@ -369,7 +378,12 @@ func (c *Controller) publish() {
 		Cluster: c.cfg.Cluster, NodeID: c.cfg.NodeID, Host: c.cfg.Host, AdminURL: c.cfg.AdminURL,
 		State: l.state, Health: l.health.String(), Epoch: l.epoch, Since: l.since,
 		LastError: l.lastErr, Version: c.cfg.Version, Instance: c.instance, Role: "standby",
+		ServiceAddress: c.cfg.ServiceAddress,
 	}}
+	if f := l.follow.following; f != nil {
+		s.status.Following, s.status.FollowingEpoch = f.NodeID, f.Epoch
+	}
+	s.status.FollowingSince = l.follow.since
 	if l.state == StateLeader {
 		s.status.Role = "leader"
 	}
@@ -412,6 +426,8 @@ func (c *Controller) apply(ev event) {
 		c.onAdopted(ev)
 	case termFinished:
 		c.onTermFinished(ev)
+	case leaderSeen:
+		c.onLeaderSeen(ev.leader)
 	}
 }
 
@@ -521,6 +537,8 @@ func (c *Controller) startNextHook(now time.Time) {
 		}
 		tm.phase = phPromoting
 		c.startHook(&hookRun{name: "promote", purpose: forPromote, term: tm, env: HookEnv{Reason: reasonElected, Epoch: tm.epoch, Previous: tm.prev}}, tm.ctx)
+	case tm == nil:
+		c.startFollow(now)
 	}
 }
 
@@ -570,6 +588,9 @@ func (c *Controller) onHookDone(ev hookDone) {
 	if h.name == "demote" && ev.err == nil {
 		l.primary.demoted()
 	}
+	if h.name == "demote" && h.purpose != forStartup && !h.refused {
+		c.followAfterDemote()
+	}
 	switch h.purpose {
 	case forStartup:
 		c.onStartupDemote(ev.err)
@@ -594,6 +615,8 @@ func (c *Controller) onHookDone(ev hookDone) {
 		c.onPromoteDone(h.term, ev.err)
 	case forTermEnd:
 		c.onEndDemoteDone(h.term, ev.err)
+	case forFollow:
+		c.onFollowDone(h, ev.err)
 	}
 }
 

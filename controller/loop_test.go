@@ -1072,26 +1072,33 @@ func TestTwoNodesExactlyOneLeads(t *testing.T) {
 }
 
 // FuzzLoop drives two nodes with random events (health, cede, demote
-// requests, term ends, failover requests, failing hooks and fences) and
-// checks after each step: no two hooks of a node overlap, every promote
-// follows a breadcrumb write of its own epoch by that node, and at most one
-// node reports itself leader with a valid term.
+// requests, term ends, failover requests, failing hooks and fences, failing
+// and slow follow hooks) and a third that only follows, and checks after
+// each step: no two hooks of a node overlap (follow included), every
+// promote follows a breadcrumb write of its own epoch by that node, at most
+// one node reports itself leader with a valid term, and every follow run
+// starts outside its node's terms, never towards its own node, and only
+// towards a leader whose promote of that epoch had succeeded.
 func FuzzLoop(f *testing.F) {
 	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11})
 	f.Add([]byte{3, 3, 7, 7, 1, 0, 9, 2, 5, 5, 11, 4, 6, 8, 10})
+	f.Add([]byte{26, 27, 24, 8, 9, 25, 0, 26, 3, 27, 10, 11, 2, 24})
 	f.Fuzz(func(t *testing.T, ops []byte) {
 		if len(ops) > 64 {
 			ops = ops[:64]
 		}
 		test(t, func(t *testing.T, w *controllertest.World) {
 			w.SetBreadcrumb(other("x", 1))
-			nodes := []*node{start(t, w, "a"), start(t, w, "b")}
+			nodes := []*node{start(t, w, "a", following(2*time.Second)), start(t, w, "b", following(2*time.Second)), start(t, w, "c", following(0))}
 			for _, n := range nodes {
 				n.healthy()
 			}
 			for i, op := range ops {
 				n := nodes[int(op)%2]
-				switch op / 2 % 12 {
+				if op/2%14 >= 12 {
+					n = nodes[int(op)%3] // c, never healthy, only follows
+				}
+				switch op / 2 % 14 {
 				case 0:
 					n.unhealthy()
 				case 1:
@@ -1120,6 +1127,10 @@ func FuzzLoop(f *testing.F) {
 					n.fence.Fail(1)
 				case 11:
 					n.hooks.On("promote", controllertest.Result{Take: 2 * time.Second})
+				case 12:
+					n.hooks.On("follow", controllertest.Result{Err: errors.New("fuzz"), Take: 500 * time.Millisecond})
+				case 13:
+					n.hooks.On("follow", controllertest.Result{Take: 3 * time.Second, KillTake: 250 * time.Millisecond})
 				}
 				time.Sleep(time.Duration(op%7) * 150 * time.Millisecond)
 				synctest.Wait()
@@ -1147,6 +1158,7 @@ func checkInvariants(t *testing.T, w *controllertest.World, nodes []*node) {
 				t.Fatalf("%s promoted at epoch %d without writing its breadcrumb (writes %v)", n.id, c.Env.Epoch, w.Writes())
 			}
 		}
+		checkFollows(t, w, n, nodes)
 		if n.state() == controller.StateLeader {
 			if tm := w.Term(n.id); tm != nil && tm.Valid() == nil {
 				leaders++
@@ -1155,5 +1167,39 @@ func checkInvariants(t *testing.T, w *controllertest.World, nodes []*node) {
 	}
 	if leaders > 1 {
 		t.Fatalf("%d nodes lead with a valid term", leaders)
+	}
+}
+
+// checkFollows: n's follow runs never start in one of n's terms, never
+// target n, and target only a leader whose promote of that epoch had
+// ended successfully before the run started.
+func checkFollows(t *testing.T, w *controllertest.World, n *node, nodes []*node) {
+	t.Helper()
+	spans := w.Spans()
+	for _, c := range n.hooks.Calls() {
+		if c.Name != "follow" {
+			continue
+		}
+		for _, s := range spans {
+			// A follow may start at the very instant the elector calls won,
+			// before the loop heard of the term (it stops it then); after
+			// that instant, none may start until the term was released.
+			if s.Node == n.id && c.At.After(s.From) && (s.To.IsZero() || c.At.Before(s.To)) {
+				t.Fatalf("%s started a follow at %v inside its term %d (%v..%v): %v", n.id, c.At, s.Epoch, s.From, s.To, n.hooks.Reasons())
+			}
+		}
+		ld := c.Env.Leader
+		if ld == nil {
+			continue
+		}
+		if ld.NodeID == n.id {
+			t.Fatalf("%s followed itself: %+v", n.id, ld)
+		}
+		i := slices.IndexFunc(nodes, func(m *node) bool { return m.id == ld.NodeID })
+		if i < 0 || !slices.ContainsFunc(nodes[i].hooks.Calls(), func(p controllertest.Call) bool {
+			return p.Name == "promote" && p.Env.Epoch == ld.Epoch && p.Err == nil && !p.End.IsZero() && !p.End.After(c.At)
+		}) {
+			t.Fatalf("%s followed %s at epoch %d at %v, which had not been promoted", n.id, ld.NodeID, ld.Epoch, c.At)
+		}
 	}
 }

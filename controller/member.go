@@ -21,7 +21,8 @@ func memberOf(s Status) cluster.Member {
 		Cluster: s.Cluster, NodeID: s.NodeID, Host: s.Host, AdminURL: s.AdminURL,
 		State: string(s.State), Role: s.Role, Health: s.Health, Epoch: s.Epoch, Since: s.Since,
 		ZKConnected: s.ZKConnected, LeaseRemaining: s.LeaseRemaining, LastError: s.LastError,
-		Version: s.Version, Instance: s.Instance,
+		Version: s.Version, Instance: s.Instance, ServiceAddress: s.ServiceAddress,
+		Following: s.Following, FollowingEpoch: s.FollowingEpoch, FollowingSince: s.FollowingSince,
 	}
 }
 

@@ -140,7 +140,7 @@ func (c *Controller) readStep(tm *term) stepResult {
 // fenceStep fences the node the breadcrumb names.
 func (c *Controller) fenceStep(tm *term) stepResult {
 	rec := tm.prev
-	t := fencer.Target{NodeID: rec.NodeID, Host: rec.Host, AdminURL: rec.AdminURL, Epoch: rec.Epoch}
+	t := fencer.Target{NodeID: rec.NodeID, Host: rec.Host, AdminURL: rec.AdminURL, Epoch: rec.Epoch, ServiceAddress: rec.ServiceAddress}
 	start := time.Now()
 	method, err := c.fence.Fence(tm.ctx, t)
 	if err != nil {
@@ -161,7 +161,10 @@ func (c *Controller) writeStep(tm *term) stepResult {
 	// call ours unreadable and refuse to promote. ownPreviousTerm does not
 	// need it (the admin URL already tells an earlier run of this node from a
 	// live duplicate); write it once every supported version reads it.
-	rec := breadcrumb.Record{NodeID: c.cfg.NodeID, Host: c.cfg.Host, AdminURL: c.cfg.AdminURL, Epoch: tm.epoch, Since: time.Now().UTC()}
+	// ServiceAddress likewise is written only when configured (the README
+	// says to configure it once every node runs this version).
+	rec := breadcrumb.Record{NodeID: c.cfg.NodeID, Host: c.cfg.Host, AdminURL: c.cfg.AdminURL, Epoch: tm.epoch, Since: time.Now().UTC(),
+		ServiceAddress: c.cfg.ServiceAddress}
 	v, err := tm.t.WriteBreadcrumb(pauseBeforeBreadcrumb(tm.ctx, c.log, tm.epoch), rec, tm.version)
 	if err != nil {
 		return stepResult{writeErr: err}

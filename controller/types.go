@@ -42,6 +42,15 @@ type Status struct {
 	// it tells a node's own earlier session from another process using the
 	// same node id.
 	Instance string `json:"instance,omitempty"`
+	// ServiceAddress is node.service_address (empty: not configured).
+	ServiceAddress string `json:"service_address,omitempty"`
+	// Following is the promoted leader the follow hook last pointed the
+	// service at (its node id; empty: none yet, parked after the no-leader
+	// run, or no follow hook), FollowingEpoch that leader's epoch and
+	// FollowingSince when that run succeeded.
+	Following      string    `json:"following,omitempty"`
+	FollowingEpoch int64     `json:"following_epoch,omitempty"`
+	FollowingSince time.Time `json:"following_since,omitzero"`
 }
 
 // Promoted reports whether the local service is (being treated as) primary.

@@ -18,6 +18,9 @@ type Target struct {
 	Host     string // host (name or address) the old leader runs on
 	AdminURL string // base URL of the old leader's failoverd admin API, may be empty
 	Epoch    int64  // fencing token of the old leadership
+	// ServiceAddress is the old leader's node.service_address (host:port
+	// of its service), empty when it had none.
+	ServiceAddress string
 }
 
 // Method is one way of fencing a node (rpc, ssh, shell).

@@ -21,6 +21,7 @@ import (
 //	FAILOVERD_TARGET_HOST       host it runs on
 //	FAILOVERD_TARGET_ADMIN_URL  its admin API base URL (may be empty)
 //	FAILOVERD_TARGET_EPOCH      fencing token of its leadership
+//	FAILOVERD_TARGET_ADDRESS    its node.service_address (may be empty)
 //	FAILOVERD_CLUSTER           our cluster name
 //	FAILOVERD_NODE_ID           our own node id
 //
@@ -83,6 +84,7 @@ func (s *Shell) Fence(ctx context.Context, t Target) error {
 			"FAILOVERD_TARGET_HOST=" + t.Host,
 			"FAILOVERD_TARGET_ADMIN_URL=" + t.AdminURL,
 			"FAILOVERD_TARGET_EPOCH=" + strconv.FormatInt(t.Epoch, 10),
+			"FAILOVERD_TARGET_ADDRESS=" + t.ServiceAddress,
 			"FAILOVERD_CLUSTER=" + s.cfg.Cluster,
 			"FAILOVERD_NODE_ID=" + s.cfg.NodeID,
 		},

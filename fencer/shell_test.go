@@ -43,6 +43,7 @@ func TestShellEnvironment(t *testing.T) {
 	echo "host=$FAILOVERD_TARGET_HOST"
 	echo "admin_url=$FAILOVERD_TARGET_ADMIN_URL"
 	echo "epoch=$FAILOVERD_TARGET_EPOCH"
+	echo "address=$FAILOVERD_TARGET_ADDRESS"
 	echo "cluster=$FAILOVERD_CLUSTER"
 	echo "node_id=$FAILOVERD_NODE_ID"
 	if read -r line; then echo "stdin=open"; else echo "stdin=closed"; fi
@@ -50,7 +51,7 @@ func TestShellEnvironment(t *testing.T) {
 } > "$1"
 `)
 	// Shell syntax in target data must arrive as plain text.
-	tg := fencer.Target{NodeID: "node-a", Host: "db1; touch /tmp/pwned", AdminURL: "http://db1:9000/$(id)", Epoch: 42}
+	tg := fencer.Target{NodeID: "node-a", Host: "db1; touch /tmp/pwned", AdminURL: "http://db1:9000/$(id)", Epoch: 42, ServiceAddress: "db1:6379"}
 	s := newShell(t, fencer.ShellConfig{Argv: []string{script, out}, Timeout: 30 * time.Second, Cluster: "orders", NodeID: "node-b"}, fencer.Deps{})
 	if err := s.Fence(t.Context(), tg); err != nil {
 		t.Fatalf("Fence() = %v, want nil", err)
@@ -63,6 +64,7 @@ func TestShellEnvironment(t *testing.T) {
 host=db1; touch /tmp/pwned
 admin_url=http://db1:9000/$(id)
 epoch=42
+address=db1:6379
 cluster=orders
 node_id=node-b
 stdin=closed

@@ -78,12 +78,15 @@ type Metrics struct {
 	failoverDuration     prometheus.Histogram
 	breadcrumbUnreadable prometheus.Counter
 	fencingFailed        prometheus.Counter
+	followRuns           *prometheus.CounterVec
+	followingEpoch       prometheus.Gauge
 }
 
 var (
-	_ controller.Metrics  = (*Metrics)(nil)
-	_ fencer.Metrics      = (*Metrics)(nil)
-	_ healthcheck.Metrics = (*Metrics)(nil)
+	_ controller.Metrics       = (*Metrics)(nil)
+	_ controller.FollowMetrics = (*Metrics)(nil)
+	_ fencer.Metrics           = (*Metrics)(nil)
+	_ healthcheck.Metrics      = (*Metrics)(nil)
 )
 
 // New creates failoverd's collectors and registers them, together with build
@@ -174,6 +177,16 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 			Name:      "fencing_failed_total",
 			Help:      "Elections given up because every fencing method failed.",
 		}),
+		followRuns: f.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace,
+			Name:      "follow_runs_total",
+			Help:      "Runs of the follow hook, by result (success, failure, timeout); runs stopped by the daemon itself are not counted.",
+		}, []string{"result"}),
+		followingEpoch: f.NewGauge(prometheus.GaugeOpts{
+			Namespace: namespace,
+			Name:      "following_epoch",
+			Help:      "Epoch of the leader the follow hook last pointed the service at, 0 if none.",
+		}),
 	}
 
 	f.NewGauge(prometheus.GaugeOpts{
@@ -195,6 +208,7 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 	m.state.WithLabelValues(string(controller.StateInitializing)).Set(1)
 	for _, r := range []string{resultSuccess, resultFailure, resultTimeout} {
 		m.healthChecks.WithLabelValues(r)
+		m.followRuns.WithLabelValues(r)
 	}
 	for _, r := range []string{resultSuccess, resultFailure} {
 		m.promotions.WithLabelValues(r)
@@ -284,6 +298,12 @@ func (m *Metrics) BreadcrumbUnreadable() { m.breadcrumbUnreadable.Inc() }
 
 // FencingFailed implements controller.Metrics.
 func (m *Metrics) FencingFailed() { m.fencingFailed.Inc() }
+
+// FollowRun counts a follow hook run (result success, failure or timeout).
+func (m *Metrics) FollowRun(result string) { m.followRuns.WithLabelValues(result).Inc() }
+
+// Following sets the epoch of the leader followed (0: none).
+func (m *Metrics) Following(epoch int64) { m.followingEpoch.Set(float64(epoch)) }
 
 // FenceAttempt implements fencer.Metrics.
 func (m *Metrics) FenceAttempt(method, result string, d time.Duration) {

@@ -76,6 +76,9 @@ func exercise(m *Metrics) {
 	m.FencingFailed()
 	m.LeadershipLost("lease_expired")
 	m.Demotion("failure")
+	m.FollowRun("timeout")
+	m.FollowRun("success")
+	m.Following(41)
 }
 
 // failoverdNames lists the failoverd_ families reg gathers, except
@@ -111,6 +114,8 @@ func TestMetricNames(t *testing.T) {
 		"failoverd_fence_attempts_total",
 		"failoverd_fence_duration_seconds",
 		"failoverd_fencing_failed_total",
+		"failoverd_follow_runs_total",
+		"failoverd_following_epoch",
 		"failoverd_health_check_duration_seconds",
 		"failoverd_health_checks_total",
 		"failoverd_health_up",
@@ -283,6 +288,9 @@ func TestCounters(t *testing.T) {
 		{`health_checks_total{result="failure"}`, m.healthChecks.WithLabelValues("failure"), 0},
 		{"breadcrumb_unreadable_total", m.breadcrumbUnreadable, 1},
 		{"fencing_failed_total", m.fencingFailed, 1},
+		{`follow_runs_total{result="timeout"}`, m.followRuns.WithLabelValues("timeout"), 1},
+		{`follow_runs_total{result="failure"}`, m.followRuns.WithLabelValues("failure"), 0},
+		{"following_epoch", m.followingEpoch, 41},
 	} {
 		if got := testutil.ToFloat64(tc.c); got != tc.want {
 			t.Errorf("failoverd_%s = %v, want %v", tc.name, got, tc.want)
@@ -421,7 +429,8 @@ func TestFreshRegistryExposesEverySeries(t *testing.T) {
 			fmt.Sprintf(`failoverd_demotions_total{result=%q}`, result))
 	}
 	for _, result := range []string{"success", "failure", "timeout"} {
-		want = append(want, fmt.Sprintf(`failoverd_health_checks_total{result=%q}`, result))
+		want = append(want, fmt.Sprintf(`failoverd_health_checks_total{result=%q}`, result),
+			fmt.Sprintf(`failoverd_follow_runs_total{result=%q}`, result))
 	}
 	for _, reason := range []string{"shutdown", "unhealthy", "operator_demote", "ceded", "failover_handoff",
 		"hook_unkillable", "join_refused", "takeover_failed", "lease_expired", "session_expired", "znode_deleted", "unknown"} {
@@ -433,7 +442,7 @@ func TestFreshRegistryExposesEverySeries(t *testing.T) {
 	want = append(want,
 		"failoverd_elections_won_total{}", "failoverd_breadcrumb_unreadable_total{}", "failoverd_fencing_failed_total{}",
 		"failoverd_failover_duration_seconds{}", "failoverd_health_check_duration_seconds{}",
-		"failoverd_is_leader{}", "failoverd_epoch{}", "failoverd_health_up{}")
+		"failoverd_is_leader{}", "failoverd_epoch{}", "failoverd_health_up{}", "failoverd_following_epoch{}")
 	for _, k := range want {
 		v, ok := got[k]
 		switch {

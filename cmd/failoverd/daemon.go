@@ -115,15 +115,32 @@ func zkConfig(cfg *config.Config, logger *slog.Logger) (zk.Config, error) {
 // controllerConfig is the controller's part of cfg. The promote's and the
 // demote's kill graces are set explicitly: both are part of the demote
 // budget (controller.DemoteBudget, the same lease.DemoteBudget that config
-// validation used).
+// validation used). The follow hook's kill grace is the same: a node
+// elected while its follow runs waits that long at most for the slot.
 func controllerConfig(cfg *config.Config) controller.Config {
-	return controller.Config{
+	ccfg := controller.Config{
 		Cluster: cfg.Cluster, NodeID: cfg.Node.ID, Host: cfg.Node.Host, AdminURL: cfg.AdminURL(),
-		Version: version, ElectionMode: cfg.Election.Mode, Instance: controller.NewInstance(),
+		ServiceAddress: cfg.Node.ServiceAddress,
+		Version:        version, ElectionMode: cfg.Election.Mode, Instance: controller.NewInstance(),
 		Promote:         controller.Hook{Argv: cfg.Service.Promote.Command, Timeout: cfg.Service.Promote.Timeout.Std(), KillGrace: lease.KillGrace},
 		Demote:          controller.Hook{Argv: cfg.Service.Demote.Command, Timeout: cfg.Service.Demote.Timeout.Std(), KillGrace: lease.KillGrace},
 		ShutdownTimeout: cfg.Node.ShutdownTimeout.Std(),
 	}
+	if f := cfg.Service.Follow; f != nil {
+		ccfg.Follow = &controller.Follow{
+			Hook:          controller.Hook{Argv: f.Command, Timeout: f.Timeout.Std(), KillGrace: lease.KillGrace},
+			NoLeaderAfter: f.NoLeaderWait(),
+		}
+	}
+	return ccfg
+}
+
+// followHook is the follow hook's command (none when not configured).
+func followHook(ccfg controller.Config) controller.Hook {
+	if ccfg.Follow == nil {
+		return controller.Hook{}
+	}
+	return ccfg.Follow.Hook
 }
 
 // electionConfig is the elector's part of cfg: the lease (0: derived from
@@ -176,7 +193,7 @@ func build(cfg *config.Config, logger *slog.Logger) (*daemon, error) {
 	}
 	ctrl, err := controller.New(ccfg, controller.Deps{
 		Elector: store.Elector(el), Records: store, Fencer: fence, Metrics: m, Logger: logger,
-		Hooks: controller.ProcHooks{Promote: ccfg.Promote, Demote: ccfg.Demote, Cluster: cfg.Cluster, NodeID: cfg.Node.ID, Logger: logger},
+		Hooks: controller.ProcHooks{Promote: ccfg.Promote, Demote: ccfg.Demote, Follow: followHook(ccfg), Cluster: cfg.Cluster, NodeID: cfg.Node.ID, Logger: logger},
 	})
 	if err != nil {
 		return nil, err

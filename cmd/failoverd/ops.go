@@ -108,13 +108,10 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "Cluster: %s\n", v.Cluster)
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tROLE\tSTATE\tHEALTH\tEPOCH\tSINCE\tHOST")
+	fmt.Fprintln(tw, "NODE\tROLE\tSTATE\tHEALTH\tEPOCH\tSINCE\tHOST\tADDRESS\tFOLLOWING\tFOLLOWING SINCE")
 	for _, m := range v.Members {
-		since := "-"
-		if !m.Since.IsZero() {
-			since = m.Since.Local().Format(time.DateTime)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", m.NodeID, m.Role, m.State, m.Health, m.Epoch, since, m.Host)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", m.NodeID, m.Role, m.State, m.Health, m.Epoch, timeOrDash(m.Since), m.Host,
+			orDash(m.ServiceAddress), following(m), timeOrDash(m.FollowingSince))
 	}
 	tw.Flush()
 	switch {
@@ -127,6 +124,29 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "Election queue: %v\n", v.Queue)
 	return exitOK
+}
+
+// following is the FOLLOWING column: the leader the member's follow hook
+// last pointed its service at, as id@epoch ("-": none).
+func following(m cluster.Member) string {
+	if m.Following == "" {
+		return "-"
+	}
+	return fmt.Sprintf("%s@%d", m.Following, m.FollowingEpoch)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func timeOrDash(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.Local().Format(time.DateTime)
 }
 
 func cmdBreadcrumb(args []string, stdout, stderr io.Writer) int {

@@ -17,6 +17,9 @@ type Result struct {
 	Err        error         // the hook fails with it (after Take)
 	Take       time.Duration // how long it runs (ctx ending kills it)
 	Unkillable bool          // it outlives SIGKILL until Hooks.Reap
+	// KillTake is how long it takes to exit once its ctx ended (a hook
+	// that ignores SIGTERM until the kill grace, say).
+	KillTake time.Duration
 }
 
 // Call is one hook run as the controller asked for it.
@@ -24,7 +27,8 @@ type Call struct {
 	Name string
 	Env  controller.HookEnv
 	At   time.Time
-	Err  error // how it ended
+	End  time.Time // zero while it runs
+	Err  error     // how it ended
 }
 
 // Hooks is a scripted controller.Hooks: each run takes the next Result
@@ -128,6 +132,9 @@ func (h *Hooks) Run(ctx context.Context, name string, env controller.HookEnv) (<
 		case <-ctx.Done():
 			t.Stop()
 			err = ErrKilled
+			if r.KillTake > 0 {
+				time.Sleep(r.KillTake)
+			}
 		}
 	}
 	var out <-chan struct{}
@@ -137,7 +144,7 @@ func (h *Hooks) Run(ctx context.Context, name string, env controller.HookEnv) (<
 	}
 	h.mu.Lock()
 	h.running--
-	h.calls[i].Err = err
+	h.calls[i].Err, h.calls[i].End = err, time.Now()
 	h.mu.Unlock()
 	return out, err
 }
@@ -248,3 +255,5 @@ func (m *Metrics) FailoverDuration(d time.Duration)       { m.add("failover_dura
 func (m *Metrics) BreadcrumbUnreadable()                  { m.add("breadcrumb_unreadable") }
 func (m *Metrics) FencingFailed()                         { m.add("fencing_failed") }
 func (m *Metrics) HookUnkillable(hook string)             { m.add("unkillable:" + hook) }
+func (m *Metrics) FollowRun(result string)                { m.add("follow:" + result) }
+func (m *Metrics) Following(epoch int64)                  { m.add(fmt.Sprintf("following:%d", epoch)) }

@@ -40,12 +40,32 @@ type World struct {
 	foChange chan struct{} // closed and replaced on every failover change
 	members  map[string]cluster.Member
 	nodes    map[string]*Node
+	// lrChange is closed and replaced whenever the breadcrumb or a member
+	// record changes: the leader watches look again.
+	lrChange chan struct{}
+	hideLR   bool // leader changes are not reported to watches
 
 	beforeWrite func(epoch int64) // runs right before a breadcrumb write
 	afterWrite  func(epoch int64) // runs right after a successful one
 	hideFO      bool              // failover changes are not reported to watches
 	writes      []breadcrumb.Record
 	finishes    []int32
+	spans       []Span
+}
+
+// Span is one term as the elector saw it: from the won callback's start to
+// its return (To zero: still held).
+type Span struct {
+	Node     string
+	Epoch    int64
+	From, To time.Time
+}
+
+// Spans lists every term so far, in the order they were won.
+func (w *World) Spans() []Span {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]Span(nil), w.spans...)
 }
 
 // entry is one candidate's election entry (a znode).
@@ -63,6 +83,7 @@ func New() *World {
 		timing:   lease.Timing{Session: 6 * time.Second, Lease: 4 * time.Second, Margin: 300 * time.Millisecond},
 		bcVer:    -1,
 		foChange: make(chan struct{}),
+		lrChange: make(chan struct{}),
 		members:  map[string]cluster.Member{},
 		nodes:    map[string]*Node{},
 	}
@@ -85,6 +106,47 @@ func (w *World) Node(id string) *Node {
 		w.nodes[id] = n
 	}
 	return n
+}
+
+// leaderChanged wakes the leader watches. Call with w.mu held.
+func (w *World) leaderChanged() {
+	if !w.hideLR {
+		close(w.lrChange)
+		w.lrChange = make(chan struct{})
+	}
+}
+
+// HideLeader stops (true) or resumes (false) reporting leader changes to
+// the nodes' leader watches.
+func (w *World) HideLeader(hide bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.hideLR = hide
+	w.leaderChanged()
+}
+
+// PromotedLeader is the promoted leader as cluster.LeaderOf picks it from
+// the breadcrumb and the member records (nil: none).
+func (w *World) PromotedLeader() *cluster.Leader {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.promotedLeader()
+}
+
+func (w *World) promotedLeader() *cluster.Leader {
+	members := make([]cluster.Member, 0, len(w.members))
+	for _, m := range w.members {
+		members = append(members, m)
+	}
+	return cluster.LeaderOf(w.bc, members)
+}
+
+// DropMember deletes node id's member record (its session is gone).
+func (w *World) DropMember(id string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.members, id)
+	w.leaderChanged()
 }
 
 // promoteFirst gives the first entry its turn. Call with w.mu held.
@@ -170,6 +232,10 @@ func (w *World) end(id string, cause error, deleteEntry bool) {
 	if t != nil && cause != election.ErrNodeDeleted {
 		t.invalid = cause
 	}
+	if t != nil && cause == election.ErrSessionExpired {
+		delete(w.members, id) // ephemeral, of the session that ended
+		w.leaderChanged()
+	}
 	w.mu.Unlock()
 	if t == nil {
 		panic(fmt.Sprintf("controllertest: %s holds no term", id))
@@ -181,6 +247,7 @@ func (w *World) end(id string, cause error, deleteEntry bool) {
 func (w *World) SetBreadcrumb(r *breadcrumb.Record) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	defer w.leaderChanged()
 	if r == nil {
 		w.bc, w.bcVer = nil, -1
 		return
@@ -346,6 +413,8 @@ func (n *Node) Campaign(ctx context.Context, won func(context.Context, cluster.T
 		tctx, cancel := context.WithCancelCause(ctx)
 		t := &Term{w: w, e: e, epoch: w.lastZxid, timing: w.timing, cancel: cancel}
 		e.term = t
+		span := len(w.spans)
+		w.spans = append(w.spans, Span{Node: n.id, Epoch: t.epoch, From: time.Now()})
 		w.mu.Unlock()
 		done := make(chan struct{})
 		go func() {
@@ -359,6 +428,7 @@ func (n *Node) Campaign(ctx context.Context, won func(context.Context, cluster.T
 			<-done
 		}
 		w.mu.Lock()
+		w.spans[span].To = time.Now()
 		e.term = nil
 		w.remove(e)
 		w.mu.Unlock()
@@ -384,6 +454,7 @@ func (n *Node) PublishMember(ctx context.Context, m cluster.Member) error {
 		return n.pubErr
 	}
 	n.w.members[n.id] = m
+	n.w.leaderChanged()
 	return nil
 }
 
@@ -407,6 +478,28 @@ func (n *Node) WatchFailover(ctx context.Context, fn func(*cluster.FailoverReque
 		}
 		w.mu.Unlock()
 		fn(r)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-ch:
+		}
+	}
+}
+
+// WatchLeader calls fn with the promoted leader now and after every change
+// (by Same or by any field).
+func (n *Node) WatchLeader(ctx context.Context, fn func(*cluster.Leader)) error {
+	w := n.w
+	var last *cluster.Leader
+	for first := true; ; first = false {
+		w.mu.Lock()
+		ch := w.lrChange
+		ld := w.promotedLeader()
+		w.mu.Unlock()
+		if first || (ld == nil) != (last == nil) || ld != nil && *ld != *last {
+			fn(ld)
+			last = ld
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -523,6 +616,7 @@ func (t *Term) WriteBreadcrumb(ctx context.Context, r breadcrumb.Record, version
 	w.bc = &r
 	w.bcVer++
 	w.writes = append(w.writes, r)
+	w.leaderChanged()
 	v, after := w.bcVer, w.afterWrite
 	w.mu.Unlock()
 	if after != nil {
@@ -568,6 +662,7 @@ func (t *Term) Finish(ctx context.Context, bcVersion int32) error {
 	}
 	w.bc, w.bcVer = nil, -1
 	w.finishes = append(w.finishes, bcVersion)
+	w.leaderChanged()
 	w.remove(t.e)
 	return nil
 }

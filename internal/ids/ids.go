@@ -72,6 +72,30 @@ func CheckHTTPURL(s string) error {
 	return nil
 }
 
+// CheckHostPort checks a service address: host:port with a valid host
+// name or IP address (IPv6 in brackets) and a port from 1 to 65535, and no
+// control characters or white space anywhere.
+func CheckHostPort(s string) error {
+	if s == "" {
+		return errors.New("required")
+	}
+	if HasControlOrSpace(s) {
+		return errors.New("contains white space or control characters")
+	}
+	host, port, err := net.SplitHostPort(s)
+	switch {
+	case err != nil:
+		return errors.New("not host:port")
+	case host == "":
+		return errors.New("no host")
+	case !ValidHost(host):
+		return fmt.Errorf("%q is not a host name or IP address", host)
+	case !validPort(port):
+		return errors.New("port must be a number from 1 to 65535")
+	}
+	return nil
+}
+
 func validPort(p string) bool {
 	if len(p) > 5 {
 		return false

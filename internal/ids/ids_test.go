@@ -44,3 +44,16 @@ func TestCheckHTTPURL(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckHostPort(t *testing.T) {
+	for _, s := range []string{"db-a:6379", "10.0.0.1:5432", "[::1]:1", "h.example.com.:65535"} {
+		if err := CheckHostPort(s); err != nil {
+			t.Errorf("CheckHostPort(%q) = %v", s, err)
+		}
+	}
+	for _, s := range []string{"", "db-a", ":6379", "db-a:", "db-a:0", "db-a:65536", "db-a:http", "db a:1", "db-a:1\n", "db\x00:1", "::1:6379", "-x:1"} {
+		if err := CheckHostPort(s); err == nil {
+			t.Errorf("CheckHostPort(%q) = nil, want an error", s)
+		}
+	}
+}
