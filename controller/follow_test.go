@@ -128,6 +128,7 @@ func TestFollowStoppedByElectionPromoteWaits(t *testing.T) {
 		b.healthy()
 		b.want(controller.StateStandby)
 		b.wantFollows("startup:a@1")
+		w.HideLeader(true) // b's leader watch lags: b is elected before it hears a is gone
 		stopAt := time.Now()
 		a.stop() // graceful: b is elected at once
 		time.Sleep(time.Second)
@@ -143,12 +144,14 @@ func TestFollowStoppedByElectionPromoteWaits(t *testing.T) {
 		if b.hooks.Overlaps() != 0 || b.metrics.Count("follow:failure") != 0 {
 			t.Errorf("overlaps %d; metrics %v (a stopped follow is no failure)", b.hooks.Overlaps(), b.metrics.Events())
 		}
+		w.HideLeader(false)
 		b.wantFollows("startup:a@1") // not run again while leading
 	})
 }
 
 // The lease is looked at again after the promote waited for a follow: a
-// term that ended meanwhile promotes nothing.
+// term whose lease ran out meanwhile promotes nothing, even before the
+// elector noticed.
 func TestFollowSlowToExitLeaseEndsNoPromote(t *testing.T) {
 	test(t, func(t *testing.T, w *controllertest.World) {
 		a := leader(t, w, "a")
@@ -161,8 +164,10 @@ func TestFollowSlowToExitLeaseEndsNoPromote(t *testing.T) {
 		a.unhealthy()
 		time.Sleep(time.Second)
 		b.want(controller.StatePromoting) // waiting for the slot
-		w.Expire("b")
+		w.Lapse("b")
 		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		w.Expire("b")
 		synctest.Wait()
 		for _, c := range b.hooks.Calls() {
 			if c.Name == "promote" && c.Env.Epoch == 2 {

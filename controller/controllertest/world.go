@@ -214,6 +214,21 @@ func (w *World) ExpireSession(id string) { w.end(id, election.ErrSessionExpired,
 // ends, Valid still holds (no I/O tells it), the guard fails.
 func (w *World) DeleteZnode(id string) { w.end(id, election.ErrNodeDeleted, true) }
 
+// Lapse makes node id's term invalid (Valid fails with a lease expiry)
+// without ending its context yet: the moment between a lease running out
+// and the elector noticing, which only the synchronous re-checks see.
+func (w *World) Lapse(id string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, e := range w.queue {
+		if e.node.id == id && e.term != nil {
+			e.term.invalid = election.ErrLeaseExpired
+			return
+		}
+	}
+	panic(fmt.Sprintf("controllertest: %s holds no term", id))
+}
+
 // EndTerm ends node id's term with an arbitrary cause.
 func (w *World) EndTerm(id string, cause error) { w.end(id, cause, false) }
 

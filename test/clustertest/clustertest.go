@@ -91,6 +91,10 @@ type Options struct {
 	// leader does, so it can act when it wins instead of a renew interval
 	// later).
 	ColdStandby bool
+	// Follow gives every node a follow hook (follow.sh: "follow" and
+	// "follow_done" events with the FAILOVERD_LEADER_* it got) and sets
+	// node.service_address to its toy's address.
+	Follow bool
 }
 
 // Cluster is a running test cluster.
@@ -271,6 +275,11 @@ ev() { printf '%s %s\n' "$(date +%s%N)" "$*" >> "` + c.EventsPath + `"; }
 code=$(curl -sS -o /dev/null -w '%{http_code}' -m 2 -X POST "$TOY/promote?epoch=$FAILOVERD_EPOCH" || true)
 # 409: the service refused the epoch (stale or already stood down), so it never became primary.
 case "$code" in 2*) ;; 409) ev promote_refused node=$FAILOVERD_NODE_ID epoch=$FAILOVERD_EPOCH; exit 1;; *) exit 1;; esac
+ev promote_done node=$FAILOVERD_NODE_ID epoch=$FAILOVERD_EPOCH prev_address=${FAILOVERD_PREVIOUS_ADDRESS:-}
+`,
+		"follow.sh": lib + `ev follow node=$FAILOVERD_NODE_ID role=$FAILOVERD_ROLE reason=$FAILOVERD_REASON leader=$FAILOVERD_LEADER_ID leader_host=$FAILOVERD_LEADER_HOST leader_address=$FAILOVERD_LEADER_ADDRESS leader_epoch=$FAILOVERD_LEADER_EPOCH cluster=$FAILOVERD_CLUSTER
+[ -e "$DIR/follow-fail" ] && { ev follow_failed node=$FAILOVERD_NODE_ID; exit 1; }
+ev follow_done node=$FAILOVERD_NODE_ID leader=$FAILOVERD_LEADER_ID leader_epoch=$FAILOVERD_LEADER_EPOCH
 `,
 		// hook-unkillable (chaos): the hook ignores SIGTERM and records its
 		// pid for the suite, which ptrace-attaches it so that even SIGKILL
@@ -316,6 +325,9 @@ func (n *Node) writeConfig(failoverd string) {
 	servers = n.serverSubset(servers)
 	var b strings.Builder
 	fmt.Fprintf(&b, "cluster: e2e\nnode:\n  id: %s\n  host: 127.0.0.1\n  shutdown_timeout: 15s\n", n.ID)
+	if o.Follow {
+		fmt.Fprintf(&b, "  service_address: %s\n", n.ToyAddr)
+	}
 	fmt.Fprintf(&b, "  admin:\n    listen: %s\n    token_file: %s\n", n.AdminAddr, filepath.Join(c.Dir, "token"))
 	if n.PeerProxy != nil {
 		fmt.Fprintf(&b, "    advertise_url: http://%s\n", n.PeerProxy.Addr())
@@ -340,6 +352,9 @@ func (n *Node) writeConfig(failoverd string) {
 	demoteTimeout := (o.SessionTimeout - o.SessionTimeout*2/3) * 9 / 10
 	fmt.Fprintf(&b, "service:\n  promote:\n    command: [%s]\n    timeout: 5s\n  demote:\n    command: [%s]\n    timeout: %s\n",
 		filepath.Join(c.Dir, "promote.sh"), filepath.Join(c.Dir, "demote.sh"), demoteTimeout.Round(time.Millisecond))
+	if o.Follow {
+		fmt.Fprintf(&b, "  follow:\n    command: [%s]\n    timeout: 5s\n", filepath.Join(c.Dir, "follow.sh"))
+	}
 	b.WriteString("fencing:\n  methods:\n")
 	if !o.NoRPCFence {
 		b.WriteString("    - rpc:\n        timeout: 1s\n")

@@ -1,0 +1,137 @@
+package e2e
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/failoverd/failoverd/test/clustertest"
+)
+
+// waitFollowed waits until every node in nodes ran its follow hook to the
+// end towards leader at epoch, and returns those follow_done events.
+func waitFollowed(t *testing.T, c *clustertest.Cluster, nodes []*clustertest.Node, leader string, epoch int64, timeout time.Duration) map[string]clustertest.Event {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		done := map[string]clustertest.Event{}
+		evs := c.Events()
+		for _, n := range nodes {
+			if d := clustertest.Find(evs, "follow_done", "node", n.ID, "leader", leader, "leader_epoch", strconv.FormatInt(epoch, 10)); len(d) > 0 {
+				done[n.ID] = d[0]
+			}
+		}
+		if len(done) == len(nodes) {
+			return done
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v only %d of %d nodes followed %s at epoch %d: %v", timeout, len(done), len(nodes), leader, epoch, clustertest.Find(evs, "follow"))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func without(nodes []*clustertest.Node, ids ...string) []*clustertest.Node {
+	return slices.DeleteFunc(slices.Clone(nodes), func(n *clustertest.Node) bool { return slices.Contains(ids, n.ID) })
+}
+
+// After the leader is killed, every surviving standby's follow hook runs
+// with the new leader's id, host, service address and epoch, only after
+// the new leader's promote hook ended; no node's follow runs while that
+// node promotes, and none towards itself.
+func TestStandbysFollowTheNewLeaderAfterACrash(t *testing.T) {
+	c := clustertest.Start(t, clustertest.Options{Nodes: 4, Follow: true})
+	old := c.Leader()
+	oldEpoch := epochOf(t, old)
+	waitFollowed(t, c, without(c.Nodes, old.ID), old.ID, oldEpoch, 30*time.Second)
+	for _, e := range clustertest.Find(c.Events(), "follow") {
+		if e.KV["reason"] != "startup" || e.KV["role"] != "standby" || e.KV["cluster"] != "e2e" {
+			t.Errorf("first follow %v, want reason startup, role standby, cluster e2e", e.KV)
+		}
+	}
+
+	old.Kill(syscall.SIGKILL)
+	next := c.WaitLeader(old.ID, 30*time.Second)
+	nextEpoch := epochOf(t, next)
+	survivors := without(c.Nodes, old.ID, next.ID)
+	followed := waitFollowed(t, c, survivors, next.ID, nextEpoch, 30*time.Second)
+
+	evs := c.Events()
+	promoted := clustertest.Find(evs, "promote_done", "node", next.ID, "epoch", strconv.FormatInt(nextEpoch, 10))
+	if len(promoted) != 1 {
+		t.Fatalf("promote_done events of %s at epoch %d: %v", next.ID, nextEpoch, promoted)
+	}
+	if a := promoted[0].KV["prev_address"]; a != old.ToyAddr {
+		t.Errorf("the new leader's promote got FAILOVERD_PREVIOUS_ADDRESS=%q, want %s", a, old.ToyAddr)
+	}
+	var last time.Duration
+	for _, n := range survivors {
+		runs := clustertest.Find(evs, "follow", "node", n.ID, "leader", next.ID)
+		if len(runs) == 0 {
+			t.Fatalf("%s: no follow run towards %s", n.ID, next.ID)
+		}
+		f := runs[0]
+		if !f.At.After(promoted[0].At) {
+			t.Errorf("%s followed %s at %s, before its promote ended at %s", n.ID, next.ID,
+				f.At.Format("15:04:05.000000"), promoted[0].At.Format("15:04:05.000000"))
+		}
+		want := map[string]string{"reason": "leader_changed", "role": "standby", "leader_host": "127.0.0.1",
+			"leader_address": next.ToyAddr, "leader_epoch": strconv.FormatInt(nextEpoch, 10), "cluster": "e2e"}
+		for k, v := range want {
+			if f.KV[k] != v {
+				t.Errorf("%s's follow got %s=%q, want %q (%v)", n.ID, k, f.KV[k], v, f.KV)
+			}
+		}
+		last = max(last, followed[n.ID].At.Sub(promoted[0].At))
+	}
+	t.Logf("new leader's promote end to the last standby's follow end: %v", last)
+
+	// No follow while its own node promotes, none towards itself.
+	for _, n := range c.Nodes {
+		for _, e := range clustertest.Find(evs, "follow", "leader", n.ID) {
+			if e.KV["node"] == n.ID {
+				t.Errorf("%s followed itself: %v", n.ID, e.KV)
+			}
+		}
+		promotes := clustertest.Find(evs, "promote", "node", n.ID)
+		dones := clustertest.Find(evs, "promote_done", "node", n.ID)
+		for i, p := range promotes {
+			end := time.Now()
+			if i < len(dones) {
+				end = dones[i].At
+			}
+			for _, kind := range []string{"follow", "follow_done"} {
+				for _, f := range clustertest.Find(evs, kind, "node", n.ID) {
+					if !f.At.Before(p.At) && !f.At.After(end) {
+						t.Errorf("%s: %s at %s while its promote ran (%s..%s)", n.ID, kind, f.At.Format("15:04:05.000000"),
+							p.At.Format("15:04:05.000000"), end.Format("15:04:05.000000"))
+					}
+				}
+			}
+		}
+	}
+
+	// Status and `failoverd status` show whom each node follows.
+	deadline := time.Now().Add(10 * time.Second)
+	for _, n := range survivors {
+		for {
+			s, ok := n.Status()
+			if ok && s.Following == next.ID && s.FollowingEpoch == nextEpoch && !s.FollowingSince.IsZero() && s.ServiceAddress == n.ToyAddr {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s status %+v, want following %s at epoch %d", n.ID, s, next.ID, nextEpoch)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	out, code := next.CLI("status")
+	want := next.ID + "@" + strconv.FormatInt(nextEpoch, 10)
+	if code != 0 || !strings.Contains(out, "FOLLOWING") || strings.Count(out, want) < len(survivors) {
+		t.Errorf("failoverd status (exit %d) does not show %d nodes following %s:\n%s", code, len(survivors), want, out)
+	}
+	c.CheckNoOverlap()
+}
