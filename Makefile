@@ -3,7 +3,7 @@ GO ?= go
 PKGS := ./...
 BIN := bin/failoverd
 
-.PHONY: build deps test test-short lint fuzz bench chaos mutants demo clean tidy-check
+.PHONY: build deps test test-short lint fuzz bench chaos mutants demo demo-redis clean tidy-check
 
 build:
 	@echo ">> building $(BIN)"
@@ -37,6 +37,11 @@ bench: deps
 
 demo:
 	@GO="$(GO)" bash examples/demo/demo.sh
+
+# make demo-redis: a Redis primary and two replicas protected by failoverd
+# (examples/redis); DEMO_KILL=daemon or redis for the other crashes.
+demo-redis:
+	@GO="$(GO)" bash examples/redis/demo.sh
 
 # make chaos DURATION=30m SEED=7: the long chaos schedule (test/chaos),
 # summary table at the end; artifacts (history, logs) in CHAOS_ARTIFACTS or

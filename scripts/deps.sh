@@ -11,6 +11,9 @@ command -v ssh-keygen >/dev/null 2>&1 || need+=(openssh-client)
 command -v ss >/dev/null 2>&1 || need+=(iproute2)
 command -v fuser >/dev/null 2>&1 || need+=(psmisc)
 command -v curl >/dev/null 2>&1 || need+=(curl)
+# examples/redis, make demo-redis and test/e2e's Redis tests.
+command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
+command -v redis-cli >/dev/null 2>&1 || need+=(redis-tools)
 
 # Optional: kazoo, the reference recipe of make bench (test/bench skips it
 # when no python3 imports it). Installed along with the rest, or alone when
