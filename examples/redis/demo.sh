@@ -350,7 +350,7 @@ pick_ports
 zkdir="$WORK/zookeeper"
 mkdir -p "$zkdir/data"
 # tickTime=200 lets clients have short sessions (the minimum is 2 ticks),
-# so a dead leader is noticed within the 4s session timeout.
+# so a dead leader is noticed within the 5s session timeout.
 cat >"$zkdir/zoo.cfg" <<EOF
 tickTime=200
 initLimit=50
@@ -458,7 +458,7 @@ case "$KILL" in
     kill_ns=$(date +%s%N)
     { kill -KILL "${REDIS_PID[$old]}" "${FD_PID[$old]}" && wait "${REDIS_PID[$old]}" "${FD_PID[$old]}"; } 2>/dev/null || true
     ok "killed redis-server and failoverd of $old at $(date -u +%Y-%m-%dT%H:%M:%S.%3NZ)"
-    say "Waiting for ZooKeeper to expire its session (session_timeout 4s)..."
+    say "Waiting for ZooKeeper to expire its session (session_timeout 5s)..."
     ;;
   daemon)
     section "Crash: SIGKILL to $old's failoverd (its Redis keeps running as primary)"
@@ -467,7 +467,7 @@ case "$KILL" in
     kill_ns=$(date +%s%N)
     { kill -KILL "${FD_PID[$old]}" && wait "${FD_PID[$old]}"; } 2>/dev/null || true
     ok "killed failoverd of $old at $(date -u +%Y-%m-%dT%H:%M:%S.%3NZ)"
-    say "Waiting for ZooKeeper to expire its session (session_timeout 4s)..."
+    say "Waiting for ZooKeeper to expire its session (session_timeout 5s)..."
     ;;
   redis)
     section "Crash: SIGKILL to $old's Redis (its failoverd sees an unhealthy service)"
