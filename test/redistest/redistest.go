@@ -384,6 +384,58 @@ func (c *Cluster) WaitFollowing(leader *Node, timeout time.Duration, nodes ...*N
 	}
 }
 
+// CurrentLeader is the node that reports state leader and whose Redis is
+// a primary, or nil.
+func (c *Cluster) CurrentLeader() *Node {
+	for _, n := range c.Nodes {
+		if s, ok := n.Status(); ok && s.State == controller.StateLeader && n.Role().Role == "master" {
+			return n
+		}
+	}
+	return nil
+}
+
+// WaitSettled waits until a node other than not leads and the given nodes'
+// Redis (every other node's when none are given) follow its Redis, and
+// returns that leader. Unlike WaitFollowing it follows the leadership if
+// it moves meanwhile (on a loaded host a lease can run out).
+func (c *Cluster) WaitSettled(not string, timeout time.Duration, nodes ...*Node) *Node {
+	c.t.Helper()
+	deadline := time.Now().Add(timeout)
+	var last string
+	for {
+		l := c.CurrentLeader()
+		if l != nil && l.ID != not {
+			want := nodes
+			if len(want) == 0 {
+				want = c.Others(l)
+			}
+			var pending []string
+			for _, n := range want {
+				if n == l {
+					continue
+				}
+				if r := n.Role(); !r.Follows(l.RedisAddr) {
+					pending = append(pending, fmt.Sprintf("%s: %v", n.ID, r))
+				}
+			}
+			if len(pending) == 0 {
+				return l
+			}
+			last = fmt.Sprintf("%s leads; not following it: %s", l.ID, strings.Join(pending, "; "))
+		} else {
+			last = "no leader"
+			if l != nil {
+				last = l.ID + " still leads"
+			}
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("not settled within %v: %s", timeout, last)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // Event is one line of the events log.
 type Event struct {
 	At   time.Time
