@@ -687,3 +687,34 @@ fencing: {methods: [{shell: {command: [/bin/true]}}]}
 		t.Errorf("follow %+v (no_leader_after %v), service address %q; want the 30s defaults", f, f.NoLeaderWait(), cfg.Node.ServiceAddress)
 	}
 }
+
+// Hook programs given relative to the config file (with a '/') are resolved
+// against its directory, the follow hook's like the others (the Redis
+// example's templates name hooks/follow.sh).
+func TestRelativeHookPathsResolved(t *testing.T) {
+	dir := t.TempDir()
+	cfg, err := (LoadOptions{SkipFileChecks: true}).Parse([]byte(`cluster: orders
+node: {id: node-a, host: 127.0.0.1}
+zookeeper: {servers: ["127.0.0.1:2181"]}
+health: {exec: {command: [hooks/health.sh]}}
+service:
+  promote: {command: [hooks/promote.sh]}
+  demote: {command: [hooks/demote.sh]}
+  follow: {command: [hooks/follow.sh, 127.0.0.1:6379]}
+fencing: {methods: [{shell: {command: [hooks/fence.sh]}}]}
+`), filepath.Join(dir, "node.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, cmd := range map[string][]string{
+		"health.exec":     cfg.Health.Exec.Command,
+		"service.promote": cfg.Service.Promote.Command,
+		"service.demote":  cfg.Service.Demote.Command,
+		"service.follow":  cfg.Service.Follow.Command,
+		"fencing shell":   cfg.Fencing.Methods[0].Shell.Command,
+	} {
+		if want := filepath.Join(dir, "hooks"); filepath.Dir(cmd[0]) != want {
+			t.Errorf("%s: program %q, want it in %s", name, cmd[0], want)
+		}
+	}
+}

@@ -138,6 +138,9 @@ func (c *Config) resolvePaths(dir string) {
 	}
 	argv(c.Service.Promote.Command)
 	argv(c.Service.Demote.Command)
+	if f := c.Service.Follow; f != nil {
+		argv(f.Command)
+	}
 	for _, m := range c.Fencing.Methods {
 		if m.RPC != nil {
 			file(&m.RPC.TokenFile)
