@@ -156,7 +156,9 @@ func TestRedisReplicasFollowEveryFailover(t *testing.T) {
 		if target != nil {
 			survivors = c.Others(next) // the old leader demoted and follows too
 		}
-		settled := c.WaitSettled(old.ID, redisFollowWithin, survivors...)
+		// Whoever leads by now (on a loaded host a lease can run out and
+		// the leadership move on, even back to old after a manual failover).
+		settled := c.WaitSettled("", redisFollowWithin, survivors...)
 		t.Logf("%s: %s leads at epoch %d %.1fs after the %s; %s followed it %.1fs later",
 			f.name, next.ID, newEpoch, leadAfter.Seconds(), f.name, ids(survivors), (time.Since(start) - leadAfter).Seconds())
 		if settled != next {
@@ -164,7 +166,7 @@ func TestRedisReplicasFollowEveryFailover(t *testing.T) {
 			// host a new leader's lease can run out.
 			t.Logf("%s: meanwhile the leadership moved on to %s", f.name, settled.ID)
 		}
-		checkReplicated(t, c, old.ID, survivors, f.name)
+		checkReplicated(t, c, "", survivors, f.name)
 		if f.back != nil {
 			f.back(old)
 			c.WaitSettled("", redisRejoinWithin)
