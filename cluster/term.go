@@ -2,10 +2,34 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/failoverd/failoverd/breadcrumb"
 	"github.com/failoverd/failoverd/internal/lease"
+)
+
+// Why a term ended when its backend ended it: context.Cause of the term's
+// context, and Term.Valid's error, wrap one of these (a backend translates
+// its own reasons), so that the controller names the reason
+// (FAILOVERD_REASON, metric labels) without knowing the backend. A term
+// ended because the controller cancelled its candidacy carries the
+// controller's cause instead.
+var (
+	// ErrLeaseExpired: the lease ran out before a renewal extended it, or
+	// the backend's session changed so that the lease no longer fits.
+	ErrLeaseExpired = errors.New("cluster: the term's lease expired")
+	// ErrSessionExpired: the session the term was won on is over.
+	ErrSessionExpired = errors.New("cluster: the term's session expired")
+	// ErrEntryDeleted: the term's election entry (in ZooKeeper, its
+	// election znode) was deleted by someone else.
+	ErrEntryDeleted = errors.New("cluster: the term's election entry was deleted")
+	// ErrResigned: the elector was told to resign or cede.
+	ErrResigned = errors.New("cluster: the term was resigned")
+	// ErrStopped: the election stopped without a cause.
+	ErrStopped = errors.New("cluster: the election stopped")
+	// ErrReleased: the callback that held the term returned.
+	ErrReleased = errors.New("cluster: the term was released")
 )
 
 // Term is one leadership as a backend's elector hands it to the controller.
@@ -20,8 +44,9 @@ type Term interface {
 	// Epoch is the term's fencing token; it strictly increases.
 	Epoch() int64
 	// Valid reports, without I/O, whether the term can still be assumed
-	// (the session is alive and the lease has not run out). Call it right
-	// before acting.
+	// (the session is alive and the lease has not run out: else an error
+	// wrapping ErrSessionExpired or ErrLeaseExpired). Call it right before
+	// acting.
 	Valid() error
 	// LeaseRemaining is how much of the lease is left (0: none).
 	LeaseRemaining() time.Duration

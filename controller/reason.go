@@ -3,7 +3,7 @@ package controller
 import (
 	"errors"
 
-	"github.com/failoverd/failoverd/election"
+	"github.com/failoverd/failoverd/cluster"
 )
 
 // endCause is why the controller ended a candidacy (and with it a term):
@@ -36,21 +36,23 @@ const (
 	reasonPromote   = "promote_failed"
 )
 
-// lossReason names why a term ended, from its context's cause.
+// lossReason names why a term ended, from its context's cause: one of
+// ours, or one of the cluster's (which the backend's elector translates
+// its own reasons into).
 func lossReason(cause error) string {
 	var ec *endCause
 	switch {
 	case errors.As(cause, &ec):
 		return ec.label
-	case errors.Is(cause, election.ErrLeaseExpired): // also ErrTimeoutShrunk
+	case errors.Is(cause, cluster.ErrLeaseExpired): // also a session timeout the lease no longer fits
 		return "lease_expired"
-	case errors.Is(cause, election.ErrSessionExpired):
+	case errors.Is(cause, cluster.ErrSessionExpired):
 		return "session_expired"
-	case errors.Is(cause, election.ErrNodeDeleted):
+	case errors.Is(cause, cluster.ErrEntryDeleted):
 		return "znode_deleted"
-	case errors.Is(cause, election.ErrResigned):
+	case errors.Is(cause, cluster.ErrResigned):
 		return causeCeded.label
-	case errors.Is(cause, election.ErrStopped):
+	case errors.Is(cause, cluster.ErrStopped):
 		return causeShutdown.label
 	}
 	return "unknown"

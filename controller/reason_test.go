@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/failoverd/failoverd/election"
+	"github.com/failoverd/failoverd/cluster"
 )
 
-// Every end cause and every elector sentinel has its FAILOVERD_REASON, also
-// when wrapped.
+// Every end cause and every cluster end-of-term sentinel has its
+// FAILOVERD_REASON, also when wrapped (zkcluster's
+// TestElectionCausesTranslated checks that each of election's reasons
+// arrives as one of these).
 func TestReasonLabels(t *testing.T) {
 	for _, tc := range []struct {
 		cause error
@@ -23,12 +25,13 @@ func TestReasonLabels(t *testing.T) {
 		{causeStuck, "hook_unkillable"},
 		{causeRefused, "join_refused"},
 		{causeBackoff, "takeover_failed"},
-		{election.ErrLeaseExpired, "lease_expired"},
-		{fmt.Errorf("%w: %w", election.ErrLeaseExpired, election.ErrTimeoutShrunk), "lease_expired"},
-		{election.ErrSessionExpired, "session_expired"},
-		{fmt.Errorf("x: %w", election.ErrNodeDeleted), "znode_deleted"},
-		{election.ErrResigned, "ceded"},
-		{election.ErrStopped, "shutdown"},
+		{cluster.ErrLeaseExpired, "lease_expired"},
+		{fmt.Errorf("x: %w", cluster.ErrLeaseExpired), "lease_expired"},
+		{cluster.ErrSessionExpired, "session_expired"},
+		{fmt.Errorf("x: %w", cluster.ErrEntryDeleted), "znode_deleted"},
+		{cluster.ErrResigned, "ceded"},
+		{cluster.ErrStopped, "shutdown"},
+		{cluster.ErrReleased, "unknown"},
 		{errors.New("other"), "unknown"},
 		{nil, "unknown"},
 	} {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -792,5 +793,120 @@ func TestCampaignTermCauseIsCampaignCause(t *testing.T) {
 	}
 	if q, err := s.Queue(t.Context()); err != nil || len(q) != 0 {
 		t.Fatalf("election queue after the campaign = %v, %v; want empty", q, err)
+	}
+}
+
+// Each of election's reasons for ending a leadership reaches the
+// controller as one of cluster's (which names the FAILOVERD_REASON), also
+// when wrapped, with election's message and sentinel kept; anything else
+// (the controller's own causes) passes unchanged.
+func TestElectionCausesTranslated(t *testing.T) {
+	for _, tc := range []struct {
+		cause, want error
+	}{
+		{election.ErrLeaseExpired, cluster.ErrLeaseExpired},
+		{fmt.Errorf("%w: %w", election.ErrLeaseExpired, election.ErrTimeoutShrunk), cluster.ErrLeaseExpired},
+		{election.ErrSessionExpired, cluster.ErrSessionExpired},
+		{fmt.Errorf("x: %w", election.ErrNodeDeleted), cluster.ErrEntryDeleted},
+		{election.ErrResigned, cluster.ErrResigned},
+		{election.ErrStopped, cluster.ErrStopped},
+		{election.ErrReleased, cluster.ErrReleased},
+	} {
+		got := clusterCause(tc.cause)
+		if !errors.Is(got, tc.want) || !errors.Is(got, tc.cause) || got.Error() != tc.cause.Error() {
+			t.Errorf("clusterCause(%v) = %v; want it to be %v and %v, with the same message", tc.cause, got, tc.want, tc.cause)
+		}
+	}
+	other := errors.New("controller: shutdown")
+	if got := clusterCause(other); got != other {
+		t.Errorf("clusterCause(%v) = %v, want it unchanged", other, got)
+	}
+	if got := clusterCause(nil); got != nil {
+		t.Errorf("clusterCause(nil) = %v", got)
+	}
+	for _, c := range endCauses {
+		if clusterCause(c.election) == c.election {
+			t.Errorf("%v is not translated", c.election)
+		}
+	}
+}
+
+// On a real election: a term whose znode is deleted ends with
+// cluster.ErrEntryDeleted, and a term whose callback returns ends with
+// cluster.ErrReleased; Valid speaks cluster's terms too.
+func TestTermCauseInClusterTerms(t *testing.T) {
+	zkc := zktest.Start(t, 1)
+	ctx := t.Context()
+	_, ac := newStore(t, zkc, "", "")
+	adm := session(t, ac)
+	s, c := newStore(t, zkc, "a", "inst-a")
+	el, err := election.New(c, election.Config{Dir: s.Layout().ElectionDir(), NodeID: "a", Mode: election.Fair})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type won struct {
+		ctx context.Context
+		t   *term
+	}
+	wins := make(chan won, 4)
+	ret := make(chan struct{}, 4) // a value makes the callback return
+	cctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.Elector(el).Campaign(cctx, func(tctx context.Context, tm cluster.Term) {
+			wins <- won{tctx, tm.(*term)}
+			select {
+			case <-tctx.Done():
+			case <-ret:
+			}
+		})
+	}()
+	defer func() { cancel(); <-done }()
+	next := func() won {
+		t.Helper()
+		select {
+		case w := <-wins:
+			return w
+		case <-time.After(30 * time.Second):
+			t.Fatal("not elected")
+		}
+		return won{}
+	}
+	ended := func(w won) error {
+		t.Helper()
+		select {
+		case <-w.ctx.Done():
+			return context.Cause(w.ctx)
+		case <-time.After(30 * time.Second):
+			t.Fatal("the term did not end")
+		}
+		return nil
+	}
+
+	w := next()
+	if err := w.t.Valid(); err != nil {
+		t.Fatalf("Valid = %v", err)
+	}
+	if err := adm.Delete(ctx, w.t.l.Path, -1); err != nil {
+		t.Fatal(err)
+	}
+	if got := ended(w); !errors.Is(got, cluster.ErrEntryDeleted) {
+		t.Fatalf("a term whose znode was deleted ended with %v, want cluster.ErrEntryDeleted", got)
+	}
+
+	w = next()
+	ret <- struct{}{}
+	if got := ended(w); !errors.Is(got, cluster.ErrReleased) {
+		t.Fatalf("a term whose callback returned ended with %v, want cluster.ErrReleased", got)
+	}
+
+	w = next()
+	expire(t, zkc, c)
+	if got := ended(w); !errors.Is(got, cluster.ErrSessionExpired) {
+		t.Fatalf("a term whose session expired ended with %v, want cluster.ErrSessionExpired", got)
+	}
+	if err := w.t.Valid(); !errors.Is(err, cluster.ErrSessionExpired) {
+		t.Fatalf("Valid after the session expired = %v, want cluster.ErrSessionExpired", err)
 	}
 }

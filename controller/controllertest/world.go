@@ -15,7 +15,6 @@ import (
 
 	"github.com/failoverd/failoverd/breadcrumb"
 	"github.com/failoverd/failoverd/cluster"
-	"github.com/failoverd/failoverd/election"
 	"github.com/failoverd/failoverd/internal/lease"
 )
 
@@ -204,15 +203,15 @@ func (w *World) Leader() string {
 
 // Expire ends node id's term as a lease expiry: Valid fails at once, its
 // entry stays until the term is released.
-func (w *World) Expire(id string) { w.end(id, election.ErrLeaseExpired, false) }
+func (w *World) Expire(id string) { w.end(id, cluster.ErrLeaseExpired, false) }
 
 // ExpireSession ends node id's term as a session expiry: its entry is
 // deleted at once and Valid fails.
-func (w *World) ExpireSession(id string) { w.end(id, election.ErrSessionExpired, true) }
+func (w *World) ExpireSession(id string) { w.end(id, cluster.ErrSessionExpired, true) }
 
 // DeleteZnode deletes node id's entry (an operator's delete): the term
 // ends, Valid still holds (no I/O tells it), the guard fails.
-func (w *World) DeleteZnode(id string) { w.end(id, election.ErrNodeDeleted, true) }
+func (w *World) DeleteZnode(id string) { w.end(id, cluster.ErrEntryDeleted, true) }
 
 // Lapse makes node id's term invalid (Valid fails with a lease expiry)
 // without ending its context yet: the moment between a lease running out
@@ -222,7 +221,7 @@ func (w *World) Lapse(id string) {
 	defer w.mu.Unlock()
 	for _, e := range w.queue {
 		if e.node.id == id && e.term != nil {
-			e.term.invalid = election.ErrLeaseExpired
+			e.term.invalid = cluster.ErrLeaseExpired
 			return
 		}
 	}
@@ -244,10 +243,10 @@ func (w *World) end(id string, cause error, deleteEntry bool) {
 			break
 		}
 	}
-	if t != nil && cause != election.ErrNodeDeleted {
+	if t != nil && cause != cluster.ErrEntryDeleted {
 		t.invalid = cause
 	}
-	if t != nil && cause == election.ErrSessionExpired {
+	if t != nil && cause == cluster.ErrSessionExpired {
 		delete(w.members, id) // ephemeral, of the session that ended
 		w.leaderChanged()
 	}
@@ -438,7 +437,7 @@ func (n *Node) Campaign(ctx context.Context, won func(context.Context, cluster.T
 		}()
 		select {
 		case <-done:
-			cancel(election.ErrReleased)
+			cancel(cluster.ErrReleased)
 		case <-tctx.Done():
 			<-done
 		}

@@ -1,0 +1,65 @@
+package controller
+
+import (
+	"go/build"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// backendPackages are the ZooKeeper backend: cmd/failoverd plugs it in,
+// and the controller must not depend on it (directly or through another
+// package), so that a second backend is one more package and the
+// controller speaks only cluster's vocabulary.
+var backendPackages = []string{"election", "cluster/zkcluster"}
+
+// TestControllerImportsNoBackend follows the module's own imports from
+// package controller (tests aside, as `go list -deps ./controller` does)
+// and fails on a path to a backend package, naming the chain.
+func TestControllerImportsNoBackend(t *testing.T) {
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mod, err := os.ReadFile(filepath.Join(root, "go.mod"))
+	if err != nil {
+		t.Fatalf("module root not found at %s: %v", root, err)
+	}
+	first, _, _ := strings.Cut(string(mod), "\n")
+	module, ok := strings.CutPrefix(strings.TrimSpace(first), "module ")
+	if !ok {
+		t.Fatalf("go.mod does not start with a module line: %q", first)
+	}
+	module = strings.TrimSpace(module)
+
+	chain := map[string]string{"controller": "controller"} // package (module-relative) → how it is reached
+	queue := []string{"controller"}
+	for len(queue) > 0 {
+		pkg := queue[0]
+		queue = queue[1:]
+		p, err := build.ImportDir(filepath.Join(root, filepath.FromSlash(pkg)), 0)
+		if err != nil {
+			t.Fatalf("reading package %s: %v", pkg, err)
+		}
+		for _, imp := range p.Imports {
+			rel, ok := strings.CutPrefix(imp, module+"/")
+			if !ok {
+				continue
+			}
+			if _, seen := chain[rel]; seen {
+				continue
+			}
+			chain[rel] = chain[pkg] + " → " + rel
+			queue = append(queue, rel)
+		}
+	}
+	if _, ok := chain["cluster"]; !ok {
+		t.Fatalf("controller does not import cluster: the walk is broken (reached %v)", chain)
+	}
+	for _, b := range backendPackages {
+		if c, ok := chain[b]; ok {
+			t.Errorf("the controller depends on the backend package %s: %s; use cluster's vocabulary (and translate in the backend's adapter)", b, c)
+		}
+	}
+}
