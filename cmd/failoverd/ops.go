@@ -116,7 +116,11 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 	tw.Flush()
 	switch {
 	case v.Breadcrumb != nil:
-		fmt.Fprintf(stdout, "Breadcrumb: %s (epoch %d, host %s, since %s)\n", v.Breadcrumb.NodeID, v.Breadcrumb.Epoch, v.Breadcrumb.Host, v.Breadcrumb.Since.Local().Format(time.DateTime))
+		addr := ""
+		if a := v.Breadcrumb.ServiceAddress; a != "" {
+			addr = ", address " + a
+		}
+		fmt.Fprintf(stdout, "Breadcrumb: %s (epoch %d, host %s%s, since %s)\n", v.Breadcrumb.NodeID, v.Breadcrumb.Epoch, v.Breadcrumb.Host, addr, v.Breadcrumb.Since.Local().Format(time.DateTime))
 	case v.BreadcrumbError != "":
 		fmt.Fprintf(stdout, "Breadcrumb: UNREADABLE: %s\n", v.BreadcrumbError)
 	default:
