@@ -135,3 +135,56 @@ func TestStandbysFollowTheNewLeaderAfterACrash(t *testing.T) {
 	}
 	c.CheckNoOverlap()
 }
+
+// A leader that demotes (its service turned unhealthy) follows its
+// successor once that one is promoted (reason demoted), after its own
+// demote; a node restarted after a crash follows the leader after its
+// startup demote (reason startup).
+func TestDemotedAndRestartedNodesFollow(t *testing.T) {
+	c := clustertest.Start(t, clustertest.Options{Follow: true})
+	old := c.Leader()
+	old.SetHealthy(false)
+	next := c.WaitLeader(old.ID, 30*time.Second)
+	nextEpoch := epochOf(t, next)
+	done := waitFollowed(t, c, []*clustertest.Node{old}, next.ID, nextEpoch, 30*time.Second)[old.ID]
+	evs := c.Events()
+	runs := clustertest.Find(evs, "follow", "node", old.ID, "leader", next.ID)
+	demotes := clustertest.Find(evs, "demote", "node", old.ID, "reason", "unhealthy")
+	promoted := clustertest.Find(evs, "promote_done", "node", next.ID, "epoch", strconv.FormatInt(nextEpoch, 10))
+	if len(runs) == 0 || len(demotes) == 0 || len(promoted) == 0 {
+		t.Fatalf("follow runs %v, demotes %v, promote_done %v", runs, demotes, promoted)
+	}
+	if f := runs[0]; f.KV["reason"] != "demoted" || !f.At.After(demotes[0].At) || !f.At.After(promoted[0].At) {
+		t.Errorf("old leader's follow %v at %s; want reason demoted after its demote (%s) and the successor's promote end (%s)", f.KV,
+			f.At.Format("15:04:05.000000"), demotes[0].At.Format("15:04:05.000000"), promoted[0].At.Format("15:04:05.000000"))
+	}
+	t.Logf("successor's promote end to the demoted leader's follow end: %v", done.At.Sub(promoted[0].At))
+
+	// A crash and restart of a standby: it demotes at start-up, then follows.
+	old.SetHealthy(true)
+	old.Kill(syscall.SIGKILL)
+	if _, ok := old.Wait(10 * time.Second); !ok {
+		t.Fatal("killed daemon did not exit")
+	}
+	before := len(clustertest.Find(c.Events(), "follow", "node", old.ID))
+	old.Start()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		evs = c.Events()
+		runs = clustertest.Find(evs, "follow", "node", old.ID)
+		if len(runs) > before {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("restarted %s never followed: %v", old.ID, runs)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	f := runs[before]
+	startup := clustertest.Find(evs, "demote", "node", old.ID, "reason", "startup")
+	if f.KV["reason"] != "startup" || f.KV["leader"] != next.ID || len(startup) == 0 || !f.At.After(startup[len(startup)-1].At) {
+		t.Errorf("restarted node's follow %v at %s, startup demotes %v: want reason startup towards %s after its startup demote", f.KV,
+			f.At.Format("15:04:05.000000"), startup, next.ID)
+	}
+	c.CheckNoOverlap()
+}
