@@ -84,3 +84,28 @@ func TestBuildFencerTokenAndNone(t *testing.T) {
 		t.Errorf("buildFencer with allow_none = %#v, %v; want a nil Fencer", f, err)
 	}
 }
+
+// service.follow and node.service_address reach the controller: the follow
+// hook with its timeout, the promote's kill grace (a node elected while
+// its follow runs waits that long at most) and no_leader_after (its
+// default, and 0 for never); no follow block, no follow hook.
+func TestWiringFollow(t *testing.T) {
+	cfg := config.Default()
+	cfg.Cluster, cfg.Node.ID, cfg.Node.Host, cfg.Node.ServiceAddress = "c", "n", "h", "h:6379"
+	ccfg := controllerConfig(cfg)
+	if ccfg.Follow != nil || followHook(ccfg).Argv != nil || ccfg.ServiceAddress != "h:6379" {
+		t.Fatalf("without service.follow: follow %+v, service address %q", ccfg.Follow, ccfg.ServiceAddress)
+	}
+	cfg.Service.Follow = &config.FollowHook{Command: []string{"/bin/true"}, Timeout: config.Duration(7 * time.Second)}
+	ccfg = controllerConfig(cfg)
+	f := ccfg.Follow
+	if f == nil || f.Hook.Timeout != 7*time.Second || f.Hook.KillGrace != ccfg.Promote.KillGrace || f.NoLeaderAfter != config.DefaultFollowNoLeaderAfter ||
+		followHook(ccfg).Argv[0] != "/bin/true" {
+		t.Fatalf("follow %+v", f)
+	}
+	never := config.Duration(0)
+	cfg.Service.Follow.NoLeaderAfter = &never
+	if f := controllerConfig(cfg).Follow; f.NoLeaderAfter != 0 {
+		t.Errorf("no_leader_after 0 became %v", f.NoLeaderAfter)
+	}
+}
