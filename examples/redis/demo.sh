@@ -280,6 +280,20 @@ wait_following() {
   done
 }
 
+# settled_leader SECONDS: the node that leads with its Redis a primary.
+settled_leader() {
+  local t0 node state cur=''
+  t0=$(date +%s%N)
+  until [[ -n "$cur" ]]; do
+    (($(ms_since "$t0") < $1 * 1000)) || return 1
+    while read -r node state _; do
+      if [[ "$state" == leader && "$(role_of "$node")" == master ]]; then cur=$node; fi
+    done < <(status_rows || true)
+    [[ -n "$cur" ]] || sleep 0.2
+  done
+  echo "$cur"
+}
+
 start_redis() {
   local n=$1
   redis-server "$WORK/cluster/redis-${n#node-}.conf" >>"$WORK/$n/redis.log" 2>&1 </dev/null &
@@ -350,7 +364,7 @@ pick_ports
 zkdir="$WORK/zookeeper"
 mkdir -p "$zkdir/data"
 # tickTime=200 lets clients have short sessions (the minimum is 2 ticks),
-# so a dead leader is noticed within the 5s session timeout.
+# so a dead leader is noticed within the 6s session timeout.
 cat >"$zkdir/zoo.cfg" <<EOF
 tickTime=200
 initLimit=50
@@ -437,10 +451,20 @@ print_status
 print_leader
 pause
 
+# Leadership may have moved meanwhile on a busy host: write where it is now.
+now=$(settled_leader 30) || die "no leader with a primary Redis"
+if [[ "$now" != "$leader" ]]; then
+  note "  (the leadership moved on to $now meanwhile: $leader's lease ran out on a busy host)"
+  leader=$now epoch=$(status_rows | awk -v n="$now" '$1 == n { print $3 }')
+  replicas=()
+  for n in "${NODES[@]}"; do [[ "$n" == "$leader" ]] || replicas+=("$n"); done
+  wait_following "$leader" 30 "${replicas[@]}"
+fi
 section "Writing to the primary ($leader)"
 for i in $(seq 1 "$KEYS"); do printf 'SET demo:%03d value-%d\n' "$i" "$i"; done |
   timeout 10 redis-cli -h 127.0.0.1 -p "$(redis_port "$leader")" >/dev/null || die "writing to $leader failed"
 acked=$(rc "$leader" WAIT 2 5000) || die "WAIT on $leader failed"
+[[ "$acked" =~ ^[0-9]+$ ]] || die "WAIT on $leader answered: $acked"
 ok "wrote $KEYS keys (demo:001 .. demo:$KEYS) to $leader; WAIT: $acked replicas acknowledged them"
 ((acked == 2)) || die "only $acked of 2 replicas acknowledged the writes"
 say "failoverd:epoch on the primary: $(rc "$leader" GET failoverd:epoch) (the promote hook stores it; it replicates)"
@@ -458,7 +482,7 @@ case "$KILL" in
     kill_ns=$(date +%s%N)
     { kill -KILL "${REDIS_PID[$old]}" "${FD_PID[$old]}" && wait "${REDIS_PID[$old]}" "${FD_PID[$old]}"; } 2>/dev/null || true
     ok "killed redis-server and failoverd of $old at $(date -u +%Y-%m-%dT%H:%M:%S.%3NZ)"
-    say "Waiting for ZooKeeper to expire its session (session_timeout 5s)..."
+    say "Waiting for ZooKeeper to expire its session (session_timeout 6s)..."
     ;;
   daemon)
     section "Crash: SIGKILL to $old's failoverd (its Redis keeps running as primary)"
@@ -467,7 +491,7 @@ case "$KILL" in
     kill_ns=$(date +%s%N)
     { kill -KILL "${FD_PID[$old]}" && wait "${FD_PID[$old]}"; } 2>/dev/null || true
     ok "killed failoverd of $old at $(date -u +%Y-%m-%dT%H:%M:%S.%3NZ)"
-    say "Waiting for ZooKeeper to expire its session (session_timeout 5s)..."
+    say "Waiting for ZooKeeper to expire its session (session_timeout 6s)..."
     ;;
   redis)
     section "Crash: SIGKILL to $old's Redis (its failoverd sees an unhealthy service)"
@@ -480,7 +504,7 @@ esac
 
 promote_line=''
 while [[ -z "$promote_line" ]]; do
-  (($(ms_since "$kill_ns") < 30000)) || die "no failover: nobody was promoted within 30s"
+  (($(ms_since "$kill_ns") < 60000)) || die "no failover: nobody was promoted within 60s"
   sleep 0.1
   promote_line=$(tail -n "+$((events_before + 1))" "$FAILOVERD_EVENTS_LOG" |
     grep ' event=promote ' | grep ' result=ok' | head -n 1 || true)
@@ -541,15 +565,7 @@ printf '   %s✓ New leader: %s at epoch %s%s (previous: %s at epoch %s)\n' "$BO
 printf '   %s✓ Failover took %s ms%s from the SIGKILL to the promote hook finishing on %s\n' "$BOLD$GREEN" "$failover_ms" "$RESET" "$new"
 # On a busy host the new leader's lease can run out (ZooKeeper answering too
 # late) and the leadership move on once more: go on with whoever leads now.
-cur=''
-t0=$(date +%s%N)
-until [[ -n "$cur" ]]; do
-  (($(ms_since "$t0") < 30000)) || die "no leader with a primary Redis 30s after $new's promotion"
-  while read -r node state _; do
-    if [[ "$state" == leader && "$(role_of "$node")" == master ]]; then cur=$node; fi
-  done < <(status_rows || true)
-  [[ -n "$cur" ]] || sleep 0.2
-done
+cur=$(settled_leader 30) || die "no leader with a primary Redis 30s after $new's promotion"
 if [[ "$cur" != "$new" ]]; then
   note "  (the leadership has moved on to $cur since: $new's lease ran out, ZooKeeper answering"
   note "   too late on a busy host; $cur fenced $new and took over)"
