@@ -19,7 +19,7 @@ import (
 )
 
 // Generous bounds: the machine may be shared with ZooKeeper ensembles and
-// -race builds. A crashed leader is noticed after the 5s session timeout.
+// -race builds. A crashed leader is noticed after the 6s session timeout.
 const (
 	redisLeaderWithin = 60 * time.Second
 	redisFollowWithin = 60 * time.Second
