@@ -27,6 +27,7 @@ type termWon struct {
 	t       cluster.Term
 	ctx     context.Context
 	release chan struct{}
+	reads   *termReads // the term's first reads, already under way (takeover.go)
 }
 
 // termEnded: the term's context ended (context.AfterFunc).

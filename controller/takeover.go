@@ -37,7 +37,8 @@ type term struct {
 	wonAt   time.Time
 	release chan struct{}
 	phase   phase
-	worker  bool // a takeover step runs (the term is released only after it)
+	worker  bool       // a takeover step runs (the term is released only after it)
+	reads   *termReads // the first reads, started by the won callback
 
 	prev      *breadcrumb.Record // the breadcrumb read (nil: absent)
 	version   int32              // its znode version (-1: absent)
@@ -70,11 +71,47 @@ type stepResult struct {
 	// fence step
 	fenced   bool
 	fenceErr error
-	// write step
+	// write step; with read, the read step wrote at once (writeAtOnce)
 	written  bool
 	writeErr error
 	// any step: the term was gone before the step could act
 	lost error
+}
+
+// wrote reports whether the step tried the breadcrumb write (or found the
+// term gone right before it).
+func (r stepResult) wrote() bool { return r.written || r.writeErr != nil || r.lost != nil }
+
+// termReads are a term's first reads: the breadcrumb and, next to it, the
+// failover request. The elector's won callback starts them before it hands
+// the term to the loop, so that they travel while the loop takes the term
+// (they write nothing: a term the loop gives back just drops them). On the
+// term's own session, issued after the elector saw its predecessor's znode
+// (or the lock) go: a leaver that saw a request before it left is seen
+// with that request, and a graceful leaver's breadcrumb delete (one write
+// with its znode's) is seen done.
+type termReads struct {
+	done     chan struct{} // closed when every field below is set
+	rec      breadcrumb.Record
+	version  int32
+	err      error
+	failover *cluster.FailoverRequest
+	foErr    error
+}
+
+func startReads(ctx context.Context, t cluster.Term) *termReads {
+	r := &termReads{done: make(chan struct{})}
+	foc := make(chan struct{})
+	go func() {
+		defer close(foc)
+		r.failover, r.foErr = t.ReadFailover(ctx)
+	}()
+	go func() {
+		defer close(r.done)
+		r.rec, r.version, r.err = t.ReadBreadcrumb(ctx)
+		<-foc
+	}()
+	return r
 }
 
 func (c *Controller) onTermWon(ev termWon) {
@@ -107,7 +144,9 @@ func (c *Controller) onTermWon(ev termWon) {
 		return
 	}
 	c.setState(StateFencing, reasonElected)
-	c.startStep(tm, phReading, c.readStep)
+	tm.reads = ev.reads
+	seen := l.seenFailover
+	c.startStep(tm, phReading, func(tm *term) stepResult { return c.readStep(tm, seen) })
 }
 
 // startStep runs one takeover step in a worker under the term's context.
@@ -116,25 +155,40 @@ func (c *Controller) startStep(tm *term, p phase, step func(*term) stepResult) {
 	go func() { c.send(stepDone{epoch: tm.epoch, res: step(tm)}) }()
 }
 
-// readStep reads the breadcrumb and, next to it, the failover request: a
-// winner that saw the lock or its predecessor go (deleted by a leaver after
-// it saw the request) reads that request on the same session.
-func (c *Controller) readStep(tm *term) stepResult {
-	type fo struct {
-		req *cluster.FailoverRequest
-		err error
+// readStep takes the term's first reads (termReads) and, when they leave
+// nothing to decide (no breadcrumb, or ours of this very term, and no
+// failover request keeping us out: onRead would start the write next),
+// writes the breadcrumb at once, saving the loop a round trip on the
+// critical path. seen is the loop's seenFailover when the step began.
+func (c *Controller) readStep(tm *term, seen string) stepResult {
+	r := tm.reads
+	if r == nil { // not started by the won callback
+		r = startReads(tm.ctx, tm.t)
 	}
-	foc := make(chan fo, 1)
-	go func() {
-		req, err := tm.t.ReadFailover(tm.ctx)
-		foc <- fo{req, err}
-	}()
-	rec, version, err := tm.t.ReadBreadcrumb(tm.ctx)
-	f := <-foc
-	if f.err != nil && tm.ctx.Err() == nil {
-		c.log.Warn("cannot read the failover request; taking over as if there were none", "err", f.err)
+	select {
+	case <-r.done:
+	case <-tm.ctx.Done():
+		return stepResult{read: true, readErr: context.Cause(tm.ctx)}
 	}
-	return stepResult{read: true, rec: rec, version: version, readErr: err, failover: f.req}
+	if r.foErr != nil && tm.ctx.Err() == nil {
+		c.log.Warn("cannot read the failover request; taking over as if there were none", "err", r.foErr)
+	}
+	res := stepResult{read: true, rec: r.rec, version: r.version, readErr: r.err, failover: r.failover}
+	if c.failoverKeepsOut(res.failover, seen, time.Now()) || breadcrumb.Assess(res.rec, res.readErr, c.cfg.NodeID, tm.epoch) != breadcrumb.NothingToFence {
+		return res
+	}
+	w := c.write(tm, res.version)
+	res.written, res.version, res.writeErr, res.lost = w.written, w.version, w.writeErr, w.lost
+	return res
+}
+
+// failoverKeepsOut reports whether req, read at the start of a term, is a
+// manual failover to another node that this node has not acted on yet
+// (seen: the key of the last one it did) and that still stands: then this
+// node must not take over, whatever its elector won before the request
+// reached it.
+func (c *Controller) failoverKeepsOut(req *cluster.FailoverRequest, seen string, now time.Time) bool {
+	return req != nil && !req.Done && req.To != c.cfg.NodeID && req.Key() != seen && req.StandFor(now) > 0
 }
 
 // fenceStep fences the node the breadcrumb names.
@@ -150,9 +204,12 @@ func (c *Controller) fenceStep(tm *term) stepResult {
 	return stepResult{fenced: true}
 }
 
-// writeStep writes our breadcrumb, guarded by the term's znode and CAS on
-// the version read, after a synchronous look at the lease.
-func (c *Controller) writeStep(tm *term) stepResult {
+// writeStep writes our breadcrumb at the version onRead kept.
+func (c *Controller) writeStep(tm *term) stepResult { return c.write(tm, tm.version) }
+
+// write writes our breadcrumb, guarded by the term's znode and CAS on
+// version (the one read; -1: absent), after a synchronous look at the lease.
+func (c *Controller) write(tm *term, version int32) stepResult {
 	if err := tm.gone(); err != nil {
 		return stepResult{lost: err}
 	}
@@ -165,7 +222,7 @@ func (c *Controller) writeStep(tm *term) stepResult {
 	// says to configure it once every node runs this version).
 	rec := breadcrumb.Record{NodeID: c.cfg.NodeID, Host: c.cfg.Host, AdminURL: c.cfg.AdminURL, Epoch: tm.epoch, Since: time.Now().UTC(),
 		ServiceAddress: c.cfg.ServiceAddress}
-	v, err := tm.t.WriteBreadcrumb(pauseBeforeBreadcrumb(tm.ctx, c.log, tm.epoch), rec, tm.version)
+	v, err := tm.t.WriteBreadcrumb(pauseBeforeBreadcrumb(tm.ctx, c.log, tm.epoch), rec, version)
 	if err != nil {
 		return stepResult{writeErr: err}
 	}
@@ -182,11 +239,11 @@ func (c *Controller) onStepDone(ev stepDone) {
 	tm.worker = false
 	r := ev.res
 	switch {
+	case r.read:
+		c.onRead(tm, r)
 	case r.lost != nil:
 		c.log.Warn("leadership lost before promotion", "epoch", tm.epoch, "err", r.lost)
 		tm.phase = phRelease
-	case r.read:
-		c.onRead(tm, r)
 	case r.fenceErr != nil:
 		if tm.ctx.Err() == nil {
 			c.metrics.FencingFailed()
@@ -197,6 +254,17 @@ func (c *Controller) onStepDone(ev stepDone) {
 		tm.phase = phRelease
 	case r.fenced:
 		c.startStep(tm, phWriting, c.writeStep)
+	default:
+		c.onWritten(tm, r)
+	}
+}
+
+// onWritten: the breadcrumb write is over (r.written, r.writeErr or r.lost).
+func (c *Controller) onWritten(tm *term, r stepResult) {
+	switch {
+	case r.lost != nil:
+		c.log.Warn("leadership lost before promotion", "epoch", tm.epoch, "err", r.lost)
+		tm.phase = phRelease
 	case r.writeErr != nil:
 		c.log.Warn("breadcrumb write failed; not promoting", "epoch", tm.epoch, "err", r.writeErr)
 		c.setErr(r.writeErr.Error())
@@ -222,16 +290,26 @@ func (c *Controller) onRead(tm *term, r stepResult) {
 		tm.phase = phRelease
 		return
 	}
-	if req := r.failover; req != nil && !req.Done && req.To != c.cfg.NodeID && req.Key() != l.seenFailover && req.StandFor(time.Now()) > 0 {
+	if req := r.failover; c.failoverKeepsOut(req, l.seenFailover, time.Now()) {
 		// A manual failover to another node stands: this node must not take
 		// over, whatever its elector won before the request reached us.
+		// (The read step wrote nothing then, unless the loop acted on a
+		// newer request meanwhile: that write, if any, is left for the
+		// target to fence, as one cut short by the end of a term is.)
 		c.log.Info("elected while a manual failover to another node stands; giving leadership back", "to", req.To, "epoch", tm.epoch)
 		c.onFailoverSeen(req)
 		tm.phase = phRelease
 		return
 	}
 	tm.version = r.version
-	switch breadcrumb.Assess(r.rec, r.readErr, c.cfg.NodeID, tm.epoch) {
+	verdict := breadcrumb.Assess(r.rec, r.readErr, c.cfg.NodeID, tm.epoch)
+	if r.wrote() && verdict != breadcrumb.NothingToFence {
+		// Cannot happen: the read step writes only on this verdict.
+		c.log.Error("breadcrumb written although the read asks for more; not promoting", "epoch", tm.epoch)
+		tm.phase = phRelease
+		return
+	}
+	switch verdict {
 	case breadcrumb.Refuse:
 		var ce *breadcrumb.CorruptError
 		if errors.As(r.readErr, &ce) {
@@ -248,6 +326,10 @@ func (c *Controller) onRead(tm *term, r stepResult) {
 		if r.readErr == nil {
 			rec := r.rec
 			tm.prev = &rec
+		}
+		if r.wrote() {
+			c.onWritten(tm, r)
+			return
 		}
 		c.startStep(tm, phWriting, c.writeStep)
 		return

@@ -335,9 +335,11 @@ type Elector struct {
 
 	// lastEpoch is the epoch of our newest leadership; a new one must be
 	// above it. woke is when the watch that led to the current win fired
-	// (or the campaign began). Only Run's goroutine uses them.
+	// (or the campaign began). warmDone is the stop channel of the last
+	// wait's warmer (see warmer.stop). Only Run's goroutine uses them.
 	lastEpoch int64
 	woke      time.Time
+	warmDone  <-chan struct{}
 }
 
 // Refusal says why the elector stays out of the election (the lease cannot
@@ -861,7 +863,7 @@ func Queue(ctx context.Context, sess *zk.Session, dir string) ([]string, error) 
 func (e *Elector) waitTurn(ctx, keep context.Context, sess *zk.Session, tm lease.Timing, node string, czxid int64, kick <-chan struct{}) (int64, error) {
 	name := node[strings.LastIndex(node, "/")+1:]
 	w := e.newWarmer(sess, tm, node)
-	defer w.stop()
+	defer func() { e.warmDone = w.stop() }()
 	for {
 		kids, err := sess.Children(ctx, e.cfg.Dir)
 		if err != nil {
@@ -936,7 +938,7 @@ func (e *Elector) waitTurn(ctx, keep context.Context, sess *zk.Session, tm lease
 func (e *Elector) acquireLock(ctx, keep context.Context, sess *zk.Session, tm lease.Timing, kick <-chan struct{}) (string, int64, error) {
 	lock := e.cfg.Dir + "/" + lockName
 	w := e.newWarmer(sess, tm, e.cfg.Dir)
-	defer w.stop()
+	defer func() { e.warmDone = w.stop() }()
 	join := nonce()
 	lostCreate := false
 	unresolved := false // a create's response was lost and no read has told its outcome yet
@@ -1031,6 +1033,9 @@ type warmer struct {
 	// lost is closed when the running loop found path gone (and ended);
 	// nil when no loop runs. The waiter then calls stop and looks again.
 	lost chan struct{}
+	// done is closed when the newest loop ended, a renewal it had in
+	// flight answered (nil: no loop ran).
+	done chan struct{}
 }
 
 func (e *Elector) newWarmer(sess *zk.Session, tm lease.Timing, path string) *warmer {
@@ -1053,17 +1058,25 @@ func (w *warmer) run(on bool) {
 	w.lost = lost
 	w.e.log.Debug("keeping a credit chain while waiting", "node", w.path)
 	gap := lease.Gap(w.tm.Session, w.e.cfg.TickTime)
+	done := make(chan struct{})
+	w.done = done
 	// renewLoop reports at most once, and returns right after.
-	go w.e.renewLoop(ctx, w.sess, w.path, false, w.tm, gap, nil, func(error) { close(lost) })
+	go func() {
+		defer close(done)
+		w.e.renewLoop(ctx, w.sess, w.path, false, w.tm, gap, nil, func(error) { close(lost) })
+	}()
 }
 
-// stop ends the loop without waiting for a renewal in flight: its answer,
-// whenever it comes, only adds to the session's Acks.
-func (w *warmer) stop() {
+// stop ends the loop without waiting for a renewal in flight: that one
+// runs to its answer, which goes into the session's Acks. It returns a
+// channel closed once the loop is over (nil: no loop ran), which a win
+// waits for before it judges the chain (see ready).
+func (w *warmer) stop() <-chan struct{} {
 	if w.cancel != nil {
 		w.cancel()
 		w.cancel, w.lost = nil, nil
 	}
+	return w.done
 }
 
 // confirm renews the lease: a multi holding one version check of our znode
@@ -1188,9 +1201,11 @@ func (e *Elector) lead(ctx context.Context, sess *zk.Session, node string, epoch
 // leader has in steady state. A candidate that kept a credit chain while
 // it waited (warm) is ready at once when the chain's anchor, on the
 // connection in use, is at most 2R + MinTolerance/2 old (what a leader
-// renewing every R has), or after at most two more writes complete a
-// newer chain (its renewals ran late: the pair the renew loop would send
-// now); otherwise it settles. warm says which. (Acks are per connection:
+// renewing every R has), or once the wait's renewal still in flight was
+// answered (it may be the one that completes a fresh chain, and any write
+// sent before its answer could not be the Y of its chain), or after at most
+// two more writes complete a newer chain (its renewals ran late: the pair
+// the renew loop would send now); otherwise it settles. warm says which. (Acks are per connection:
 // after a reconnect only a chain on the new connection counts here,
 // although the lease may still run from an older one.)
 func (e *Elector) ready(ctx context.Context, sess *zk.Session, node string, tm lease.Timing, gap time.Duration, anchor func() time.Time, kick <-chan struct{}) (warm bool, err error) {
@@ -1200,10 +1215,28 @@ func (e *Elector) ready(ctx context.Context, sess *zk.Session, node string, tm l
 	default:
 	}
 	if on, _ := e.warmState(); on || e.cfg.WarmStandby {
-		for writes := 0; ; writes++ {
+		pending := e.warmDone // the wait's renewal, maybe still in flight
+		e.warmDone = nil
+		for writes := 0; ; {
 			acks := acksOn(sess)
 			if a := Anchor(acks, gap); !a.IsZero() && time.Since(a) <= 2*tm.Renew+lease.MinTolerance/2 {
 				return true, nil
+			}
+			if pending != nil {
+				// A renewal of the wait still in flight is answered before
+				// any write we could send now (one session's requests are
+				// answered in order) and may complete a fresh chain, or be
+				// its X: wait for it rather than send a write that could
+				// not be the Y of that chain, then judge again.
+				select {
+				case <-pending:
+				case <-kick:
+					return false, errKicked
+				case <-ctx.Done():
+					return false, ctx.Err()
+				}
+				pending = nil
+				continue
 			}
 			// A write now moves the anchor when it is the Y of a chain, or
 			// the X of one (a gap after the newest answer) that a Y completes.
@@ -1218,6 +1251,7 @@ func (e *Elector) ready(ctx context.Context, sess *zk.Session, node string, tm l
 			if !ok {
 				return false, ErrNodeDeleted
 			}
+			writes++
 		}
 	}
 	return false, e.settle(ctx, sess, node, tm, gap, anchor, kick)
@@ -1382,9 +1416,19 @@ func (e *Elector) renewLoop(ctx context.Context, sess *zk.Session, node string, 
 			check = true
 		case <-t.C:
 		}
+		if ctx.Err() != nil {
+			return // stopped while a renewal was due: send none
+		}
 		// An answer to a request sent more than a lease ago cannot help
 		// any more: give up on it so that the next renewal tries afresh.
-		rctx, cancel := context.WithTimeout(ctx, tm.Lease)
+		// A waiting candidate's renewal is not abandoned when its loop is
+		// stopped (it won, say): its answer still goes into the session's
+		// Acks, and may complete the chain the win takes its anchor from.
+		parent := ctx
+		if !leader {
+			parent = context.WithoutCancel(ctx)
+		}
+		rctx, cancel := context.WithTimeout(parent, tm.Lease)
 		var ok bool
 		var err error
 		switch {
