@@ -53,24 +53,23 @@ func BenchmarkRedisFollow(b *testing.B) {
 		if !ok {
 			b.Fatalf("run %d: not every replica followed %s within 60s: %v", i, target.ID, firsts)
 		}
-		evs := c.Events()
-		proms := redistest.Find(evs, "promote", t0, "node", target.ID, "result", "ok")
-		if len(proms) == 0 {
+		prom, ok := c.WaitEvent("promote", t0, 10*time.Second, "node", target.ID, "result", "ok")
+		if !ok {
 			b.Fatalf("run %d: no promote event of %s", i, target.ID)
 		}
-		promoted := proms[0].At
+		promoted := prom.At
 		s.add("cli", cli)
 		var lastRole, lastHook time.Time
 		for _, r := range replicas {
 			if at := firsts[r.ID]; at.After(lastRole) {
 				lastRole = at
 			}
-			fs := redistest.Find(evs, "follow", promoted, "node", r.ID, "leader", target.ID, "result", "ok")
-			if len(fs) == 0 {
+			f, ok := c.WaitEvent("follow", promoted, 10*time.Second, "node", r.ID, "leader", target.ID, "result", "ok")
+			if !ok {
 				b.Fatalf("run %d: no successful follow event of %s towards %s", i, r.ID, target.ID)
 			}
-			if fs[0].At.After(lastHook) {
-				lastHook = fs[0].At
+			if f.At.After(lastHook) {
+				lastHook = f.At
 			}
 		}
 		s.add("role", lastRole.Sub(promoted))

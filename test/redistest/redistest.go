@@ -523,6 +523,22 @@ func Find(evs []Event, kind string, since time.Time, kv ...string) []Event {
 	return out
 }
 
+// WaitEvent waits up to timeout for an event of kind at or after since
+// matching kv, and returns the first. (A Redis can show the effect of a
+// hook before the hook has written its line, which it does last.)
+func (c *Cluster) WaitEvent(kind string, since time.Time, timeout time.Duration, kv ...string) (Event, bool) {
+	deadline := time.Now().Add(timeout)
+	for {
+		if evs := Find(c.Events(), kind, since, kv...); len(evs) > 0 {
+			return evs[0], true
+		}
+		if time.Now().After(deadline) {
+			return Event{}, false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // DumpLogs writes every node's log tails and the events log to the test log.
 func (c *Cluster) DumpLogs() {
 	for _, n := range c.Nodes {
