@@ -80,6 +80,12 @@ func (c *Controller) onLeaderSeen(ld *cluster.Leader) {
 	f.known = true
 	if !first && ld.Same(f.leader) {
 		f.leader = ld // the same leadership; keep its freshest fields
+		if ld != nil && ld.NodeID != c.cfg.NodeID {
+			f.bad = ""
+			if err := checkLeader(ld); err != nil {
+				f.bad = err.Error()
+			}
+		}
 		return
 	}
 	// A run that waited for a leader (start-up, after a demote) keeps its

@@ -9,6 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/failoverd/failoverd/cluster"
 	"github.com/failoverd/failoverd/controller"
 	"github.com/failoverd/failoverd/controller/controllertest"
 )
@@ -413,6 +414,33 @@ func TestServiceAddressTravels(t *testing.T) {
 		}
 		if bc, _ := w.Breadcrumb(); bc.ServiceAddress != "" {
 			t.Errorf("b wrote a service address it does not have: %+v", bc)
+		}
+	})
+}
+
+// A leader whose member record carries what cannot go into an environment
+// variable (a newline in the host) is not followed; the next good one is.
+func TestFollowRefusesBadLeaderRecord(t *testing.T) {
+	test(t, func(t *testing.T, w *controllertest.World) {
+		w.SetBreadcrumb(other("x", 7))
+		if err := w.Node("x").PublishMember(context.Background(), cluster.Member{NodeID: "x", Host: "db\nx", State: "leader", Epoch: 7}); err != nil {
+			t.Fatal(err)
+		}
+		b := start(t, w, "b", following(0))
+		time.Sleep(time.Minute)
+		b.wantFollows()
+		if err := w.Node("x").PublishMember(context.Background(), cluster.Member{NodeID: "x", Host: "host-x", State: "leader", Epoch: 7}); err != nil {
+			t.Fatal(err)
+		}
+		b.wantFollows("startup:x@7") // the first leader that can be followed
+		w.SetBreadcrumb(other("x", 8))
+		if err := w.Node("x").PublishMember(context.Background(), cluster.Member{NodeID: "x", Host: "host-x", ServiceAddress: "host-x:bad", State: "leader", Epoch: 8}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Minute)
+		b.wantFollows("startup:x@7")
+		if st := b.c.Status(); st.Following != "x" || st.FollowingEpoch != 7 {
+			t.Errorf("status follows %s@%d, want still x@7", st.Following, st.FollowingEpoch)
 		}
 	})
 }
