@@ -118,6 +118,24 @@ func (s *Store) followSessions() {
 	}
 }
 
+// Fresh returns once the ZooKeeper server this client is connected to has
+// answered a sync, proof that it is in touch with the quorum's leader: a
+// server cut off from its quorum keeps its clients connected and serves
+// them old reads (until syncLimit x tickTime, which may exceed the session
+// timeout) but cannot answer a sync. ZooKeeper answers a session in order,
+// so every watch event of a change committed before the sync was sent
+// reached this client before the answer.
+func (s *Store) Fresh(ctx context.Context) error {
+	sess, err := s.session(ctx)
+	if err != nil {
+		return err
+	}
+	if err := sess.Sync(ctx, s.layout.Dir()); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		return fmt.Errorf("sync with the zookeeper quorum: %w", err)
+	}
+	return nil
+}
+
 // session is the client's current session, waiting for one within ctx.
 func (s *Store) session(ctx context.Context) (*zk.Session, error) {
 	sess, err := s.client.Session(ctx)
@@ -272,8 +290,14 @@ func (s *Store) members(ctx context.Context, sess *zk.Session, w *watchSet) ([]c
 				w.arm(key, ch)
 			}
 		}
-		if err != nil {
+		if errors.Is(err, zk.ErrNoNode) {
 			continue // gone meanwhile (the list watch fires)
+		}
+		if err != nil {
+			// Not "no such member": a record skipped on a lost
+			// connection would read as a leader gone. The whole read
+			// is retried.
+			return nil, fmt.Errorf("reading member %s: %w", id, err)
 		}
 		var m cluster.Member
 		if json.Unmarshal(b, &m) != nil {

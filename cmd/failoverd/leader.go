@@ -81,36 +81,40 @@ func printLeader(w io.Writer, l *cluster.Leader, asJSON bool) {
 // leaderView is the daemon's view of the promoted leader, which GET
 // /v1/leader answers; run keeps it current with Store.WatchLeader.
 //
-// While this node's ZooKeeper connection is down the view cannot change.
-// It is still answered for one session timeout (zookeeper.session_timeout):
-// a short disconnect (a server restart, a network blip, which the session
-// survives) must not make every client lose the leader. A longer one may
-// have cost this node its session, and the cluster may have moved on
-// without it seeing anything: the view then answers an error (a 503 that
-// says this node cannot tell) until the connection is back. So an answer
-// lags the cluster by at most about one session timeout plus ZooKeeper's
-// own propagation; a client must still rely on fencing, not on this answer,
-// to keep an old leader from acting.
+// The view can only be as current as the ZooKeeper server this node talks
+// to. run asks that server for a sync every poll (Store.Fresh): a server
+// that answers is in touch with the quorum's leader, and has delivered
+// every change committed before the sync to our watches. The view is
+// answered while the last answered sync is at most one session timeout
+// (zookeeper.session_timeout) old: a short disconnect (a server restart, a
+// network blip, which the session survives) must not make every client
+// lose the leader. After that (this node lost ZooKeeper, or its server was
+// cut off from the quorum and still serves old reads) it answers an error
+// (a 503 that says this node cannot tell). So an answer lags the cluster
+// by at most about one session timeout plus one poll, except behind a
+// ZooKeeper leader cut off from its followers, which answers syncs until it
+// steps down (syncLimit x tickTime); a client must rely on fencing, not on
+// this answer, to keep an old leader from acting.
 type leaderView struct {
-	watch     func(context.Context, func(*cluster.Leader)) error // Store.WatchLeader
-	connected func() bool                                        // Store.Connected
-	stale     time.Duration                                      // the session timeout
-	poll      time.Duration                                      // how often run looks at the connection
-	now       func() time.Time
+	watch func(context.Context, func(*cluster.Leader)) error // Store.WatchLeader
+	fresh func(context.Context) error                        // Store.Fresh
+	stale time.Duration                                      // the session timeout
+	poll  time.Duration                                      // how often run asks for a sync
+	now   func() time.Time
 
-	mu        sync.Mutex
-	known     bool // the leader was read at least once
-	leader    *cluster.Leader
-	downSince time.Time // zero while connected (as of the last poll)
-	stopped   bool
+	mu      sync.Mutex
+	known   bool // the leader was read at least once
+	leader  *cluster.Leader
+	freshAt time.Time // when the last answered sync was sent (zero: none yet)
+	stopped bool
 }
 
 func newLeaderView(store *zkcluster.Store, sessionTimeout time.Duration) *leaderView {
-	return &leaderView{watch: store.WatchLeader, connected: store.Connected, stale: sessionTimeout,
-		poll: 100 * time.Millisecond, now: time.Now}
+	return &leaderView{watch: store.WatchLeader, fresh: store.Fresh, stale: sessionTimeout,
+		poll: max(sessionTimeout/5, 200*time.Millisecond), now: time.Now}
 }
 
-// run follows the leader and the connection until ctx ends.
+// run follows the leader and the quorum's answers until ctx ends.
 func (v *leaderView) run(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() {
@@ -118,7 +122,7 @@ func (v *leaderView) run(ctx context.Context) error {
 		t := time.NewTicker(v.poll)
 		defer t.Stop()
 		for {
-			v.checkConnection()
+			v.checkFresh(ctx)
 			select {
 			case <-ctx.Done():
 				return
@@ -140,16 +144,19 @@ func (v *leaderView) set(l *cluster.Leader) {
 	v.known, v.leader = true, l
 }
 
-// checkConnection notes when the connection went down.
-func (v *leaderView) checkConnection() {
-	up := v.connected()
+// checkFresh asks for a sync (for at most one session timeout) and notes
+// when the last answered one was sent.
+func (v *leaderView) checkFresh(ctx context.Context) {
+	sent := v.now()
+	sctx, cancel := context.WithTimeout(ctx, v.stale)
+	defer cancel()
+	if v.fresh(sctx) != nil {
+		return
+	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	switch {
-	case up:
-		v.downSince = time.Time{}
-	case v.downSince.IsZero():
-		v.downSince = v.now()
+	if sent.After(v.freshAt) {
+		v.freshAt = sent
 	}
 }
 
@@ -162,9 +169,11 @@ func (v *leaderView) Leader() (*cluster.Leader, error) {
 		return nil, errors.New("the daemon is stopping")
 	case !v.known:
 		return nil, errors.New("the leader has not been read from ZooKeeper yet")
-	case !v.downSince.IsZero() && v.now().Sub(v.downSince) > v.stale:
-		return nil, fmt.Errorf("no ZooKeeper connection for %v, longer than the session timeout (%v): the last leader seen may be stale",
-			v.now().Sub(v.downSince).Round(time.Millisecond), v.stale)
+	case v.freshAt.IsZero():
+		return nil, errors.New("no ZooKeeper server has answered a sync yet")
+	case v.now().Sub(v.freshAt) > v.stale:
+		return nil, fmt.Errorf("no sync answered by the ZooKeeper quorum for %v, longer than the session timeout (%v): the last leader seen may be stale",
+			v.now().Sub(v.freshAt).Round(time.Millisecond), v.stale)
 	}
 	return v.leader, nil
 }

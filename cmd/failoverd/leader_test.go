@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -34,9 +35,9 @@ func (c *fakeClock) add(d time.Duration) {
 }
 
 // The daemon's leader view answers what WatchLeader delivered last, an
-// error before the first delivery, and an error while its ZooKeeper
-// connection has been down for longer than the session timeout (the view
-// may be stale then), the last value again once it is back; and an error
+// error before the first delivery, and an error while no ZooKeeper server
+// has answered a sync for longer than the session timeout (the view may be
+// stale then: no connection, or a server cut off from the quorum), the last value again once it is back; and an error
 // once it stopped.
 func TestLeaderViewStaleness(t *testing.T) {
 	clock := &fakeClock{t: time.Date(2026, 11, 23, 17, 0, 0, 0, time.UTC)}
@@ -56,8 +57,13 @@ func TestLeaderViewStaleness(t *testing.T) {
 				}
 			}
 		},
-		connected: func() bool { b, _ := up.Load("up"); return b.(bool) },
-		stale:     4 * time.Second, poll: time.Millisecond, now: clock.now,
+		fresh: func(context.Context) error {
+			if b, _ := up.Load("up"); !b.(bool) {
+				return errors.New("no sync answered")
+			}
+			return nil
+		},
+		stale: 4 * time.Second, poll: time.Millisecond, now: clock.now,
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
@@ -66,6 +72,7 @@ func TestLeaderViewStaleness(t *testing.T) {
 	if l, err := v.Leader(); err == nil {
 		t.Fatalf("before the first read: %+v, want an error", l)
 	}
+	time.Sleep(50 * time.Millisecond) // a sync answered
 	a := &cluster.Leader{NodeID: "a", Epoch: 3}
 	give(a)
 	if l, err := v.Leader(); err != nil || l != a {
