@@ -145,15 +145,8 @@ func (m *Nemesis) lostReplyLagging(leader *clustertest.Node, id int, pick int, h
 	f := &lagFault{e: e, variant: variant, server: laggard(e, followers, pick), lost: make(chan *clustertest.Node, 1)}
 	f.target = fmt.Sprintf("zk%d", f.server+1)
 	inject(leader.ID, "variant", variant, "lagging", f.target)
-	if !e.C.ZK.CanHoldCommits(f.server) {
-		// Synced by snapshot (a follower that joined late): its link is
-		// copied as bytes. Make it sync again, by diff.
-		e.C.ZK.Resync(f.server)
-		end := time.Now().Add(15 * time.Second)
-		for !e.C.ZK.CanHoldCommits(f.server) && time.Now().Before(end) {
-			time.Sleep(50 * time.Millisecond)
-		}
-		e.Log("zk_resync", "server", f.target, "holdable", e.C.ZK.CanHoldCommits(f.server))
+	if !e.C.ZK.CanHoldCommits(f.server) { // synced by snapshot: its link is copied as bytes
+		e.Log("zk_resync", "server", f.target, "holdable", e.C.ZK.Holdable(f.server, 15*time.Second))
 	}
 
 	// Nobody on the lagging server: the successor must hear of the
@@ -220,8 +213,8 @@ func (f *lagFault) before(n *clustertest.Node) func(seen int64) {
 	}
 }
 
-// after runs once n's reply was lost: n may now reach only the lagging
-// server, slowly.
+// after runs once n's reply was held back, before its connection is cut:
+// n may now reach only the lagging server, slowly.
 func (f *lagFault) after(n *clustertest.Node) func() {
 	return func() {
 		f.mu.Lock()

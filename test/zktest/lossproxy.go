@@ -95,7 +95,8 @@ type LossHooks struct {
 	// connection (in its connect request or a reply since), which a server
 	// it reconnects to must have reached.
 	Before func(seen int64)
-	// After runs once the reply was lost and the connection cut.
+	// After runs once the reply was held back, before the connection is
+	// cut: the client cannot reconnect before it returned.
 	After func()
 }
 
@@ -307,13 +308,11 @@ func (p *LossProxy) replies(fc *frameConn, in, out net.Conn) {
 			delete(fc.doomed, xid)
 			fc.mu.Unlock()
 			if ok {
-				in.Close()
-				out.Close()
 				p.record(d.lr)
 				if d.after != nil {
 					d.after()
 				}
-				return
+				return // the deferred closes cut the connection
 			}
 			if xid >= 0 { // a reply (not a ping or a notification): the client sees its zxid
 				fc.see(int64(binary.BigEndian.Uint64(frame[8:])))

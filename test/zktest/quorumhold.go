@@ -2,6 +2,7 @@ package zktest
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -10,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // # A follower that lags
@@ -29,10 +32,10 @@ import (
 // apply, until the hold ends and the held packets flow in order.
 //
 // The quorum proxies therefore follow the leader-to-follower stream packet by
-// packet (jute's QuorumPacket: type, zxid, data, auth info). A follower
-// synced by snapshot (SNAP) is followed by the raw snapshot, which is not
-// framed: such a connection is copied as bytes and cannot be held until
-// the follower connects anew.
+// packet (jute's QuorumPacket: type, zxid, data, auth info). The snapshot a
+// leader streams after SNAP is not framed that way: it is copied as bytes
+// up to its signature. A stream the parser cannot follow is copied as bytes
+// to its end, and that link cannot hold.
 
 // Quorum packet types (org.apache.zookeeper.server.quorum.Leader) that the
 // hold looks at.
@@ -54,15 +57,16 @@ type quorumConn struct {
 	mu     sync.Mutex
 	dst    net.Conn
 	synced bool // UPTODATE seen: from here on only quorum packets, holdable
-	raw    bool // a snapshot followed SNAP: copied as bytes, never held
+	raw    bool // not framed as expected: copied as bytes, never held
 	held   [][]byte
+	cut    atomic.Bool // Resync closed it
 }
 
 // holdable reports whether the connection can hold packets now.
 func (q *quorumConn) holdable() bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.synced && !q.raw
+	return q.synced && !q.raw && !q.cut.Load()
 }
 
 // send forwards pkt, or keeps it while p holds commits: pings and
@@ -120,7 +124,7 @@ func (p *Proxy) pipeQuorum(dst, src net.Conn) {
 	r := bufio.NewReaderSize(src, 64<<10)
 	for {
 		pkt, typ, err := readQuorumPacket(r)
-		if errors.Is(err, errUnframed) || (err == nil && typ == qpSnap) {
+		if errors.Is(err, errUnframed) {
 			// Forward what was read, then copy bytes to the end.
 			q.mu.Lock()
 			q.raw = true
@@ -136,6 +140,42 @@ func (p *Proxy) pipeQuorum(dst, src net.Conn) {
 		}
 		if !q.send(p, pkt, typ) {
 			return
+		}
+		if typ == qpSnap && !p.copySnapshot(dst, r) {
+			return
+		}
+	}
+}
+
+// snapSignature ends the snapshot a leader streams after SNAP (the jute
+// string "BenWasHere"); quorum packets follow it.
+var snapSignature = []byte("\x00\x00\x00\x0aBenWasHere")
+
+// copySnapshot forwards the snapshot that follows a SNAP packet, up to and
+// including its signature. (A znode whose data held the signature would end
+// it early; no test writes one.)
+func (p *Proxy) copySnapshot(dst net.Conn, r *bufio.Reader) bool {
+	chunk := make([]byte, 0, 32<<10)
+	last := make([]byte, 0, 2*len(snapSignature)) // the stream's tail, across chunks
+	for {
+		b, err := r.ReadByte()
+		if err != nil {
+			return false
+		}
+		chunk = append(chunk, b)
+		if len(last) == cap(last) {
+			last = append(last[:0], last[len(last)-len(snapSignature)+1:]...)
+		}
+		last = append(last, b)
+		done := bytes.HasSuffix(last, snapSignature)
+		if done || len(chunk) == cap(chunk) {
+			if !p.forward(dst, chunk) {
+				return false
+			}
+			if done {
+				return true
+			}
+			chunk = chunk[:0]
 		}
 	}
 }
@@ -284,10 +324,33 @@ func (c *Cluster) Resync(i int) {
 		c.t.Fatal("zktest: Resync needs Options.ProxyQuorum")
 	}
 	for _, l := range c.links[i] {
-		if l != nil {
-			l.quorum.Reset()
+		if l == nil {
+			continue
+		}
+		l.quorum.mu.Lock()
+		for q := range l.quorum.quorumConns {
+			q.cut.Store(true) // no longer holdable, even before it is gone
+		}
+		l.quorum.mu.Unlock()
+		l.quorum.Reset()
+	}
+}
+
+// Holdable makes sure follower i's link to its leader can hold: when it
+// was synced by snapshot (a follower that joined late), Resync makes it sync
+// again, by diff. It reports whether the link can hold within timeout.
+func (c *Cluster) Holdable(i int, timeout time.Duration) bool {
+	c.t.Helper()
+	if c.CanHoldCommits(i) {
+		return true
+	}
+	c.Resync(i)
+	for end := time.Now().Add(timeout); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		if c.CanHoldCommits(i) {
+			return true
 		}
 	}
+	return false
 }
 
 // Zxid is the last zxid the server at addr has applied, from srvr.
