@@ -436,7 +436,7 @@ while :; do
     esac
   done < <(status_rows || true)
   [[ -n "$leader" && $standbys -eq 2 && "$(role_of "$leader")" == master ]] && break
-  (($(ms_since "$t0") < 60000)) || die "no leader with a primary Redis and two standbys within 60s"
+  (($(ms_since "$t0") < 120000)) || die "no leader with a primary Redis and two standbys within 120s"
   sleep 0.3
 done
 replicas=()
