@@ -626,7 +626,7 @@ case "$KILL" in
   redis) start_redis "$old" ;;
 esac
 say "failoverd on $old demotes (a no-op: it is a replica) and its follow hook points it at $new."
-wait_following "$new" 60 "$old"
+wait_following "$new" 120 "$old"
 c=$(count_keys "$old")
 ((c == KEYS)) || die "$old has $c of the $KEYS keys after resyncing"
 r=$(rc "$old" SET demo:late x 2>&1 || true)
