@@ -23,7 +23,7 @@ var path = cluster.Layout{Root: "/failoverd", Cluster: "orders"}.Breadcrumb()
 
 func session(t *testing.T, zks *zktest.Cluster) *zk.Session {
 	t.Helper()
-	c, err := zk.NewClient(zk.Config{Servers: zks.Addrs(), SessionTimeout: 4 * time.Second})
+	c, err := zk.NewClient(zk.Config{Servers: zks.Addrs(), SessionTimeout: 4 * time.Second}, zk.Deps{})
 	if err != nil {
 		t.Fatal(err)
 	}

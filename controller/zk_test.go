@@ -174,7 +174,7 @@ func startNode(t *testing.T, zkc *zktest.Cluster, o nodeOpts) *testNode {
 	events := filepath.Join(dir, "events")
 	promote := proctest.Script(t, fmt.Sprintf("echo \"promote $FAILOVERD_EPOCH\" >> %q\n", events))
 	demote := proctest.Script(t, o.demoteBody+fmt.Sprintf("\necho \"demote $FAILOVERD_REASON\" >> %q\n", events))
-	client, err := zk.NewClient(zk.Config{Servers: zkc.Addrs(), SessionTimeout: o.session})
+	client, err := zk.NewClient(zk.Config{Servers: zkc.Addrs(), SessionTimeout: o.session}, zk.Deps{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,12 +189,13 @@ func startNode(t *testing.T, zkc *zktest.Cluster, o nodeOpts) *testNode {
 		BackoffMin: 200 * time.Millisecond, BackoffMax: time.Second,
 		ShutdownTimeout: 30 * time.Second,
 	}
-	el, err := election.New(client, election.Config{Dir: ctLayout.ElectionDir(), NodeID: o.id, Mode: mode, Lease: o.lease,
-		DemoteBudget: DemoteBudget(cfg), Logger: testLogger(o.id)})
+	el, err := election.New(election.Config{Dir: ctLayout.ElectionDir(), NodeID: o.id, Mode: mode, Lease: o.lease,
+		DemoteBudget: DemoteBudget(cfg)}, election.Deps{Client: client, Logger: testLogger(o.id)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := zkcluster.New(zkcluster.Config{Layout: ctLayout, NodeID: o.id, Instance: cfg.Instance, Logger: testLogger(o.id)}, client)
+	store, err := zkcluster.New(zkcluster.Config{Layout: ctLayout, NodeID: o.id, Instance: cfg.Instance},
+		zkcluster.Deps{Client: client, Logger: testLogger(o.id)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -393,7 +394,7 @@ func TestDemoteBudgetUsesNegotiatedTimeout(t *testing.T) {
 // the test ends.
 func openSession(ctx context.Context, t *testing.T, zkc *zktest.Cluster, auth *zk.Auth) (*zk.Session, func()) {
 	t.Helper()
-	client, err := zk.NewClient(zk.Config{Servers: zkc.Addrs(), SessionTimeout: 6 * time.Second, Auth: auth})
+	client, err := zk.NewClient(zk.Config{Servers: zkc.Addrs(), SessionTimeout: 6 * time.Second, Auth: auth}, zk.Deps{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,12 +22,12 @@ func TestTermCauseIsRunCause(t *testing.T) {
 	zks := zktest.Start(t, 1)
 	modes(t, func(t *testing.T, m Mode) {
 		r := newReferee()
-		c, err := zk.NewClient(zk.Config{Servers: zks.Addrs(), SessionTimeout: 2 * time.Second})
+		c, err := zk.NewClient(zk.Config{Servers: zks.Addrs(), SessionTimeout: 2 * time.Second}, zk.Deps{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		el, err := New(c, Config{Dir: testDir, NodeID: "a", Mode: m, Logger: testLogger("a")})
+		el, err := New(Config{Dir: testDir, NodeID: "a", Mode: m}, Deps{Client: c, Logger: testLogger("a")})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -147,12 +147,12 @@ func checkNoZnodeOf(t *testing.T, servers []string, id int64) {
 // the elector's leave after the term must not delete the successor's lock.
 func TestUnfairLeaveKeepsASuccessorsLock(t *testing.T) {
 	zks := zktest.Start(t, 1)
-	c, err := zk.NewClient(zk.Config{Servers: zks.Addrs(), SessionTimeout: 2 * time.Second})
+	c, err := zk.NewClient(zk.Config{Servers: zks.Addrs(), SessionTimeout: 2 * time.Second}, zk.Deps{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	el, err := New(c, Config{Dir: testDir, NodeID: "a", Mode: Unfair})
+	el, err := New(Config{Dir: testDir, NodeID: "a", Mode: Unfair}, Deps{Client: c})
 	if err != nil {
 		t.Fatal(err)
 	}

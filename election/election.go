@@ -178,7 +178,12 @@ type Config struct {
 	// the renewals a leader sends. false: only a candidate told Warm(true)
 	// keeps a chain.
 	WarmStandby bool
-	Logger      *slog.Logger
+}
+
+// Deps are the parts an Elector uses.
+type Deps struct {
+	Client *zk.Client   // required; the elector campaigns on its sessions
+	Logger *slog.Logger // nil: discard
 }
 
 // Timing is the lease arithmetic of this configuration for a session of
@@ -357,8 +362,8 @@ func (e *Elector) setRefusal(err error) {
 }
 
 // New checks cfg and returns an Elector; it does not contact ZooKeeper.
-func New(client *zk.Client, cfg Config) (*Elector, error) {
-	if client == nil {
+func New(cfg Config, deps Deps) (*Elector, error) {
+	if deps.Client == nil {
 		return nil, errors.New("election: nil zookeeper client")
 	}
 	if !strings.HasPrefix(cfg.Dir, "/") || strings.HasSuffix(cfg.Dir, "/") {
@@ -370,15 +375,15 @@ func New(client *zk.Client, cfg Config) (*Elector, error) {
 	if cfg.Lease < 0 || cfg.RenewInterval < 0 || cfg.TickTime < 0 || cfg.DemoteBudget < 0 {
 		return nil, errors.New("election: negative lease, renew interval, tick time or demote budget")
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
+	if deps.Logger == nil {
+		deps.Logger = slog.New(slog.DiscardHandler)
 	}
 	var b [16]byte
 	rand.Read(b[:])
 	return &Elector{
-		client: client,
+		client: deps.Client,
 		cfg:    cfg,
-		log:    cfg.Logger.With("component", "election", "mode", cfg.Mode.String()),
+		log:    deps.Logger.With("component", "election", "mode", cfg.Mode.String()),
 		guid:   hex.EncodeToString(b[:]),
 		kick:   make(chan struct{}),
 

@@ -218,12 +218,12 @@ func testLogger(id string) *slog.Logger {
 
 func startCandidate(t *testing.T, r *referee, id string, o opts) *cand {
 	t.Helper()
-	c, err := zk.NewClient(zk.Config{Servers: o.servers, SessionTimeout: o.timeout, Dial: o.dial})
+	c, err := zk.NewClient(zk.Config{Servers: o.servers, SessionTimeout: o.timeout}, zk.Deps{Dial: o.dial})
 	if err != nil {
 		t.Fatal(err)
 	}
-	el, err := New(c, Config{Dir: "/failoverd/test/election", NodeID: id, Mode: o.mode, Lease: o.lease, RenewInterval: o.renew,
-		TickTime: o.tick, DemoteBudget: o.budget, WarmStandby: !o.cold, Logger: testLogger(id)})
+	el, err := New(Config{Dir: "/failoverd/test/election", NodeID: id, Mode: o.mode, Lease: o.lease, RenewInterval: o.renew,
+		TickTime: o.tick, DemoteBudget: o.budget, WarmStandby: !o.cold}, Deps{Client: c, Logger: testLogger(id)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -351,7 +351,7 @@ func fifoHerdFree(t *testing.T, zks *zktest.Cluster, warm bool) {
 // returned func (it closes the client) when done with the session.
 func openSession(t *testing.T, servers []string, timeout time.Duration) (*zk.Session, func()) {
 	t.Helper()
-	c, err := zk.NewClient(zk.Config{Servers: servers, SessionTimeout: timeout})
+	c, err := zk.NewClient(zk.Config{Servers: servers, SessionTimeout: timeout}, zk.Deps{})
 	if err != nil {
 		t.Fatal(err)
 	}

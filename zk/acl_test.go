@@ -43,7 +43,7 @@ func mustCreate(t *testing.T, conn *gozk.Conn, path string, acl []gozk.ACL) {
 
 func protectedClient(t *testing.T, servers []string, auth *zk.Auth, protect ...string) *zk.Client {
 	t.Helper()
-	c, err := zk.NewClient(zk.Config{Servers: servers, SessionTimeout: 4 * time.Second, Auth: auth, Protect: protect})
+	c, err := zk.NewClient(zk.Config{Servers: servers, SessionTimeout: 4 * time.Second, Auth: auth, Protect: protect}, zk.Deps{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ var testAuth = &zk.Auth{User: "failoverd", Password: "s3cret"}
 
 func newAuthClient(t *testing.T, servers []string) *zk.Client {
 	t.Helper()
-	c, err := zk.NewClient(zk.Config{Servers: servers, SessionTimeout: 4 * time.Second, Auth: testAuth})
+	c, err := zk.NewClient(zk.Config{Servers: servers, SessionTimeout: 4 * time.Second, Auth: testAuth}, zk.Deps{})
 	if err != nil {
 		t.Fatal(err)
 	}

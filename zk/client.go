@@ -13,12 +13,22 @@ import (
 	gozk "github.com/go-zookeeper/zk"
 )
 
-// Config describes how to reach the ensemble.
+// Config describes how to reach the ensemble (settings; the parts a
+// Client uses are its Deps).
 type Config struct {
 	Servers        []string      // host:port of every server
 	SessionTimeout time.Duration // requested; the server may negotiate it
 	Auth           *Auth         // nil: open ACLs
-	Logger         *slog.Logger
+	// Protect lists znode paths that nobody but us may change: with Auth,
+	// before a new session is handed out, CheckACLs runs on each (fixing
+	// the znodes we own, failing the session on the others). Ignored
+	// without Auth.
+	Protect []string
+}
+
+// Deps are the parts a Client uses; a zero field means the default.
+type Deps struct {
+	Logger *slog.Logger // nil: discard
 	// Dial, when set, replaces the TCP dialer (tests put fault proxies here).
 	// It gets resolved addresses (ip:port).
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
@@ -26,11 +36,6 @@ type Config struct {
 	// inject failing or hanging resolvers here). Names are resolved at dial
 	// time, again on every attempt; IP literals are never looked up.
 	Resolve func(ctx context.Context, host string) ([]string, error)
-	// Protect lists znode paths that nobody but us may change: with Auth,
-	// before a new session is handed out, CheckACLs runs on each (fixing
-	// the znodes we own, failing the session on the others). Ignored
-	// without Auth.
-	Protect []string
 }
 
 // lookupTimeout bounds one name lookup at dial time, so that a resolver
@@ -50,6 +55,7 @@ const setupRetry = time.Second
 // leader, metrics) call it and must never wait on the network.
 type Client struct {
 	cfg   Config
+	dial  func(ctx context.Context, network, addr string) (net.Conn, error) // Deps.Dial, or a TCP dialer
 	log   *slog.Logger
 	acl   []gozk.ACL
 	ident ACL // our digest identity (with Auth)
@@ -65,18 +71,21 @@ type Client struct {
 }
 
 // NewClient checks cfg; it does not connect yet.
-func NewClient(cfg Config) (*Client, error) {
+func NewClient(cfg Config, deps Deps) (*Client, error) {
 	if len(cfg.Servers) == 0 {
 		return nil, errors.New("zk: no servers configured")
 	}
 	if cfg.SessionTimeout <= 0 {
 		return nil, errors.New("zk: session timeout must be > 0")
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
+	if deps.Logger == nil {
+		deps.Logger = slog.New(slog.DiscardHandler)
 	}
-	c := &Client{cfg: cfg, log: cfg.Logger.With("component", "zk")}
-	c.names = newNames(cfg.Resolve, c.log)
+	if deps.Dial == nil {
+		deps.Dial = (&net.Dialer{}).DialContext
+	}
+	c := &Client{cfg: cfg, dial: deps.Dial, log: deps.Logger.With("component", "zk")}
+	c.names = newNames(deps.Resolve, c.log)
 	if cfg.Auth != nil {
 		c.acl = append(gozk.DigestACL(gozk.PermAll, cfg.Auth.User, cfg.Auth.Password), gozk.WorldACL(gozk.PermRead)...)
 		c.ident = ACL{Scheme: c.acl[0].Scheme, ID: c.acl[0].ID}

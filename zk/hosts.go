@@ -156,10 +156,7 @@ func (s *Session) dial(network, addr string, timeout time.Duration) (net.Conn, e
 	}
 	ctx, cancel := context.WithTimeout(s.life, timeout)
 	defer cancel()
-	dial := s.client.cfg.Dial
-	if dial == nil {
-		dial = (&net.Dialer{}).DialContext
-	}
+	dial := s.client.dial
 	var errs []error
 	for _, ip := range ips {
 		c, err := dial(ctx, network, net.JoinHostPort(ip, port))

@@ -106,8 +106,8 @@ func TestUnresolvableServerNameDoesNotBlockSessions(t *testing.T) {
 	for i := range 4 {
 		c, err := zk.NewClient(zk.Config{
 			Servers:        []string{"nonexistent.invalid:2181", "zk-a.test:" + port},
-			SessionTimeout: 4 * time.Second, Resolve: dns.resolve, Logger: log,
-		})
+			SessionTimeout: 4 * time.Second,
+		}, zk.Deps{Resolve: dns.resolve, Logger: log})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -127,10 +127,8 @@ func TestUnresolvableServerNameDoesNotBlockSessions(t *testing.T) {
 	// logs it once; when the name resolves again, the session comes.
 	dns.set("zk-b.test", "")
 	before := logs.count(`msg="zookeeper server name does not resolve`)
-	c, err := zk.NewClient(zk.Config{
-		Servers: []string{"zk-b.test:" + port}, SessionTimeout: 4 * time.Second,
-		Resolve: dns.resolve, Logger: log,
-	})
+	c, err := zk.NewClient(zk.Config{Servers: []string{"zk-b.test:" + port}, SessionTimeout: 4 * time.Second},
+		zk.Deps{Resolve: dns.resolve, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,9 +168,8 @@ func TestCurrentDoesNotWaitForNetwork(t *testing.T) {
 	zks := zktest.Start(t, 1)
 	port := portOf(t, zks.Servers[0].Addr())
 	dns := newFakeDNS(map[string]string{"zk-a.test": "127.0.0.1"})
-	c, err := zk.NewClient(zk.Config{
-		Servers: []string{"zk-a.test:" + port}, SessionTimeout: 2 * time.Second, Resolve: dns.resolve,
-	})
+	c, err := zk.NewClient(zk.Config{Servers: []string{"zk-a.test:" + port}, SessionTimeout: 2 * time.Second},
+		zk.Deps{Resolve: dns.resolve})
 	if err != nil {
 		t.Fatal(err)
 	}

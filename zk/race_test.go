@@ -32,7 +32,7 @@ func TestReconnectWithWatchesUnderRace(t *testing.T) {
 		}
 		return slowWrites{c}, nil
 	}
-	c, err := zk.NewClient(zk.Config{Servers: []string{p.Addr()}, SessionTimeout: 6 * time.Second, Dial: dial})
+	c, err := zk.NewClient(zk.Config{Servers: []string{p.Addr()}, SessionTimeout: 6 * time.Second}, zk.Deps{Dial: dial})
 	if err != nil {
 		t.Fatal(err)
 	}

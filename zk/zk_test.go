@@ -11,7 +11,7 @@ import (
 
 func newClient(t *testing.T, servers []string, timeout time.Duration) *zk.Client {
 	t.Helper()
-	c, err := zk.NewClient(zk.Config{Servers: servers, SessionTimeout: timeout})
+	c, err := zk.NewClient(zk.Config{Servers: servers, SessionTimeout: timeout}, zk.Deps{})
 	if err != nil {
 		t.Fatal(err)
 	}

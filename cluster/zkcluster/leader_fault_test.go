@@ -33,12 +33,12 @@ func TestLostConnectionDuringLeaderReadIsNotNoLeader(t *testing.T) {
 		}
 		return zktest.Forward
 	})
-	wc, err := zk.NewClient(zk.Config{Servers: []string{proxy.Addr()}, SessionTimeout: 4 * time.Second})
+	wc, err := zk.NewClient(zk.Config{Servers: []string{proxy.Addr()}, SessionTimeout: 4 * time.Second}, zk.Deps{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(wc.Close)
-	ws, err := New(Config{Layout: testLayout}, wc)
+	ws, err := New(Config{Layout: testLayout}, Deps{Client: wc})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,12 +82,12 @@ func TestLostConnectionDuringLeaderReadIsNotNoLeader(t *testing.T) {
 func TestFreshFailsOnACutOffFollower(t *testing.T) {
 	zkc := zktest.StartOpts(t, zktest.Options{Servers: 3, ProxyQuorum: true, SyncLimit: 60})
 	f := (zkc.Leader() + 1) % 3
-	c, err := zk.NewClient(zk.Config{Servers: []string{zkc.Servers[f].Addr()}, SessionTimeout: 4 * time.Second})
+	c, err := zk.NewClient(zk.Config{Servers: []string{zkc.Servers[f].Addr()}, SessionTimeout: 4 * time.Second}, zk.Deps{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	s, err := New(Config{Layout: testLayout}, c)
+	s, err := New(Config{Layout: testLayout}, Deps{Client: c})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -160,12 +160,12 @@ func TestWatchLeader(t *testing.T) {
 		}
 		return zktest.Forward
 	})
-	wc, err := zk.NewClient(zk.Config{Servers: []string{counter.Addr()}, SessionTimeout: 4 * time.Second})
+	wc, err := zk.NewClient(zk.Config{Servers: []string{counter.Addr()}, SessionTimeout: 4 * time.Second}, zk.Deps{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(wc.Close)
-	ws, err := New(Config{Layout: testLayout}, wc)
+	ws, err := New(Config{Layout: testLayout}, Deps{Client: wc})
 	if err != nil {
 		t.Fatal(err)
 	}

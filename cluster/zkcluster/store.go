@@ -32,7 +32,12 @@ type Config struct {
 	// start): it tells our own earlier session's member record from one of
 	// another live process using the same node id.
 	NodeID, Instance string
-	Logger           *slog.Logger
+}
+
+// Deps are the parts a Store uses.
+type Deps struct {
+	Client *zk.Client   // required; the Store uses its current session
+	Logger *slog.Logger // nil: discard
 }
 
 // Store reads and writes one cluster's records over a client's sessions.
@@ -52,19 +57,19 @@ type Store struct {
 }
 
 // New makes a Store; it does not connect.
-func New(cfg Config, client *zk.Client) (*Store, error) {
-	if client == nil {
+func New(cfg Config, deps Deps) (*Store, error) {
+	if deps.Client == nil {
 		return nil, errors.New("zkcluster: a client is required")
 	}
 	if cfg.Layout.Root == "" || cfg.Layout.Cluster == "" {
 		return nil, errors.New("zkcluster: the layout needs a root and a cluster")
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
+	if deps.Logger == nil {
+		deps.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Store{
-		client: client, layout: cfg.Layout, nodeID: cfg.NodeID, inst: cfg.Instance,
-		log:    cfg.Logger.With("component", "zkcluster"),
+		client: deps.Client, layout: cfg.Layout, nodeID: cfg.NodeID, inst: cfg.Instance,
+		log:    deps.Logger.With("component", "zkcluster"),
 		sessCh: make(chan struct{}),
 	}, nil
 }

@@ -21,12 +21,12 @@ var testLayout = cluster.Layout{Root: "/failoverd", Cluster: "zc"}
 // node id (and instance); the client is closed when the test ends.
 func newStore(t *testing.T, zkc *zktest.Cluster, id, instance string) (*Store, *zk.Client) {
 	t.Helper()
-	client, err := zk.NewClient(zk.Config{Servers: zkc.Addrs(), SessionTimeout: 4 * time.Second})
+	client, err := zk.NewClient(zk.Config{Servers: zkc.Addrs(), SessionTimeout: 4 * time.Second}, zk.Deps{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(client.Close)
-	s, err := New(Config{Layout: testLayout, NodeID: id, Instance: instance}, client)
+	s, err := New(Config{Layout: testLayout, NodeID: id, Instance: instance}, Deps{Client: client})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -474,7 +474,7 @@ func elect(t *testing.T, s *Store, c *zk.Client, id string) *term {
 // electIn is elect in the given election mode.
 func electIn(t *testing.T, s *Store, c *zk.Client, id string, mode election.Mode) *term {
 	t.Helper()
-	el, err := election.New(c, election.Config{Dir: s.Layout().ElectionDir(), NodeID: id, Mode: mode})
+	el, err := election.New(election.Config{Dir: s.Layout().ElectionDir(), NodeID: id, Mode: mode}, election.Deps{Client: c})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -752,7 +752,7 @@ var (
 func TestCampaignTermCauseIsCampaignCause(t *testing.T) {
 	zkc := zktest.Start(t, 1)
 	s, c := newStore(t, zkc, "a", "inst-a")
-	el, err := election.New(c, election.Config{Dir: s.Layout().ElectionDir(), NodeID: "a", Mode: election.Fair})
+	el, err := election.New(election.Config{Dir: s.Layout().ElectionDir(), NodeID: "a", Mode: election.Fair}, election.Deps{Client: c})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -840,7 +840,7 @@ func TestTermCauseInClusterTerms(t *testing.T) {
 	_, ac := newStore(t, zkc, "", "")
 	adm := session(t, ac)
 	s, c := newStore(t, zkc, "a", "inst-a")
-	el, err := election.New(c, election.Config{Dir: s.Layout().ElectionDir(), NodeID: "a", Mode: election.Fair})
+	el, err := election.New(election.Config{Dir: s.Layout().ElectionDir(), NodeID: "a", Mode: election.Fair}, election.Deps{Client: c})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,7 +23,7 @@ func TestUnsafeACLAtStartupExits(t *testing.T) {
 	n.Kill(syscall.SIGTERM)
 
 	// Another ZooKeeper user's open znode, with our root below it.
-	cl, err := zk.NewClient(zk.Config{Servers: c.ZK.Addrs(), SessionTimeout: 4 * time.Second})
+	cl, err := zk.NewClient(zk.Config{Servers: c.ZK.Addrs(), SessionTimeout: 4 * time.Second}, zk.Deps{})
 	if err != nil {
 		t.Fatal(err)
 	}

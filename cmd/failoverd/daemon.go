@@ -91,8 +91,8 @@ func layoutOf(cfg *config.Config) cluster.Layout {
 	return cluster.Layout{Root: cfg.ZooKeeper.Root, Cluster: cfg.Cluster}
 }
 
-func zkConfig(cfg *config.Config, logger *slog.Logger) (zk.Config, error) {
-	zc := zk.Config{Servers: cfg.ZooKeeper.Servers, SessionTimeout: cfg.ZooKeeper.SessionTimeout.Std(), Logger: logger}
+func zkConfig(cfg *config.Config) (zk.Config, error) {
+	zc := zk.Config{Servers: cfg.ZooKeeper.Servers, SessionTimeout: cfg.ZooKeeper.SessionTimeout.Std()}
 	if cfg.ZooKeeper.Auth != nil {
 		cred, err := cfg.ReadCredentials()
 		if err != nil {
@@ -146,7 +146,7 @@ func followHook(ccfg controller.Config) controller.Hook {
 // electionConfig is the elector's part of cfg: the lease (0: derived from
 // the timeout ZooKeeper grants), the ensemble's tickTime, the
 // controller's demote budget and whether standbys keep a warm chain.
-func electionConfig(cfg *config.Config, ccfg controller.Config, logger *slog.Logger) election.Config {
+func electionConfig(cfg *config.Config, ccfg controller.Config) election.Config {
 	mode := election.Fair
 	if cfg.Election.Mode == config.ModeUnfair {
 		mode = election.Unfair
@@ -154,7 +154,7 @@ func electionConfig(cfg *config.Config, ccfg controller.Config, logger *slog.Log
 	return election.Config{
 		Dir:    layoutOf(cfg).ElectionDir(),
 		NodeID: cfg.Node.ID, Mode: mode, Lease: cfg.Election.Lease.Std(), TickTime: cfg.ZooKeeper.TickTime.Std(),
-		DemoteBudget: controller.DemoteBudget(ccfg), WarmStandby: cfg.Election.WarmStandby, Logger: logger,
+		DemoteBudget: controller.DemoteBudget(ccfg), WarmStandby: cfg.Election.WarmStandby,
 	}
 }
 
@@ -164,20 +164,21 @@ func electionConfig(cfg *config.Config, ccfg controller.Config, logger *slog.Log
 // fenced in.
 func build(cfg *config.Config, logger *slog.Logger) (*daemon, error) {
 	// ZooKeeper client and elector.
-	zc, err := zkConfig(cfg, logger)
+	zc, err := zkConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
-	client, err := zk.NewClient(zc)
+	client, err := zk.NewClient(zc, zk.Deps{Logger: logger})
 	if err != nil {
 		return nil, err
 	}
 	ccfg := controllerConfig(cfg)
-	el, err := election.New(client, electionConfig(cfg, ccfg, logger))
+	el, err := election.New(electionConfig(cfg, ccfg), election.Deps{Client: client, Logger: logger})
 	if err != nil {
 		return nil, err
 	}
-	store, err := zkcluster.New(zkcluster.Config{Layout: layoutOf(cfg), NodeID: cfg.Node.ID, Instance: ccfg.Instance, Logger: logger}, client)
+	store, err := zkcluster.New(zkcluster.Config{Layout: layoutOf(cfg), NodeID: cfg.Node.ID, Instance: ccfg.Instance},
+		zkcluster.Deps{Client: client, Logger: logger})
 	if err != nil {
 		return nil, err
 	}

@@ -71,7 +71,7 @@ func TestFailoverRequestMarkedDoneByTarget(t *testing.T) {
 	third := otherThan(c, old, target)
 	time.Sleep(time.Second)
 
-	cl, err := zk.NewClient(zk.Config{Servers: c.ZK.Addrs(), SessionTimeout: 4 * time.Second})
+	cl, err := zk.NewClient(zk.Config{Servers: c.ZK.Addrs(), SessionTimeout: 4 * time.Second}, zk.Deps{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -156,13 +156,13 @@ func TestLeaderCommand(t *testing.T) {
 	}
 
 	// Node b is promoted at epoch 5: its breadcrumb, then its member record.
-	client, err := zk.NewClient(zk.Config{Servers: zkc.Addrs(), SessionTimeout: 4 * time.Second})
+	client, err := zk.NewClient(zk.Config{Servers: zkc.Addrs(), SessionTimeout: 4 * time.Second}, zk.Deps{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer client.Close()
 	layout := cluster.Layout{Root: "/failoverd", Cluster: "lc"}
-	store, err := zkcluster.New(zkcluster.Config{Layout: layout, NodeID: "b", Instance: "i-b"}, client)
+	store, err := zkcluster.New(zkcluster.Config{Layout: layout, NodeID: "b", Instance: "i-b"}, zkcluster.Deps{Client: client})
 	if err != nil {
 		t.Fatal(err)
 	}

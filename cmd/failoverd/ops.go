@@ -39,17 +39,17 @@ func connect(path string, stderr io.Writer) (*config.Config, *zk.Client, *zkclus
 		fmt.Fprintln(stderr, err)
 		return nil, nil, nil, exitUsage
 	}
-	zc, err := zkConfig(cfg, nil)
+	zc, err := zkConfig(cfg)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return nil, nil, nil, exitUsage
 	}
-	client, err := zk.NewClient(zc)
+	client, err := zk.NewClient(zc, zk.Deps{})
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return nil, nil, nil, exitUsage
 	}
-	store, err := zkcluster.New(zkcluster.Config{Layout: layoutOf(cfg)}, client)
+	store, err := zkcluster.New(zkcluster.Config{Layout: layoutOf(cfg)}, zkcluster.Deps{Client: client})
 	if err != nil {
 		client.Close()
 		fmt.Fprintln(stderr, err)

@@ -32,7 +32,7 @@ func TestWiringDemoteBudgetMatchesConfig(t *testing.T) {
 		cfg.ZooKeeper.SessionTimeout, cfg.ZooKeeper.TickTime = config.Duration(tc.session), config.Duration(tc.tick)
 		cfg.Service.Demote.Timeout, cfg.Election.Lease = config.Duration(tc.demote), config.Duration(tc.lease)
 		ccfg := controllerConfig(cfg)
-		ecfg := electionConfig(cfg, ccfg, nil)
+		ecfg := electionConfig(cfg, ccfg)
 		if got, want := ecfg.DemoteBudget, cfg.DemoteBudget(); got != want || controller.DemoteBudget(ccfg) != want {
 			t.Errorf("%+v: elector budget %v, controller %v, config %v", tc, got, controller.DemoteBudget(ccfg), want)
 		}
@@ -45,7 +45,7 @@ func TestWiringDemoteBudgetMatchesConfig(t *testing.T) {
 			t.Errorf("%+v: elector warm_standby %v, config %v", tc, ecfg.WarmStandby, cfg.Election.WarmStandby)
 		}
 		cfg.Election.WarmStandby = !cfg.Election.WarmStandby
-		if electionConfig(cfg, ccfg, nil).WarmStandby != cfg.Election.WarmStandby {
+		if electionConfig(cfg, ccfg).WarmStandby != cfg.Election.WarmStandby {
 			t.Errorf("%+v: election.warm_standby %v does not reach the elector", tc, cfg.Election.WarmStandby)
 		}
 		if et.Grace() < controller.DemoteBudget(ccfg) {

@@ -137,7 +137,7 @@ type cluster struct {
 func startCluster(b *testing.B, o clustertest.Options) *cluster {
 	b.Helper()
 	c := clustertest.Start(b, o)
-	zc, err := zk.NewClient(zk.Config{Servers: c.ZK.Addrs(), SessionTimeout: 10 * time.Second})
+	zc, err := zk.NewClient(zk.Config{Servers: c.ZK.Addrs(), SessionTimeout: 10 * time.Second}, zk.Deps{})
 	if err != nil {
 		b.Fatal(err)
 	}

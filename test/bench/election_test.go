@@ -62,11 +62,11 @@ func runHandoff(b *testing.B, zks *zktest.Cluster, mode election.Mode, n, rounds
 	}()
 	for i := range n {
 		id := fmt.Sprintf("n%04d", i)
-		c, err := zk.NewClient(zk.Config{Servers: zks.Addrs(), SessionTimeout: 10 * time.Second})
+		c, err := zk.NewClient(zk.Config{Servers: zks.Addrs(), SessionTimeout: 10 * time.Second}, zk.Deps{})
 		if err != nil {
 			b.Fatal(err)
 		}
-		el, err := election.New(c, election.Config{Dir: dir, NodeID: id, Mode: mode})
+		el, err := election.New(election.Config{Dir: dir, NodeID: id, Mode: mode}, election.Deps{Client: c})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -179,7 +179,7 @@ func waitQueue(b *testing.B, zks *zktest.Cluster, dir string, mode election.Mode
 		time.Sleep(time.Duration(n) * time.Millisecond) // everyone has its watch set
 		return
 	}
-	c, err := zk.NewClient(zk.Config{Servers: zks.Addrs(), SessionTimeout: 10 * time.Second})
+	c, err := zk.NewClient(zk.Config{Servers: zks.Addrs(), SessionTimeout: 10 * time.Second}, zk.Deps{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -134,7 +134,7 @@ func startBareRecipe(b testing.TB, addrs []string, dir string, n int) *bareRecip
 		}
 	})
 	for i := range n {
-		c, err := zk.NewClient(zk.Config{Servers: addrs, SessionTimeout: 10 * time.Second})
+		c, err := zk.NewClient(zk.Config{Servers: addrs, SessionTimeout: 10 * time.Second}, zk.Deps{})
 		if err != nil {
 			b.Fatal(err)
 		}

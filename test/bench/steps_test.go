@@ -37,7 +37,7 @@ func BenchmarkHandoffSteps(b *testing.B) {
 	n := runs("STEPS", 200)
 	ctx := context.Background()
 	open := func() *zk.Session {
-		c, err := zk.NewClient(zk.Config{Servers: zks.Addrs(), SessionTimeout: 2 * time.Second})
+		c, err := zk.NewClient(zk.Config{Servers: zks.Addrs(), SessionTimeout: 2 * time.Second}, zk.Deps{})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -13,7 +13,7 @@ import (
 // openSession is an unauthenticated ZooKeeper session on the cluster's ensemble.
 func openSession(t *testing.T, c *clustertest.Cluster) *zk.Session {
 	t.Helper()
-	cl, err := zk.NewClient(zk.Config{Servers: c.ZK.Addrs(), SessionTimeout: 4 * time.Second})
+	cl, err := zk.NewClient(zk.Config{Servers: c.ZK.Addrs(), SessionTimeout: 4 * time.Second}, zk.Deps{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 
 func session(t *testing.T, addrs ...string) *zk.Session {
 	t.Helper()
-	c, err := zk.NewClient(zk.Config{Servers: addrs, SessionTimeout: 4 * time.Second})
+	c, err := zk.NewClient(zk.Config{Servers: addrs, SessionTimeout: 4 * time.Second}, zk.Deps{})
 	if err != nil {
 		t.Fatal(err)
 	}
