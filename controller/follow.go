@@ -286,3 +286,17 @@ func leaderEpoch(ld *cluster.Leader) int64 {
 	}
 	return ld.Epoch
 }
+
+// stopFollowing forgets the leader this node followed: it is being elected
+// itself, and status, its member record and the metric must not show it
+// following another node while it leads.
+func (c *Controller) stopFollowing() {
+	f := &c.l.follow
+	if f.following == nil {
+		return
+	}
+	f.following, f.since = nil, time.Time{}
+	if fm, _ := c.metrics.(FollowMetrics); fm != nil {
+		fm.Following(0)
+	}
+}

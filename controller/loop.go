@@ -260,7 +260,10 @@ func (c *Controller) reconcileOnce() {
 	if l.hook == nil {
 		c.startNextHook(now)
 	}
-	if l.hook == nil {
+	if l.hook == nil || l.hook.purpose == forFollow {
+		// A follow changes nothing a demote answer says (the service is
+		// not primary): the answer does not wait for the follow run that
+		// a demote makes due.
 		c.answerWaiters()
 	}
 	c.adoptIfDue(now)
@@ -317,6 +320,9 @@ func (c *Controller) endCandidacy(cause *endCause) {
 	}
 	c.log.Info("leaving the election", "reason", cause.label)
 	l.cand.cancelled = true
+	if l.term != nil {
+		l.term.abandoned.Store(cause) // before the context's end reaches it
+	}
 	l.cand.cancel(cause)
 	if l.term == nil {
 		c.setState(StateOut, cause.label)

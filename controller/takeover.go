@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/failoverd/failoverd/breadcrumb"
@@ -44,6 +45,12 @@ type term struct {
 	version   int32              // its znode version (-1: absent)
 	bcVersion int32              // our breadcrumb's version once written (-1: not written; Finish then deletes nothing)
 
+	// abandoned is set by the loop when it ends the term's candidacy
+	// (cede, operator demote, unhealthy, shutdown, a failover to another
+	// node...): the backend's term context may end a goroutine hop later,
+	// and gone must say no at once, in the loop and in a worker alike.
+	abandoned atomic.Pointer[endCause]
+
 	ended      bool   // the term's context ended
 	endReason  string // the reason of the end demote
 	promoteErr error  // the promote failed (the end demote then backs off)
@@ -53,6 +60,9 @@ type term struct {
 func (tm *term) gone() error {
 	if err := tm.t.Valid(); err != nil {
 		return err
+	}
+	if cause := tm.abandoned.Load(); cause != nil {
+		return cause
 	}
 	if tm.ctx.Err() != nil {
 		return context.Cause(tm.ctx)
@@ -144,6 +154,7 @@ func (c *Controller) onTermWon(ev termWon) {
 		return
 	}
 	c.setState(StateFencing, reasonElected)
+	c.stopFollowing()
 	tm.reads = ev.reads
 	seen := l.seenFailover
 	c.startStep(tm, phReading, func(tm *term) stepResult { return c.readStep(tm, seen) })

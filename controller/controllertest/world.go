@@ -43,6 +43,9 @@ type World struct {
 	// record changes: the leader watches look again.
 	lrChange chan struct{}
 	hideLR   bool // leader changes are not reported to watches
+	// termHop > 0: a term's context ends that long after its candidacy's
+	// (SetTermHop), as zkcluster's does (one goroutine hop).
+	termHop time.Duration
 
 	beforeWrite func(epoch int64) // runs right before a breadcrumb write
 	afterWrite  func(epoch int64) // runs right after a successful one
@@ -425,6 +428,11 @@ func (n *Node) Campaign(ctx context.Context, won func(context.Context, cluster.T
 		w.mu.Lock()
 		w.lastZxid++
 		tctx, cancel := context.WithCancelCause(ctx)
+		if d := w.termHop; d > 0 {
+			tctx, cancel = context.WithCancelCause(context.WithoutCancel(ctx))
+			end := cancel
+			context.AfterFunc(ctx, func() { time.Sleep(d); end(context.Cause(ctx)) })
+		}
 		t := &Term{w: w, e: e, epoch: w.lastZxid, timing: w.timing, cancel: cancel}
 		e.term = t
 		span := len(w.spans)
@@ -679,4 +687,14 @@ func (t *Term) Finish(ctx context.Context, bcVersion int32) error {
 	w.leaderChanged()
 	w.remove(t.e)
 	return nil
+}
+
+// SetTermHop makes every later term's context end d after its candidacy's
+// context, not with it: zkcluster translates the cause on its way down
+// (termContext), one goroutine hop later, and the controller must not
+// rely on the context alone to see that it ended a candidacy itself.
+func (w *World) SetTermHop(d time.Duration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.termHop = d
 }
