@@ -141,7 +141,9 @@ func TestStandbysFollowTheNewLeaderAfterACrash(t *testing.T) {
 // demote; a node restarted after a crash follows the leader after its
 // startup demote (reason startup).
 func TestDemotedAndRestartedNodesFollow(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{Follow: true})
+	// A 6s session gives the demote hook 1.8s (with the default 2s, 600ms,
+	// which a loaded machine can overrun: the demote event is then missing).
+	c := clustertest.Start(t, clustertest.Options{Follow: true, SessionTimeout: 6 * time.Second})
 	old := c.Leader()
 	old.SetHealthy(false)
 	next := c.WaitLeader(old.ID, 30*time.Second)
