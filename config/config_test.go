@@ -78,7 +78,8 @@ func TestDefaults(t *testing.T) {
 		t.Fatalf("Load(minimal) =\n%s\nwant\n%s", g, w)
 	}
 
-	// The defaults themselves, as documented in configs/failoverd.yaml.
+	// The defaults themselves, as documented in configs/failoverd.yaml
+	// (TestReferenceShowsTheDefaults compares the file with the code).
 	for _, tc := range []struct {
 		name      string
 		got, want any
