@@ -107,9 +107,9 @@ type Metrics interface {
 	FencingFailed()
 }
 
-// hookUnkillableMetric is implemented by metrics that count hooks still
+// HookUnkillableMetric is implemented by metrics that count hooks still
 // alive after SIGKILL.
-type hookUnkillableMetric interface{ HookUnkillable(hook string) }
+type HookUnkillableMetric interface{ HookUnkillable(hook string) }
 
 // FollowMetrics is implemented by metrics that count follow hook runs
 // (result "success", "failure" or "timeout") and show the epoch of the

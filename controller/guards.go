@@ -72,7 +72,7 @@ func (c *Controller) hookUnkillable(name string, reaped <-chan struct{}, err err
 	c.setErr(h.msg)
 	c.log.Error("HOOK DID NOT EXIT AFTER SIGKILL: giving up leadership and staying out of the election until it exits; the successor fences this node",
 		"hook", name, "err", err)
-	if m, ok := c.metrics.(hookUnkillableMetric); ok {
+	if m, ok := c.metrics.(HookUnkillableMetric); ok {
 		m.HookUnkillable(name)
 	}
 	go func() {

@@ -80,13 +80,15 @@ type Metrics struct {
 	fencingFailed        prometheus.Counter
 	followRuns           *prometheus.CounterVec
 	followingEpoch       prometheus.Gauge
+	hookUnkillable       *prometheus.CounterVec
 }
 
 var (
-	_ controller.Metrics       = (*Metrics)(nil)
-	_ controller.FollowMetrics = (*Metrics)(nil)
-	_ fencer.Metrics           = (*Metrics)(nil)
-	_ healthcheck.Metrics      = (*Metrics)(nil)
+	_ controller.Metrics              = (*Metrics)(nil)
+	_ controller.FollowMetrics        = (*Metrics)(nil)
+	_ controller.HookUnkillableMetric = (*Metrics)(nil)
+	_ fencer.Metrics                  = (*Metrics)(nil)
+	_ healthcheck.Metrics             = (*Metrics)(nil)
 )
 
 // New creates failoverd's collectors and registers them, together with build
@@ -187,6 +189,11 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 			Name:      "following_epoch",
 			Help:      "Epoch of the leader the follow hook last pointed the service at, 0 if none.",
 		}),
+		hookUnkillable: f.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace,
+			Name:      "hook_unkillable_total",
+			Help:      "Hooks still alive after SIGKILL, by hook: the node stays out of the election until the process is gone.",
+		}, []string{"hook"}),
 	}
 
 	f.NewGauge(prometheus.GaugeOpts{
@@ -209,6 +216,9 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 	for _, r := range []string{resultSuccess, resultFailure, resultTimeout} {
 		m.healthChecks.WithLabelValues(r)
 		m.followRuns.WithLabelValues(r)
+	}
+	for _, h := range []string{"promote", "demote", "follow"} {
+		m.hookUnkillable.WithLabelValues(h)
 	}
 	for _, r := range []string{resultSuccess, resultFailure} {
 		m.promotions.WithLabelValues(r)
@@ -298,6 +308,9 @@ func (m *Metrics) BreadcrumbUnreadable() { m.breadcrumbUnreadable.Inc() }
 
 // FencingFailed implements controller.Metrics.
 func (m *Metrics) FencingFailed() { m.fencingFailed.Inc() }
+
+// HookUnkillable counts a hook still alive after SIGKILL.
+func (m *Metrics) HookUnkillable(hook string) { m.hookUnkillable.WithLabelValues(hook).Inc() }
 
 // FollowRun counts a follow hook run (result success, failure or timeout).
 func (m *Metrics) FollowRun(result string) { m.followRuns.WithLabelValues(result).Inc() }

@@ -79,6 +79,7 @@ func exercise(m *Metrics) {
 	m.FollowRun("timeout")
 	m.FollowRun("success")
 	m.Following(41)
+	m.HookUnkillable("demote")
 }
 
 // failoverdNames lists the failoverd_ families reg gathers, except
@@ -119,6 +120,7 @@ func TestMetricNames(t *testing.T) {
 		"failoverd_health_check_duration_seconds",
 		"failoverd_health_checks_total",
 		"failoverd_health_up",
+		"failoverd_hook_unkillable_total",
 		"failoverd_is_leader",
 		"failoverd_leadership_lost_total",
 		"failoverd_lease_remaining_seconds",
@@ -291,6 +293,8 @@ func TestCounters(t *testing.T) {
 		{`follow_runs_total{result="timeout"}`, m.followRuns.WithLabelValues("timeout"), 1},
 		{`follow_runs_total{result="failure"}`, m.followRuns.WithLabelValues("failure"), 0},
 		{"following_epoch", m.followingEpoch, 41},
+		{`hook_unkillable_total{hook="demote"}`, m.hookUnkillable.WithLabelValues("demote"), 1},
+		{`hook_unkillable_total{hook="promote"}`, m.hookUnkillable.WithLabelValues("promote"), 0},
 	} {
 		if got := testutil.ToFloat64(tc.c); got != tc.want {
 			t.Errorf("failoverd_%s = %v, want %v", tc.name, got, tc.want)

@@ -2,10 +2,12 @@ package chaos
 
 import (
 	"fmt"
+	"path"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/failoverd/failoverd/cluster"
 	"github.com/failoverd/failoverd/controller"
 	"github.com/failoverd/failoverd/test/clustertest"
 	"github.com/failoverd/failoverd/test/zktest"
@@ -113,11 +115,18 @@ func waitStandby(e *Env, leader *clustertest.Node, timeout time.Duration) {
 	}
 }
 
+// The record names the matchers look for in wire paths, from cluster.Layout
+// (nothing outside package cluster spells them).
+var (
+	breadcrumbSuffix = "/" + path.Base(cluster.Layout{}.Breadcrumb())
+	electionElem     = "/" + path.Base(cluster.Layout{}.ElectionDir()) + "/"
+)
+
 // isFinish matches Term.Finish: one multi deleting the breadcrumb and an
 // election znode.
 func isFinish(op int32, path string) bool {
-	return op == zktest.OpMulti && strings.Contains(path, "delete ") && strings.Contains(path, "/breadcrumb") &&
-		strings.Contains(path, "/election/")
+	return op == zktest.OpMulti && strings.Contains(path, "delete ") && strings.Contains(path, breadcrumbSuffix) &&
+		strings.Contains(path, electionElem)
 }
 
 // isBreadcrumbWrite matches breadcrumb.Write: a check of the election znode
@@ -127,7 +136,7 @@ func isBreadcrumbWrite(op int32, path string) bool {
 		return false
 	}
 	_, w, _ := strings.Cut(path, "; ")
-	return (strings.HasPrefix(w, "create ") || strings.HasPrefix(w, "set ")) && strings.HasSuffix(w, "/breadcrumb")
+	return (strings.HasPrefix(w, "create ") || strings.HasPrefix(w, "set ")) && strings.HasSuffix(w, breadcrumbSuffix)
 }
 
 // lostReplyLagging injects one lost-reply-lagging fault and heals it.
