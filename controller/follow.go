@@ -24,8 +24,10 @@ import (
 // fencing or promoting, or whose promote failed, is never followed. The
 // watch only feeds leaderSeen events; the loop alone decides:
 //   - a run is due once at start-up and after each demote of this node,
-//     and whenever the leader changes (cluster.Leader.Same); it runs as
-//     soon as a leader other than this node is known;
+//     whenever the leader changes (cluster.Leader.Same), and when this
+//     node's service turns healthy after a failed health check (a
+//     restarted service may have forgotten whom it replicates from); it
+//     runs as soon as a leader other than this node is known;
 //   - a failed or timed-out run is retried after 1s, doubling to 30s,
 //     until it succeeds or the leader changes (the newest wins; a run for
 //     a leader that is no longer the leader is stopped);
@@ -38,6 +40,7 @@ const (
 	reasonLeaderChanged = "leader_changed" // a new promoted leader
 	reasonDemoted       = "demoted"        // after this node's own demote
 	reasonNoLeader      = "no_leader"      // no leader for NoLeaderAfter
+	reasonRecovered     = "recovered"      // this node's service is healthy again
 )
 
 // The follow hook's retry back-off.
@@ -137,6 +140,19 @@ func checkLeader(ld *cluster.Leader) error {
 func (c *Controller) followAfterDemote() {
 	f := &c.l.follow
 	f.due, f.reason, f.tried, f.failures, f.retryAt = true, reasonDemoted, false, 0, time.Time{}
+}
+
+// followAfterRecovery makes a run due when the service is healthy again
+// after it was not: a service restarted under a running failoverd (a
+// Redis whose REPLICAOF was not persisted, a PostgreSQL standby rebuilt)
+// comes back pointed at nobody, or at whom its own config names. A run
+// already due keeps its reason.
+func (c *Controller) followAfterRecovery() {
+	f := &c.l.follow
+	if f.due && !f.tried {
+		return
+	}
+	f.due, f.reason, f.tried, f.failures, f.retryAt = true, reasonRecovered, false, 0, time.Time{}
 }
 
 // followWanted returns the run the follow hook should make now, if any:

@@ -12,6 +12,7 @@ import (
 	"github.com/failoverd/failoverd/cluster"
 	"github.com/failoverd/failoverd/controller"
 	"github.com/failoverd/failoverd/controller/controllertest"
+	"github.com/failoverd/failoverd/healthcheck"
 )
 
 // The follow hook (follow.go) against the in-memory world, in fake time.
@@ -441,6 +442,29 @@ func TestFollowRefusesBadLeaderRecord(t *testing.T) {
 		b.wantFollows("startup:x@7")
 		if st := b.c.Status(); st.Following != "x" || st.FollowingEpoch != 7 {
 			t.Errorf("status follows %s@%d, want still x@7", st.Following, st.FollowingEpoch)
+		}
+	})
+}
+
+// A standby whose service turns healthy again after a failed check follows
+// the leader again (reason recovered): a service restarted under a running
+// failoverd (a Redis whose REPLICAOF is not persisted) comes back pointed
+// at nobody. Found by the Redis end-to-end test: the replica stayed parked.
+func TestFollowAgainWhenServiceRecovers(t *testing.T) {
+	test(t, func(t *testing.T, w *controllertest.World) {
+		leader(t, w, "a")
+		b := start(t, w, "b", following(0))
+		b.healthy()
+		b.want(controller.StateStandby)
+		b.wantFollows("startup:a@1")
+		b.unhealthy()
+		b.want(controller.StateOut)
+		b.wantFollows("startup:a@1") // not while its service is down
+		b.c.HealthChanged(healthcheck.Unhealthy, healthcheck.Healthy, nil)
+		b.want(controller.StateStandby)
+		b.wantFollows("startup:a@1", "recovered:a@1")
+		if b.hooks.Overlaps() != 0 {
+			t.Errorf("overlapping hooks %v", b.hooks.Reasons())
 		}
 	})
 }

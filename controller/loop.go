@@ -152,7 +152,11 @@ func (c *Controller) loop(ctx context.Context, bg context.Context) error {
 		case ev := <-c.events:
 			c.apply(ev)
 		case <-c.healthPoke:
+			was := l.health
 			l.health = healthcheck.State(c.healthNow.Load())
+			if l.health == healthcheck.Healthy && (was == healthcheck.Unhealthy || was == healthcheck.NotResponding) {
+				c.followAfterRecovery()
+			}
 		case <-timer.C:
 		case <-stop:
 			stop = nil
