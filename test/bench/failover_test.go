@@ -113,9 +113,11 @@ func BenchmarkGracefulHandoff(b *testing.B) {
 						s.add("elected_to_promote", p.At.Sub(el.At))
 					}
 				}
+				share := "?"
 				if d, ok := hookDuration(old, "demote", t0); ok {
 					s.add("demote_hook", d)
 					s.add("share", total-d)
+					share = strconv.FormatFloat(ms(total-d), 'f', 1, 64)
 				}
 				if r, ok := firstLog(next, "running hook", t0, "hook", "promote"); ok {
 					s.add("sigterm_to_running_hook_log", r.At.Sub(t0))
@@ -125,7 +127,7 @@ func BenchmarkGracefulHandoff(b *testing.B) {
 					s.add("fenced", 0)
 				}
 				if testing.Verbose() {
-					b.Logf("run %d: %s → %s: total %.1f ms: %s", i, old.ID, next.ID, ms(total), fmtTimeline(tl, gracefulSteps...))
+					b.Logf("run %d: %s → %s: total %.1f ms, share %s ms: %s", i, old.ID, next.ID, ms(total), share, fmtTimeline(tl, gracefulSteps...))
 				}
 				old.Start()
 				if bare != nil {
@@ -134,6 +136,9 @@ func BenchmarkGracefulHandoff(b *testing.B) {
 						b.Fatalf("run %d: bare recipe: %v", i, err)
 					}
 					s.add("bare", d)
+					if testing.Verbose() {
+						b.Logf("run %d: bare recipe %.1f ms", i, ms(d))
+					}
 				}
 			}
 			res := Result{Scenario: scGraceful, Name: name, Runs: len(s["total"])}
