@@ -178,7 +178,12 @@ func (t *term) CompleteFailover(ctx context.Context) error {
 // before we noticed, a delete by name would remove their lock. So we read
 // it first (after a sync, as the elector's own leave does) and delete it
 // at the version read, only if its czxid is our epoch and its owner our
-// session; that costs the unfair handoff a sync and a read.
+// session; that costs the unfair handoff a sync and a read. A window of
+// one round trip remains (an unfair lock is never rewritten, so a lock
+// created between our read and the multi has our version): it needs an
+// operator's delete of a live leader's lock, and then costs the new
+// holder its term before it could promote, never safety (we demoted
+// already, and it would find no breadcrumb to fence).
 func (t *term) Finish(ctx context.Context, bcVersion int32) error {
 	if bcVersion < 0 {
 		return fmt.Errorf("finishing term %d: no breadcrumb version (%d): nothing of ours to delete", t.l.Epoch, bcVersion)
