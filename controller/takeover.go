@@ -81,9 +81,11 @@ type stepResult struct {
 	// fence step
 	fenced   bool
 	fenceErr error
-	// write step; with read, the read step wrote at once (writeAtOnce)
-	written  bool
-	writeErr error
+	// write step (with read: the read step wrote at once); newVersion is
+	// the breadcrumb's version after the write
+	written    bool
+	newVersion int32
+	writeErr   error
 	// any step: the term was gone before the step could act
 	lost error
 }
@@ -189,7 +191,7 @@ func (c *Controller) readStep(tm *term, seen string) stepResult {
 		return res
 	}
 	w := c.write(tm, res.version)
-	res.written, res.version, res.writeErr, res.lost = w.written, w.version, w.writeErr, w.lost
+	res.written, res.newVersion, res.writeErr, res.lost = w.written, w.newVersion, w.writeErr, w.lost
 	return res
 }
 
@@ -238,7 +240,7 @@ func (c *Controller) write(tm *term, version int32) stepResult {
 		return stepResult{writeErr: err}
 	}
 	c.log.Debug("breadcrumb written", "epoch", tm.epoch, "duration_seconds", time.Since(tm.wonAt).Seconds())
-	return stepResult{written: true, version: v}
+	return stepResult{written: true, newVersion: v}
 }
 
 func (c *Controller) onStepDone(ev stepDone) {
@@ -282,7 +284,7 @@ func (c *Controller) onWritten(tm *term, r stepResult) {
 		c.backoff("breadcrumb_write_failed")
 		tm.phase = phRelease
 	case r.written:
-		tm.bcVersion = r.version
+		tm.bcVersion = r.newVersion
 		if err := tm.t.Valid(); err != nil {
 			c.log.Warn("lease ran out before promotion", "epoch", tm.epoch, "err", err)
 			tm.phase = phRelease
