@@ -159,6 +159,9 @@ func run(t *testing.T, s schedule) ran {
 	sum := Summary(r, seed, replay)
 	t.Log("\n" + sum)
 
+	if r.Follows == 0 {
+		t.Error("the follow hook never ran: the follow rule judged nothing")
+	}
 	for _, k := range s.kinds {
 		if injected[k] == 0 {
 			t.Errorf("fault kind %s was never injected", k)

@@ -65,7 +65,7 @@ const (
 
 // AllViolationKinds lists every kind, for the summary.
 var AllViolationKinds = []string{VOverlap, VStaleWrite, VWrongWriter, VUnpromoted, VEpochOrder, VStaleLeader, VPromoteAfterFailedFence,
-	VZnodeDeleted, VLiveness, VNoTakeover, VLockedOut, VExit, VCrash, VGoroutines, VFDs, VUnhealedFaults}
+	VZnodeDeleted, VFollowBadLeader, VFollowInTerm, VLiveness, VNoTakeover, VLockedOut, VExit, VCrash, VGoroutines, VFDs, VUnhealedFaults}
 
 // Violation is one failed property.
 type Violation struct {
@@ -145,6 +145,7 @@ type Report struct {
 	DaemonExits       int
 	KnownRaces        []string // node: name of a known dependency race (reported, not a violation)
 	Samples           int
+	Follows           int // follow hook runs (their "follow" lines)
 	Start, End        time.Time
 	// Handoffs: successor elections after which the checker judged the
 	// previous leader's stand-down; MinHandoffMargin is the smallest time
@@ -422,6 +423,7 @@ func Check(h History, cfg CheckConfig) Report {
 	checkPromoteAfterFailedFence(h, add)
 	checkTakeovers(r.Faults, h, add)
 	checkZnodesDeleted(h, add)
+	checkFollow(h, &r, add)
 	sort.SliceStable(r.Violations, func(i, j int) bool { return r.Violations[i].At.Before(r.Violations[j].At) })
 	return r
 }

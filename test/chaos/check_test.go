@@ -630,3 +630,135 @@ func TestCheckZnodeDeleted(t *testing.T) {
 1 daemon leadership_ended node=node-b epoch=6 reason=election:_lease_expired_(no_answer_from_zookeeper_in_time)
 `), cfg))
 }
+
+// A follow history that keeps the rule: node-b and node-c follow node-a
+// once its promote at epoch 10 completed; node-c, elected while its follow
+// ran, stops it (its line logged late, inside the term, before the
+// promote); after its own term's end demote node-c follows node-b; a
+// no_leader run names nobody.
+const followHistory = `
+0 hook promote node=node-a epoch=10
+50 hook promote_done node=node-a epoch=10
+60 hook follow node=node-b reason=startup leader=node-a leader_epoch=10
+70 hook follow_done node=node-b leader=node-a leader_epoch=10
+80 hook follow node=node-c reason=startup leader=node-a leader_epoch=10
+1000 hook demote node=node-a epoch=10 reason=lease_expired
+1100 daemon state node=node-c from=standby to=fencing reason=elected epoch=20
+1101 daemon follow_stopped node=node-c why=elected leader=node-a leader_epoch=10
+1102 hook follow node=node-c reason=leader_changed leader=node-a leader_epoch=10
+1200 hook promote node=node-c epoch=20
+1210 daemon state node=node-c from=fencing to=promoting reason=fenced epoch=20
+1250 hook promote_done node=node-c epoch=20
+1260 daemon state node=node-c from=promoting to=leader reason=promoted epoch=20
+1300 hook follow node=node-b reason=leader_changed leader=node-c leader_epoch=20
+1400 hook follow node=node-a reason=demoted leader=node-c leader_epoch=20
+2000 daemon state node=node-c from=leader to=demoting reason=ceded epoch=20
+2100 hook demote node=node-c epoch=20 reason=ceded
+2110 daemon state node=node-c from=demoting to=standby reason=leadership_over epoch=20
+2200 hook promote node=node-b epoch=30
+2250 hook promote_done node=node-b epoch=30
+2300 hook follow node=node-c reason=demoted leader=node-b leader_epoch=30
+2400 hook follow node=node-a reason=leader_changed leader=node-b leader_epoch=30
+9000 hook follow node=node-a reason=no_leader leader= leader_epoch=
+`
+
+func TestCheckFollowClean(t *testing.T) {
+	r := Check(hist(t, followHistory), cfg)
+	for _, v := range r.Violations {
+		if v.Kind == VFollowBadLeader || v.Kind == VFollowInTerm {
+			t.Errorf("violation in a clean follow history: %v", v)
+		}
+	}
+	if r.Follows != 8 {
+		t.Errorf("counted %d follow runs, want 8", r.Follows)
+	}
+}
+
+// Each clause of the follow rule, broken once.
+func TestCheckFollow(t *testing.T) {
+	for _, c := range []struct {
+		name, history, want string
+	}{
+		{"leader still promoting", `
+0 hook promote node=node-a epoch=10
+40 hook follow node=node-b reason=leader_changed leader=node-a leader_epoch=10
+50 hook promote_done node=node-a epoch=10
+`, VFollowBadLeader},
+		{"leader promoted at another epoch", `
+0 hook promote node=node-a epoch=10
+50 hook promote_done node=node-a epoch=10
+60 hook follow node=node-b reason=leader_changed leader=node-a leader_epoch=11
+`, VFollowBadLeader},
+		{"promote refused", `
+0 hook promote node=node-a epoch=10
+10 hook promote_refused node=node-a epoch=10
+60 hook follow node=node-b reason=leader_changed leader=node-a leader_epoch=10
+`, VFollowBadLeader},
+		{"itself", `
+0 hook promote node=node-a epoch=10
+50 hook promote_done node=node-a epoch=10
+60 hook follow node=node-a reason=startup leader=node-a leader_epoch=10
+`, VFollowBadLeader},
+		{"nobody outside the no_leader run", `
+60 hook follow node=node-a reason=startup leader= leader_epoch=
+`, VFollowBadLeader},
+		{"started inside its term", `
+0 hook promote node=node-a epoch=10
+50 hook promote_done node=node-a epoch=10
+1000 daemon state node=node-b from=standby to=fencing reason=elected epoch=20
+1100 hook follow node=node-b reason=leader_changed leader=node-a leader_epoch=10
+`, VFollowInTerm},
+		{"while demoting", `
+0 hook promote node=node-a epoch=10
+50 hook promote_done node=node-a epoch=10
+1000 daemon state node=node-b from=standby to=fencing reason=elected epoch=20
+1200 daemon state node=node-b from=fencing to=promoting reason=fenced epoch=20
+1210 hook promote node=node-b epoch=20
+1250 hook promote_done node=node-b epoch=20
+1260 daemon state node=node-b from=promoting to=leader reason=promoted epoch=20
+2000 daemon state node=node-b from=leader to=demoting reason=lease_expired epoch=20
+2010 hook follow node=node-b reason=demoted leader=node-a leader_epoch=10
+2100 hook demote node=node-b epoch=20 reason=lease_expired
+`, VFollowInTerm},
+		{"a stopped follow's line after the promote", `
+0 hook promote node=node-a epoch=10
+50 hook promote_done node=node-a epoch=10
+1000 daemon state node=node-b from=standby to=fencing reason=elected epoch=20
+1001 daemon follow_stopped node=node-b why=elected
+1210 hook promote node=node-b epoch=20
+1220 hook follow node=node-b reason=leader_changed leader=node-a leader_epoch=10
+`, VFollowInTerm},
+		{"a second follow after the stopped one", `
+0 hook promote node=node-a epoch=10
+50 hook promote_done node=node-a epoch=10
+1000 daemon state node=node-b from=standby to=fencing reason=elected epoch=20
+1001 daemon follow_stopped node=node-b why=elected
+1002 hook follow node=node-b reason=leader_changed leader=node-a leader_epoch=10
+1100 hook follow node=node-b reason=leader_changed leader=node-a leader_epoch=10
+`, VFollowInTerm},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := Check(hist(t, c.history), cfg)
+			var got []Violation
+			for _, v := range r.Violations {
+				if v.Kind == VFollowBadLeader || v.Kind == VFollowInTerm {
+					got = append(got, v)
+				}
+			}
+			if len(got) != 1 || got[0].Kind != c.want {
+				t.Fatalf("follow violations %v, want one %s", got, c.want)
+			}
+			t.Logf("caught: %v", got[0])
+		})
+	}
+}
+
+// The daemon's "stopping the follow hook" is kept as follow_stopped.
+func TestParseDaemonLogFollowStopped(t *testing.T) {
+	var b strings.Builder
+	slog.New(slog.NewJSONHandler(&b, nil)).Info("stopping the follow hook", "why", "elected", "leader", "node-b", "leader_epoch", 7)
+	evs := ParseDaemonLog(strings.NewReader(b.String()), "node-a")
+	if len(evs) != 1 || evs[0].Kind != KindFollowStopped || evs[0].Get("why") != "elected" || evs[0].Get("node") != "node-a" {
+		t.Errorf("parsed %+v", evs)
+	}
+}

@@ -133,6 +133,8 @@ func NewEnvMode(t testing.TB, seed uint64, mode string) *Env {
 		StoreURL: e.StoreURL, WriteInterval: WriteInterval,
 		ProxyEnsemble: true, PeerProxy: true, LossProxies: true, LogFormat: "json",
 		ColdStandby: os.Getenv("CHAOS_COLD") != "",
+		// The follow hook runs under every fault (checkFollow judges it).
+		Follow: true,
 		DaemonEnv: func(*clustertest.Node) []string {
 			env := []string{"GODEBUG=netdns=go"} // resolv.conf and hosts only; no cgo resolver
 			if e.names != nil {

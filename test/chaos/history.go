@@ -168,6 +168,8 @@ var daemonMessages = map[string]string{
 	"fencing failed: not promoting": KindFenceFailed,
 	// A node fencing its own earlier term demotes its service locally.
 	"previous term of this node fenced by a local demote": KindFenced,
+	// A follow run the controller no longer wants (why=elected, ...).
+	"stopping the follow hook": KindFollowStopped,
 }
 
 // ParseDaemonLog reads one node's failoverd log (log.format json) and

@@ -66,6 +66,7 @@ func Summary(r Report, seed uint64, replay string) string {
 		r.Accepted, r.RejectedStale, r.LateAccepted)
 	fmt.Fprintf(&b, "promotions: %d (+%d refused by the service as stale), fences: %d, failed fence attempts: %d, daemon exits: %d, resource samples: %d\n",
 		r.Promotions, r.RefusedPromotions, r.Fences, r.FenceFailures, r.DaemonExits, r.Samples)
+	fmt.Fprintf(&b, "follow hook runs: %d\n", r.Follows)
 	margin := "none"
 	if r.LeaseHandoffs > 0 {
 		margin = ms(r.MinHandoffMargin)
@@ -114,6 +115,7 @@ func Combine(a, b Report) Report {
 	r.FenceFailures += b.FenceFailures
 	r.DaemonExits += b.DaemonExits
 	r.Samples += b.Samples
+	r.Follows += b.Follows
 	if b.LeaseHandoffs > 0 && (a.LeaseHandoffs == 0 || b.MinHandoffMargin < a.MinHandoffMargin) {
 		r.MinHandoffMargin = b.MinHandoffMargin
 	}
