@@ -85,8 +85,8 @@ func TestFollowStartupLeaderChangeAndDemote(t *testing.T) {
 
 		// a's session expires (a crash): b takes over, fences a, promotes.
 		b.hooks.On("promote", controllertest.Result{Take: 3 * time.Second})
-		a.unhealthy() // a stays out once it demoted
 		w.ExpireSession("a")
+		a.unhealthy() // a stays out once it demoted
 		b.want(controller.StatePromoting)
 		c.wantFollows("startup:a@1") // no leader while b promotes
 		time.Sleep(4 * time.Second)
@@ -404,8 +404,8 @@ func TestServiceAddressTravels(t *testing.T) {
 		if ld := b.call("follow", "startup").Env.Leader; ld.ServiceAddress != "host-a:6379" {
 			t.Errorf("follow leader %+v", ld)
 		}
-		a.unhealthy()
 		w.ExpireSession("a")
+		a.unhealthy()
 		b.want(controller.StateLeader)
 		if got := b.fence.Targets(); len(got) != 1 || got[0].ServiceAddress != "host-a:6379" {
 			t.Errorf("fenced %+v", got)

@@ -46,8 +46,8 @@ func TestElectedNodeFollowsNobody(t *testing.T) {
 		b.healthy()
 		b.want(controller.StateStandby)
 		b.wantFollows("startup:a@1")
-		a.unhealthy()
 		w.ExpireSession("a")
+		a.unhealthy()
 		b.want(controller.StateLeader)
 		if st := b.c.Status(); st.Following != "" || st.FollowingEpoch != 0 || !st.FollowingSince.IsZero() {
 			t.Errorf("leader b's status says it follows %s@%d since %v", st.Following, st.FollowingEpoch, st.FollowingSince)
@@ -71,8 +71,8 @@ func TestCedeJustBeforeTheFenceEndsDoesNotPromote(t *testing.T) {
 				b.healthy()
 				b.want(controller.StateStandby)
 				b.fence.Take(time.Second)
-				a.unhealthy()
 				w.ExpireSession("a")
+				a.unhealthy()
 				synctest.Wait()
 				times := b.fence.Times()
 				if len(times) != 1 {
