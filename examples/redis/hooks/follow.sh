@@ -7,7 +7,7 @@
 # From failoverd: FAILOVERD_LEADER_ID, FAILOVERD_LEADER_ADDRESS (the
 #   leader's node.service_address), FAILOVERD_LEADER_HOST,
 #   FAILOVERD_LEADER_EPOCH, FAILOVERD_NODE_ID, FAILOVERD_REASON (startup,
-#   leader_changed, demoted, no_leader).
+#   leader_changed, demoted, recovered, no_leader).
 #
 # failoverd runs it only on nodes that are not the leader, only towards a
 # leader whose promotion completed, never beside promote or demote, and
