@@ -36,7 +36,14 @@ type Member struct {
 	Following      string    `json:"following,omitempty"`
 	FollowingEpoch int64     `json:"following_epoch,omitempty"`
 	FollowingSince time.Time `json:"following_since,omitzero"`
+	// Priority is node.priority (0: the node never leads). nil: a member
+	// of a version without priorities, which campaigns as priority 1.
+	Priority *int `json:"priority,omitempty"`
 }
+
+// MayLead reports whether the member's priority lets it lead (its health
+// and state aside).
+func (m Member) MayLead() bool { return m.Priority == nil || *m.Priority > 0 }
 
 // StateLeader is Member.State of a promoted node.
 const StateLeader = "leader"

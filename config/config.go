@@ -68,6 +68,10 @@ type Node struct {
 	// once every node runs a version that knows it: earlier versions read
 	// a breadcrumb with it as corrupt.
 	ServiceAddress string `yaml:"service_address,omitempty"`
+	// Priority says whether this node may lead: 0 never (it does not join
+	// the election but checks health, follows the leader and shows in
+	// status; a failover --to it is refused), >= 1 it may. Default 1.
+	Priority int `yaml:"priority"`
 	// Admin configures the HTTP admin API.
 	Admin Admin `yaml:"admin"`
 	// ShutdownTimeout bounds a graceful stop (demote, delete the breadcrumb,
@@ -195,6 +199,11 @@ type Service struct {
 	// 1s; it is part of the demote budget (Config.DemoteBudget), which the
 	// lease leaves free in the session timeout.
 	Demote Hook `yaml:"demote"`
+	// PrePromote runs on the elected node after the previous leader was
+	// fenced and before the breadcrumb is written; a non-zero exit or a
+	// timeout vetoes the promotion (the node gives leadership back and
+	// backs off). Optional; timeout default 30s.
+	PrePromote *Hook `yaml:"pre_promote,omitempty"`
 	// Follow points the local service at the promoted leader on every node
 	// that is not the leader. Optional.
 	Follow *FollowHook `yaml:"follow,omitempty"`
@@ -361,6 +370,8 @@ const (
 	DefaultPromoteTimeout      = 30 * time.Second
 	DefaultDemoteTimeout       = time.Second
 	DefaultFollowTimeout       = 30 * time.Second
+	DefaultPrePromoteTimeout   = 30 * time.Second
+	DefaultPriority            = 1
 	DefaultFollowNoLeaderAfter = 30 * time.Second
 	DefaultSSHTimeout          = 10 * time.Second
 	DefaultShellFencingTimeout = 30 * time.Second
@@ -392,6 +403,7 @@ func Default() *Config {
 	return &Config{
 		Node: Node{
 			Admin:           Admin{Listen: DefaultAdminListen},
+			Priority:        DefaultPriority,
 			ShutdownTimeout: Duration(DefaultShutdownTimeout),
 		},
 		ZooKeeper: ZooKeeper{
@@ -414,6 +426,9 @@ func Default() *Config {
 // applyDefaults fills what Default cannot: list elements and optional blocks,
 // which the decoder creates from zero values.
 func (c *Config) applyDefaults() {
+	if p := c.Service.PrePromote; p != nil && p.Timeout == 0 {
+		p.Timeout = Duration(DefaultPrePromoteTimeout)
+	}
 	if f := c.Service.Follow; f != nil && f.Timeout == 0 {
 		f.Timeout = Duration(DefaultFollowTimeout)
 	}

@@ -99,6 +99,8 @@ func TestDefaults(t *testing.T) {
 		{"service.promote.timeout", got.Service.Promote.Timeout, Duration(30 * time.Second)},
 		{"service.demote.timeout", got.Service.Demote.Timeout, Duration(time.Second)},
 		{"service.follow", got.Service.Follow, (*FollowHook)(nil)},
+		{"service.pre_promote", got.Service.PrePromote, (*Hook)(nil)},
+		{"node.priority", got.Node.Priority, 1},
 		{"node.service_address", got.Node.ServiceAddress, ""},
 		{"fencing.allow_none", got.Fencing.AllowNone, false},
 		{"log.format", got.Log.Format, "text"},
@@ -162,7 +164,7 @@ func TestBadConfigs(t *testing.T) {
 	}{
 		{"unknown_key", []string{
 			"node.admin.tokn_file: unknown key; did you mean token_file? (line 7)",
-			"node.colour: unknown key; known keys: id, host, service_address, admin, shutdown_timeout (line 8)",
+			"node.colour: unknown key; known keys: id, host, service_address, priority, admin, shutdown_timeout (line 8)",
 		}},
 		{"duration", []string{
 			`zookeeper.session_timeout: invalid duration "5 sec": want a number with a unit, like "5s" or "250ms" (line 4)`,
@@ -667,6 +669,42 @@ func TestReferenceDocumentsEveryKey(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// node.priority: default 1, 0 allowed (never leads), negative refused with
+// its YAML path; a pre_promote block with only a command gets the 30s
+// timeout, and a bad one is reported under service.pre_promote.
+func TestPriorityAndPrePromote(t *testing.T) {
+	doc := func(node, svc string) string {
+		return `cluster: orders
+node: {id: node-a, host: 127.0.0.1` + node + `}
+zookeeper: {servers: ["127.0.0.1:2181"]}
+health: {http: {url: "http://127.0.0.1:8080/health"}}
+service:
+  promote: {command: [/bin/true]}
+  demote: {command: [/bin/true]}
+` + svc + `
+fencing: {methods: [{shell: {command: [/bin/true]}}]}
+`
+	}
+	cfg, err := Parse([]byte(doc(", priority: 0", "  pre_promote: {command: [/bin/true]}")), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Node.Priority != 0 || cfg.Service.PrePromote == nil || cfg.Service.PrePromote.Timeout != Duration(30*time.Second) {
+		t.Errorf("priority %d, pre_promote %+v; want 0 and a 30s timeout", cfg.Node.Priority, cfg.Service.PrePromote)
+	}
+	for _, tc := range []struct{ node, svc, want string }{
+		{", priority: -1", "", "node.priority: must be >= 0"},
+		{", priority: high", "", "node.priority"},
+		{"", "  pre_promote: {timeout: 5s}", "service.pre_promote.command: required"},
+		{"", "  pre_promote: {command: [/bin/true], timeout: 1ms}", "service.pre_promote.timeout"},
+	} {
+		_, err := Parse([]byte(doc(tc.node, tc.svc)), "")
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q %q: err %v, want %q", tc.node, tc.svc, err, tc.want)
+		}
+	}
+}
 
 // A follow block with only a command gets the documented defaults.
 func TestFollowDefaults(t *testing.T) {

@@ -138,6 +138,9 @@ func (c *Config) resolvePaths(dir string) {
 	}
 	argv(c.Service.Promote.Command)
 	argv(c.Service.Demote.Command)
+	if p := c.Service.PrePromote; p != nil {
+		argv(p.Command)
+	}
 	if f := c.Service.Follow; f != nil {
 		argv(f.Command)
 	}

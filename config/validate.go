@@ -88,6 +88,9 @@ func (c *Config) validate(opts LoadOptions) error {
 	if n.ServiceAddress != "" {
 		v.serviceAddress("node.service_address", n.ServiceAddress)
 	}
+	if n.Priority < 0 {
+		v.add("node.priority", "must be >= 0 (0: this node never leads), got %d", n.Priority)
+	}
 	v.hostPort("node.admin.listen", n.Admin.Listen, true)
 	if n.Admin.AdvertiseURL != "" {
 		v.adminURL("node.admin.advertise_url", n.Admin.AdvertiseURL)
@@ -167,6 +170,10 @@ func (c *Config) validate(opts LoadOptions) error {
 			fmtDur(time.Duration(n.ShutdownTimeout)), fmtDur(demote))
 	}
 
+	if p := svc.PrePromote; p != nil {
+		v.command("service.pre_promote.command", p.Command)
+		v.timeout("service.pre_promote.timeout", p.Timeout)
+	}
 	if f := svc.Follow; f != nil {
 		v.command("service.follow.command", f.Command)
 		v.timeout("service.follow.timeout", f.Timeout)

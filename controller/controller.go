@@ -33,6 +33,7 @@ import (
 	crand "crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -62,6 +63,16 @@ type Config struct {
 	// by the first node; a node whose mode differs refuses to join. Empty
 	// skips the check.
 	ElectionMode string
+
+	// Priority is node.priority (nil: 1). 0: this node never campaigns,
+	// so it never leads; it still checks health, follows the leader and
+	// publishes its member record (with the priority, so that the CLI can
+	// refuse a failover to it).
+	Priority *int
+	// PrePromote, when set, runs after fencing and before the breadcrumb
+	// is written; a failure or timeout vetoes the promotion (the term is
+	// given back and the node backs off). nil: no pre_promote hook.
+	PrePromote *Hook
 
 	// Promote and Demote are the hooks' commands; the controller runs them
 	// through Deps.Hooks and needs them here for the demote budget.
@@ -98,6 +109,9 @@ const (
 	defaultDemoteHoldoff   = 10 * time.Second
 )
 
+// DefaultPriority is a node's priority when none is configured.
+const DefaultPriority = 1
+
 // DemoteOutcome is the answer to a demote request.
 type DemoteOutcome struct {
 	// Demoted is true only when a demote hook succeeded after the request
@@ -121,6 +135,7 @@ type Controller struct {
 	fence    Fencer
 	metrics  Metrics
 	instance string // random id of this process, in the member record
+	priority int    // Config.Priority with its default
 
 	events     chan event
 	healthPoke chan struct{} // health changed (value in healthNow)
@@ -166,6 +181,13 @@ func New(cfg Config, deps Deps) (*Controller, error) {
 	if cfg.Instance == "" {
 		cfg.Instance = NewInstance()
 	}
+	priority := DefaultPriority
+	if cfg.Priority != nil {
+		priority = *cfg.Priority
+	}
+	if priority < 0 {
+		return nil, fmt.Errorf("controller: priority must be >= 0, got %d", priority)
+	}
 	c := &Controller{
 		cfg:        cfg,
 		log:        logger.With("component", "controller"),
@@ -175,6 +197,7 @@ func New(cfg Config, deps Deps) (*Controller, error) {
 		fence:      deps.Fencer,
 		metrics:    deps.Metrics,
 		instance:   cfg.Instance,
+		priority:   priority,
 		events:     make(chan event, 64),
 		healthPoke: make(chan struct{}, 1),
 		memberPoke: make(chan struct{}, 1),

@@ -77,7 +77,7 @@ type HookEnv struct {
 
 // Hooks runs the service's promote, demote and follow hooks.
 type Hooks interface {
-	// Run runs "promote", "demote" or "follow" and returns once it is over. reaped
+	// Run runs "pre_promote", "promote", "demote" or "follow" and returns once it is over. reaped
 	// is non-nil only with an error wrapping proc.ErrUnkillable: the hook
 	// is still alive after SIGKILL, and reaped closes when it goes.
 	Run(ctx context.Context, name string, env HookEnv) (reaped <-chan struct{}, err error)
@@ -110,6 +110,12 @@ type Metrics interface {
 // HookUnkillableMetric is implemented by metrics that count hooks still
 // alive after SIGKILL.
 type HookUnkillableMetric interface{ HookUnkillable(hook string) }
+
+// PrePromoteMetrics is implemented by metrics that count promotions vetoed
+// by the pre_promote hook; the controller uses it when Metrics has it.
+type PrePromoteMetrics interface {
+	PrePromoteVetoed()
+}
 
 // FollowMetrics is implemented by metrics that count follow hook runs
 // (result "success", "failure" or "timeout") and show the epoch of the
@@ -144,8 +150,10 @@ type Hook struct {
 // production Hooks.
 type ProcHooks struct {
 	Promote, Demote, Follow Hook
-	Cluster, NodeID         string
-	Logger                  *slog.Logger
+	// PrePromote runs before the breadcrumb write (empty Argv: never).
+	PrePromote      Hook
+	Cluster, NodeID string
+	Logger          *slog.Logger
 }
 
 // Run runs the hook name with the documented environment (FAILOVERD_*).
@@ -155,12 +163,10 @@ func (p ProcHooks) Run(ctx context.Context, name string, env HookEnv) (<-chan st
 	switch name {
 	case "promote":
 		h, vars = p.Promote, p.roleEnv("leader", env)
-		if prev := env.Previous; prev != nil && prev.NodeID != "" {
-			vars = append(vars, "FAILOVERD_PREVIOUS_LEADER="+prev.NodeID, "FAILOVERD_PREVIOUS_EPOCH="+strconv.FormatInt(prev.Epoch, 10))
-			if prev.ServiceAddress != "" {
-				vars = append(vars, "FAILOVERD_PREVIOUS_ADDRESS="+prev.ServiceAddress)
-			}
-		}
+		vars = append(vars, previousEnv(env)...)
+	case "pre_promote":
+		h, vars = p.PrePromote, p.roleEnv("leader", env)
+		vars = append(vars, previousEnv(env)...)
 	case "follow":
 		h, vars = p.Follow, followEnv(p.Cluster, p.NodeID, env)
 	default:
@@ -203,6 +209,20 @@ func (p ProcHooks) roleEnv(role string, env HookEnv) []string {
 		"FAILOVERD_ROLE=" + role,
 		"FAILOVERD_REASON=" + env.Reason,
 	}
+}
+
+// previousEnv describes the leader fenced before a promotion, for the
+// pre_promote and promote hooks (none: no variables).
+func previousEnv(env HookEnv) []string {
+	prev := env.Previous
+	if prev == nil || prev.NodeID == "" {
+		return nil
+	}
+	vars := []string{"FAILOVERD_PREVIOUS_LEADER=" + prev.NodeID, "FAILOVERD_PREVIOUS_EPOCH=" + strconv.FormatInt(prev.Epoch, 10)}
+	if prev.ServiceAddress != "" {
+		vars = append(vars, "FAILOVERD_PREVIOUS_ADDRESS="+prev.ServiceAddress)
+	}
+	return vars
 }
 
 // followEnv is the follow hook's environment: the four FAILOVERD_LEADER_*

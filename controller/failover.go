@@ -70,6 +70,13 @@ func (c *Controller) onFailoverRequest(key string, r cluster.FailoverRequest) {
 		return
 	}
 	l.expiry, l.expiryAt = &r, now.Add(d)
+	if r.To == c.cfg.NodeID && c.priority == 0 {
+		// The CLI refuses this (it reads our member record); a request
+		// that names us anyway (an older CLI, a race with a config
+		// change) is ignored: the others stand aside until it times out.
+		c.log.Warn("manual failover to this node ignored: node.priority is 0, it never leads", "timeout", d.Round(time.Millisecond).String())
+		return
+	}
 	if r.To == c.cfg.NodeID {
 		// A newer request may name us while we still stand aside for an
 		// earlier one to another node (failover --to b, then --to us):

@@ -95,17 +95,18 @@ type demoteWaiter struct {
 type hookPurpose int
 
 const (
-	forStartup   hookPurpose = iota // demote at process start
-	forFencePrev                    // local demote of our own previous term (the fence)
-	forPromote                      // the promote of a term
-	forTermEnd                      // the demote that ends a term (or follows a failed promote)
-	forOperator                     // demote requests
-	forReap                         // demote after a stuck hook was reaped
-	forFollow                       // the follow hook (never in a term)
+	forStartup    hookPurpose = iota // demote at process start
+	forFencePrev                     // local demote of our own previous term (the fence)
+	forPromote                       // the promote of a term
+	forTermEnd                       // the demote that ends a term (or follows a failed promote)
+	forOperator                      // demote requests
+	forReap                          // demote after a stuck hook was reaped
+	forFollow                        // the follow hook (never in a term)
+	forPrePromote                    // the pre_promote of a term (after fencing, before the breadcrumb)
 )
 
 type hookRun struct {
-	name    string // "promote", "demote" or "follow"
+	name    string // "pre_promote", "promote", "demote" or "follow"
 	purpose hookPurpose
 	env     HookEnv
 	term    *term
@@ -124,6 +125,9 @@ func (c *Controller) loop(ctx context.Context, bg context.Context) error {
 	l.bg = bg
 	l.health = healthcheck.State(c.healthNow.Load())
 	c.setState(StateOut, reasonStartup)
+	if c.priority == 0 {
+		c.log.Info("node.priority is 0: this node never joins the election (it checks health, follows the leader and publishes its status)")
+	}
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	stop := ctx.Done()
@@ -218,6 +222,8 @@ func (c *Controller) want(now time.Time) (bool, *endCause) {
 	switch {
 	case l.stopping:
 		return false, causeShutdown
+	case c.priority == 0:
+		return false, causeNeverLead
 	case l.health != healthcheck.Healthy:
 		return false, causeUnhealthy
 	case l.stuck != nil:
@@ -344,14 +350,17 @@ func (c *Controller) cedeFor(d time.Duration, cause *endCause) {
 
 // backoff gives up this leadership and stays out for a growing, jittered
 // delay so another candidate can try.
-func (c *Controller) backoff(why string) {
+func (c *Controller) backoff(why string) { c.backoffWith(why, causeBackoff) }
+
+// backoffWith is backoff ending the candidacy with cause.
+func (c *Controller) backoffWith(why string, cause *endCause) {
 	l := &c.l
 	l.failures++
 	d := c.cfg.BackoffMin << min(l.failures-1, 16)
 	d = min(d, c.cfg.BackoffMax)
 	d = time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
 	c.log.Warn("backing off before joining the election again", "why", why, "for", d.Round(time.Millisecond).String(), "failures", l.failures)
-	c.cedeFor(d, causeBackoff)
+	c.cedeFor(d, cause)
 }
 
 // retryDelay is the pause before retrying a local step that failed
@@ -388,7 +397,7 @@ func (c *Controller) publish() {
 		Cluster: c.cfg.Cluster, NodeID: c.cfg.NodeID, Host: c.cfg.Host, AdminURL: c.cfg.AdminURL,
 		State: l.state, Health: l.health.String(), Epoch: l.epoch, Since: l.since,
 		LastError: l.lastErr, Version: c.cfg.Version, Instance: c.instance, Role: "standby",
-		ServiceAddress: c.cfg.ServiceAddress,
+		ServiceAddress: c.cfg.ServiceAddress, Priority: c.priority,
 	}}
 	if f := l.follow.following; f != nil {
 		s.status.Following, s.status.FollowingEpoch = f.NodeID, f.Epoch
@@ -537,6 +546,14 @@ func (c *Controller) startNextHook(now time.Time) {
 		}
 		tm.phase = phFencingPrev
 		c.startHook(&hookRun{name: "demote", purpose: forFencePrev, term: tm, env: HookEnv{Reason: reasonFencePrev, Epoch: tm.prev.Epoch}}, tm.ctx)
+	case tm != nil && tm.phase == phPrePromote:
+		if err := tm.gone(); err != nil {
+			c.log.Warn("leadership lost while waiting to run pre_promote", "epoch", tm.epoch, "err", err)
+			tm.phase = phRelease
+			return
+		}
+		tm.phase = phPrePromoting
+		c.startHook(&hookRun{name: "pre_promote", purpose: forPrePromote, term: tm, env: HookEnv{Reason: reasonElected, Epoch: tm.epoch, Previous: tm.prev}}, tm.ctx)
 	case tm != nil && tm.phase == phWaitPromote:
 		// The promote may have waited for the hook slot: look at the
 		// leadership again right before it starts.
@@ -621,6 +638,8 @@ func (c *Controller) onHookDone(ev hookDone) {
 		l.waiters = kept
 	case forFencePrev:
 		c.onFencePrevDone(h.term, ev.err)
+	case forPrePromote:
+		c.onPrePromoteDone(h.term, ev.err)
 	case forPromote:
 		c.onPromoteDone(h.term, ev.err)
 	case forTermEnd:

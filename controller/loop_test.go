@@ -1089,16 +1089,16 @@ func FuzzLoop(f *testing.F) {
 		}
 		test(t, func(t *testing.T, w *controllertest.World) {
 			w.SetBreadcrumb(other("x", 1))
-			nodes := []*node{start(t, w, "a", following(2*time.Second)), start(t, w, "b", following(2*time.Second)), start(t, w, "c", following(0))}
+			nodes := []*node{start(t, w, "a", following(2*time.Second), prePromote()), start(t, w, "b", following(2*time.Second)), start(t, w, "c", following(0))}
 			for _, n := range nodes {
 				n.healthy()
 			}
 			for i, op := range ops {
 				n := nodes[int(op)%2]
-				if op/2%14 >= 12 {
+				if k := op / 2 % 15; k == 12 || k == 13 {
 					n = nodes[int(op)%3] // c, never healthy, only follows
 				}
-				switch op / 2 % 14 {
+				switch op / 2 % 15 {
 				case 0:
 					n.unhealthy()
 				case 1:
@@ -1131,6 +1131,9 @@ func FuzzLoop(f *testing.F) {
 					n.hooks.On("follow", controllertest.Result{Err: errors.New("fuzz"), Take: 500 * time.Millisecond})
 				case 13:
 					n.hooks.On("follow", controllertest.Result{Take: 3 * time.Second, KillTake: 250 * time.Millisecond})
+				case 14:
+					// a vetoes (b has no pre_promote hook: the script stays unused).
+					n.hooks.On("pre_promote", controllertest.Result{Err: errors.New("fuzz veto"), Take: time.Duration(op%3) * 200 * time.Millisecond})
 				}
 				time.Sleep(time.Duration(op%7) * 150 * time.Millisecond)
 				synctest.Wait()
@@ -1158,6 +1161,7 @@ func checkInvariants(t *testing.T, w *controllertest.World, nodes []*node) {
 				t.Fatalf("%s promoted at epoch %d without writing its breadcrumb (writes %v)", n.id, c.Env.Epoch, w.Writes())
 			}
 		}
+		checkPrePromote(t, w, n)
 		checkFollows(t, w, n, nodes)
 		if n.state() == controller.StateLeader {
 			if tm := w.Term(n.id); tm != nil && tm.Valid() == nil {
@@ -1167,6 +1171,33 @@ func checkInvariants(t *testing.T, w *controllertest.World, nodes []*node) {
 	}
 	if leaders > 1 {
 		t.Fatalf("%d nodes lead with a valid term", leaders)
+	}
+}
+
+// checkPrePromote: a pre_promote that failed (a veto, or killed with its
+// term) is never followed by a breadcrumb write or a promote in that term,
+// and when n has the hook, every promote follows a pre_promote that
+// succeeded in its term.
+func checkPrePromote(t *testing.T, w *controllertest.World, n *node) {
+	t.Helper()
+	calls := n.hooks.Calls()
+	has := slices.ContainsFunc(calls, func(c controllertest.Call) bool { return c.Name == "pre_promote" })
+	for _, c := range calls {
+		switch {
+		case c.Name == "pre_promote" && c.Err != nil:
+			if slices.ContainsFunc(calls, func(p controllertest.Call) bool { return p.Name == "promote" && p.Env.Epoch == c.Env.Epoch }) {
+				t.Fatalf("%s promoted at epoch %d after its pre_promote failed (%v): %v", n.id, c.Env.Epoch, c.Err, n.hooks.Reasons())
+			}
+			if slices.ContainsFunc(w.Writes(), func(r breadcrumb.Record) bool { return r.NodeID == n.id && r.Epoch == c.Env.Epoch }) {
+				t.Fatalf("%s wrote its breadcrumb at epoch %d after its pre_promote failed (%v)", n.id, c.Env.Epoch, c.Err)
+			}
+		case c.Name == "promote" && has:
+			if !slices.ContainsFunc(calls, func(p controllertest.Call) bool {
+				return p.Name == "pre_promote" && p.Env.Epoch == c.Env.Epoch && p.Err == nil && !p.End.IsZero() && !p.End.After(c.At)
+			}) {
+				t.Fatalf("%s promoted at epoch %d without a pre_promote that passed: %v", n.id, c.Env.Epoch, n.hooks.Reasons())
+			}
+		}
 	}
 }
 

@@ -26,6 +26,12 @@ var (
 	// causeBackoff ends a term that promoted nothing (or whose
 	// promote_failed demote already ran): never a hook's reason.
 	causeBackoff = &endCause{"takeover_failed"}
+	// causeNeverLead keeps a node of priority 0 out of the election: it
+	// never campaigns (it still checks health, follows and publishes).
+	causeNeverLead = &endCause{"priority_zero"}
+	// causeVeto gives back a term whose pre_promote hook vetoed the
+	// promotion (then the node backs off like after a failed takeover).
+	causeVeto = &endCause{"pre_promote_veto"}
 )
 
 // Reasons that are not end causes.

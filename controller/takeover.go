@@ -16,18 +16,20 @@ import (
 type phase int
 
 const (
-	phReading     phase = iota // worker: breadcrumb and failover request read
-	phFencePrev                // our own previous term must be demoted locally (hook pending)
-	phFencingPrev              // that demote runs
-	phFencing                  // worker: fencing the previous leader
-	phWriting                  // worker: guarded breadcrumb write
-	phWaitPromote              // breadcrumb written; the promote waits for the hook slot
-	phPromoting                // promote hook runs
-	phLeader                   // promoted
-	phEndDemote                // the term ended (or the promote failed): demote pending
-	phEndDemoting              // that demote runs
-	phFinishing                // graceful end: Finish (breadcrumb + znode) in flight
-	phRelease                  // nothing left to do: give the term back to the elector
+	phReading      phase = iota // worker: breadcrumb and failover request read
+	phFencePrev                 // our own previous term must be demoted locally (hook pending)
+	phFencingPrev               // that demote runs
+	phFencing                   // worker: fencing the previous leader
+	phPrePromote                // fenced: the pre_promote hook is pending (hook slot)
+	phPrePromoting              // the pre_promote hook runs
+	phWriting                   // worker: guarded breadcrumb write
+	phWaitPromote               // breadcrumb written; the promote waits for the hook slot
+	phPromoting                 // promote hook runs
+	phLeader                    // promoted
+	phEndDemote                 // the term ended (or the promote failed): demote pending
+	phEndDemoting               // that demote runs
+	phFinishing                 // graceful end: Finish (breadcrumb + znode) in flight
+	phRelease                   // nothing left to do: give the term back to the elector
 )
 
 // term is one leadership, from the won callback to its release.
@@ -190,6 +192,9 @@ func (c *Controller) readStep(tm *term, seen string) stepResult {
 	if c.failoverKeepsOut(res.failover, seen, time.Now()) || breadcrumb.Assess(res.rec, res.readErr, c.cfg.NodeID, tm.epoch) != breadcrumb.NothingToFence {
 		return res
 	}
+	if c.cfg.PrePromote != nil {
+		return res // the pre_promote hook runs before the write
+	}
 	w := c.write(tm, res.version)
 	res.written, res.newVersion, res.writeErr, res.lost = w.written, w.newVersion, w.writeErr, w.lost
 	return res
@@ -266,7 +271,7 @@ func (c *Controller) onStepDone(ev stepDone) {
 		}
 		tm.phase = phRelease
 	case r.fenced:
-		c.startStep(tm, phWriting, c.writeStep)
+		c.fenced(tm)
 	default:
 		c.onWritten(tm, r)
 	}
@@ -344,7 +349,7 @@ func (c *Controller) onRead(tm *term, r stepResult) {
 			c.onWritten(tm, r)
 			return
 		}
-		c.startStep(tm, phWriting, c.writeStep)
+		c.fenced(tm)
 		return
 	}
 	rec := r.rec
@@ -365,7 +370,7 @@ func (c *Controller) onRead(tm *term, r stepResult) {
 		tm.phase = phFencePrev
 	case c.fence == nil:
 		c.log.Warn("promoting without fencing the previous leader (fencing.allow_none)", "target", rec.NodeID, "target_epoch", rec.Epoch)
-		c.startStep(tm, phWriting, c.writeStep)
+		c.fenced(tm)
 	default:
 		c.startStep(tm, phFencing, c.fenceStep)
 	}
@@ -392,6 +397,45 @@ func (c *Controller) onFencePrevDone(tm *term, err error) {
 		return
 	}
 	c.log.Info("previous term of this node fenced by a local demote", "target_epoch", tm.prev.Epoch)
+	c.fenced(tm)
+}
+
+// fenced: nothing is left to fence. The pre_promote hook, if configured,
+// runs next (in the hook slot, see startNextHook); then the breadcrumb is
+// written, after its own look at the lease.
+func (c *Controller) fenced(tm *term) {
+	if c.cfg.PrePromote != nil {
+		tm.phase = phPrePromote
+		return
+	}
+	c.startStep(tm, phWriting, c.writeStep)
+}
+
+// onPrePromoteDone: the pre_promote hook is over. A failure vetoes the
+// promotion: nothing was written, so the term is given back (the
+// candidacy ends with causeVeto) and the node backs off like after any
+// failed takeover, so that another candidate can take over.
+func (c *Controller) onPrePromoteDone(tm *term, err error) {
+	if c.l.term != tm {
+		return
+	}
+	if err != nil && tm.gone() != nil {
+		// The term ended meanwhile (its context kills the hook): not a veto.
+		c.log.Warn("leadership lost while the pre_promote hook ran", "epoch", tm.epoch, "err", err)
+		tm.phase = phRelease
+		return
+	}
+	if err != nil {
+		msg := "pre_promote hook vetoed the promotion: " + err.Error()
+		c.log.Error("pre_promote hook vetoed the promotion: not promoting, giving leadership back", "epoch", tm.epoch, "err", err)
+		if m, ok := c.metrics.(PrePromoteMetrics); ok {
+			m.PrePromoteVetoed()
+		}
+		c.setErr(msg)
+		c.backoffWith("pre_promote_veto", causeVeto)
+		tm.phase = phRelease
+		return
+	}
 	c.startStep(tm, phWriting, c.writeStep)
 }
 
@@ -442,7 +486,7 @@ func (c *Controller) onTermEnded(ev termEnded) {
 		c.metrics.LeadershipLost(reason)
 		c.setState(StateDemoting, reason)
 		tm.endReason, tm.phase = reason, phEndDemote
-	case phFencePrev, phWaitPromote:
+	case phFencePrev, phPrePromote, phWaitPromote:
 		tm.phase = phRelease // nothing started: nothing to undo
 	}
 }

@@ -44,6 +44,8 @@ type Status struct {
 	Instance string `json:"instance,omitempty"`
 	// ServiceAddress is node.service_address (empty: not configured).
 	ServiceAddress string `json:"service_address,omitempty"`
+	// Priority is node.priority: 0 never campaigns, so never leads.
+	Priority int `json:"priority"`
 	// Following is the promoted leader the follow hook last pointed the
 	// service at (its node id; empty: none yet, parked after the no-leader
 	// run, or no follow hook), FollowingEpoch that leader's epoch and

@@ -44,7 +44,7 @@ var FenceMethods = []string{"rpc", "ssh", "shell"}
 // decisions, then what the election reported.
 var LeadershipLostReasons = []string{
 	"shutdown", "unhealthy", "operator_demote", "ceded", "failover_handoff",
-	"hook_unkillable", "join_refused", "takeover_failed",
+	"hook_unkillable", "join_refused", "takeover_failed", "priority_zero", "pre_promote_veto",
 	"lease_expired", "session_expired", "znode_deleted", "unknown",
 }
 
@@ -81,12 +81,14 @@ type Metrics struct {
 	followRuns           *prometheus.CounterVec
 	followingEpoch       prometheus.Gauge
 	hookUnkillable       *prometheus.CounterVec
+	prePromoteVetoes     prometheus.Counter
 }
 
 var (
 	_ controller.Metrics              = (*Metrics)(nil)
 	_ controller.FollowMetrics        = (*Metrics)(nil)
 	_ controller.HookUnkillableMetric = (*Metrics)(nil)
+	_ controller.PrePromoteMetrics    = (*Metrics)(nil)
 	_ fencer.Metrics                  = (*Metrics)(nil)
 	_ healthcheck.Metrics             = (*Metrics)(nil)
 )
@@ -194,6 +196,11 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 			Name:      "hook_unkillable_total",
 			Help:      "Hooks still alive after SIGKILL, by hook: the node stays out of the election until the process is gone.",
 		}, []string{"hook"}),
+		prePromoteVetoes: f.NewCounter(prometheus.CounterOpts{
+			Namespace: namespace,
+			Name:      "pre_promote_vetoes_total",
+			Help:      "Elections given up because the pre_promote hook failed or timed out.",
+		}),
 	}
 
 	f.NewGauge(prometheus.GaugeOpts{
@@ -317,6 +324,9 @@ func (m *Metrics) FollowRun(result string) { m.followRuns.WithLabelValues(result
 
 // Following sets the epoch of the leader followed (0: none).
 func (m *Metrics) Following(epoch int64) { m.followingEpoch.Set(float64(epoch)) }
+
+// PrePromoteVetoed implements controller.PrePromoteMetrics.
+func (m *Metrics) PrePromoteVetoed() { m.prePromoteVetoes.Inc() }
 
 // FenceAttempt implements fencer.Metrics.
 func (m *Metrics) FenceAttempt(method, result string, d time.Duration) {

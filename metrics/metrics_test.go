@@ -80,6 +80,7 @@ func exercise(m *Metrics) {
 	m.FollowRun("success")
 	m.Following(41)
 	m.HookUnkillable("demote")
+	m.PrePromoteVetoed()
 }
 
 // failoverdNames lists the failoverd_ families reg gathers, except
@@ -124,6 +125,7 @@ func TestMetricNames(t *testing.T) {
 		"failoverd_is_leader",
 		"failoverd_leadership_lost_total",
 		"failoverd_lease_remaining_seconds",
+		"failoverd_pre_promote_vetoes_total",
 		"failoverd_promotions_total",
 		"failoverd_state",
 		"failoverd_zk_connected",
@@ -437,7 +439,7 @@ func TestFreshRegistryExposesEverySeries(t *testing.T) {
 			fmt.Sprintf(`failoverd_follow_runs_total{result=%q}`, result))
 	}
 	for _, reason := range []string{"shutdown", "unhealthy", "operator_demote", "ceded", "failover_handoff",
-		"hook_unkillable", "join_refused", "takeover_failed", "lease_expired", "session_expired", "znode_deleted", "unknown"} {
+		"hook_unkillable", "join_refused", "takeover_failed", "priority_zero", "pre_promote_veto", "lease_expired", "session_expired", "znode_deleted", "unknown"} {
 		want = append(want, fmt.Sprintf(`failoverd_leadership_lost_total{reason=%q}`, reason))
 	}
 	for _, s := range controller.AllStates {
@@ -446,7 +448,7 @@ func TestFreshRegistryExposesEverySeries(t *testing.T) {
 	want = append(want,
 		"failoverd_elections_won_total{}", "failoverd_breadcrumb_unreadable_total{}", "failoverd_fencing_failed_total{}",
 		"failoverd_failover_duration_seconds{}", "failoverd_health_check_duration_seconds{}",
-		"failoverd_is_leader{}", "failoverd_epoch{}", "failoverd_health_up{}", "failoverd_following_epoch{}")
+		"failoverd_is_leader{}", "failoverd_epoch{}", "failoverd_health_up{}", "failoverd_following_epoch{}", "failoverd_pre_promote_vetoes_total{}")
 	for _, k := range want {
 		v, ok := got[k]
 		switch {

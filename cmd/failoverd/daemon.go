@@ -126,6 +126,11 @@ func controllerConfig(cfg *config.Config) controller.Config {
 		Demote:          controller.Hook{Argv: cfg.Service.Demote.Command, Timeout: cfg.Service.Demote.Timeout.Std(), KillGrace: lease.KillGrace},
 		ShutdownTimeout: cfg.Node.ShutdownTimeout.Std(),
 	}
+	priority := cfg.Node.Priority
+	ccfg.Priority = &priority
+	if p := cfg.Service.PrePromote; p != nil {
+		ccfg.PrePromote = &controller.Hook{Argv: p.Command, Timeout: p.Timeout.Std(), KillGrace: lease.KillGrace}
+	}
 	if f := cfg.Service.Follow; f != nil {
 		ccfg.Follow = &controller.Follow{
 			Hook:          controller.Hook{Argv: f.Command, Timeout: f.Timeout.Std(), KillGrace: lease.KillGrace},
@@ -133,6 +138,14 @@ func controllerConfig(cfg *config.Config) controller.Config {
 		}
 	}
 	return ccfg
+}
+
+// prePromoteHook is the pre_promote hook's command (none when not configured).
+func prePromoteHook(ccfg controller.Config) controller.Hook {
+	if ccfg.PrePromote == nil {
+		return controller.Hook{}
+	}
+	return *ccfg.PrePromote
 }
 
 // followHook is the follow hook's command (none when not configured).
@@ -194,7 +207,7 @@ func build(cfg *config.Config, logger *slog.Logger) (*daemon, error) {
 	}
 	ctrl, err := controller.New(ccfg, controller.Deps{
 		Elector: store.Elector(el), Records: store, Fencer: fence, Metrics: m, Logger: logger,
-		Hooks: controller.ProcHooks{Promote: ccfg.Promote, Demote: ccfg.Demote, Follow: followHook(ccfg), Cluster: cfg.Cluster, NodeID: cfg.Node.ID, Logger: logger},
+		Hooks: controller.ProcHooks{Promote: ccfg.Promote, Demote: ccfg.Demote, Follow: followHook(ccfg), PrePromote: prePromoteHook(ccfg), Cluster: cfg.Cluster, NodeID: cfg.Node.ID, Logger: logger},
 	})
 	if err != nil {
 		return nil, err

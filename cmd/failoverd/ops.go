@@ -10,6 +10,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -108,12 +110,15 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "Cluster: %s\n", v.Cluster)
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tROLE\tSTATE\tHEALTH\tEPOCH\tSINCE\tHOST\tADDRESS\tFOLLOWING\tFOLLOWING SINCE")
+	fmt.Fprintln(tw, "NODE\tROLE\tSTATE\tHEALTH\tEPOCH\tSINCE\tHOST\tADDRESS\tFOLLOWING\tFOLLOWING SINCE\tPRIORITY")
 	for _, m := range v.Members {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", m.NodeID, m.Role, m.State, m.Health, m.Epoch, timeOrDash(m.Since), m.Host,
-			orDash(m.ServiceAddress), following(m), timeOrDash(m.FollowingSince))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", m.NodeID, m.Role, m.State, m.Health, m.Epoch, timeOrDash(m.Since), m.Host,
+			orDash(m.ServiceAddress), following(m), timeOrDash(m.FollowingSince), priority(m))
 	}
 	tw.Flush()
+	if why := noLeaderReason(v.Members); why != "" {
+		fmt.Fprintf(stdout, "Leader: none: %s\n", why)
+	}
 	switch {
 	case v.Breadcrumb != nil:
 		addr := ""
@@ -128,6 +133,44 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "Election queue: %v\n", v.Queue)
 	return exitOK
+}
+
+// priority is the PRIORITY column ("-": a member of a version without
+// priorities, which campaigns like priority 1).
+func priority(m cluster.Member) string {
+	if m.Priority == nil {
+		return "-"
+	}
+	return strconv.Itoa(*m.Priority)
+}
+
+// noLeaderReason says why no member leads ("": one does, or one is taking
+// over or may: a healthy member that may lead).
+func noLeaderReason(ms []cluster.Member) string {
+	var never, unhealthy []string
+	for _, m := range ms {
+		switch {
+		case m.State == cluster.StateLeader:
+			return ""
+		case !m.MayLead():
+			never = append(never, m.NodeID)
+		case m.Health != "healthy":
+			unhealthy = append(unhealthy, m.NodeID)
+		default:
+			return ""
+		}
+	}
+	var parts []string
+	if len(never) > 0 {
+		parts = append(parts, fmt.Sprintf("priority 0, never leads: %s", strings.Join(never, ", ")))
+	}
+	if len(unhealthy) > 0 {
+		parts = append(parts, fmt.Sprintf("not healthy: %s", strings.Join(unhealthy, ", ")))
+	}
+	if len(parts) == 0 {
+		return "no member"
+	}
+	return "no healthy member may lead (" + strings.Join(parts, "; ") + ")"
 }
 
 // following is the FOLLOWING column: the leader the member's follow hook
@@ -240,6 +283,9 @@ func cmdFailover(args []string, stdout, stderr io.Writer) int {
 	case target.State == cluster.StateLeader:
 		fmt.Fprintf(stdout, "%s is already the leader (epoch %d)\n", *to, target.Epoch)
 		return exitOK
+	case !target.MayLead():
+		fmt.Fprintf(stderr, "failoverd failover: %s has node.priority 0 and never leads; refusing (choose a node with priority >= 1)\n", *to)
+		return exitRuntime
 	case target.Health != "healthy":
 		fmt.Fprintf(stderr, "failoverd failover: %s is not healthy (health %s, state %s); refusing\n", *to, target.Health, target.State)
 		return exitRuntime

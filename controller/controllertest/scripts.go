@@ -257,3 +257,6 @@ func (m *Metrics) FencingFailed()                         { m.add("fencing_faile
 func (m *Metrics) HookUnkillable(hook string)             { m.add("unkillable:" + hook) }
 func (m *Metrics) FollowRun(result string)                { m.add("follow:" + result) }
 func (m *Metrics) Following(epoch int64)                  { m.add(fmt.Sprintf("following:%d", epoch)) }
+
+// PrePromoteVetoed implements controller.PrePromoteMetrics.
+func (m *Metrics) PrePromoteVetoed() { m.add("pre_promote_veto") }
