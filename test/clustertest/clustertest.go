@@ -95,6 +95,13 @@ type Options struct {
 	// "follow_done" events with the FAILOVERD_LEADER_* it got) and sets
 	// node.service_address to its toy's address.
 	Follow bool
+	// Priority sets node.priority of the nodes it names (node id: value);
+	// the others keep the default.
+	Priority map[string]int
+	// PrePromote gives every node a pre_promote hook (pre_promote.sh:
+	// "pre_promote" events); it exits 1 ("pre_promote_veto") while the
+	// node's directory holds a file named pre-promote-veto.
+	PrePromote bool
 }
 
 // Cluster is a running test cluster.
@@ -277,6 +284,10 @@ code=$(curl -sS -o /dev/null -w '%{http_code}' -m 2 -X POST "$TOY/promote?epoch=
 case "$code" in 2*) ;; 409) ev promote_refused node=$FAILOVERD_NODE_ID epoch=$FAILOVERD_EPOCH; exit 1;; *) exit 1;; esac
 ev promote_done node=$FAILOVERD_NODE_ID epoch=$FAILOVERD_EPOCH prev_address=${FAILOVERD_PREVIOUS_ADDRESS:-}
 `,
+		"pre_promote.sh": lib + `ev pre_promote node=$FAILOVERD_NODE_ID epoch=$FAILOVERD_EPOCH reason=$FAILOVERD_REASON prev=${FAILOVERD_PREVIOUS_LEADER:-}
+[ -e "$DIR/pre-promote-veto" ] && { ev pre_promote_veto node=$FAILOVERD_NODE_ID epoch=$FAILOVERD_EPOCH; exit 1; }
+exit 0
+`,
 		"follow.sh": lib + `ev follow node=$FAILOVERD_NODE_ID role=$FAILOVERD_ROLE reason=$FAILOVERD_REASON leader=$FAILOVERD_LEADER_ID leader_host=$FAILOVERD_LEADER_HOST leader_address=$FAILOVERD_LEADER_ADDRESS leader_epoch=$FAILOVERD_LEADER_EPOCH cluster=$FAILOVERD_CLUSTER
 [ -e "$DIR/follow-fail" ] && { ev follow_failed node=$FAILOVERD_NODE_ID; exit 1; }
 ev follow_done node=$FAILOVERD_NODE_ID leader=$FAILOVERD_LEADER_ID leader_epoch=$FAILOVERD_LEADER_EPOCH
@@ -328,6 +339,9 @@ func (n *Node) writeConfig(failoverd string) {
 	if o.Follow {
 		fmt.Fprintf(&b, "  service_address: %s\n", n.ToyAddr)
 	}
+	if p, ok := o.Priority[n.ID]; ok {
+		fmt.Fprintf(&b, "  priority: %d\n", p)
+	}
 	fmt.Fprintf(&b, "  admin:\n    listen: %s\n    token_file: %s\n", n.AdminAddr, filepath.Join(c.Dir, "token"))
 	if n.PeerProxy != nil {
 		fmt.Fprintf(&b, "    advertise_url: http://%s\n", n.PeerProxy.Addr())
@@ -352,6 +366,9 @@ func (n *Node) writeConfig(failoverd string) {
 	demoteTimeout := (o.SessionTimeout - o.SessionTimeout*2/3) * 9 / 10
 	fmt.Fprintf(&b, "service:\n  promote:\n    command: [%s]\n    timeout: 5s\n  demote:\n    command: [%s]\n    timeout: %s\n",
 		filepath.Join(c.Dir, "promote.sh"), filepath.Join(c.Dir, "demote.sh"), demoteTimeout.Round(time.Millisecond))
+	if o.PrePromote {
+		fmt.Fprintf(&b, "  pre_promote:\n    command: [%s]\n    timeout: 5s\n", filepath.Join(c.Dir, "pre_promote.sh"))
+	}
 	if o.Follow {
 		fmt.Fprintf(&b, "  follow:\n    command: [%s]\n    timeout: 5s\n", filepath.Join(c.Dir, "follow.sh"))
 	}
