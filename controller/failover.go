@@ -73,8 +73,10 @@ func (c *Controller) onFailoverRequest(key string, r cluster.FailoverRequest) {
 	if r.To == c.cfg.NodeID && c.priority == 0 {
 		// The CLI refuses this (it reads our member record); a request
 		// that names us anyway (an older CLI, a race with a config
-		// change) is ignored: the others stand aside until it times out.
-		c.log.Warn("manual failover to this node ignored: node.priority is 0, it never leads", "timeout", d.Round(time.Millisecond).String())
+		// change) cannot be met, and the others stand aside for it: we
+		// delete it at once, so they join the election again.
+		c.log.Warn("manual failover to this node refused: node.priority is 0, it never leads; deleting the request", "by", r.By)
+		c.expireFailover(r)
 		return
 	}
 	if r.To == c.cfg.NodeID {

@@ -56,14 +56,20 @@ func TestPriorityZeroNeverLeads(t *testing.T) {
 			t.Errorf("member record of b %+v, want the default priority 1", bm)
 		}
 
-		// A failover request naming c (the CLI refuses it) is ignored by c.
-		w.SetFailover(&cluster.FailoverRequest{To: "c", TimeoutMS: 3000, ID: "1"})
+		// A failover request naming c (the CLI refuses it) is refused by
+		// c: it deletes the request at once, so the others do not stand
+		// aside for a failover that cannot happen.
+		w.SetFailover(&cluster.FailoverRequest{To: "c", TimeoutMS: 60000, ID: "1"})
 		synctest.Wait()
 		if c.be.Warmed() {
-			t.Error("c warms up for a failover it must ignore")
+			t.Error("c warms up for a failover it must refuse")
 		}
-		time.Sleep(5 * time.Second)
-		w.SetFailover(nil)
+		time.Sleep(100 * time.Millisecond)
+		synctest.Wait()
+		if f := w.Failover(); f != nil {
+			t.Errorf("the request naming priority-0 c still stands: %+v", f)
+		}
+		b.want(controller.StateLeader)
 
 		// The leader goes: nobody leads, c stays out.
 		b.unhealthy()
