@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/failoverd/failoverd/controller"
 	"github.com/failoverd/failoverd/test/clustertest"
 	"github.com/failoverd/failoverd/test/redistest"
 	"github.com/failoverd/failoverd/test/zktest"
@@ -129,6 +130,10 @@ func TestRedisReplicasFollowEveryFailover(t *testing.T) {
 		t.Logf("%s: %s leads at epoch %d", f.name, old.ID, oldEpoch)
 		start := time.Now()
 		if target != nil {
+			// The target may be the node the previous step took down: its
+			// Redis follows again before its failoverd has seen health.rise
+			// checks pass, and the CLI refuses an unhealthy target.
+			waitCandidate(t, target, redisLeaderWithin)
 			out, code := old.CLI("failover", "--to", target.ID, "--timeout", "30s")
 			if code != 0 {
 				t.Fatalf("%s: failoverd failover --to %s: exit %d\n%s", f.name, target.ID, code, out)
@@ -423,4 +428,21 @@ func TestDemoRedis(t *testing.T) {
 func mustInt(s string) int64 {
 	n, _ := strconv.ParseInt(s, 10, 64)
 	return n
+}
+
+// waitCandidate waits until n's failoverd reports its service healthy and
+// itself a standby in the election, as failover --to requires of a target.
+func waitCandidate(t *testing.T, n *redistest.Node, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		st, ok := n.Status()
+		if ok && st.Health == "healthy" && st.State == controller.StateStandby {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s is not a healthy standby within %v: %+v (answered: %v)", n.ID, timeout, st, ok)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
