@@ -21,6 +21,7 @@ func TestLayoutPathsUnchanged(t *testing.T) {
 		{"Failover", l.Failover(), "/failoverd/orders/failover"},
 		{"Breadcrumb", l.Breadcrumb(), "/failoverd/orders/breadcrumb"},
 		{"Config", l.Config(), "/failoverd/orders/config"},
+		{"LeaderPosition", l.LeaderPosition(), "/failoverd/orders/leader_position"},
 		// A root spelled with a trailing slash names the same znodes.
 		{"Breadcrumb, root with slash", cluster.Layout{Root: "/failoverd/", Cluster: "orders"}.Breadcrumb(), "/failoverd/orders/breadcrumb"},
 		{"nested root", cluster.Layout{Root: "/a/b", Cluster: "c"}.ElectionDir(), "/a/b/c/election"},
@@ -30,9 +31,9 @@ func TestLayoutPathsUnchanged(t *testing.T) {
 		}
 	}
 	// The list cmd/failoverd/daemon.go gave zk.Config.Protect before the
-	// layout had an owner, in that order.
+	// layout had an owner, in that order; then the records added since.
 	want := []string{"/failoverd/orders", "/failoverd/orders/election", "/failoverd/orders/members",
-		"/failoverd/orders/failover", "/failoverd/orders/breadcrumb"}
+		"/failoverd/orders/failover", "/failoverd/orders/breadcrumb", "/failoverd/orders/leader_position"}
 	if got := l.Protected(); !slices.Equal(got, want) {
 		t.Errorf("Protected = %q, want %q", got, want)
 	}
@@ -109,5 +110,25 @@ func TestFailoverRequestStandFor(t *testing.T) {
 	}
 	if k := (cluster.FailoverRequest{To: "b", ID: "r1"}).Key(); k != "r1" {
 		t.Errorf("Key with an ID = %q, want the ID", k)
+	}
+}
+
+// The position fields and the leader position record are read by nodes of
+// other versions: absent when unknown, and these exact names.
+func TestPositionJSON(t *testing.T) {
+	pos := int64(9007199254740993) // above float64's exact integers: must survive as an integer
+	at := time.Date(2026, 11, 23, 14, 5, 6, 0, time.UTC)
+	b, _ := json.Marshal(cluster.Member{NodeID: "a", Position: &pos, PositionAt: at})
+	want := `{"cluster":"","node_id":"a","host":"","state":"","role":"","health":"","since":"0001-01-01T00:00:00Z","zk_connected":false,"version":"","position":9007199254740993,"position_at":"2026-11-23T14:05:06Z"}`
+	if string(b) != want {
+		t.Errorf("Member JSON\n got %s\nwant %s", b, want)
+	}
+	var back cluster.Member
+	if err := json.Unmarshal(b, &back); err != nil || back.Position == nil || *back.Position != pos {
+		t.Errorf("Member round trip: %v, %v", back.Position, err)
+	}
+	b, _ = json.Marshal(cluster.LeaderPosition{NodeID: "a", Epoch: 7, Position: pos, At: at})
+	if want := `{"node_id":"a","epoch":7,"position":9007199254740993,"at":"2026-11-23T14:05:06Z"}`; string(b) != want {
+		t.Errorf("LeaderPosition JSON\n got %s\nwant %s", b, want)
 	}
 }

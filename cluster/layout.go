@@ -35,15 +35,21 @@ func (l Layout) Failover() string { return l.child("failover") }
 // Breadcrumb names the active leader (breadcrumb.Record).
 func (l Layout) Breadcrumb() string { return l.child("breadcrumb") }
 
+// LeaderPosition holds the last position the promoted leader published
+// (LeaderPosition); persistent, it survives the leader.
+func (l Layout) LeaderPosition() string { return l.child("leader_position") }
+
 // Config holds the cluster record (ClusterRecord).
 func (l Layout) Config() string { return l.child("config") }
 
 // Protected lists the records nobody but failoverd may change (zk.Config's
 // Protect): the cluster directory and what lives in it that could mislead a
-// node — the breadcrumb names the admin URL the fencer sends its token to.
+// node — the breadcrumb names the admin URL the fencer sends its token to,
+// and a forged leader position would keep every candidate from promoting
+// under election.max_lag.
 // The directories above them are checked by the backend itself.
 func (l Layout) Protected() []string {
-	return []string{l.Dir(), l.ElectionDir(), l.MembersDir(), l.Failover(), l.Breadcrumb()}
+	return []string{l.Dir(), l.ElectionDir(), l.MembersDir(), l.Failover(), l.Breadcrumb(), l.LeaderPosition()}
 }
 
 func (l Layout) child(name string) string { return path.Join(l.Dir(), name) }

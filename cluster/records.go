@@ -39,11 +39,29 @@ type Member struct {
 	// Priority is node.priority (0: the node never leads). nil: a member
 	// of a version without priorities, which campaigns as priority 1.
 	Priority *int `json:"priority,omitempty"`
+	// Position is the node's replication position as service.position
+	// last printed it (nil: unknown, or no position command), PositionAt
+	// when that command ran. A position is at most one interval old when
+	// published; readers judge staleness by PositionAt.
+	Position   *int64    `json:"position,omitempty"`
+	PositionAt time.Time `json:"position_at,omitzero"`
 }
 
 // MayLead reports whether the member's priority lets it lead (its health
 // and state aside).
 func (m Member) MayLead() bool { return m.Priority == nil || *m.Priority > 0 }
+
+// LeaderPosition is the last replication position a promoted leader
+// published (the LeaderPosition record). It is persistent: it outlives the
+// leader, so that its successors can tell how far behind they are of what
+// the dead leader had. Only a term writes it (guarded by the election
+// entry), and never over a record of a later epoch.
+type LeaderPosition struct {
+	NodeID   string    `json:"node_id"`
+	Epoch    int64     `json:"epoch"`
+	Position int64     `json:"position"`
+	At       time.Time `json:"at"` // when the leader's position command ran
+}
 
 // StateLeader is Member.State of a promoted node.
 const StateLeader = "leader"

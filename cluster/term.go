@@ -32,6 +32,11 @@ var (
 	ErrReleased = errors.New("cluster: the term was released")
 )
 
+// ErrStalePosition is WriteLeaderPosition's refusal to replace the leader
+// position of a later epoch: a term that is over must not move back what
+// its successor published.
+var ErrStalePosition = errors.New("cluster: the leader position is of a later epoch")
+
 // Term is one leadership as a backend's elector hands it to the controller.
 // It lives in this package rather than with its consumer because it appears
 // in the elector callback's type: a backend must name it without importing
@@ -67,6 +72,15 @@ type Term interface {
 	// CompleteFailover marks a request to this node done with the term's
 	// epoch, if there is one and it is not done yet.
 	CompleteFailover(ctx context.Context) error
+	// ReadMembers reads every member record, in the term's own view (the
+	// candidates' positions at the win).
+	ReadMembers(ctx context.Context) ([]Member, error)
+	// ReadLeaderPosition reads the last position a leader published (nil,
+	// nil: none yet).
+	ReadLeaderPosition(ctx context.Context) (*LeaderPosition, error)
+	// WriteLeaderPosition stores p, guarded by the term; it refuses
+	// (ErrStalePosition) to replace a record of a later epoch.
+	WriteLeaderPosition(ctx context.Context, p LeaderPosition) error
 	// Finish ends the term gracefully, after a successful demote: it
 	// deletes the breadcrumb (if still at bcVersion) and the term's
 	// election entry in one atomic step. If the term is already over

@@ -148,6 +148,11 @@ type Election struct {
 	// it wins instead of one renew interval later. Default true; the
 	// target of a manual failover is warm whatever this says.
 	WarmStandby bool `yaml:"warm_standby"`
+	// MaxLag is how far (in service.position units) a candidate may be
+	// behind the last position the leader published, or behind another
+	// healthy candidate, and still promote. nil: no limit. Needs
+	// Service.Position.
+	MaxLag *int64 `yaml:"max_lag,omitempty"`
 }
 
 // Health configures the local service health check. Exactly one of HTTP,
@@ -207,6 +212,23 @@ type Service struct {
 	// Follow points the local service at the promoted leader on every node
 	// that is not the leader. Optional.
 	Follow *FollowHook `yaml:"follow,omitempty"`
+	// Position prints the service's replication position, which every node
+	// publishes (election.max_lag compares them). Optional.
+	Position *PositionCommand `yaml:"position,omitempty"`
+}
+
+// PositionCommand is service.position: a command run every Interval that
+// prints one non-negative decimal integer, how much of the primary's
+// stream the local service holds (a Redis replication offset, a log
+// index). Greater means more advanced.
+type PositionCommand struct {
+	// Command is the argv to run (no shell). Required.
+	Command []string `yaml:"command"`
+	// Interval between the starts of two runs. Default 1s.
+	Interval Duration `yaml:"interval"`
+	// Timeout after which a run is killed and the position is unknown.
+	// Default: Interval; at most Interval.
+	Timeout Duration `yaml:"timeout"`
 }
 
 // FollowHook is the follow hook: run on a node that is not the leader
@@ -372,6 +394,7 @@ const (
 	DefaultFollowTimeout       = 30 * time.Second
 	DefaultPrePromoteTimeout   = 30 * time.Second
 	DefaultPriority            = 1
+	DefaultPositionInterval    = time.Second
 	DefaultFollowNoLeaderAfter = 30 * time.Second
 	DefaultSSHTimeout          = 10 * time.Second
 	DefaultShellFencingTimeout = 30 * time.Second
@@ -428,6 +451,14 @@ func Default() *Config {
 func (c *Config) applyDefaults() {
 	if p := c.Service.PrePromote; p != nil && p.Timeout == 0 {
 		p.Timeout = Duration(DefaultPrePromoteTimeout)
+	}
+	if p := c.Service.Position; p != nil {
+		if p.Interval == 0 {
+			p.Interval = Duration(DefaultPositionInterval)
+		}
+		if p.Timeout == 0 {
+			p.Timeout = p.Interval
+		}
 	}
 	if f := c.Service.Follow; f != nil && f.Timeout == 0 {
 		f.Timeout = Duration(DefaultFollowTimeout)

@@ -144,6 +144,9 @@ func (c *Config) resolvePaths(dir string) {
 	if f := c.Service.Follow; f != nil {
 		argv(f.Command)
 	}
+	if p := c.Service.Position; p != nil {
+		argv(p.Command)
+	}
 	for _, m := range c.Fencing.Methods {
 		if m.RPC != nil {
 			file(&m.RPC.TokenFile)

@@ -184,6 +184,8 @@ func (c *Config) validate(opts LoadOptions) error {
 		}
 	}
 
+	v.position(c)
+
 	// fencing
 	if len(c.Fencing.Methods) == 0 && !c.Fencing.AllowNone {
 		v.add("fencing.methods", "no fencing method configured; set fencing.allow_none: true to run without fencing (unsafe)")
@@ -221,6 +223,26 @@ func (c *Config) validate(opts LoadOptions) error {
 		return nil
 	}
 	return v.errs
+}
+
+// position checks service.position and election.max_lag, which compares
+// the positions it prints and means nothing without it.
+func (v *validator) position(c *Config) {
+	if p := c.Service.Position; p != nil {
+		v.command("service.position.command", p.Command)
+		intervalOK := v.timeout("service.position.interval", p.Interval)
+		if v.timeout("service.position.timeout", p.Timeout) && intervalOK && p.Timeout > p.Interval {
+			v.add("service.position.timeout", "%s is longer than service.position.interval (%s): runs would overlap",
+				fmtDur(time.Duration(p.Timeout)), fmtDur(time.Duration(p.Interval)))
+		}
+	}
+	switch lag := c.Election.MaxLag; {
+	case lag == nil:
+	case *lag < 0:
+		v.add("election.max_lag", "must be >= 0 (0: a candidate must hold everything the leader last published), got %d", *lag)
+	case c.Service.Position == nil:
+		v.add("election.max_lag", "needs service.position: the lag is measured in the positions that command prints")
+	}
 }
 
 func (v *validator) rpc(p string, r *RPCFencing, adminTokenFile string) {

@@ -10,6 +10,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -39,6 +41,10 @@ type World struct {
 	foChange chan struct{} // closed and replaced on every failover change
 	members  map[string]cluster.Member
 	nodes    map[string]*Node
+	// leaderPos is the LeaderPosition record (nil: absent), posWrites
+	// every successful write of it.
+	leaderPos *cluster.LeaderPosition
+	posWrites []cluster.LeaderPosition
 	// lrChange is closed and replaced whenever the breadcrumb or a member
 	// record changes: the leader watches look again.
 	lrChange chan struct{}
@@ -687,6 +693,85 @@ func (t *Term) Finish(ctx context.Context, bcVersion int32) error {
 	w.leaderChanged()
 	w.remove(t.e)
 	return nil
+}
+
+// ReadMembers returns every member record, sorted by node id as
+// zkcluster lists them.
+func (t *Term) ReadMembers(ctx context.Context) ([]cluster.Member, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return t.w.Members(), nil
+}
+
+// Members returns every member record, sorted by node id.
+func (w *World) Members() []cluster.Member {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]cluster.Member, 0, len(w.members))
+	for _, m := range w.members {
+		out = append(out, m)
+	}
+	slices.SortFunc(out, func(a, b cluster.Member) int { return strings.Compare(a.NodeID, b.NodeID) })
+	return out
+}
+
+// ReadLeaderPosition returns the LeaderPosition record (nil: none).
+func (t *Term) ReadLeaderPosition(ctx context.Context) (*cluster.LeaderPosition, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return t.w.LeaderPosition(), nil
+}
+
+// WriteLeaderPosition stores p guarded by the term's entry, and refuses
+// one of an earlier epoch than the record's, as zkcluster's does.
+func (t *Term) WriteLeaderPosition(ctx context.Context, p cluster.LeaderPosition) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	w := t.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case !t.present():
+		return ErrGone
+	case w.leaderPos != nil && w.leaderPos.Epoch > p.Epoch:
+		return cluster.ErrStalePosition
+	}
+	w.leaderPos = &p
+	w.posWrites = append(w.posWrites, p)
+	return nil
+}
+
+// LeaderPosition returns the LeaderPosition record (nil: none).
+func (w *World) LeaderPosition() *cluster.LeaderPosition {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.leaderPos == nil {
+		return nil
+	}
+	p := *w.leaderPos
+	return &p
+}
+
+// SetLeaderPosition stores the LeaderPosition record (nil: deletes it),
+// as a dead leader of an earlier term left it.
+func (w *World) SetLeaderPosition(p *cluster.LeaderPosition) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if p != nil {
+		c := *p
+		p = &c
+	}
+	w.leaderPos = p
+}
+
+// PositionWrites lists every successful WriteLeaderPosition, in order.
+func (w *World) PositionWrites() []cluster.LeaderPosition {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]cluster.LeaderPosition(nil), w.posWrites...)
 }
 
 // SetTermHop makes every later term's context end d after its candidacy's
