@@ -82,11 +82,24 @@ type FailoverRequest struct {
 	// ID tells requests apart (a new request may overwrite an old one).
 	ID string `json:"id,omitempty"`
 	By string `json:"by,omitempty"`
+	// Reason is empty for an operator's request (failover --to) and names
+	// why a node asked another to take over (ReasonPreferredPriority,
+	// ReasonPreferredPosition).
+	Reason string `json:"reason,omitempty"`
 	// Done is set by the target once it is promoted (with its epoch): the
 	// other nodes stop standing aside at once.
 	Done  bool  `json:"done,omitempty"`
 	Epoch int64 `json:"epoch,omitempty"`
 }
+
+// Reasons of the failover requests a node writes itself: when it wins the
+// election while a better candidate waits (a higher priority, or a more
+// advanced replication position), and when a running leader hands over to
+// a standby of a higher priority (preemption).
+const (
+	ReasonPreferredPriority = "preferred_priority"
+	ReasonPreferredPosition = "preferred_position"
+)
 
 // Key identifies a request: its ID, or for a request of an earlier version
 // (no ID), its target and deadline.

@@ -611,7 +611,7 @@ func equalRequest(a, b *cluster.FailoverRequest) bool {
 		return a == b
 	}
 	return a.To == b.To && a.Deadline.Equal(b.Deadline) && a.TimeoutMS == b.TimeoutMS &&
-		a.ID == b.ID && a.By == b.By && a.Done == b.Done && a.Epoch == b.Epoch
+		a.ID == b.ID && a.By == b.By && a.Done == b.Done && a.Epoch == b.Epoch && a.Reason == b.Reason
 }
 
 // ExpireFailover deletes the failover request whose Key is id if it is
