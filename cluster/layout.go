@@ -42,14 +42,18 @@ func (l Layout) LeaderPosition() string { return l.child("leader_position") }
 // Config holds the cluster record (ClusterRecord).
 func (l Layout) Config() string { return l.child("config") }
 
+// History holds the cluster's leadership changes (a JSON list of
+// HistoryEntry, oldest first).
+func (l Layout) History() string { return l.child("history") }
+
 // Protected lists the records nobody but failoverd may change (zk.Config's
 // Protect): the cluster directory and what lives in it that could mislead a
 // node — the breadcrumb names the admin URL the fencer sends its token to,
 // and a forged leader position would keep every candidate from promoting
-// under election.max_lag.
+// under election.max_lag, and the history is what an operator reads back.
 // The directories above them are checked by the backend itself.
 func (l Layout) Protected() []string {
-	return []string{l.Dir(), l.ElectionDir(), l.MembersDir(), l.Failover(), l.Breadcrumb(), l.LeaderPosition()}
+	return []string{l.Dir(), l.ElectionDir(), l.MembersDir(), l.Failover(), l.Breadcrumb(), l.LeaderPosition(), l.History()}
 }
 
 func (l Layout) child(name string) string { return path.Join(l.Dir(), name) }

@@ -81,6 +81,12 @@ type Term interface {
 	// WriteLeaderPosition stores p, guarded by the term; it refuses
 	// (ErrStalePosition) to replace a record of a later epoch.
 	WriteLeaderPosition(ctx context.Context, p LeaderPosition) error
+	// AppendHistory appends e to the cluster's history (see AppendHistory
+	// for what it fills in and the bounds), guarded by the term: a term
+	// that is over appends nothing. A concurrent change of the history is
+	// read again and retried; an unreadable history is replaced by a list
+	// that starts with e.
+	AppendHistory(ctx context.Context, e HistoryEntry) error
 	// Finish ends the term gracefully, after a successful demote: it
 	// deletes the breadcrumb (if still at bcVersion) and the term's
 	// election entry in one atomic step. If the term is already over

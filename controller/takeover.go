@@ -53,6 +53,12 @@ type term struct {
 	// and gone must say no at once, in the loop and in a worker alike.
 	abandoned atomic.Pointer[endCause]
 
+	// What the history entry of the term says (history.go): the
+	// fencing method that stopped the previous leader ("": none needed)
+	// and the failover request naming this node read at the term's start.
+	fenceMethod string
+	request     *cluster.FailoverRequest
+
 	ended      bool   // the term's context ended
 	endReason  string // the reason of the end demote
 	promoteErr error  // the promote failed (the end demote then backs off)
@@ -81,8 +87,9 @@ type stepResult struct {
 	readErr  error
 	failover *cluster.FailoverRequest // a standing request, if any
 	// fence step
-	fenced   bool
-	fenceErr error
+	fenced      bool
+	fenceMethod string // the method that fenced
+	fenceErr    error
 	// write step (with read: the read step wrote at once); newVersion is
 	// the breadcrumb's version after the write
 	written    bool
@@ -219,7 +226,7 @@ func (c *Controller) fenceStep(tm *term) stepResult {
 		return stepResult{fenceErr: err}
 	}
 	c.log.Info("previous leader fenced", "target", rec.NodeID, "target_epoch", rec.Epoch, "method", method, "duration_seconds", time.Since(start).Seconds())
-	return stepResult{fenced: true}
+	return stepResult{fenced: true, fenceMethod: method}
 }
 
 // writeStep writes our breadcrumb at the version onRead kept.
@@ -271,6 +278,7 @@ func (c *Controller) onStepDone(ev stepDone) {
 		}
 		tm.phase = phRelease
 	case r.fenced:
+		tm.fenceMethod = r.fenceMethod
 		c.fenced(tm)
 	default:
 		c.onWritten(tm, r)
@@ -320,6 +328,9 @@ func (c *Controller) onRead(tm *term, r stepResult) {
 		return
 	}
 	tm.version = r.version
+	if req := r.failover; req != nil && req.To == c.cfg.NodeID {
+		tm.request = req
+	}
 	verdict := breadcrumb.Assess(r.rec, r.readErr, c.cfg.NodeID, tm.epoch)
 	if r.wrote() && verdict != breadcrumb.NothingToFence {
 		// Cannot happen: the read step writes only on this verdict.
@@ -370,6 +381,7 @@ func (c *Controller) onRead(tm *term, r stepResult) {
 		tm.phase = phFencePrev
 	case c.fence == nil:
 		c.log.Warn("promoting without fencing the previous leader (fencing.allow_none)", "target", rec.NodeID, "target_epoch", rec.Epoch)
+		tm.fenceMethod = cluster.FenceSkipped
 		c.fenced(tm)
 	default:
 		c.startStep(tm, phFencing, c.fenceStep)
@@ -397,6 +409,7 @@ func (c *Controller) onFencePrevDone(tm *term, err error) {
 		return
 	}
 	c.log.Info("previous term of this node fenced by a local demote", "target_epoch", tm.prev.Epoch)
+	tm.fenceMethod = cluster.FenceLocalDemote
 	c.fenced(tm)
 }
 
@@ -457,6 +470,7 @@ func (c *Controller) onPromoteDone(tm *term, err error) {
 	c.setState(StateLeader, "promoted")
 	c.metrics.Leader(true, tm.epoch)
 	tm.phase = phLeader
+	c.recordHistory(tm, time.Now())
 	// Mark a pending failover request to this node done, so the other
 	// nodes stop standing aside. Best effort: the requester deletes the
 	// request when it sees us lead, and the request times out anyway.

@@ -82,6 +82,7 @@ type Metrics struct {
 	followingEpoch       prometheus.Gauge
 	hookUnkillable       *prometheus.CounterVec
 	prePromoteVetoes     prometheus.Counter
+	historyAppendFails   prometheus.Counter
 }
 
 var (
@@ -89,6 +90,7 @@ var (
 	_ controller.FollowMetrics        = (*Metrics)(nil)
 	_ controller.HookUnkillableMetric = (*Metrics)(nil)
 	_ controller.PrePromoteMetrics    = (*Metrics)(nil)
+	_ controller.HistoryMetrics       = (*Metrics)(nil)
 	_ fencer.Metrics                  = (*Metrics)(nil)
 	_ healthcheck.Metrics             = (*Metrics)(nil)
 )
@@ -200,6 +202,11 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 			Namespace: namespace,
 			Name:      "pre_promote_vetoes_total",
 			Help:      "Elections given up because the pre_promote hook failed or timed out.",
+		}),
+		historyAppendFails: f.NewCounter(prometheus.CounterOpts{
+			Namespace: namespace,
+			Name:      "history_append_failures_total",
+			Help:      "Failed attempts of a new leader to append its leadership change to the cluster history (retried a few times within the term).",
 		}),
 	}
 
@@ -327,6 +334,9 @@ func (m *Metrics) Following(epoch int64) { m.followingEpoch.Set(float64(epoch)) 
 
 // PrePromoteVetoed implements controller.PrePromoteMetrics.
 func (m *Metrics) PrePromoteVetoed() { m.prePromoteVetoes.Inc() }
+
+// HistoryAppendFailed implements controller.HistoryMetrics.
+func (m *Metrics) HistoryAppendFailed() { m.historyAppendFails.Inc() }
 
 // FenceAttempt implements fencer.Metrics.
 func (m *Metrics) FenceAttempt(method, result string, d time.Duration) {

@@ -81,6 +81,7 @@ func exercise(m *Metrics) {
 	m.Following(41)
 	m.HookUnkillable("demote")
 	m.PrePromoteVetoed()
+	m.HistoryAppendFailed()
 }
 
 // failoverdNames lists the failoverd_ families reg gathers, except
@@ -121,6 +122,7 @@ func TestMetricNames(t *testing.T) {
 		"failoverd_health_check_duration_seconds",
 		"failoverd_health_checks_total",
 		"failoverd_health_up",
+		"failoverd_history_append_failures_total",
 		"failoverd_hook_unkillable_total",
 		"failoverd_is_leader",
 		"failoverd_leadership_lost_total",
@@ -448,7 +450,8 @@ func TestFreshRegistryExposesEverySeries(t *testing.T) {
 	want = append(want,
 		"failoverd_elections_won_total{}", "failoverd_breadcrumb_unreadable_total{}", "failoverd_fencing_failed_total{}",
 		"failoverd_failover_duration_seconds{}", "failoverd_health_check_duration_seconds{}",
-		"failoverd_is_leader{}", "failoverd_epoch{}", "failoverd_health_up{}", "failoverd_following_epoch{}", "failoverd_pre_promote_vetoes_total{}")
+		"failoverd_is_leader{}", "failoverd_epoch{}", "failoverd_health_up{}", "failoverd_following_epoch{}", "failoverd_pre_promote_vetoes_total{}",
+		"failoverd_history_append_failures_total{}")
 	for _, k := range want {
 		v, ok := got[k]
 		switch {

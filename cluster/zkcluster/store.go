@@ -690,3 +690,23 @@ func (s *Store) Queue(ctx context.Context) ([]string, error) {
 	}
 	return election.Queue(ctx, sess, s.layout.ElectionDir())
 }
+
+// --- history ---
+
+// History returns the cluster's history, oldest first (nil: none yet). An
+// unreadable record is a *cluster.HistoryCorruptError.
+func (s *Store) History(ctx context.Context) ([]cluster.HistoryEntry, error) {
+	sess, err := s.session(ctx)
+	if err != nil {
+		return nil, err
+	}
+	path := s.layout.History()
+	data, _, err := sess.Get(ctx, path)
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the history %s: %w", path, err)
+	}
+	return cluster.DecodeHistory(data)
+}

@@ -211,3 +211,56 @@ func (t *term) Finish(ctx context.Context, bcVersion int32) error {
 	}
 	return nil
 }
+
+// historyAttempts bounds AppendHistory's rounds on a concurrent change of
+// the history. Each lost round means another writer's append went
+// through; only a leader's append, an operator, or a test races it, so
+// one retry nearly always does.
+const historyAttempts = 10
+
+// AppendHistory appends e to the history record: read, append
+// (cluster.AppendHistory), and write back at the version read, in one
+// multi with the check of the term's election znode, so that a term that
+// is over appends nothing. A version conflict (someone changed the record
+// meanwhile) reads again and retries. An unreadable record is logged with
+// its first bytes and replaced by a fresh list: the history informs
+// operators and decides nothing, so a record something else wrote must
+// not stop every later change from being recorded; the log line keeps
+// what it held.
+func (t *term) AppendHistory(ctx context.Context, e cluster.HistoryEntry) error {
+	path := t.s.layout.History()
+	for attempt := 1; ; attempt++ {
+		data, st, err := t.l.Session.Get(ctx, path)
+		version := st.Version
+		switch {
+		case errors.Is(err, zk.ErrNoNode):
+			data, version = nil, -1
+		case err != nil:
+			return fmt.Errorf("reading the history %s: %w", path, err)
+		}
+		h, err := cluster.DecodeHistory(data)
+		if err != nil {
+			t.s.log.Error("history unreadable: starting a fresh list", "path", path, "err", err)
+		}
+		out, added := cluster.AppendHistory(h, e)
+		if !added {
+			return nil // an earlier attempt of ours went through
+		}
+		b, err := json.Marshal(out)
+		if err != nil {
+			return fmt.Errorf("encoding the history: %w", err)
+		}
+		var op zk.Op = zk.SetOp{Path: path, Data: b, Version: version}
+		if version < 0 {
+			op = zk.CreateOp{Path: path, Data: b, Mode: zk.Persistent}
+		}
+		err = t.l.Session.Multi(ctx, zk.CheckOp{Path: t.l.Path, Version: -1}, op)
+		if err == nil {
+			return nil
+		}
+		if (errors.Is(err, zk.ErrBadVersion) || errors.Is(err, zk.ErrNodeExists)) && attempt < historyAttempts {
+			continue // changed meanwhile: append to what is there now
+		}
+		return fmt.Errorf("appending to the history %s (guarded by %s): %w", path, t.l.Path, err)
+	}
+}

@@ -260,3 +260,6 @@ func (m *Metrics) Following(epoch int64)                  { m.add(fmt.Sprintf("f
 
 // PrePromoteVetoed implements controller.PrePromoteMetrics.
 func (m *Metrics) PrePromoteVetoed() { m.add("pre_promote_veto") }
+
+// HistoryAppendFailed implements controller.HistoryMetrics.
+func (m *Metrics) HistoryAppendFailed() { m.add("history_append_failed") }

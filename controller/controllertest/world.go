@@ -59,6 +59,8 @@ type World struct {
 	writes      []breadcrumb.Record
 	finishes    []int32
 	spans       []Span
+	history     []cluster.HistoryEntry
+	historyErr  error // AppendHistory fails with it (SetHistoryError)
 }
 
 // Span is one term as the elector saw it: from the won callback's start to
@@ -772,6 +774,36 @@ func (w *World) PositionWrites() []cluster.LeaderPosition {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return append([]cluster.LeaderPosition(nil), w.posWrites...)
+}
+
+// AppendHistory appends e (cluster.AppendHistory) guarded by the term's
+// entry, as zkcluster's does, unless SetHistoryError says otherwise.
+func (t *Term) AppendHistory(ctx context.Context, e cluster.HistoryEntry) error {
+	w := t.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case w.historyErr != nil:
+		return w.historyErr
+	case !t.present():
+		return ErrGone
+	}
+	w.history, _ = cluster.AppendHistory(w.history, e)
+	return nil
+}
+
+// History lists the history entries, oldest first.
+func (w *World) History() []cluster.HistoryEntry {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]cluster.HistoryEntry(nil), w.history...)
+}
+
+// SetHistoryError makes every AppendHistory fail with err (nil: appends work).
+func (w *World) SetHistoryError(err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.historyErr = err
 }
 
 // SetTermHop makes every later term's context end d after its candidacy's
