@@ -39,6 +39,7 @@ Usage:
   failoverd failover   -c FILE --to NODE [--timeout 30s]
                                                      hand leadership to NODE gracefully
   failoverd breadcrumb -c FILE show|clear            show or clear the old leader's breadcrumb
+  failoverd history    -c FILE [--json] [--limit N]  list the leadership changes, newest last
   failoverd version                                  print the version
 
 Run 'failoverd COMMAND --help' for the flags of a command.
@@ -63,6 +64,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdFailover(rest, stdout, stderr)
 	case "breadcrumb":
 		return cmdBreadcrumb(rest, stdout, stderr)
+	case "history":
+		return cmdHistory(rest, stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintf(stdout, "failoverd %s\n", version)
 		return exitOK
