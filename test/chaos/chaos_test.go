@@ -20,7 +20,7 @@ func TestChaosSlice(t *testing.T) {
 	if testing.Short() {
 		t.Skip("chaos slice: real cluster, about 3 minutes")
 	}
-	r := run(t, schedule{seed: SliceSeed, mode: "fair", kinds: AllKinds,
+	r := run(t, schedule{seed: SliceSeed, mode: "fair", kinds: AllKinds, zero: true,
 		replay: fmt.Sprintf("go test -run 'TestChaosSlice$' ./test/chaos/ (seed %d, every kind once)", SliceSeed)})
 	report(t, r)
 }
@@ -34,7 +34,7 @@ func TestChaosSliceUnfair(t *testing.T) {
 		t.Skip("chaos slice: real cluster, about a minute")
 	}
 	kinds := []string{LostReplies, LostReplies, LostReplies, LostReplyLagging, LostReplyLagging}
-	r := run(t, schedule{seed: SliceSeed, mode: "unfair", kinds: kinds, fixed: true,
+	r := run(t, schedule{seed: SliceSeed, mode: "unfair", kinds: kinds, fixed: true, zero: true,
 		replay: fmt.Sprintf("go test -run TestChaosSliceUnfair ./test/chaos/ (seed %d)", SliceSeed)})
 	report(t, r)
 }
@@ -98,6 +98,7 @@ type schedule struct {
 	mode   string
 	kinds  []string
 	fixed  bool // kinds in the order given, not shuffled
+	zero   bool // one node has priority 0 whatever the seed draws
 	replay string
 }
 
@@ -113,8 +114,9 @@ type ran struct {
 // and saves the artifacts (always for a long run, and for any failure).
 func run(t *testing.T, s schedule) ran {
 	seed, d, replay := s.seed, s.d, s.replay
-	t.Logf("chaos: seed %d, %s mode, replay with: %s", seed, s.mode, replay)
-	e := NewEnvMode(t, seed, s.mode)
+	pol := DrawPolicy(seed, s.zero)
+	t.Logf("chaos: seed %d, %s mode, priorities %s, replay with: %s", seed, s.mode, pol, replay)
+	e := NewEnvPolicy(t, seed, s.mode, pol)
 	m := NewNemesis(e, seed)
 	m.kinds = s.kinds
 	if !e.WaitRecovered(LivenessBound) {
@@ -161,6 +163,12 @@ func run(t *testing.T, s schedule) ran {
 
 	if r.Follows == 0 {
 		t.Error("the follow hook never ran: the follow rule judged nothing")
+	}
+	if r.PrePromotes == 0 {
+		t.Error("the pre_promote hook never ran: the veto rule judged nothing")
+	}
+	if len(r.PriorityZero) > 0 && r.ElectionsWithoutZero == 0 {
+		t.Error("nobody was elected while a priority-0 node stood out: the priority-0 rule judged nothing")
 	}
 	for _, k := range s.kinds {
 		if injected[k] == 0 {

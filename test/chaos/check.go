@@ -65,7 +65,7 @@ const (
 
 // AllViolationKinds lists every kind, for the summary.
 var AllViolationKinds = []string{VOverlap, VStaleWrite, VWrongWriter, VUnpromoted, VEpochOrder, VStaleLeader, VPromoteAfterFailedFence,
-	VZnodeDeleted, VFollowBadLeader, VFollowInTerm, VLiveness, VNoTakeover, VLockedOut, VExit, VCrash, VGoroutines, VFDs, VUnhealedFaults}
+	VZnodeDeleted, VFollowBadLeader, VFollowInTerm, VPromotedPriorityZero, VPromotedAfterVeto, VLiveness, VNoTakeover, VLockedOut, VExit, VCrash, VGoroutines, VFDs, VUnhealedFaults}
 
 // Violation is one failed property.
 type Violation struct {
@@ -155,6 +155,16 @@ type Report struct {
 	Handoffs         int
 	MinHandoffMargin time.Duration
 	LeaseHandoffs    int // handoffs after a lease expiry (MinHandoffMargin's sample)
+	// The promotion policy (policy.go): every node's priority as the
+	// harness logged it ("node=priority"), the priority-0 nodes, elections
+	// won by others while a priority-0 node stood out, pre_promote runs,
+	// their vetoes, and faults during which one node's pre_promote vetoed.
+	Priorities           []string
+	PriorityZero         []string
+	ElectionsWithoutZero int
+	PrePromotes          int
+	Vetoes               int
+	VetoFaults           int
 }
 
 // Count returns the number of violations of kind.
@@ -424,6 +434,7 @@ func Check(h History, cfg CheckConfig) Report {
 	checkTakeovers(r.Faults, h, add)
 	checkZnodesDeleted(h, add)
 	checkFollow(h, &r, add)
+	checkPolicy(h, &r, add)
 	sort.SliceStable(r.Violations, func(i, j int) bool { return r.Violations[i].At.Before(r.Violations[j].At) })
 	return r
 }

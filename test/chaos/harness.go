@@ -73,6 +73,9 @@ type Env struct {
 	// namespaces are not available: zk-names then cannot run).
 	names    *netNS
 	namesErr error
+
+	// Policy is the run's promotion policy (priorities; see policy.go).
+	Policy Policy
 }
 
 // NewEnv starts the store, a 3-server ensemble and three nodes whose
@@ -87,9 +90,17 @@ func NewEnv(t testing.TB, seed uint64) *Env { return NewEnvMode(t, seed, "fair")
 // file (zk-names) and Go's own resolver.
 func NewEnvMode(t testing.TB, seed uint64, mode string) *Env {
 	t.Helper()
+	return NewEnvPolicy(t, seed, mode, DrawPolicy(seed, false))
+}
+
+// NewEnvPolicy is NewEnvMode with a promotion policy: the nodes' priorities,
+// and a pre_promote hook on every node (the nemesis makes it veto now and
+// then).
+func NewEnvPolicy(t testing.TB, seed uint64, mode string, pol Policy) *Env {
+	t.Helper()
 	zktest.Require(t)
 	_, toy := clustertest.Binaries(t)
-	e := &Env{t: t, Seed: seed, expectExit: map[int]bool{}}
+	e := &Env{t: t, Seed: seed, expectExit: map[int]bool{}, Policy: pol}
 	e.StoreDir = filepath.Join(t.TempDir(), "store")
 	port := zktest.FreePorts(t, 1)[0]
 	e.StoreURL = fmt.Sprintf("http://127.0.0.1:%d", port)
@@ -135,6 +146,9 @@ func NewEnvMode(t testing.TB, seed uint64, mode string) *Env {
 		ColdStandby: os.Getenv("CHAOS_COLD") != "",
 		// The follow hook runs under every fault (checkFollow judges it).
 		Follow: true,
+		// Issue 13: seeded priorities, and a pre_promote hook that vetoes
+		// while the nemesis says so (checkPolicy judges both).
+		Priority: pol.Priority, PrePromote: true,
 		DaemonEnv: func(*clustertest.Node) []string {
 			env := []string{"GODEBUG=netdns=go"} // resolv.conf and hosts only; no cgo resolver
 			if e.names != nil {
@@ -161,6 +175,7 @@ func NewEnvMode(t testing.TB, seed uint64, mode string) *Env {
 			})
 		}
 	}
+	e.logPolicy()
 	e.stopMon, e.monDone = make(chan struct{}, 1), make(chan struct{})
 	go e.monitor()
 	// Runs before the cluster's cleanup (LIFO): exits from the teardown's

@@ -136,6 +136,7 @@ func (m *Nemesis) Step(kind string) bool {
 	quiet := m.between(100*time.Millisecond, 600*time.Millisecond)
 	sub := rand.New(rand.NewPCG(m.rng.Uint64(), uint64(id))) // for faults that draw as they go
 	holdIn := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(hold*float64(hi-lo)) }
+	vetoRoll, vetoPick := m.rng.IntN(100), m.rng.IntN(1<<20)
 
 	leader := e.Leader()
 	if leader == nil { // should not happen after a recovery; take any node
@@ -145,10 +146,14 @@ func (m *Nemesis) Step(kind string) bool {
 	if pick%10 < 6 { // partitions hit the leader more often than not
 		anyNode = leader
 	}
+	veto := e.newVeto(kind, id, vetoRoll, vetoPick, leader)
+	defer veto.off()
 	inject := func(target string, kv ...any) {
+		veto.on()
 		e.Log(KindFault, append([]any{"phase", "inject", "kind", kind, "id", id, "target", target}, kv...)...)
 	}
 	heal := func(target string) {
+		veto.off()
 		e.Log(KindFault, "phase", "heal", "kind", kind, "id", id, "target", target)
 	}
 
@@ -322,7 +327,7 @@ func (m *Nemesis) Step(kind string) bool {
 			e.t.Logf("fault %d (%s) skipped: %v", id, kind, e.namesErr)
 			return true
 		}
-		n := anyNode
+		n := e.leadable(anyNode) // it must lead again: not a priority-0 node
 		orig, err := os.ReadFile(n.Config)
 		if err != nil {
 			e.t.Fatal(err)
@@ -367,7 +372,7 @@ func (m *Nemesis) Step(kind string) bool {
 		// Cut the node off until its session expires, then let it back
 		// with the replies to its next AddAuth lost (one per server): the
 		// new session's handshake completes, its authentication does not.
-		n := anyNode
+		n := e.leadable(anyNode) // it must lead again: not a priority-0 node
 		inject(n.ID)
 		setBlackhole(n.ZKProxies, true)
 		time.Sleep(holdIn(SessionTimeout+1500*time.Millisecond, SessionTimeout+3*time.Second))

@@ -67,6 +67,12 @@ func Summary(r Report, seed uint64, replay string) string {
 	fmt.Fprintf(&b, "promotions: %d (+%d refused by the service as stale), fences: %d, failed fence attempts: %d, daemon exits: %d, resource samples: %d\n",
 		r.Promotions, r.RefusedPromotions, r.Fences, r.FenceFailures, r.DaemonExits, r.Samples)
 	fmt.Fprintf(&b, "follow hook runs: %d\n", r.Follows)
+	zero := "none"
+	if len(r.PriorityZero) > 0 {
+		zero = fmt.Sprintf("%s (judged over %d elections won by the others)", strings.Join(r.PriorityZero, ", "), r.ElectionsWithoutZero)
+	}
+	fmt.Fprintf(&b, "priorities: %s; priority 0: %s\n", strings.Join(r.Priorities, " "), zero)
+	fmt.Fprintf(&b, "pre_promote runs: %d, vetoes: %d (a veto was on during %d faults)\n", r.PrePromotes, r.Vetoes, r.VetoFaults)
 	margin := "none"
 	if r.LeaseHandoffs > 0 {
 		margin = ms(r.MinHandoffMargin)
@@ -116,6 +122,12 @@ func Combine(a, b Report) Report {
 	r.DaemonExits += b.DaemonExits
 	r.Samples += b.Samples
 	r.Follows += b.Follows
+	r.Priorities = append(append([]string(nil), a.Priorities...), b.Priorities...)
+	r.PriorityZero = append(append([]string(nil), a.PriorityZero...), b.PriorityZero...)
+	r.ElectionsWithoutZero += b.ElectionsWithoutZero
+	r.PrePromotes += b.PrePromotes
+	r.Vetoes += b.Vetoes
+	r.VetoFaults += b.VetoFaults
 	if b.LeaseHandoffs > 0 && (a.LeaseHandoffs == 0 || b.MinHandoffMargin < a.MinHandoffMargin) {
 		r.MinHandoffMargin = b.MinHandoffMargin
 	}
