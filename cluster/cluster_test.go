@@ -23,6 +23,7 @@ func TestLayoutPathsUnchanged(t *testing.T) {
 		{"Config", l.Config(), "/failoverd/orders/config"},
 		{"LeaderPosition", l.LeaderPosition(), "/failoverd/orders/leader_position"},
 		{"History", l.History(), "/failoverd/orders/history"},
+		{"Pause", l.Pause(), "/failoverd/orders/pause"},
 		// A root spelled with a trailing slash names the same znodes.
 		{"Breadcrumb, root with slash", cluster.Layout{Root: "/failoverd/", Cluster: "orders"}.Breadcrumb(), "/failoverd/orders/breadcrumb"},
 		{"nested root", cluster.Layout{Root: "/a/b", Cluster: "c"}.ElectionDir(), "/a/b/c/election"},
@@ -35,7 +36,7 @@ func TestLayoutPathsUnchanged(t *testing.T) {
 	// layout had an owner, in that order; then the records added since.
 	want := []string{"/failoverd/orders", "/failoverd/orders/election", "/failoverd/orders/members",
 		"/failoverd/orders/failover", "/failoverd/orders/breadcrumb", "/failoverd/orders/leader_position",
-		"/failoverd/orders/history"}
+		"/failoverd/orders/history", "/failoverd/orders/pause"}
 	if got := l.Protected(); !slices.Equal(got, want) {
 		t.Errorf("Protected = %q, want %q", got, want)
 	}

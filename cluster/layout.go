@@ -46,14 +46,19 @@ func (l Layout) Config() string { return l.child("config") }
 // HistoryEntry, oldest first).
 func (l Layout) History() string { return l.child("history") }
 
+// Pause holds the maintenance-mode record (Pause); while it exists the
+// cluster is paused: no automatic promotion, demotion or fencing.
+func (l Layout) Pause() string { return l.child("pause") }
+
 // Protected lists the records nobody but failoverd may change (zk.Config's
 // Protect): the cluster directory and what lives in it that could mislead a
 // node — the breadcrumb names the admin URL the fencer sends its token to,
 // and a forged leader position would keep every candidate from promoting
-// under election.max_lag, and the history is what an operator reads back.
+// under election.max_lag, the history is what an operator reads back, and
+// the pause record stops every automatic failover.
 // The directories above them are checked by the backend itself.
 func (l Layout) Protected() []string {
-	return []string{l.Dir(), l.ElectionDir(), l.MembersDir(), l.Failover(), l.Breadcrumb(), l.LeaderPosition(), l.History()}
+	return []string{l.Dir(), l.ElectionDir(), l.MembersDir(), l.Failover(), l.Breadcrumb(), l.LeaderPosition(), l.History(), l.Pause()}
 }
 
 func (l Layout) child(name string) string { return path.Join(l.Dir(), name) }

@@ -45,6 +45,13 @@ type Member struct {
 	// published; readers judge staleness by PositionAt.
 	Position   *int64    `json:"position,omitempty"`
 	PositionAt time.Time `json:"position_at,omitzero"`
+	// Paused is the cluster's pause as this node last saw it (nil: not
+	// paused, or a node of a version without maintenance mode).
+	Paused *Pause `json:"paused,omitempty"`
+	// CooldownUntil is set while this node leads within
+	// election.failover_cooldown of its automatic promotion: until then
+	// it keeps its term although its health fails.
+	CooldownUntil time.Time `json:"cooldown_until,omitzero"`
 }
 
 // MayLead reports whether the member's priority lets it lead (its health
@@ -119,6 +126,17 @@ func (r FailoverRequest) StandFor(now time.Time) time.Duration {
 		d = r.Deadline.Sub(now)
 	}
 	return min(d, MaxFailoverTimeout)
+}
+
+// Pause is the maintenance-mode record (Layout.Pause): while it exists no
+// node promotes, demotes or fences on its own (a failing leader stays, no
+// standby takes over, a restarted daemon leaves its service alone); an
+// operator's failover --to and demote requests still work. Who paused,
+// when and why are for status displays only.
+type Pause struct {
+	By     string    `json:"by"`
+	Reason string    `json:"reason,omitempty"`
+	At     time.Time `json:"at"`
 }
 
 // ClusterRecord is the Config record, created by the first node that joins

@@ -91,6 +91,14 @@ type Config struct {
 	// DemoteHoldoff is how long an operator demote (POST /v1/demote) keeps
 	// this node out of the election (default 10s).
 	DemoteHoldoff time.Duration
+	// FailoverCooldown is election.failover_cooldown: for that long after
+	// an automatic promotion the leader keeps its term although its health
+	// fails (0: off). See pause.go.
+	FailoverCooldown time.Duration
+	// PauseWait bounds how long the startup demote waits for the first
+	// report of the pause record (default 10s): a daemon restarted while
+	// the cluster is paused leaves its service alone.
+	PauseWait time.Duration
 }
 
 // Follow configures the follow hook.
@@ -174,6 +182,9 @@ func New(cfg Config, deps Deps) (*Controller, error) {
 	if cfg.DemoteHoldoff <= 0 {
 		cfg.DemoteHoldoff = defaultDemoteHoldoff
 	}
+	if cfg.PauseWait <= 0 {
+		cfg.PauseWait = defaultPauseWait
+	}
 	logger := deps.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -208,6 +219,9 @@ func New(cfg Config, deps Deps) (*Controller, error) {
 		since:   time.Now(),
 		primary: primaryTracker{mayBePrimary: true}, // until the startup demote worked
 		follow:  followState{due: true, reason: reasonFollowStartup},
+	}
+	if _, ok := deps.Records.(PauseWatcher); !ok {
+		c.l.pause.known = true // a backend without pause records: never paused
 	}
 	c.publish()
 	return c, nil
@@ -317,6 +331,10 @@ func (c *Controller) run(ctx context.Context) error {
 	if c.cfg.Follow != nil {
 		wg.Add(1)
 		go func() { defer wg.Done(); c.watchLeader(bg) }()
+	}
+	if pw, ok := c.rec.(PauseWatcher); ok {
+		wg.Add(1)
+		go func() { defer wg.Done(); c.watchPause(bg, pw) }()
 	}
 	defer func() {
 		close(c.loopDone)

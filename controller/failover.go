@@ -40,6 +40,7 @@ func (c *Controller) watchFailover(ctx context.Context) {
 // saw it.
 func (c *Controller) onFailoverSeen(r *cluster.FailoverRequest) {
 	l := &c.l
+	c.noteFailoverTarget(r)
 	if r == nil {
 		c.endStandAside("", "the failover request was withdrawn")
 		c.warm(false)

@@ -178,10 +178,11 @@ func (c *Controller) followWanted(now time.Time) (target *cluster.Leader, reason
 // followMayRun reports whether this node may run the follow hook now:
 // between terms (never while elected, fencing, promoting, leading or
 // demoting), after the startup demote, with no stuck hook, no demote
-// request waiting and no graceful stop under way.
+// request waiting, no graceful stop under way, and not while the cluster
+// is paused (what is due runs after the resume).
 func (c *Controller) followMayRun() bool {
 	l := &c.l
-	return l.term == nil && l.startup.done && l.stuck == nil && !l.stopping && !c.waitersNeedHook()
+	return l.term == nil && l.startup.done && l.stuck == nil && !l.stopping && !c.waitersNeedHook() && !c.paused()
 }
 
 // startFollow starts the follow hook in the free hook slot if a run is

@@ -44,6 +44,7 @@ type loop struct {
 	startup startupState
 	adopt   adoptState
 	follow  followState
+	pause   pauseState // maintenance mode and the failover cooldown (pause.go)
 
 	seenFailover string                   // key of the last failover request acted on
 	expiry       *cluster.FailoverRequest // deleted at expiryAt unless done
@@ -124,6 +125,7 @@ func (c *Controller) loop(ctx context.Context, bg context.Context) error {
 	l := &c.l
 	l.bg = bg
 	l.health = healthcheck.State(c.healthNow.Load())
+	l.pause.waitUntil = time.Now().Add(c.cfg.PauseWait)
 	c.setState(StateOut, reasonStartup)
 	if c.priority == 0 {
 		c.log.Info("node.priority is 0: this node never joins the election (it checks health, follows the leader and publishes its status)")
@@ -207,6 +209,7 @@ func (c *Controller) armTimer(timer *time.Timer) {
 		consider(l.stuck.retryAt)
 	}
 	c.considerFollow(consider)
+	c.considerPause(consider)
 	if l.stopping {
 		consider(l.stopDeadline)
 	}
@@ -224,7 +227,7 @@ func (c *Controller) want(now time.Time) (bool, *endCause) {
 		return false, causeShutdown
 	case c.priority == 0:
 		return false, causeNeverLead
-	case l.health != healthcheck.Healthy:
+	case l.health != healthcheck.Healthy && !c.keepsUnhealthy(now):
 		return false, causeUnhealthy
 	case l.stuck != nil:
 		return false, causeStuck
@@ -234,7 +237,9 @@ func (c *Controller) want(now time.Time) (bool, *endCause) {
 		return false, causeCeded
 	case now.Before(l.standAside.until):
 		return false, causeFailover
-	case !l.startup.done, now.Before(l.candRetry):
+	case c.pausedOut(now):
+		return false, causePaused
+	case !l.startup.done, !l.pause.known, now.Before(l.candRetry):
 		return false, nil
 	}
 	return true, nil
@@ -259,6 +264,7 @@ func (c *Controller) reconcileOnce() {
 	if l.standAside.key != "" && !now.Before(l.standAside.until) {
 		l.standAside = standAside{}
 	}
+	c.trackHold(now)
 	want, why := c.want(now)
 	if !want && why != nil {
 		c.endCandidacy(why)
@@ -398,6 +404,7 @@ func (c *Controller) publish() {
 		State: l.state, Health: l.health.String(), Epoch: l.epoch, Since: l.since,
 		LastError: l.lastErr, Version: c.cfg.Version, Instance: c.instance, Role: "standby",
 		ServiceAddress: c.cfg.ServiceAddress, Priority: c.priority,
+		Paused: l.pause.cur, CooldownUntil: c.cooldownShown(time.Now()),
 	}}
 	if f := l.follow.following; f != nil {
 		s.status.Following, s.status.FollowingEpoch = f.NodeID, f.Epoch
@@ -447,6 +454,8 @@ func (c *Controller) apply(ev event) {
 		c.onTermFinished(ev)
 	case leaderSeen:
 		c.onLeaderSeen(ev.leader)
+	case pauseSeen:
+		c.onPauseSeen(ev.p)
 	}
 }
 
@@ -521,7 +530,7 @@ func (c *Controller) startNextHook(now time.Time) {
 	case tm != nil && tm.phase == phEndDemote:
 		tm.phase = phEndDemoting
 		c.startHook(&hookRun{name: "demote", purpose: forTermEnd, term: tm, env: HookEnv{Reason: tm.endReason, Epoch: tm.epoch}}, context.Background())
-	case !l.startup.done && !l.stopping && !now.Before(l.startup.retryAt):
+	case !l.startup.done && !l.stopping && !now.Before(l.startup.retryAt) && c.startupDemoteAllowed(now):
 		c.startHook(&hookRun{name: "demote", purpose: forStartup, env: HookEnv{Reason: reasonStartup}}, context.Background())
 	case !l.startup.done:
 	case l.stuck != nil && l.stuck.reapSeen && !now.Before(l.stuck.retryAt):

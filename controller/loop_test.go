@@ -888,7 +888,9 @@ func TestShutdownAt(t *testing.T) {
 		bc    bool   // breadcrumb left
 	}{
 		{"startup", func(n *node) { n.hooks.On("demote", controllertest.Result{Take: time.Second}) },
-			func(t *testing.T, w *controllertest.World, a *node) {}, "demote:startup", false},
+			// Wait until the startup demote runs (it waits for the pause
+			// watch's first report).
+			func(t *testing.T, w *controllertest.World, a *node) { synctest.Wait() }, "demote:startup", false},
 		{"out", nil, func(t *testing.T, w *controllertest.World, a *node) { a.want(controller.StateOut) }, "demote:startup", false},
 		{"standby", nil, func(t *testing.T, w *controllertest.World, a *node) {
 			leader(t, w, "x")

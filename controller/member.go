@@ -23,7 +23,7 @@ func memberOf(s Status) cluster.Member {
 		ZKConnected: s.ZKConnected, LeaseRemaining: s.LeaseRemaining, LastError: s.LastError,
 		Version: s.Version, Instance: s.Instance, ServiceAddress: s.ServiceAddress,
 		Following: s.Following, FollowingEpoch: s.FollowingEpoch, FollowingSince: s.FollowingSince,
-		Priority: &s.Priority,
+		Priority: &s.Priority, Paused: s.Paused, CooldownUntil: s.CooldownUntil,
 	}
 }
 

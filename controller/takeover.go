@@ -471,6 +471,7 @@ func (c *Controller) onPromoteDone(tm *term, err error) {
 	c.metrics.Leader(true, tm.epoch)
 	tm.phase = phLeader
 	c.recordHistory(tm, time.Now())
+	c.promoted(tm, time.Now())
 	// Mark a pending failover request to this node done, so the other
 	// nodes stop standing aside. Best effort: the requester deletes the
 	// request when it sees us lead, and the request times out anyway.
@@ -495,6 +496,13 @@ func (c *Controller) onTermEnded(ev termEnded) {
 	switch tm.phase {
 	case phLeader:
 		reason := lossReason(ev.cause)
+		if c.stopsWhilePaused(reason) {
+			c.log.Warn("graceful stop while the cluster is paused: leaving the service as it is (no demote; the breadcrumb stays, so whoever leads next fences it)", "epoch", tm.epoch)
+			c.metrics.Leader(false, tm.epoch)
+			c.metrics.LeadershipLost(reason)
+			tm.phase = phRelease
+			return
+		}
 		c.log.Warn("leadership ended: demoting", "epoch", tm.epoch, "reason", reason, "cause", ev.cause)
 		c.metrics.Leader(false, tm.epoch)
 		c.metrics.LeadershipLost(reason)

@@ -2,6 +2,8 @@ package controller
 
 import (
 	"time"
+
+	"github.com/failoverd/failoverd/cluster"
 )
 
 // State is where the controller is in its cycle.
@@ -53,6 +55,12 @@ type Status struct {
 	Following      string    `json:"following,omitempty"`
 	FollowingEpoch int64     `json:"following_epoch,omitempty"`
 	FollowingSince time.Time `json:"following_since,omitzero"`
+	// Paused is the cluster's pause as this node last saw it (nil: not
+	// paused): no automatic promotion, demotion or fencing.
+	Paused *cluster.Pause `json:"paused,omitempty"`
+	// CooldownUntil is set while this node leads within its failover
+	// cooldown: until then an unhealthy health check does not end it.
+	CooldownUntil time.Time `json:"cooldown_until,omitzero"`
 }
 
 // Promoted reports whether the local service is (being treated as) primary.

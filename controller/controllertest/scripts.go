@@ -263,3 +263,4 @@ func (m *Metrics) PrePromoteVetoed() { m.add("pre_promote_veto") }
 
 // HistoryAppendFailed implements controller.HistoryMetrics.
 func (m *Metrics) HistoryAppendFailed() { m.add("history_append_failed") }
+func (m *Metrics) CooldownHold()        { m.add("cooldown_hold") }

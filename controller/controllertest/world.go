@@ -56,6 +56,8 @@ type World struct {
 	beforeWrite func(epoch int64) // runs right before a breadcrumb write
 	afterWrite  func(epoch int64) // runs right after a successful one
 	hideFO      bool              // failover changes are not reported to watches
+	pause       *cluster.Pause    // nil: not paused
+	pauseChange chan struct{}     // closed and replaced on every pause change
 	writes      []breadcrumb.Record
 	finishes    []int32
 	spans       []Span
@@ -90,12 +92,13 @@ type entry struct {
 // (grace 1.7s).
 func New() *World {
 	return &World{
-		timing:   lease.Timing{Session: 6 * time.Second, Lease: 4 * time.Second, Margin: 300 * time.Millisecond},
-		bcVer:    -1,
-		foChange: make(chan struct{}),
-		lrChange: make(chan struct{}),
-		members:  map[string]cluster.Member{},
-		nodes:    map[string]*Node{},
+		timing:      lease.Timing{Session: 6 * time.Second, Lease: 4 * time.Second, Margin: 300 * time.Millisecond},
+		bcVer:       -1,
+		foChange:    make(chan struct{}),
+		lrChange:    make(chan struct{}),
+		pauseChange: make(chan struct{}),
+		members:     map[string]cluster.Member{},
+		nodes:       map[string]*Node{},
 	}
 }
 
@@ -384,12 +387,13 @@ func (w *World) Member(id string) (cluster.Member, bool) {
 // Node is one node's view of the world: it implements controller.Elector
 // and controller.Records.
 type Node struct {
-	w       *World
-	id      string
-	joinErr error // CheckJoin's answer
-	pubErr  error // PublishMember's answer
-	session chan struct{}
-	warm    bool
+	w         *World
+	id        string
+	joinErr   error // CheckJoin's answer
+	pubErr    error // PublishMember's answer
+	session   chan struct{}
+	warm      bool
+	hidePause bool // the pause watch reports nothing
 }
 
 // SetJoinError makes CheckJoin answer err (a *cluster.ModeMismatchError is
@@ -814,4 +818,58 @@ func (w *World) SetTermHop(d time.Duration) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.termHop = d
+}
+
+// SetPause pauses the cluster with p (nil: resumes it); the nodes' pause
+// watches see it at once.
+func (w *World) SetPause(p *cluster.Pause) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if p != nil {
+		c := *p
+		p = &c
+	}
+	w.pause = p
+	close(w.pauseChange)
+	w.pauseChange = make(chan struct{})
+}
+
+// HidePause makes node id's pause watch report nothing at all (its first
+// report included) until ShowPause: a backend that cannot read the pause
+// record.
+func (w *World) HidePause(id string, hide bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := w.nodes[id]
+	if n == nil {
+		n = &Node{w: w, id: id, session: make(chan struct{})}
+		w.nodes[id] = n
+	}
+	n.hidePause = hide
+	close(w.pauseChange)
+	w.pauseChange = make(chan struct{})
+}
+
+// WatchPause calls fn with the pause now and after every change (nothing
+// while HidePause hides it from this node).
+func (n *Node) WatchPause(ctx context.Context, fn func(*cluster.Pause)) error {
+	w := n.w
+	for {
+		w.mu.Lock()
+		ch, hidden := w.pauseChange, n.hidePause
+		var p *cluster.Pause
+		if w.pause != nil {
+			c := *w.pause
+			p = &c
+		}
+		w.mu.Unlock()
+		if !hidden {
+			fn(p)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-ch:
+		}
+	}
 }
