@@ -2,6 +2,7 @@ package zkcluster
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -128,6 +129,58 @@ func TestAppendHistoryGuarded(t *testing.T) {
 	}
 	if h, err := admin.History(ctx); err != nil || h != nil {
 		t.Errorf("History = %+v, %v; want none", h, err)
+	}
+}
+
+// A change of the history between an append's read and its write (an
+// operator's, or another writer's) fails the write on its version; the
+// append reads again and adds its entry after that change, for a record
+// that did not exist yet (create) as for one that did (set).
+func TestAppendHistoryVersionConflictRetried(t *testing.T) {
+	zkc := zktest.Start(t, 1)
+	ctx := t.Context()
+	admin, ac := newStore(t, zkc, "", "")
+	adm := session(t, ac)
+	g, _ := guardTerm(t, zkc, "a", 0)
+	other := func(epoch int64) {
+		data, st, err := adm.Get(ctx, testLayout.History())
+		version := st.Version
+		if errors.Is(err, zk.ErrNoNode) {
+			data, version = nil, -1
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		h, _ := cluster.DecodeHistory(data)
+		h, _ = cluster.AppendHistory(h, entry("x", epoch))
+		b, _ := json.Marshal(h)
+		if version < 0 {
+			_, _, err = adm.Create(ctx, testLayout.History(), b, zk.Persistent)
+		} else {
+			_, err = adm.Set(ctx, testLayout.History(), b, version)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, epoch := range []int64{10, 20} { // the first creates the record, the second sets it
+		interfered := 0
+		g.s.beforeHistoryWrite = func() {
+			if interfered < 2 {
+				interfered++
+				other(epoch + int64(interfered))
+			}
+		}
+		if err := g.AppendHistory(ctx, entry("a", epoch+5)); err != nil {
+			t.Fatalf("round %d: append after two conflicting changes: %v", i, err)
+		}
+	}
+	h, err := admin.History(ctx)
+	var got []string
+	for _, e := range h {
+		got = append(got, fmt.Sprintf("%s@%d", e.NewLeader, e.NewEpoch))
+	}
+	if want := "x@11 x@12 a@15 x@21 x@22 a@25"; err != nil || strings.Join(got, " ") != want {
+		t.Errorf("History = %v, %v; want %s", got, err, want)
 	}
 }
 

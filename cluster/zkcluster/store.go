@@ -54,6 +54,10 @@ type Store struct {
 	modeChecked *zk.Session   // the session on which the cluster record last passed
 	sessCh      chan struct{} // closed when a new session begins (SessionChanged)
 	followOnce  sync.Once
+
+	// beforeHistoryWrite, set by tests only, runs in AppendHistory between
+	// the read and the write: where a concurrent change lands.
+	beforeHistoryWrite func()
 }
 
 // New makes a Store; it does not connect.

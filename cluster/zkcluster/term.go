@@ -254,6 +254,9 @@ func (t *term) AppendHistory(ctx context.Context, e cluster.HistoryEntry) error 
 		if version < 0 {
 			op = zk.CreateOp{Path: path, Data: b, Mode: zk.Persistent}
 		}
+		if f := t.s.beforeHistoryWrite; f != nil {
+			f()
+		}
 		err = t.l.Session.Multi(ctx, zk.CheckOp{Path: t.l.Path, Version: -1}, op)
 		if err == nil {
 			return nil
