@@ -115,6 +115,9 @@ func RequireGone(t testing.TB, pid int) {
 // tracerEnv makes a test binary that calls TracerMain act as a tracer.
 const tracerEnv = "PROCTEST_TRACE_PID"
 
+// tracerWait as tracerEnv's value: read the pid from stdin.
+const tracerWait = "stdin"
+
 // TracerMain turns this process into the tracer of Unkillable when the test
 // binary was started for that; call it first thing in TestMain. Otherwise it
 // returns at once.
@@ -129,6 +132,15 @@ func TracerMain() {
 	s := os.Getenv(tracerEnv)
 	if s == "" {
 		return
+	}
+	if s == tracerWait {
+		// Started ahead of the tracee: its pid comes as one line on stdin.
+		line, err := bufio.NewReader(os.Stdin).ReadString('\n')
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "tracer: reading the pid:", err)
+			os.Exit(2)
+		}
+		s = strings.TrimSpace(line)
 	}
 	pid, err := strconv.Atoi(s)
 	if err != nil {
@@ -187,41 +199,53 @@ while :; do sleep 0.1; done
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The tracer is started now, before the command runs, and told the pid
+	// once the snippet wrote it: starting it only then (a re-exec of a
+	// large -race test binary) took longer than a short hook timeout on a
+	// loaded machine, and the command was killed before it was traced.
+	cmd := exec.Command(self)
+	cmd.Env = append(os.Environ(), tracerEnv+"="+tracerWait)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting the tracer: %v", err)
+	}
+	mu.Lock()
+	tracer, tracerIn = cmd, in
+	mu.Unlock()
 	go func() {
 		var pid []byte
 		for {
 			select {
 			case <-stop:
 				return
-			case <-time.After(10 * time.Millisecond):
+			case <-time.After(5 * time.Millisecond):
 			}
 			if b, err := os.ReadFile(pidFile); err == nil && len(b) > 0 {
 				pid = b
 				break
 			}
 		}
-		cmd := exec.Command(self)
-		cmd.Env = append(os.Environ(), tracerEnv+"="+strings.TrimSpace(string(pid)))
-		in, _ := cmd.StdinPipe()
-		out, _ := cmd.StdoutPipe()
-		cmd.Stderr = os.Stderr
 		mu.Lock()
-		select {
-		case <-stop:
-			mu.Unlock()
-			return
-		default:
-		}
-		if err := cmd.Start(); err != nil {
-			mu.Unlock()
-			t.Errorf("starting the tracer: %v", err)
-			return
-		}
-		tracer, tracerIn = cmd, in
+		_, err := fmt.Fprintf(in, "%s\n", strings.TrimSpace(string(pid)))
 		mu.Unlock()
+		if err != nil {
+			return // released meanwhile
+		}
 		line, _ := bufio.NewReader(out).ReadString('\n')
 		if strings.TrimSpace(line) != "attached" {
-			t.Error("proctest: cannot ptrace the test command (needed to simulate an unkillable process)")
+			select {
+			case <-stop: // released before it attached
+			default:
+				t.Error("proctest: cannot ptrace the test command (needed to simulate an unkillable process)")
+			}
 		}
 	}()
 	return snippet, release
