@@ -65,7 +65,7 @@ const (
 
 // AllViolationKinds lists every kind, for the summary.
 var AllViolationKinds = []string{VOverlap, VStaleWrite, VWrongWriter, VUnpromoted, VEpochOrder, VStaleLeader, VPromoteAfterFailedFence,
-	VZnodeDeleted, VFollowBadLeader, VFollowInTerm, VPromotedPriorityZero, VPromotedAfterVeto, VLiveness, VNoTakeover, VLockedOut, VExit, VCrash, VGoroutines, VFDs, VUnhealedFaults}
+	VZnodeDeleted, VFollowBadLeader, VFollowInTerm, VPromotedPriorityZero, VPromotedAfterVeto, VPromotedLagging, VLiveness, VNoTakeover, VLockedOut, VExit, VCrash, VGoroutines, VFDs, VUnhealedFaults}
 
 // Violation is one failed property.
 type Violation struct {
@@ -165,6 +165,19 @@ type Report struct {
 	PrePromotes          int
 	Vetoes               int
 	VetoFaults           int
+	// Handovers a node asked for (failover requests as the poller read
+	// them), by reason (preferred_priority, preferred_position), and how
+	// many of them their target completed.
+	Handovers     map[string]int
+	HandoversDone int
+	// Positions (positions.go): election.max_lag (0: not in play), the
+	// lagging nodes frozen, leader positions the poller saw published, and
+	// elections won by a node that lagged while a caught-up candidate
+	// published (each had to decline: checkLagging's sample).
+	MaxLag          int64
+	Freezes         int
+	LeaderPositions int
+	LaggingWins     int
 }
 
 // Count returns the number of violations of kind.
@@ -435,6 +448,7 @@ func Check(h History, cfg CheckConfig) Report {
 	checkZnodesDeleted(h, add)
 	checkFollow(h, &r, add)
 	checkPolicy(h, &r, add)
+	checkLagging(h, &r, add)
 	sort.SliceStable(r.Violations, func(i, j int) bool { return r.Violations[i].At.Before(r.Violations[j].At) })
 	return r
 }

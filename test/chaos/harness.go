@@ -76,6 +76,10 @@ type Env struct {
 
 	// Policy is the run's promotion policy (priorities; see policy.go).
 	Policy Policy
+	// posDir holds the nodes' position files; pos drives them and polls
+	// what the daemons published (positions.go).
+	posDir string
+	pos    *positions
 }
 
 // NewEnv starts the store, a 3-server ensemble and three nodes whose
@@ -138,6 +142,7 @@ func NewEnvPolicy(t testing.TB, seed uint64, mode string, pol Policy) *Env {
 		}
 		t.Logf("zk-names will not run: %v", e.namesErr)
 	}
+	e.initPositions()
 	e.C = clustertest.Start(t, clustertest.Options{
 		ZooKeepers: 3, SessionTimeout: SessionTimeout, Mode: mode, Auth: true,
 		ZKTickTime: ZKTick, ZKSyncLimit: ZKSyncLimit, QuorumProxies: true,
@@ -149,6 +154,10 @@ func NewEnvPolicy(t testing.TB, seed uint64, mode string, pol Policy) *Env {
 		// Issue 13: seeded priorities, and a pre_promote hook that vetoes
 		// while the nemesis says so (checkPolicy judges both).
 		Priority: pol.Priority, PrePromote: true,
+		// Data freshness: every node's position is a file the harness
+		// advances (and freezes now and then); election.max_lag is set.
+		ServiceYAML:  func(n *clustertest.Node) string { return positionYAML(e.posDir, n.ID) },
+		ElectionYAML: fmt.Sprintf("  max_lag: %d\n", MaxLag),
 		DaemonEnv: func(*clustertest.Node) []string {
 			env := []string{"GODEBUG=netdns=go"} // resolv.conf and hosts only; no cgo resolver
 			if e.names != nil {
@@ -176,6 +185,7 @@ func NewEnvPolicy(t testing.TB, seed uint64, mode string, pol Policy) *Env {
 		}
 	}
 	e.logPolicy()
+	e.startPositions()
 	e.stopMon, e.monDone = make(chan struct{}, 1), make(chan struct{})
 	go e.monitor()
 	// Runs before the cluster's cleanup (LIFO): exits from the teardown's
@@ -280,6 +290,7 @@ func (e *Env) monitor() {
 			}
 			if running && prev == 0 {
 				last[n.ID] = pid
+				e.Log(KindDaemonStart, "node", n.ID, "pid", pid)
 			}
 		}
 	}

@@ -96,15 +96,16 @@ func ParseEventsLog(r io.Reader) []Event {
 
 // Harness event kinds (written by the nemesis into the shared events log).
 const (
-	KindFault      = "fault"       // phase=inject|heal kind=... id=N target=...
-	KindDaemonExit = "daemon_exit" // node= pid= expected=true|false err=...
-	KindSample     = "sample"      // node= pid= fds= goroutines=
-	KindCrash      = "crash"       // node= what=data_race|panic (found in a log)
-	KindRejoin     = "rejoin"      // node= ok=true|false fault= kind=: could the node lead again after the fault
+	KindFault       = "fault"        // phase=inject|heal kind=... id=N target=...
+	KindDaemonExit  = "daemon_exit"  // node= pid= expected=true|false err=...
+	KindDaemonStart = "daemon_start" // node= pid=: the monitor saw a daemon running (after its start)
+	KindSample      = "sample"       // node= pid= fds= goroutines=
+	KindCrash       = "crash"        // node= what=data_race|panic (found in a log)
+	KindRejoin      = "rejoin"       // node= ok=true|false fault= kind=: could the node lead again after the fault
 )
 
 // Other nemesis lines: what a fault did in detail (for the history only).
-var harnessKinds = map[string]bool{KindFault: true, KindDaemonExit: true, KindSample: true, KindCrash: true, KindRejoin: true,
+var harnessKinds = map[string]bool{KindFault: true, KindDaemonExit: true, KindDaemonStart: true, KindSample: true, KindCrash: true, KindRejoin: true,
 	"reply_lost": true, "hook_hold": true, "name": true, "zk_isolate": true}
 
 // storeDecision is one line of the store's decisions.jsonl.

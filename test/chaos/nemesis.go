@@ -137,6 +137,13 @@ func (m *Nemesis) Step(kind string) bool {
 	sub := rand.New(rand.NewPCG(m.rng.Uint64(), uint64(id))) // for faults that draw as they go
 	holdIn := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(hold*float64(hi-lo)) }
 	vetoRoll, vetoPick := m.rng.IntN(100), m.rng.IntN(1<<20)
+	lagRoll, lagPick := m.rng.IntN(100), m.rng.IntN(1<<20)
+
+	// A lagging node (if any) is frozen first, for FreezeLead: the fault
+	// then strikes whoever leads by then.
+	lag := e.newLagNode(kind, id, lagRoll, lagPick, e.Leader())
+	defer lag.thaw()
+	lag.freeze()
 
 	leader := e.Leader()
 	if leader == nil { // should not happen after a recovery; take any node
@@ -153,6 +160,7 @@ func (m *Nemesis) Step(kind string) bool {
 		e.Log(KindFault, append([]any{"phase", "inject", "kind", kind, "id", id, "target", target}, kv...)...)
 	}
 	heal := func(target string) {
+		lag.thaw()
 		veto.off()
 		e.Log(KindFault, "phase", "heal", "kind", kind, "id", id, "target", target)
 	}

@@ -206,6 +206,8 @@ func checkPolicy(h History, r *Report, add func(string, time.Time, string, ...an
 		epoch int64
 	}
 	vetoed := map[key]time.Time{}
+	handovers, done := map[string]bool{}, map[string]bool{} // request ids
+	r.Handovers = map[string]int{}
 	for _, e := range h {
 		node := e.Get("node")
 		switch e.Kind {
@@ -231,6 +233,16 @@ func checkPolicy(h History, r *Report, add func(string, time.Time, string, ...an
 		case KindVeto:
 			if e.Get("phase") == "on" {
 				r.VetoFaults++
+			}
+		case KindFailoverRequest:
+			id := e.Get("id")
+			if reason := e.Get("reason"); strings.HasPrefix(reason, "preferred_") && !handovers[id] {
+				handovers[id] = true
+				r.Handovers[reason]++
+			}
+			if e.Get("done") == "true" && handovers[id] && !done[id] {
+				done[id] = true
+				r.HandoversDone++
 			}
 		}
 	}

@@ -29,6 +29,9 @@ const policyHistory = `
 4500 daemon elected node=node-b epoch=30
 4510 hook pre_promote node=node-b epoch=30
 4520 hook promote node=node-b epoch=30
+4600 nemesis failover_request id=r1 to=node-a by=node-b reason=preferred_priority done=false
+4700 nemesis failover_request id=r1 to=node-a by=node-b reason=preferred_priority done=true
+4800 nemesis failover_request id=r2 to=node-b by=- reason=operator done=false
 `
 
 func TestCheckPolicyClean(t *testing.T) {
@@ -40,6 +43,9 @@ func TestCheckPolicyClean(t *testing.T) {
 	}
 	if !slices.Equal(r.PriorityZero, []string{"node-c"}) || r.ElectionsWithoutZero != 2 {
 		t.Errorf("priority 0: %v judged over %d elections, want [node-c] over 2", r.PriorityZero, r.ElectionsWithoutZero)
+	}
+	if r.Handovers["preferred_priority"] != 1 || r.Handovers["operator"] != 0 || r.HandoversDone != 1 {
+		t.Errorf("handovers %v, %d done; want one for priority, done", r.Handovers, r.HandoversDone)
 	}
 	if r.PrePromotes != 3 || r.Vetoes != 1 || r.VetoFaults != 1 {
 		t.Errorf("pre_promote runs %d, vetoes %d, veto faults %d; want 3, 1, 1", r.PrePromotes, r.Vetoes, r.VetoFaults)

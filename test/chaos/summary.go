@@ -73,6 +73,10 @@ func Summary(r Report, seed uint64, replay string) string {
 	}
 	fmt.Fprintf(&b, "priorities: %s; priority 0: %s\n", strings.Join(r.Priorities, " "), zero)
 	fmt.Fprintf(&b, "pre_promote runs: %d, vetoes: %d (a veto was on during %d faults)\n", r.PrePromotes, r.Vetoes, r.VetoFaults)
+	fmt.Fprintf(&b, "handovers asked by a node: %d for a higher priority, %d for a more advanced position (%d completed)\n",
+		r.Handovers["preferred_priority"], r.Handovers["preferred_position"], r.HandoversDone)
+	fmt.Fprintf(&b, "positions: max_lag %d, %d lagging nodes frozen, %d leader positions published, %d elections won by a lagging node (each must decline)\n",
+		r.MaxLag, r.Freezes, r.LeaderPositions, r.LaggingWins)
 	margin := "none"
 	if r.LeaseHandoffs > 0 {
 		margin = ms(r.MinHandoffMargin)
@@ -128,6 +132,17 @@ func Combine(a, b Report) Report {
 	r.PrePromotes += b.PrePromotes
 	r.Vetoes += b.Vetoes
 	r.VetoFaults += b.VetoFaults
+	r.Handovers = map[string]int{}
+	for _, m := range []map[string]int{a.Handovers, b.Handovers} {
+		for k, v := range m {
+			r.Handovers[k] += v
+		}
+	}
+	r.HandoversDone += b.HandoversDone
+	r.MaxLag = max(r.MaxLag, b.MaxLag)
+	r.Freezes += b.Freezes
+	r.LeaderPositions += b.LeaderPositions
+	r.LaggingWins += b.LaggingWins
 	if b.LeaseHandoffs > 0 && (a.LeaseHandoffs == 0 || b.MinHandoffMargin < a.MinHandoffMargin) {
 		r.MinHandoffMargin = b.MinHandoffMargin
 	}

@@ -102,6 +102,12 @@ type Options struct {
 	// "pre_promote" events); it exits 1 ("pre_promote_veto") while the
 	// node's directory holds a file named pre-promote-veto.
 	PrePromote bool
+	// ServiceYAML and ElectionYAML, when set, add lines (indented by two
+	// spaces, each ending in a newline) inside a node's service and
+	// election sections: per-node settings such as service.position,
+	// which ExtraYAML cannot add without a second service section.
+	ServiceYAML  func(n *Node) string
+	ElectionYAML string
 }
 
 // Cluster is a running test cluster.
@@ -362,6 +368,7 @@ func (n *Node) writeConfig(failoverd string) {
 	if o.ColdStandby {
 		b.WriteString("  warm_standby: false\n")
 	}
+	b.WriteString(o.ElectionYAML)
 	fmt.Fprintf(&b, "health:\n  interval: 200ms\n  timeout: 500ms\n  rise: 2\n  fall: 2\n  http:\n    url: http://%s/health\n", n.ToyAddr)
 	demoteTimeout := (o.SessionTimeout - o.SessionTimeout*2/3) * 9 / 10
 	fmt.Fprintf(&b, "service:\n  promote:\n    command: [%s]\n    timeout: 5s\n  demote:\n    command: [%s]\n    timeout: %s\n",
@@ -371,6 +378,9 @@ func (n *Node) writeConfig(failoverd string) {
 	}
 	if o.Follow {
 		fmt.Fprintf(&b, "  follow:\n    command: [%s]\n    timeout: 5s\n", filepath.Join(c.Dir, "follow.sh"))
+	}
+	if o.ServiceYAML != nil {
+		b.WriteString(o.ServiceYAML(n))
 	}
 	b.WriteString("fencing:\n  methods:\n")
 	if !o.NoRPCFence {
