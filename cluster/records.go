@@ -41,8 +41,10 @@ type Member struct {
 	Priority *int `json:"priority,omitempty"`
 	// Position is the node's replication position as service.position
 	// last printed it (nil: unknown, or no position command), PositionAt
-	// when that command ran. A position is at most one interval old when
-	// published; readers judge staleness by PositionAt.
+	// when the command first printed that value. The node rewrites the
+	// record only when the value changes, and drops it as soon as a run
+	// fails: while the record is there, the node confirms it every
+	// interval.
 	Position   *int64    `json:"position,omitempty"`
 	PositionAt time.Time `json:"position_at,omitzero"`
 	// Paused is the cluster's pause as this node last saw it (nil: not

@@ -88,6 +88,10 @@ type Config struct {
 	// BackoffMin and BackoffMax bound the pause after a failed takeover
 	// (fencing or promotion failed); it doubles per failure, with jitter.
 	BackoffMin, BackoffMax time.Duration
+	// PositionInterval is how often Deps.Position is read (default 1s;
+	// see position.go).
+	PositionInterval time.Duration
+
 	// DemoteHoldoff is how long an operator demote (POST /v1/demote) keeps
 	// this node out of the election (default 10s).
 	DemoteHoldoff time.Duration
@@ -142,8 +146,9 @@ type Controller struct {
 	hooks    Hooks
 	fence    Fencer
 	metrics  Metrics
-	instance string // random id of this process, in the member record
-	priority int    // Config.Priority with its default
+	position PositionReader // nil: no service.position
+	instance string         // random id of this process, in the member record
+	priority int            // Config.Priority with its default
 
 	events     chan event
 	healthPoke chan struct{} // health changed (value in healthNow)
@@ -207,6 +212,7 @@ func New(cfg Config, deps Deps) (*Controller, error) {
 		hooks:      deps.Hooks,
 		fence:      deps.Fencer,
 		metrics:    deps.Metrics,
+		position:   deps.Position,
 		instance:   cfg.Instance,
 		priority:   priority,
 		events:     make(chan event, 64),
@@ -271,6 +277,10 @@ func (c *Controller) Status() Status {
 		st.LeaseRemaining = max(0, s.term.LeaseRemaining().Seconds())
 	}
 	st.ZKConnected = c.rec.Connected()
+	if st.Position != nil {
+		v := *st.Position // the loop's own stays unshared
+		st.Position = &v
+	}
 	return st
 }
 
@@ -335,6 +345,10 @@ func (c *Controller) run(ctx context.Context) error {
 	if pw, ok := c.rec.(PauseWatcher); ok {
 		wg.Add(1)
 		go func() { defer wg.Done(); c.watchPause(bg, pw) }()
+	}
+	if c.position != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); c.readPositions(bg) }()
 	}
 	defer func() {
 		close(c.loopDone)

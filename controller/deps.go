@@ -134,6 +134,9 @@ type Deps struct {
 	Fencer  Fencer
 	Metrics Metrics
 	Logger  *slog.Logger
+	// Position reads the service's replication position (service.position;
+	// nil: none, the member record carries no position).
+	Position PositionReader
 }
 
 // Hook is a command run on promotion or demotion.

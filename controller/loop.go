@@ -44,7 +44,8 @@ type loop struct {
 	startup startupState
 	adopt   adoptState
 	follow  followState
-	pause   pauseState // maintenance mode and the failover cooldown (pause.go)
+	pause   pauseState    // maintenance mode and the failover cooldown (pause.go)
+	pos     positionState // position.go
 
 	seenFailover string                   // key of the last failover request acted on
 	expiry       *cluster.FailoverRequest // deleted at expiryAt unless done
@@ -210,6 +211,7 @@ func (c *Controller) armTimer(timer *time.Timer) {
 	}
 	c.considerFollow(consider)
 	c.considerPause(consider)
+	c.considerPosition(consider)
 	if l.stopping {
 		consider(l.stopDeadline)
 	}
@@ -283,6 +285,7 @@ func (c *Controller) reconcileOnce() {
 		c.answerWaiters()
 	}
 	c.adoptIfDue(now)
+	c.writeLeaderPosition(now)
 	if tm := l.term; tm != nil && tm.phase == phRelease && !tm.worker && (l.hook == nil || l.hook.term != tm) {
 		c.releaseTerm()
 	}
@@ -405,6 +408,7 @@ func (c *Controller) publish() {
 		LastError: l.lastErr, Version: c.cfg.Version, Instance: c.instance, Role: "standby",
 		ServiceAddress: c.cfg.ServiceAddress, Priority: c.priority,
 		Paused: l.pause.cur, CooldownUntil: c.cooldownShown(time.Now()),
+		Position: l.pos.value, PositionAt: l.pos.at,
 	}}
 	if f := l.follow.following; f != nil {
 		s.status.Following, s.status.FollowingEpoch = f.NodeID, f.Epoch
@@ -456,6 +460,10 @@ func (c *Controller) apply(ev event) {
 		c.onLeaderSeen(ev.leader)
 	case pauseSeen:
 		c.onPauseSeen(ev.p)
+	case positionRead:
+		c.onPositionRead(ev)
+	case positionWritten:
+		c.onPositionWritten(ev)
 	}
 }
 

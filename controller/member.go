@@ -24,6 +24,7 @@ func memberOf(s Status) cluster.Member {
 		Version: s.Version, Instance: s.Instance, ServiceAddress: s.ServiceAddress,
 		Following: s.Following, FollowingEpoch: s.FollowingEpoch, FollowingSince: s.FollowingSince,
 		Priority: &s.Priority, Paused: s.Paused, CooldownUntil: s.CooldownUntil,
+		Position: s.Position, PositionAt: s.PositionAt,
 	}
 }
 

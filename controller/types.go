@@ -61,6 +61,12 @@ type Status struct {
 	// CooldownUntil is set while this node leads within its failover
 	// cooldown: until then an unhealthy health check does not end it.
 	CooldownUntil time.Time `json:"cooldown_until,omitzero"`
+	// Position is the service's replication position as service.position
+	// last printed it (nil: unknown, or no position command), PositionAt
+	// when the command first printed that value (a failing command makes
+	// it unknown at once, so a shown position is confirmed every interval).
+	Position   *int64    `json:"position,omitempty"`
+	PositionAt time.Time `json:"position_at,omitzero"`
 }
 
 // Promoted reports whether the local service is (being treated as) primary.

@@ -83,6 +83,7 @@ type Metrics struct {
 	hookUnkillable       *prometheus.CounterVec
 	prePromoteVetoes     prometheus.Counter
 	historyAppendFails   prometheus.Counter
+	positionErrors       *prometheus.CounterVec
 }
 
 var (
@@ -91,6 +92,7 @@ var (
 	_ controller.HookUnkillableMetric = (*Metrics)(nil)
 	_ controller.PrePromoteMetrics    = (*Metrics)(nil)
 	_ controller.HistoryMetrics       = (*Metrics)(nil)
+	_ controller.PositionMetrics      = (*Metrics)(nil)
 	_ fencer.Metrics                  = (*Metrics)(nil)
 	_ healthcheck.Metrics             = (*Metrics)(nil)
 )
@@ -208,6 +210,11 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 			Name:      "history_append_failures_total",
 			Help:      "Failed attempts of a new leader to append its leadership change to the cluster history (retried a few times within the term).",
 		}),
+		positionErrors: f.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace,
+			Name:      "position_errors_total",
+			Help:      "Runs of the service.position command that gave no position, by reason (exit, timeout, output, unkillable); the position is unknown until the next good run.",
+		}, []string{"reason"}),
 	}
 
 	f.NewGauge(prometheus.GaugeOpts{
@@ -247,12 +254,16 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 	for _, r := range LeadershipLostReasons {
 		m.leadershipLost.WithLabelValues(r)
 	}
+	for _, r := range []string{controller.PositionErrExit, controller.PositionErrTimeout, controller.PositionErrOutput, controller.PositionErrUnkillable} {
+		m.positionErrors.WithLabelValues(r)
+	}
 	return m
 }
 
 // StatusCollector exposes the gauges that are read from the controller's
-// status at every scrape: failoverd_zk_connected and
-// failoverd_lease_remaining_seconds. status is called once per scrape; it
+// status at every scrape: failoverd_zk_connected,
+// failoverd_lease_remaining_seconds and failoverd_position (absent while
+// the position is unknown or no service.position is configured). status is called once per scrape; it
 // must be cheap and safe to call from any goroutine (controller.Status is).
 func StatusCollector(status func() controller.Status) prometheus.Collector {
 	return statusCollector{status: status}
@@ -263,6 +274,8 @@ var (
 		"1 while the ZooKeeper session is connected, else 0.", nil, nil)
 	leaseRemainingDesc = prometheus.NewDesc(prometheus.BuildFQName(namespace, "", "lease_remaining_seconds"),
 		"Time left on the leader lease before this node must demote itself, 0 when not leader.", nil, nil)
+	positionDesc = prometheus.NewDesc(prometheus.BuildFQName(namespace, "", "position"),
+		"The service's replication position as service.position last printed it; absent while unknown (the command failed) or not configured. Exact up to 2^53.", nil, nil)
 )
 
 type statusCollector struct{ status func() controller.Status }
@@ -270,12 +283,16 @@ type statusCollector struct{ status func() controller.Status }
 func (c statusCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- zkConnectedDesc
 	ch <- leaseRemainingDesc
+	ch <- positionDesc
 }
 
 func (c statusCollector) Collect(ch chan<- prometheus.Metric) {
 	s := c.status()
 	ch <- prometheus.MustNewConstMetric(zkConnectedDesc, prometheus.GaugeValue, boolFloat(s.ZKConnected))
 	ch <- prometheus.MustNewConstMetric(leaseRemainingDesc, prometheus.GaugeValue, s.LeaseRemaining)
+	if s.Position != nil {
+		ch <- prometheus.MustNewConstMetric(positionDesc, prometheus.GaugeValue, float64(*s.Position))
+	}
 }
 
 func boolFloat(b bool) float64 {
@@ -337,6 +354,9 @@ func (m *Metrics) PrePromoteVetoed() { m.prePromoteVetoes.Inc() }
 
 // HistoryAppendFailed implements controller.HistoryMetrics.
 func (m *Metrics) HistoryAppendFailed() { m.historyAppendFails.Inc() }
+
+// PositionError implements controller.PositionMetrics.
+func (m *Metrics) PositionError(reason string) { m.positionErrors.WithLabelValues(reason).Inc() }
 
 // FenceAttempt implements fencer.Metrics.
 func (m *Metrics) FenceAttempt(method, result string, d time.Duration) {

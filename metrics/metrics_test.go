@@ -82,6 +82,7 @@ func exercise(m *Metrics) {
 	m.HookUnkillable("demote")
 	m.PrePromoteVetoed()
 	m.HistoryAppendFailed()
+	m.PositionError("output")
 }
 
 // failoverdNames lists the failoverd_ families reg gathers, except
@@ -127,6 +128,7 @@ func TestMetricNames(t *testing.T) {
 		"failoverd_is_leader",
 		"failoverd_leadership_lost_total",
 		"failoverd_lease_remaining_seconds",
+		"failoverd_position_errors_total",
 		"failoverd_pre_promote_vetoes_total",
 		"failoverd_promotions_total",
 		"failoverd_state",
@@ -152,7 +154,8 @@ func TestLint(t *testing.T) {
 // TestExposition compares every failoverd_ series after a failover with
 // testdata/exposition.golden; run with -update to rewrite it.
 func TestExposition(t *testing.T) {
-	st := &fakeStatus{s: controller.Status{ZKConnected: true, LeaseRemaining: 2.5}}
+	pos := int64(12345)
+	st := &fakeStatus{s: controller.Status{ZKConnected: true, LeaseRemaining: 2.5, Position: &pos}}
 	m, reg := newTestMetrics(t, st.get)
 	exercise(m)
 
@@ -536,4 +539,24 @@ func controllerReasons(t *testing.T) []string {
 		t.Fatalf("found no leadership-loss reasons in ../controller (lossReason found: %v); update controllerReasons", foundLossReason)
 	}
 	return reasons
+}
+
+// failoverd_position is there while the position is known, and absent
+// (not 0, which would read as a position) while it is unknown.
+func TestPositionGauge(t *testing.T) {
+	st := &fakeStatus{}
+	_, reg := newTestMetrics(t, st.get)
+	if n, err := testutil.GatherAndCount(reg, "failoverd_position"); err != nil || n != 0 {
+		t.Errorf("unknown position: %d failoverd_position series, %v; want none", n, err)
+	}
+	pos := int64(42)
+	st.set(controller.Status{Position: &pos})
+	want := `
+# HELP failoverd_position The service's replication position as service.position last printed it; absent while unknown (the command failed) or not configured. Exact up to 2^53.
+# TYPE failoverd_position gauge
+failoverd_position 42
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "failoverd_position"); err != nil {
+		t.Error(err)
+	}
 }

@@ -131,6 +131,9 @@ func controllerConfig(cfg *config.Config) controller.Config {
 	if p := cfg.Service.PrePromote; p != nil {
 		ccfg.PrePromote = &controller.Hook{Argv: p.Command, Timeout: p.Timeout.Std(), KillGrace: lease.KillGrace}
 	}
+	if p := cfg.Service.Position; p != nil {
+		ccfg.PositionInterval = p.Interval.Std()
+	}
 	if f := cfg.Service.Follow; f != nil {
 		ccfg.Follow = &controller.Follow{
 			Hook:          controller.Hook{Argv: f.Command, Timeout: f.Timeout.Std(), KillGrace: lease.KillGrace},
@@ -146,6 +149,16 @@ func prePromoteHook(ccfg controller.Config) controller.Hook {
 		return controller.Hook{}
 	}
 	return *ccfg.PrePromote
+}
+
+// positionReader runs service.position (nil when not configured).
+func positionReader(cfg *config.Config, logger *slog.Logger) controller.PositionReader {
+	p := cfg.Service.Position
+	if p == nil {
+		return nil
+	}
+	return controller.ProcPosition{Argv: p.Command, Timeout: p.Timeout.Std(), Cluster: cfg.Cluster, NodeID: cfg.Node.ID,
+		Logger: logger.With("component", "position")}
 }
 
 // followHook is the follow hook's command (none when not configured).
@@ -207,7 +220,8 @@ func build(cfg *config.Config, logger *slog.Logger) (*daemon, error) {
 	}
 	ctrl, err := controller.New(ccfg, controller.Deps{
 		Elector: store.Elector(el), Records: store, Fencer: fence, Metrics: m, Logger: logger,
-		Hooks: controller.ProcHooks{Promote: ccfg.Promote, Demote: ccfg.Demote, Follow: followHook(ccfg), PrePromote: prePromoteHook(ccfg), Cluster: cfg.Cluster, NodeID: cfg.Node.ID, Logger: logger},
+		Hooks:    controller.ProcHooks{Promote: ccfg.Promote, Demote: ccfg.Demote, Follow: followHook(ccfg), PrePromote: prePromoteHook(ccfg), Cluster: cfg.Cluster, NodeID: cfg.Node.ID, Logger: logger},
+		Position: positionReader(cfg, logger),
 	})
 	if err != nil {
 		return nil, err

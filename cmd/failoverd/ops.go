@@ -31,6 +31,10 @@ type clusterView struct {
 	// BreadcrumbError is set when the breadcrumb exists but is unreadable.
 	BreadcrumbError string   `json:"breadcrumb_error,omitempty"`
 	Queue           []string `json:"election_queue"`
+	// LeaderPosition is the last position a leader published (nil: none),
+	// LeaderPositionError why it cannot be read.
+	LeaderPosition      *cluster.LeaderPosition `json:"leader_position,omitempty"`
+	LeaderPositionError string                  `json:"leader_position_error,omitempty"`
 }
 
 // connect loads the config and opens a ZooKeeper session for a CLI command;
@@ -80,6 +84,9 @@ func readView(ctx context.Context, cfg *config.Config, store *zkcluster.Store) (
 	case !errors.Is(err, breadcrumb.ErrAbsent):
 		v.BreadcrumbError = err.Error()
 	}
+	if v.LeaderPosition, err = store.ReadLeaderPosition(ctx); err != nil {
+		v.LeaderPositionError = err.Error()
+	}
 	v.Queue, err = store.Queue(ctx)
 	return v, err
 }
@@ -110,10 +117,10 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "Cluster: %s\n", v.Cluster)
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tROLE\tSTATE\tHEALTH\tEPOCH\tSINCE\tHOST\tADDRESS\tFOLLOWING\tFOLLOWING SINCE\tPRIORITY")
+	fmt.Fprintln(tw, "NODE\tROLE\tSTATE\tHEALTH\tEPOCH\tSINCE\tHOST\tADDRESS\tFOLLOWING\tFOLLOWING SINCE\tPRIORITY\tPOSITION\tLAG")
 	for _, m := range v.Members {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", m.NodeID, m.Role, m.State, m.Health, m.Epoch, timeOrDash(m.Since), m.Host,
-			orDash(m.ServiceAddress), following(m), timeOrDash(m.FollowingSince), priority(m))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.NodeID, m.Role, m.State, m.Health, m.Epoch, timeOrDash(m.Since), m.Host,
+			orDash(m.ServiceAddress), following(m), timeOrDash(m.FollowingSince), priority(m), position(m), lag(m, v.LeaderPosition))
 	}
 	tw.Flush()
 	if why := noLeaderReason(v.Members); why != "" {
@@ -131,8 +138,32 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 	default:
 		fmt.Fprintln(stdout, "Breadcrumb: none")
 	}
+	switch lp := v.LeaderPosition; {
+	case lp != nil:
+		fmt.Fprintf(stdout, "Leader position: %d (%s, epoch %d, at %s)\n", lp.Position, lp.NodeID, lp.Epoch, timeOrDash(lp.At))
+	case v.LeaderPositionError != "":
+		fmt.Fprintf(stdout, "Leader position: UNREADABLE: %s\n", v.LeaderPositionError)
+	}
 	fmt.Fprintf(stdout, "Election queue: %v\n", v.Queue)
 	return exitOK
+}
+
+// position is the POSITION column ("-": unknown, or no service.position).
+func position(m cluster.Member) string {
+	if m.Position == nil {
+		return "-"
+	}
+	return strconv.FormatInt(*m.Position, 10)
+}
+
+// lag is the LAG column: how far the member's position is behind the last
+// position a leader published (0 when not behind; "-": either unknown).
+// Both are up to one service.position.interval old.
+func lag(m cluster.Member, lp *cluster.LeaderPosition) string {
+	if m.Position == nil || lp == nil {
+		return "-"
+	}
+	return strconv.FormatInt(max(0, lp.Position-*m.Position), 10)
 }
 
 // priority is the PRIORITY column ("-": a member of a version without

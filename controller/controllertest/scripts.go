@@ -264,3 +264,6 @@ func (m *Metrics) PrePromoteVetoed() { m.add("pre_promote_veto") }
 // HistoryAppendFailed implements controller.HistoryMetrics.
 func (m *Metrics) HistoryAppendFailed() { m.add("history_append_failed") }
 func (m *Metrics) CooldownHold()        { m.add("cooldown_hold") }
+
+// PositionError implements controller.PositionMetrics.
+func (m *Metrics) PositionError(reason string) { m.add("position_error:" + reason) }

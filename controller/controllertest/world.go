@@ -45,6 +45,7 @@ type World struct {
 	// every successful write of it.
 	leaderPos *cluster.LeaderPosition
 	posWrites []cluster.LeaderPosition
+	published map[string]int // member record writes per node
 	// lrChange is closed and replaced whenever the breadcrumb or a member
 	// record changes: the leader watches look again.
 	lrChange chan struct{}
@@ -488,8 +489,19 @@ func (n *Node) PublishMember(ctx context.Context, m cluster.Member) error {
 		return n.pubErr
 	}
 	n.w.members[n.id] = m
+	if n.w.published == nil {
+		n.w.published = map[string]int{}
+	}
+	n.w.published[n.id]++
 	n.w.leaderChanged()
 	return nil
+}
+
+// Publishes counts node id's member record writes so far.
+func (w *World) Publishes(id string) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.published[id]
 }
 
 // CheckJoin answers what SetJoinError said (nil by default).
