@@ -11,6 +11,8 @@
 //	GET  /standby      200 when this node is a healthy standby, else 503
 //	GET  /v1/leader    200 with the cluster's promoted leader (adminapi.Leader);
 //	                   503 {"error": ...} when there is none or this node cannot tell
+//	GET  /v1/history   200 with the cluster's history (a list of cluster.HistoryEntry,
+//	                   oldest first); 503 {"error": ...} when it cannot be read
 //	POST /v1/demote    demote now (the server side of the rpc fencer)
 //	POST /v1/cede?for=30s  give up leadership and stay out of the election
 //

@@ -38,6 +38,8 @@ type Deps struct {
 	Node Node
 	// Leaders answers GET /v1/leader; nil answers 503 there.
 	Leaders LeaderSource
+	// History answers GET /v1/history; nil: not served (404).
+	History HistorySource
 	// Gatherer is served on /metrics; nil serves an empty registry.
 	Gatherer prometheus.Gatherer
 	// Logger receives the mutating calls, "admin api listening" and the
@@ -73,7 +75,11 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	logger = logger.With("component", "admin")
-	return newServer(cfg.Listen, newHandler(deps.Node, deps.Leaders, deps.Gatherer, cfg.Token.Reveal(), logger), cfg.TLS, logger), nil
+	h := newHandler(deps.Node, deps.Leaders, deps.Gatherer, cfg.Token.Reveal(), logger)
+	if deps.History != nil {
+		h = withHistory(h, deps.History)
+	}
+	return newServer(cfg.Listen, h, cfg.TLS, logger), nil
 }
 
 // TLSConfig returns the admin API's server settings for cert: TLS 1.2 or

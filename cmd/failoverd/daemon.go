@@ -236,7 +236,7 @@ func build(cfg *config.Config, logger *slog.Logger) (*daemon, error) {
 
 	// Admin API, answering GET /v1/leader from the leader view.
 	leaders := newLeaderView(store, cfg.ZooKeeper.SessionTimeout.Std())
-	server, err := buildAdmin(cfg, logger, reg, ctrl, leaders)
+	server, err := buildAdmin(cfg, logger, reg, ctrl, leaders, store)
 	if err != nil {
 		return nil, err
 	}
@@ -327,8 +327,9 @@ func buildMonitor(cfg *config.Config, logger *slog.Logger, m *metrics.Metrics, c
 }
 
 // buildAdmin returns the admin API of ctrl, serving reg on /metrics and
-// the leader view on /v1/leader.
-func buildAdmin(cfg *config.Config, logger *slog.Logger, reg prometheus.Gatherer, ctrl *controller.Controller, leaders admin.LeaderSource) (*admin.Server, error) {
+// the leader view on /v1/leader and the history on /v1/history.
+func buildAdmin(cfg *config.Config, logger *slog.Logger, reg prometheus.Gatherer, ctrl *controller.Controller, leaders admin.LeaderSource,
+	history admin.HistorySource) (*admin.Server, error) {
 	acfg := admin.Config{Listen: cfg.Node.Admin.Listen}
 	tok, err := cfg.ReadToken() // "" without token_file: mutating endpoints disabled
 	if err != nil {
@@ -342,7 +343,7 @@ func buildAdmin(cfg *config.Config, logger *slog.Logger, reg prometheus.Gatherer
 		}
 		acfg.TLS = admin.TLSConfig(cert)
 	}
-	return admin.New(acfg, admin.Deps{Node: ctrl, Leaders: leaders, Gatherer: reg, Logger: logger})
+	return admin.New(acfg, admin.Deps{Node: ctrl, Leaders: leaders, History: history, Gatherer: reg, Logger: logger})
 }
 
 func buildChecker(cfg *config.Config) (healthcheck.Checker, error) {

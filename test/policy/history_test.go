@@ -6,6 +6,7 @@ package policy
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"syscall"
 	"testing"
@@ -74,6 +75,13 @@ func TestHistoryListsEachChange(t *testing.T) {
 		}
 	}
 
+	var api []cluster.HistoryEntry
+	if err := getJSON("http://"+third.AdminAddr+"/v1/history", &api); err != nil || len(api) != len(h) {
+		t.Errorf("GET /v1/history: %d entries, %v; want the %d the CLI lists", len(api), err, len(h))
+	} else {
+		checkHistory(t, api, want)
+	}
+
 	out, code := third.CLI("history")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if code != 0 || len(lines) != 5 || !strings.HasPrefix(lines[0], "TIME") {
@@ -85,6 +93,20 @@ func TestHistoryListsEachChange(t *testing.T) {
 			t.Errorf("history row %d %q, want %s at epoch %d, %s, fence %s", i, row, w.NewLeader, w.NewEpoch, w.Reason, w.FenceMethod)
 		}
 	}
+}
+
+// getJSON decodes the 200 answer of GET url into v.
+func getJSON(url string, v any) error {
+	cl := http.Client{Timeout: 10 * time.Second}
+	resp, err := cl.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return json.NewDecoder(resp.Body).Decode(v)
 }
 
 // epoch is n's current epoch as its admin API reports it.
