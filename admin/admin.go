@@ -15,6 +15,8 @@
 //	                   oldest first); 503 {"error": ...} when it cannot be read
 //	POST /v1/demote    demote now (the server side of the rpc fencer)
 //	POST /v1/cede?for=30s  give up leadership and stay out of the election
+//	POST /v1/pause     pause the whole cluster (maintenance mode), body {"reason": "..."}
+//	POST /v1/resume    end the cluster's pause
 //
 // Read endpoints also answer HEAD and refuse other methods with 405.
 //
@@ -97,6 +99,7 @@ const healthyHealth = "healthy"
 type api struct {
 	node    Node
 	leaders LeaderSource // nil: GET /v1/leader answers 503
+	pauser  Pauser       // nil: POST /v1/pause and /v1/resume answer 503
 	token   string
 	logger  *slog.Logger
 }
@@ -104,8 +107,8 @@ type api struct {
 // newHandler returns the admin API for n, answering GET /v1/leader from
 // leaders. reg is served on /metrics. An empty token disables the mutating
 // endpoints.
-func newHandler(n Node, leaders LeaderSource, reg prometheus.Gatherer, token string, logger *slog.Logger) http.Handler {
-	a := &api{node: n, leaders: leaders, token: token, logger: logger}
+func newHandler(n Node, leaders LeaderSource, pauser Pauser, reg prometheus.Gatherer, token string, logger *slog.Logger) http.Handler {
+	a := &api{node: n, leaders: leaders, pauser: pauser, token: token, logger: logger}
 
 	mux := http.NewServeMux()
 	// "GET " patterns also match HEAD, and the mux answers other methods
@@ -132,6 +135,8 @@ func newHandler(n Node, leaders LeaderSource, reg prometheus.Gatherer, token str
 	// the token, so that a disabled endpoint answers 403 whatever the method.
 	mux.Handle(adminapi.DemotePath, a.mutating(http.HandlerFunc(a.demote)))
 	mux.Handle(adminapi.CedePath, a.mutating(http.HandlerFunc(a.cede)))
+	mux.Handle(adminapi.PausePath, a.mutating(http.HandlerFunc(a.pause)))
+	mux.Handle(adminapi.ResumePath, a.mutating(http.HandlerFunc(a.resume)))
 	return mux
 }
 

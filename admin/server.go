@@ -40,6 +40,8 @@ type Deps struct {
 	Leaders LeaderSource
 	// History answers GET /v1/history; nil: not served (404).
 	History HistorySource
+	// Pauser serves POST /v1/pause and /v1/resume; nil answers 503 there.
+	Pauser Pauser
 	// Gatherer is served on /metrics; nil serves an empty registry.
 	Gatherer prometheus.Gatherer
 	// Logger receives the mutating calls, "admin api listening" and the
@@ -75,7 +77,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	logger = logger.With("component", "admin")
-	h := newHandler(deps.Node, deps.Leaders, deps.Gatherer, cfg.Token.Reveal(), logger)
+	h := newHandler(deps.Node, deps.Leaders, deps.Pauser, deps.Gatherer, cfg.Token.Reveal(), logger)
 	if deps.History != nil {
 		h = withHistory(h, deps.History)
 	}

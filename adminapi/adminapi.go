@@ -18,7 +18,38 @@ const (
 	DemotePath = "/v1/demote"
 	// CedePath is where it accepts cede requests (POST ?for=30s, bearer token).
 	CedePath = "/v1/cede"
+	// PausePath pauses the whole cluster (POST, bearer token, an optional
+	// PauseRequest body): maintenance mode.
+	PausePath = "/v1/pause"
+	// ResumePath ends the cluster's pause (POST, bearer token).
+	ResumePath = "/v1/resume"
 )
+
+// MaxPauseBody bounds a PauseRequest body.
+const MaxPauseBody = 64 << 10
+
+// PauseRequest is the body of POST /v1/pause (an empty body is valid).
+type PauseRequest struct {
+	// Reason is shown by status next to who paused and since when.
+	Reason string `json:"reason,omitempty"`
+}
+
+// PauseAnswer is the answer to POST /v1/pause and POST /v1/resume,
+// refusals included (they carry only Error).
+type PauseAnswer struct {
+	// Paused says whether the cluster is paused after the request.
+	Paused bool `json:"paused"`
+	// Changed is false when the cluster already was as asked (pausing a
+	// paused cluster keeps the first pause; resuming one that is not
+	// paused does nothing).
+	Changed bool `json:"changed"`
+	// By, Reason and At describe the pause in force (pause only).
+	By     string     `json:"by,omitempty"`
+	Reason string     `json:"reason,omitempty"`
+	At     *time.Time `json:"at,omitempty"`
+	// Error says why the request was refused or failed.
+	Error string `json:"error,omitempty"`
+}
 
 // LeaderPath is where every node answers who the promoted leader of its
 // cluster is (GET, no token): 200 with a Leader, 503 with {"error": "..."}

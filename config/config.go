@@ -153,6 +153,11 @@ type Election struct {
 	// healthy candidate, and still promote. nil: no limit. Needs
 	// Service.Position.
 	MaxLag *int64 `yaml:"max_lag,omitempty"`
+	// FailoverCooldown is how long after an automatic promotion the new
+	// leader keeps leadership although its health fails (a lost session
+	// or lease still ends it), so that a flapping cluster does not fail
+	// over again and again. 0 (default): off.
+	FailoverCooldown Duration `yaml:"failover_cooldown"`
 }
 
 // Health configures the local service health check. Exactly one of HTTP,

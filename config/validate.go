@@ -139,6 +139,11 @@ func (c *Config) validate(opts LoadOptions) error {
 		v.duration("zookeeper.tick_time", zk.TickTime, time.Millisecond)
 	}
 	v.lease(c, sessionOK)
+	if d := c.Election.FailoverCooldown; d < 0 {
+		v.add("election.failover_cooldown", "must not be negative (0 turns the cooldown off), got %s", fmtDur(time.Duration(d)))
+	} else if d != 0 {
+		v.duration("election.failover_cooldown", d, MinTimeout)
+	}
 
 	// health
 	h := &c.Health

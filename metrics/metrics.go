@@ -44,7 +44,7 @@ var FenceMethods = []string{"rpc", "ssh", "shell"}
 // decisions, then what the election reported.
 var LeadershipLostReasons = []string{
 	"shutdown", "unhealthy", "operator_demote", "ceded", "failover_handoff",
-	"hook_unkillable", "join_refused", "takeover_failed", "priority_zero", "pre_promote_veto",
+	"hook_unkillable", "join_refused", "takeover_failed", "priority_zero", "pre_promote_veto", "paused",
 	"lease_expired", "session_expired", "znode_deleted", "unknown",
 }
 
@@ -82,6 +82,7 @@ type Metrics struct {
 	followingEpoch       prometheus.Gauge
 	hookUnkillable       *prometheus.CounterVec
 	prePromoteVetoes     prometheus.Counter
+	cooldownHolds        prometheus.Counter
 	historyAppendFails   prometheus.Counter
 	positionErrors       *prometheus.CounterVec
 }
@@ -205,6 +206,11 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 			Name:      "pre_promote_vetoes_total",
 			Help:      "Elections given up because the pre_promote hook failed or timed out.",
 		}),
+		cooldownHolds: f.NewCounter(prometheus.CounterOpts{
+			Namespace: namespace,
+			Name:      "cooldown_holds_total",
+			Help:      "Times this leader kept leadership although unhealthy because it was within election.failover_cooldown of its automatic promotion (once per hold).",
+		}),
 		historyAppendFails: f.NewCounter(prometheus.CounterOpts{
 			Namespace: namespace,
 			Name:      "history_append_failures_total",
@@ -276,6 +282,8 @@ var (
 		"Time left on the leader lease before this node must demote itself, 0 when not leader.", nil, nil)
 	positionDesc = prometheus.NewDesc(prometheus.BuildFQName(namespace, "", "position"),
 		"The service's replication position as service.position last printed it; absent while unknown (the command failed) or not configured. Exact up to 2^53.", nil, nil)
+	pausedDesc = prometheus.NewDesc(prometheus.BuildFQName(namespace, "", "paused"),
+		"1 while the cluster is paused (maintenance mode: no automatic promotion, demotion or fencing), as this node last saw it, else 0.", nil, nil)
 )
 
 type statusCollector struct{ status func() controller.Status }
@@ -284,6 +292,7 @@ func (c statusCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- zkConnectedDesc
 	ch <- leaseRemainingDesc
 	ch <- positionDesc
+	ch <- pausedDesc
 }
 
 func (c statusCollector) Collect(ch chan<- prometheus.Metric) {
@@ -293,6 +302,7 @@ func (c statusCollector) Collect(ch chan<- prometheus.Metric) {
 	if s.Position != nil {
 		ch <- prometheus.MustNewConstMetric(positionDesc, prometheus.GaugeValue, float64(*s.Position))
 	}
+	ch <- prometheus.MustNewConstMetric(pausedDesc, prometheus.GaugeValue, boolFloat(s.Paused != nil))
 }
 
 func boolFloat(b bool) float64 {
@@ -351,6 +361,9 @@ func (m *Metrics) Following(epoch int64) { m.followingEpoch.Set(float64(epoch)) 
 
 // PrePromoteVetoed implements controller.PrePromoteMetrics.
 func (m *Metrics) PrePromoteVetoed() { m.prePromoteVetoes.Inc() }
+
+// CooldownHold implements controller.CooldownMetrics.
+func (m *Metrics) CooldownHold() { m.cooldownHolds.Inc() }
 
 // HistoryAppendFailed implements controller.HistoryMetrics.
 func (m *Metrics) HistoryAppendFailed() { m.historyAppendFails.Inc() }

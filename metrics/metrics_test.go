@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/common/expfmt"
 
+	"github.com/failoverd/failoverd/cluster"
 	"github.com/failoverd/failoverd/controller"
 	"github.com/failoverd/failoverd/fencer"
 )
@@ -83,6 +84,7 @@ func exercise(m *Metrics) {
 	m.PrePromoteVetoed()
 	m.HistoryAppendFailed()
 	m.PositionError("output")
+	m.CooldownHold()
 }
 
 // failoverdNames lists the failoverd_ families reg gathers, except
@@ -111,6 +113,7 @@ func TestMetricNames(t *testing.T) {
 	exercise(m)
 	want := []string{
 		"failoverd_breadcrumb_unreadable_total",
+		"failoverd_cooldown_holds_total",
 		"failoverd_demotions_total",
 		"failoverd_elections_won_total",
 		"failoverd_epoch",
@@ -128,6 +131,7 @@ func TestMetricNames(t *testing.T) {
 		"failoverd_is_leader",
 		"failoverd_leadership_lost_total",
 		"failoverd_lease_remaining_seconds",
+		"failoverd_paused",
 		"failoverd_position_errors_total",
 		"failoverd_pre_promote_vetoes_total",
 		"failoverd_promotions_total",
@@ -320,6 +324,7 @@ func TestStatusGauges(t *testing.T) {
 		{controller.Status{}, 0, 0},
 		{controller.Status{ZKConnected: true, LeaseRemaining: 3.25}, 1, 3.25},
 		{controller.Status{ZKConnected: false, LeaseRemaining: 0.5}, 0, 0.5},
+		{controller.Status{ZKConnected: true, Paused: &cluster.Pause{By: "ops"}}, 1, 0},
 	} {
 		st.set(tc.status)
 		want := fmt.Sprintf(`
@@ -329,9 +334,12 @@ failoverd_zk_connected %v
 # HELP failoverd_lease_remaining_seconds Time left on the leader lease before this node must demote itself, 0 when not leader.
 # TYPE failoverd_lease_remaining_seconds gauge
 failoverd_lease_remaining_seconds %v
-`, tc.connected, tc.lease)
+# HELP failoverd_paused 1 while the cluster is paused (maintenance mode: no automatic promotion, demotion or fencing), as this node last saw it, else 0.
+# TYPE failoverd_paused gauge
+failoverd_paused %v
+`, tc.connected, tc.lease, boolFloat(tc.status.Paused != nil))
 		if err := testutil.GatherAndCompare(reg, strings.NewReader(want),
-			"failoverd_zk_connected", "failoverd_lease_remaining_seconds"); err != nil {
+			"failoverd_zk_connected", "failoverd_lease_remaining_seconds", "failoverd_paused"); err != nil {
 			t.Errorf("with status %+v: %v", tc.status, err)
 		}
 	}

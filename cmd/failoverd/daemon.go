@@ -122,9 +122,10 @@ func controllerConfig(cfg *config.Config) controller.Config {
 		Cluster: cfg.Cluster, NodeID: cfg.Node.ID, Host: cfg.Node.Host, AdminURL: cfg.AdminURL(),
 		ServiceAddress: cfg.Node.ServiceAddress,
 		Version:        version, ElectionMode: cfg.Election.Mode, Instance: controller.NewInstance(),
-		Promote:         controller.Hook{Argv: cfg.Service.Promote.Command, Timeout: cfg.Service.Promote.Timeout.Std(), KillGrace: lease.KillGrace},
-		Demote:          controller.Hook{Argv: cfg.Service.Demote.Command, Timeout: cfg.Service.Demote.Timeout.Std(), KillGrace: lease.KillGrace},
-		ShutdownTimeout: cfg.Node.ShutdownTimeout.Std(),
+		Promote:          controller.Hook{Argv: cfg.Service.Promote.Command, Timeout: cfg.Service.Promote.Timeout.Std(), KillGrace: lease.KillGrace},
+		Demote:           controller.Hook{Argv: cfg.Service.Demote.Command, Timeout: cfg.Service.Demote.Timeout.Std(), KillGrace: lease.KillGrace},
+		ShutdownTimeout:  cfg.Node.ShutdownTimeout.Std(),
+		FailoverCooldown: cfg.Election.FailoverCooldown.Std(),
 	}
 	priority := cfg.Node.Priority
 	ccfg.Priority = &priority
@@ -236,7 +237,7 @@ func build(cfg *config.Config, logger *slog.Logger) (*daemon, error) {
 
 	// Admin API, answering GET /v1/leader from the leader view.
 	leaders := newLeaderView(store, cfg.ZooKeeper.SessionTimeout.Std())
-	server, err := buildAdmin(cfg, logger, reg, ctrl, leaders, store)
+	server, err := buildAdmin(cfg, logger, reg, ctrl, leaders, store, store)
 	if err != nil {
 		return nil, err
 	}
@@ -327,9 +328,10 @@ func buildMonitor(cfg *config.Config, logger *slog.Logger, m *metrics.Metrics, c
 }
 
 // buildAdmin returns the admin API of ctrl, serving reg on /metrics and
-// the leader view on /v1/leader and the history on /v1/history.
+// the leader view on /v1/leader and the history on /v1/history; pauser
+// serves POST /v1/pause and /v1/resume.
 func buildAdmin(cfg *config.Config, logger *slog.Logger, reg prometheus.Gatherer, ctrl *controller.Controller, leaders admin.LeaderSource,
-	history admin.HistorySource) (*admin.Server, error) {
+	history admin.HistorySource, pauser admin.Pauser) (*admin.Server, error) {
 	acfg := admin.Config{Listen: cfg.Node.Admin.Listen}
 	tok, err := cfg.ReadToken() // "" without token_file: mutating endpoints disabled
 	if err != nil {
@@ -343,7 +345,7 @@ func buildAdmin(cfg *config.Config, logger *slog.Logger, reg prometheus.Gatherer
 		}
 		acfg.TLS = admin.TLSConfig(cert)
 	}
-	return admin.New(acfg, admin.Deps{Node: ctrl, Leaders: leaders, History: history, Gatherer: reg, Logger: logger})
+	return admin.New(acfg, admin.Deps{Node: ctrl, Leaders: leaders, History: history, Pauser: pauser, Gatherer: reg, Logger: logger})
 }
 
 func buildChecker(cfg *config.Config) (healthcheck.Checker, error) {

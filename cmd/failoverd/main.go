@@ -40,6 +40,9 @@ Usage:
                                                      hand leadership to NODE gracefully
   failoverd breadcrumb -c FILE show|clear            show or clear the old leader's breadcrumb
   failoverd history    -c FILE [--json] [--limit N]  list the leadership changes, newest last
+  failoverd pause      -c FILE [--reason TEXT]       maintenance mode: no automatic failover
+                                                     in the whole cluster until resume
+  failoverd resume     -c FILE                       end maintenance mode
   failoverd version                                  print the version
 
 Run 'failoverd COMMAND --help' for the flags of a command.
@@ -66,6 +69,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdBreadcrumb(rest, stdout, stderr)
 	case "history":
 		return cmdHistory(rest, stdout, stderr)
+	case "pause":
+		return cmdPause(rest, stdout, stderr)
+	case "resume":
+		return cmdResume(rest, stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintf(stdout, "failoverd %s\n", version)
 		return exitOK

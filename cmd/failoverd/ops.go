@@ -35,6 +35,8 @@ type clusterView struct {
 	// LeaderPositionError why it cannot be read.
 	LeaderPosition      *cluster.LeaderPosition `json:"leader_position,omitempty"`
 	LeaderPositionError string                  `json:"leader_position_error,omitempty"`
+	// Pause is the cluster's maintenance-mode record (nil: not paused).
+	Pause *cluster.Pause `json:"pause,omitempty"`
 }
 
 // connect loads the config and opens a ZooKeeper session for a CLI command;
@@ -87,6 +89,9 @@ func readView(ctx context.Context, cfg *config.Config, store *zkcluster.Store) (
 	if v.LeaderPosition, err = store.ReadLeaderPosition(ctx); err != nil {
 		v.LeaderPositionError = err.Error()
 	}
+	if v.Pause, err = store.ReadPause(ctx); err != nil {
+		return v, err
+	}
 	v.Queue, err = store.Queue(ctx)
 	return v, err
 }
@@ -116,10 +121,11 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 	fmt.Fprintf(stdout, "Cluster: %s\n", v.Cluster)
+	printPause(stdout, v)
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tROLE\tSTATE\tHEALTH\tEPOCH\tSINCE\tHOST\tADDRESS\tFOLLOWING\tFOLLOWING SINCE\tPRIORITY\tPOSITION\tLAG")
 	for _, m := range v.Members {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.NodeID, m.Role, m.State, m.Health, m.Epoch, timeOrDash(m.Since), m.Host,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.NodeID, m.Role, stateCell(m), m.Health, m.Epoch, timeOrDash(m.Since), m.Host,
 			orDash(m.ServiceAddress), following(m), timeOrDash(m.FollowingSince), priority(m), position(m), lag(m, v.LeaderPosition))
 	}
 	tw.Flush()
