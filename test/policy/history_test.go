@@ -24,7 +24,9 @@ import (
 // in order, with their reasons, epochs and fence methods, and the table
 // form prints them.
 func TestHistoryListsEachChange(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{})
+	// A 4 s session (not 2 s) keeps a loaded machine from adding a
+	// leadership change of its own: the test wants exactly four.
+	c := clustertest.Start(t, clustertest.Options{SessionTimeout: 4 * time.Second})
 	first := c.Leader()
 	e1 := epoch(t, first)
 	h := waitHistory(t, first, 1)
