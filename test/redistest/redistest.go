@@ -325,6 +325,12 @@ func (n *Node) Status() (controller.Status, bool) {
 	return s, true
 }
 
+// DaemonLog is everything the node's failoverd logged so far (all starts).
+func (n *Node) DaemonLog() string {
+	b, _ := os.ReadFile(filepath.Join(n.dir, "failoverd.log"))
+	return string(b)
+}
+
 // CLI runs a failoverd command against this node's config.
 func (n *Node) CLI(args ...string) (string, int) {
 	all := append([]string{args[0], "-c", n.Config}, args[1:]...)

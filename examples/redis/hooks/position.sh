@@ -24,7 +24,7 @@
 # failoverd runs it every service.position.interval on every node and
 # kills it at its timeout: keep -t below that. Anything but the number on
 # stdout (an error, no answer) makes the position unknown, so errors go to
-# stderr, and no event line is written (it runs every second).
+# stderr, and no event line is written (it runs every interval).
 set -euo pipefail
 # shellcheck source=lib.sh source-path=SCRIPTDIR
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
