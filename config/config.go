@@ -158,6 +158,11 @@ type Election struct {
 	// or lease still ends it), so that a flapping cluster does not fail
 	// over again and again. 0 (default): off.
 	FailoverCooldown Duration `yaml:"failover_cooldown"`
+	// PreemptAfter is how long a standby with a strictly higher
+	// node.priority must have been healthy, eligible and campaigning before
+	// the leader hands over to it (a graceful switchover). 0: never.
+	// Default 10s.
+	PreemptAfter Duration `yaml:"preempt_after"`
 }
 
 // Health configures the local service health check. Exactly one of HTTP,
@@ -399,6 +404,7 @@ const (
 	DefaultFollowTimeout       = 30 * time.Second
 	DefaultPrePromoteTimeout   = 30 * time.Second
 	DefaultPriority            = 1
+	DefaultPreemptAfter        = 10 * time.Second
 	DefaultPositionInterval    = time.Second
 	DefaultFollowNoLeaderAfter = 30 * time.Second
 	DefaultSSHTimeout          = 10 * time.Second
@@ -438,7 +444,7 @@ func Default() *Config {
 			Root:           DefaultRoot,
 			SessionTimeout: Duration(DefaultSessionTimeout),
 		},
-		Election: Election{Mode: ModeFair, WarmStandby: true},
+		Election: Election{Mode: ModeFair, WarmStandby: true, PreemptAfter: Duration(DefaultPreemptAfter)},
 		Health: Health{
 			Interval: Duration(DefaultHealthInterval),
 			Timeout:  Duration(DefaultHealthTimeout),

@@ -34,6 +34,7 @@ func referenceDefaults() []struct{ key, want, owner string } {
 		{"election.lease", d.Election.Lease.String(), "internal/lease"},
 		{"election.warm_standby", strconv.FormatBool(d.Election.WarmStandby), "config"},
 		{"election.failover_cooldown", d.Election.FailoverCooldown.String(), "config"},
+		{"election.preempt_after", d.Election.PreemptAfter.String(), "config"},
 		{"health.interval", d.Health.Interval.String(), "config"},
 		{"health.timeout", d.Health.Timeout.String(), "config"},
 		{"health.rise", strconv.Itoa(healthcheck.DefaultRise), "healthcheck"},

@@ -144,6 +144,12 @@ func (c *Config) validate(opts LoadOptions) error {
 	} else if d != 0 {
 		v.duration("election.failover_cooldown", d, MinTimeout)
 	}
+	switch pa := c.Election.PreemptAfter; {
+	case pa < 0:
+		v.add("election.preempt_after", "must be >= 0 (0: never), got %s", fmtDur(time.Duration(pa)))
+	case pa > 0:
+		v.duration("election.preempt_after", pa, MinTimeout)
+	}
 
 	// health
 	h := &c.Health

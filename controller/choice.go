@@ -2,6 +2,7 @@ package controller
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"slices"
 	"time"
@@ -276,4 +277,374 @@ func preemptCandidates(f preemptFacts) []peer {
 		return cmp.Compare(a.ID, b.ID)
 	})
 	return out
+}
+
+// choiceState is the loop's part of the rules: which nodes recently failed
+// a handover, the failover request as last seen, and, while this node
+// leads, the preemption candidates.
+type choiceState struct {
+	failed        map[string]time.Time     // node id: not a candidate until then (monotonic)
+	standing      *cluster.FailoverRequest // the request as last seen (nil: none)
+	standingUntil time.Time                // when this node's timer for it runs out
+	doneKey       string                   // key of the last request seen done
+	mine          map[string]bool          // keys of the requests this node wrote
+	// unconfirmed is the key of the request this node wrote and acted on
+	// before its failover watch reported any request since: a "none" the
+	// watch reports meanwhile may have been read before the write.
+	unconfirmed string
+
+	// While leading with PreemptAfter > 0 (the member watch runs then).
+	members    []cluster.Member
+	waiting    map[string]time.Time // preemption candidate: since when it was one, without a break
+	preempting bool                 // a preemption request is being written
+	retryAt    time.Time            // a failed preemption write is retried then
+}
+
+// handoverTimeout is how long a node's own failover request stands: the
+// target must win the election within it. Two session timeouts cover a
+// target whose session is dead (it goes, the next one is asked later) and
+// the queue ahead of it (each such node gives the term back at once); the
+// pre_promote and promote timeouts keep the others from rejoining (and
+// calling the target failed) while it is still promoting. Others stand
+// aside that long at most: a target that gives up deletes the request
+// (dropOwnTargetRequest), and its promotion marks it done.
+func (c *Controller) handoverTimeout(t cluster.Term) time.Duration {
+	d := 2*t.Timing().Session + c.cfg.Promote.Timeout
+	if p := c.cfg.PrePromote; p != nil {
+		d += p.Timeout
+	}
+	return min(d, cluster.MaxFailoverTimeout)
+}
+
+// newRequest is a failover request of this node to id.
+func (c *Controller) newRequest(to, reason string, timeout time.Duration) cluster.FailoverRequest {
+	return cluster.FailoverRequest{To: to, Deadline: time.Now().Add(timeout).UTC(), TimeoutMS: timeout.Milliseconds(),
+		ID: NewInstance(), By: c.cfg.NodeID, Reason: reason}
+}
+
+// failedSet is a copy of the nodes that recently failed a handover, for a
+// worker.
+func (c *Controller) failedSet(now time.Time) map[string]bool {
+	out := map[string]bool{}
+	for id, until := range c.l.choice.failed {
+		if now.Before(until) {
+			out[id] = true
+		}
+	}
+	return out
+}
+
+// markFailed keeps id out of the candidates for handoverFailHold: a handover
+// to it did not happen, and asking it again at every win would keep the
+// cluster without a leader.
+func (c *Controller) markFailed(id, why string) {
+	ch := &c.l.choice
+	if id == "" || id == c.cfg.NodeID {
+		return
+	}
+	if ch.failed == nil {
+		ch.failed = map[string]time.Time{}
+	}
+	ch.failed[id] = time.Now().Add(handoverFailHold)
+	c.log.Warn("failover target did not take over: not preferring it for a while", "target", id, "why", why, "for", handoverFailHold.String())
+}
+
+// noteRequest follows the failover request as the watch (or this node)
+// saw it: whether one stands, and whether one to another node ended
+// without its target being promoted.
+func (c *Controller) noteRequest(r *cluster.FailoverRequest) {
+	ch := &c.l.choice
+	prev := ch.standing
+	switch {
+	case r == nil:
+		if prev != nil && !prev.Done && prev.Reason != "" && prev.Key() != ch.doneKey {
+			// A node's request deleted before done: its target gave
+			// up (or the requester went).
+			c.markFailed(prev.To, "the request was deleted before the target was promoted")
+		}
+		ch.standing = nil
+	case r.Done:
+		ch.doneKey, ch.standing = r.Key(), r
+		if ch.mine[r.Key()] {
+			delete(ch.mine, r.Key())
+			c.withdraw(*r)
+		}
+	case prev == nil || prev.Key() != r.Key():
+		ch.standing, ch.standingUntil = r, time.Now().Add(max(r.StandFor(time.Now()), 0))
+	}
+}
+
+// staleWithdrawal reports whether r, "no request" as the failover watch
+// reports it, may predate a request this node wrote itself and already
+// acts on (the watch reads, then waits for the loop): it must not end the
+// stand-aside for it. The stand-aside stays bounded by the request's
+// timeout.
+func (c *Controller) staleWithdrawal(r *cluster.FailoverRequest) bool {
+	ch := &c.l.choice
+	if r != nil {
+		ch.unconfirmed = ""
+		return false
+	}
+	if ch.unconfirmed != "" {
+		c.log.Debug("failover watch reports no request before reporting ours; ignored", "ours", ch.unconfirmed)
+		return true
+	}
+	return false
+}
+
+// onRequestExpired: this node's timer for r ran out.
+func (c *Controller) onRequestExpired(r cluster.FailoverRequest) {
+	if r.Key() != c.l.choice.doneKey {
+		c.markFailed(r.To, "the request timed out")
+	}
+}
+
+// standingRequest reports whether a failover request stands (not done, and
+// this node's timer for it has not run out).
+func (c *Controller) standingRequest(now time.Time) bool {
+	ch := &c.l.choice
+	return ch.standing != nil && !ch.standing.Done && now.Before(ch.standingUntil)
+}
+
+// dropOwnTargetRequest deletes a node's request naming this node when this
+// node gives up a takeover (it backs off): the others stand aside for it,
+// and would wait for its timeout with nobody leading. An operator's
+// request is left to its requester.
+func (c *Controller) dropOwnTargetRequest() {
+	r := c.l.choice.standing
+	if r == nil || r.Done || r.To != c.cfg.NodeID || r.Reason == "" {
+		return
+	}
+	c.log.Warn("giving up the takeover another node handed over: deleting its request so the others rejoin", "by", r.By, "reason", r.Reason)
+	c.expireFailover(*r)
+}
+
+// withdraw deletes r, a request of this node that is done.
+func (c *Controller) withdraw(r cluster.FailoverRequest) {
+	bg := c.l.bg
+	go func() {
+		ctx, cancel := context.WithTimeout(bg, 5*time.Second)
+		defer cancel()
+		if err := c.rec.WithdrawFailover(ctx, r.Key()); err != nil {
+			c.log.Debug("done failover request not withdrawn", "err", err)
+		}
+	}()
+}
+
+// ownRequest records r, a request this node wrote and acts on now.
+func (c *Controller) ownRequest(r cluster.FailoverRequest) {
+	ch := &c.l.choice
+	if ch.mine == nil {
+		ch.mine = map[string]bool{}
+	}
+	ch.mine[r.Key()] = true
+	ch.unconfirmed = r.Key()
+}
+
+// winOutcome is the decision at a win, taken in the read step's worker,
+// and the request it wrote (if any).
+type winOutcome struct {
+	d      winDecision
+	label  string // metric label of a declined promotion ("": none)
+	req    *cluster.FailoverRequest
+	reqErr error
+}
+
+// choose applies the rules at a win to the term's first reads; nil means
+// take over as usual. When another node should lead, it writes the
+// failover request naming it before the term is given back, so that the
+// next winner's first reads (issued after our znode went) see it.
+func (c *Controller) choose(tm *term, r *termReads, failed map[string]bool) *winOutcome {
+	self := peer{ID: c.cfg.NodeID, Priority: c.priority, Campaigning: true}
+	now := time.Now()
+	f := winFacts{Self: self, Failed: failed, MaxLag: c.cfg.MaxLag}
+	if req := r.failover; req != nil && !req.Done && req.To == c.cfg.NodeID && req.StandFor(now) > 0 {
+		f.Target = true
+	}
+	switch {
+	case f.Target:
+	case r.membersErr != nil || (c.cfg.MaxLag != nil && r.lpErr != nil):
+		if c.cfg.MaxLag == nil {
+			c.log.Warn("cannot read the member records: taking over without looking for a better candidate", "err", r.membersErr)
+			return nil
+		}
+		err := r.membersErr
+		if err == nil {
+			err = r.lpErr
+		}
+		return &winOutcome{d: winDecision{Action: actDecline, Why: "not promoting: cannot read the positions to apply election.max_lag: " + err.Error()}}
+	default:
+		if r.leaderPos != nil {
+			v := r.leaderPos.Position
+			f.LeaderPos = &v
+		}
+		for _, m := range r.members {
+			if m.NodeID == c.cfg.NodeID {
+				f.Self.Position = m.Position
+				continue
+			}
+			f.Others = append(f.Others, peerOf(m))
+		}
+	}
+	d := decideAtWin(f)
+	if d.Action == actPromote {
+		return nil
+	}
+	o := &winOutcome{d: d, label: declineHandoff}
+	if d.Action == actDecline {
+		o.label = declineLagging
+	}
+	if d.To != "" {
+		req := c.newRequest(d.To, d.Reason, c.handoverTimeout(tm.t))
+		o.req = &req
+		ctx, cancel := context.WithTimeout(tm.ctx, 5*time.Second)
+		defer cancel()
+		o.reqErr = c.rec.RequestFailover(ctx, req)
+	}
+	return o
+}
+
+// onChoice acts on a decision at a win that was not to take over; false:
+// take over after all (the request to the better node could not be
+// written).
+func (c *Controller) onChoice(tm *term, o *winOutcome) bool {
+	d := o.d
+	if o.reqErr != nil {
+		c.log.Warn("could not ask another node to take over", "to", d.To, "err", o.reqErr)
+		if d.Action == actHandOff {
+			return false
+		}
+		o.req = nil
+	}
+	if m, ok := c.metrics.(ChoiceMetrics); ok && o.label != "" {
+		m.PromotionDeclined(o.label)
+	}
+	if o.req != nil {
+		c.ownRequest(*o.req)
+	}
+	switch d.Action {
+	case actHandOff:
+		c.log.Info("elected while a better candidate waits: handing over without fencing or promoting",
+			"to", d.To, "reason", d.Reason, "why", d.Why, "epoch", tm.epoch)
+		c.onFailoverSeen(o.req) // stands aside for it, and gives the term back
+	default:
+		c.log.Warn("elected but not promoting", "why", d.Why, "epoch", tm.epoch, "asked", d.To)
+		c.setErr(d.Why)
+		if o.req != nil {
+			c.onFailoverSeen(o.req)
+		}
+		c.backoff(cmp.Or(o.label, "positions_unreadable"))
+	}
+	tm.phase = phRelease
+	return true
+}
+
+// watchMembers feeds the member records to the loop while this node leads
+// (term epoch), for preemption; the backend's watch follows new sessions.
+func (c *Controller) watchMembers(ctx context.Context, epoch int64) {
+	for ctx.Err() == nil {
+		err := c.rec.WatchMembers(ctx, func(ms []cluster.Member) { c.send(membersSeen{epoch: epoch, members: ms}) })
+		if ctx.Err() == nil {
+			c.log.Debug("member watch ended; watching again", "err", err)
+			sleepCtx(ctx, time.Second)
+		}
+	}
+}
+
+func (c *Controller) onMembersSeen(ev membersSeen) {
+	if tm := c.l.term; tm != nil && tm.epoch == ev.epoch && tm.phase == phLeader {
+		c.l.choice.members = ev.members
+	}
+}
+
+// leading reports whether this node is the promoted leader now.
+func (c *Controller) leading() bool { return c.l.term != nil && c.l.term.phase == phLeader }
+
+// updateWaiting keeps, per preemption candidate, since when it has been
+// one without a break (on this node's clock).
+func (c *Controller) updateWaiting(now time.Time) []peer {
+	ch := &c.l.choice
+	if !c.leading() || c.cfg.PreemptAfter <= 0 {
+		ch.members, ch.waiting = nil, nil
+		return nil
+	}
+	f := preemptFacts{Self: peer{ID: c.cfg.NodeID, Priority: c.priority}, Failed: c.failedSet(now), MaxLag: c.cfg.MaxLag}
+	for _, m := range ch.members {
+		if m.NodeID == c.cfg.NodeID {
+			f.Self.Position = m.Position
+			continue
+		}
+		f.Others = append(f.Others, peerOf(m))
+	}
+	cands := preemptCandidates(f)
+	next := map[string]time.Time{}
+	for _, p := range cands {
+		since, ok := ch.waiting[p.ID]
+		if !ok {
+			since = now
+			c.log.Info("a standby of a higher priority waits: handing over to it if it stays eligible", "standby", p.ID, "priority", p.Priority, "after", c.cfg.PreemptAfter.String())
+		}
+		next[p.ID] = since
+	}
+	ch.waiting = next
+	return cands
+}
+
+// preemptIfDue hands over to the best standby of a higher priority that
+// has waited PreemptAfter, with the existing switchover: a failover
+// request naming it, which this node then acts on (demote, graceful end,
+// the target takes over). Not while the cluster is paused (maintenance:
+// no automatic handover), while a request stands, or
+// while the last write is in flight or failed recently.
+func (c *Controller) preemptIfDue(now time.Time) {
+	ch := &c.l.choice
+	cands := c.updateWaiting(now)
+	if len(cands) == 0 || ch.preempting || now.Before(ch.retryAt) || c.standingRequest(now) || c.paused() {
+		return
+	}
+	for _, p := range cands {
+		if now.Sub(ch.waiting[p.ID]) < c.cfg.PreemptAfter {
+			continue
+		}
+		tm := c.l.term
+		req := c.newRequest(p.ID, reasonPreferredPriority, c.handoverTimeout(tm.t))
+		ch.preempting = true
+		c.log.Info("handing leadership over to a standby of a higher priority", "to", p.ID, "priority", p.Priority, "waited", now.Sub(ch.waiting[p.ID]).Round(time.Millisecond).String(), "epoch", tm.epoch)
+		go func() {
+			ctx, cancel := context.WithTimeout(tm.ctx, 5*time.Second)
+			defer cancel()
+			c.send(preemptWritten{epoch: tm.epoch, req: req, err: c.rec.RequestFailover(ctx, req)})
+		}()
+		return
+	}
+}
+
+func (c *Controller) onPreemptWritten(ev preemptWritten) {
+	ch := &c.l.choice
+	ch.preempting = false
+	if ev.err != nil {
+		c.log.Warn("could not ask the standby of a higher priority to take over; trying again", "to", ev.req.To, "err", ev.err)
+		ch.retryAt = time.Now().Add(time.Second)
+		return
+	}
+	c.ownRequest(ev.req)
+	if m, ok := c.metrics.(ChoiceMetrics); ok {
+		m.Preempted()
+	}
+	req := ev.req
+	c.onFailoverSeen(&req) // as the watch will report it: stand aside, hand over
+}
+
+// considerChoice adds the moments the rules wait for to the loop's timer.
+func (c *Controller) considerChoice(consider func(time.Time)) {
+	ch := &c.l.choice
+	if c.leading() && c.cfg.PreemptAfter > 0 {
+		for _, since := range ch.waiting {
+			consider(since.Add(c.cfg.PreemptAfter))
+		}
+		consider(ch.retryAt)
+	}
+	for _, until := range ch.failed {
+		consider(until) // a candidate again: preemption looks again
+	}
 }

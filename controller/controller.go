@@ -73,6 +73,14 @@ type Config struct {
 	// is written; a failure or timeout vetoes the promotion (the term is
 	// given back and the node backs off). nil: no pre_promote hook.
 	PrePromote *Hook
+	// MaxLag is election.max_lag: how far behind the last leader position
+	// or the most advanced candidate a node may be and still promote
+	// (nil: no limit). See choice.go.
+	MaxLag *int64
+	// PreemptAfter is election.preempt_after: how long a standby of a
+	// higher priority must have waited, healthy and eligible, before the
+	// leader hands over to it. 0: never.
+	PreemptAfter time.Duration
 
 	// Promote and Demote are the hooks' commands; the controller runs them
 	// through Deps.Hooks and needs them here for the demote budget.

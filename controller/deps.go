@@ -55,6 +55,15 @@ type Records interface {
 	// ExpireFailover deletes the failover request with key id if it is
 	// still there and not done.
 	ExpireFailover(ctx context.Context, id string) error
+	// RequestFailover writes a failover request (replacing any), as the
+	// CLI's failover --to does: this node hands over to a better one.
+	RequestFailover(ctx context.Context, r cluster.FailoverRequest) error
+	// WithdrawFailover deletes the request with key id if this node's
+	// current session wrote it.
+	WithdrawFailover(ctx context.Context, id string) error
+	// WatchMembers calls fn with every member record now and after every
+	// change, until ctx ends.
+	WatchMembers(ctx context.Context, fn func([]cluster.Member)) error
 	// WatchLeader calls fn with the promoted leader (cluster.LeaderOf; nil:
 	// none), first at once and then every time it changes, until ctx ends.
 	WatchLeader(ctx context.Context, fn func(*cluster.Leader)) error
@@ -115,6 +124,15 @@ type HookUnkillableMetric interface{ HookUnkillable(hook string) }
 // by the pre_promote hook; the controller uses it when Metrics has it.
 type PrePromoteMetrics interface {
 	PrePromoteVetoed()
+}
+
+// ChoiceMetrics is implemented by metrics that count won terms that
+// promoted nothing by choice (reason "lagging" or "handoff_preferred",
+// DeclineReasons) and a leader's handovers to a standby of a higher
+// priority; the controller uses it when Metrics has it.
+type ChoiceMetrics interface {
+	PromotionDeclined(reason string)
+	Preempted()
 }
 
 // FollowMetrics is implemented by metrics that count follow hook runs

@@ -92,6 +92,23 @@ type termFinished struct {
 // none).
 type leaderSeen struct{ leader *cluster.Leader }
 
+// membersSeen is the member records as the leader's member watch reports
+// them (term epoch).
+type membersSeen struct {
+	epoch   int64
+	members []cluster.Member
+}
+
+// preemptWritten: the leader's failover request to a standby of a higher
+// priority was written (err nil) or not.
+type preemptWritten struct {
+	epoch int64
+	req   cluster.FailoverRequest
+	err   error
+}
+
+func (membersSeen) event()    {}
+func (preemptWritten) event() {}
 func (leaderSeen) event()     {}
 func (joinChecked) event()    {}
 func (termWon) event()        {}

@@ -41,6 +41,7 @@ func (c *Controller) watchFailover(ctx context.Context) {
 func (c *Controller) onFailoverSeen(r *cluster.FailoverRequest) {
 	l := &c.l
 	c.noteFailoverTarget(r)
+	c.noteRequest(r)
 	if r == nil {
 		c.endStandAside("", "the failover request was withdrawn")
 		c.warm(false)

@@ -47,6 +47,8 @@ type loop struct {
 	pause   pauseState    // maintenance mode and the failover cooldown (pause.go)
 	pos     positionState // position.go
 
+	choice choiceState // who should lead (choice.go)
+
 	seenFailover string                   // key of the last failover request acted on
 	expiry       *cluster.FailoverRequest // deleted at expiryAt unless done
 	expiryAt     time.Time
@@ -212,6 +214,7 @@ func (c *Controller) armTimer(timer *time.Timer) {
 	c.considerFollow(consider)
 	c.considerPause(consider)
 	c.considerPosition(consider)
+	c.considerChoice(consider)
 	if l.stopping {
 		consider(l.stopDeadline)
 	}
@@ -261,6 +264,7 @@ func (c *Controller) reconcileOnce() {
 	now := time.Now()
 	if l.expiry != nil && !now.Before(l.expiryAt) {
 		c.expireFailover(*l.expiry)
+		c.onRequestExpired(*l.expiry)
 		l.expiry = nil
 	}
 	if l.standAside.key != "" && !now.Before(l.standAside.until) {
@@ -274,6 +278,7 @@ func (c *Controller) reconcileOnce() {
 	if want && l.cand == nil {
 		c.startCandidacy()
 	}
+	c.preemptIfDue(now)
 	c.stopUnwantedFollow(now)
 	if l.hook == nil {
 		c.startNextHook(now)
@@ -369,6 +374,7 @@ func (c *Controller) backoffWith(why string, cause *endCause) {
 	d = min(d, c.cfg.BackoffMax)
 	d = time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
 	c.log.Warn("backing off before joining the election again", "why", why, "for", d.Round(time.Millisecond).String(), "failures", l.failures)
+	c.dropOwnTargetRequest()
 	c.cedeFor(d, cause)
 }
 
@@ -445,7 +451,9 @@ func (c *Controller) apply(ev event) {
 		c.cedeFor(ev.d, causeCeded)
 		ev.reply <- nil
 	case failoverSeen:
-		c.onFailoverSeen(ev.req)
+		if !c.staleWithdrawal(ev.req) {
+			c.onFailoverSeen(ev.req)
+		}
 	case stepDone:
 		c.onStepDone(ev)
 	case hookDone:
@@ -464,6 +472,10 @@ func (c *Controller) apply(ev event) {
 		c.onPositionRead(ev)
 	case positionWritten:
 		c.onPositionWritten(ev)
+	case membersSeen:
+		c.onMembersSeen(ev)
+	case preemptWritten:
+		c.onPreemptWritten(ev)
 	}
 }
 

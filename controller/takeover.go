@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -86,6 +87,7 @@ type stepResult struct {
 	version  int32
 	readErr  error
 	failover *cluster.FailoverRequest // a standing request, if any
+	choice   *winOutcome              // the rules at a win chose not to take over
 	// fence step
 	fenced      bool
 	fenceMethod string // the method that fenced
@@ -118,19 +120,34 @@ type termReads struct {
 	err      error
 	failover *cluster.FailoverRequest
 	foErr    error
+	// For the rules at a win (choice.go): the member records and the
+	// last leader position (nil: none).
+	members    []cluster.Member
+	membersErr error
+	leaderPos  *cluster.LeaderPosition
+	lpErr      error
 }
 
 func startReads(ctx context.Context, t cluster.Term) *termReads {
 	r := &termReads{done: make(chan struct{})}
-	foc := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(3)
 	go func() {
-		defer close(foc)
+		defer wg.Done()
 		r.failover, r.foErr = t.ReadFailover(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		r.members, r.membersErr = t.ReadMembers(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		r.leaderPos, r.lpErr = t.ReadLeaderPosition(ctx)
 	}()
 	go func() {
 		defer close(r.done)
 		r.rec, r.version, r.err = t.ReadBreadcrumb(ctx)
-		<-foc
+		wg.Wait()
 	}()
 	return r
 }
@@ -167,8 +184,8 @@ func (c *Controller) onTermWon(ev termWon) {
 	c.setState(StateFencing, reasonElected)
 	c.stopFollowing()
 	tm.reads = ev.reads
-	seen := l.seenFailover
-	c.startStep(tm, phReading, func(tm *term) stepResult { return c.readStep(tm, seen) })
+	seen, failed := l.seenFailover, c.failedSet(time.Now())
+	c.startStep(tm, phReading, func(tm *term) stepResult { return c.readStep(tm, seen, failed) })
 }
 
 // startStep runs one takeover step in a worker under the term's context.
@@ -181,8 +198,11 @@ func (c *Controller) startStep(tm *term, p phase, step func(*term) stepResult) {
 // nothing to decide (no breadcrumb, or ours of this very term, and no
 // failover request keeping us out: onRead would start the write next),
 // writes the breadcrumb at once, saving the loop a round trip on the
-// critical path. seen is the loop's seenFailover when the step began.
-func (c *Controller) readStep(tm *term, seen string) stepResult {
+// critical path. seen is the loop's seenFailover when the step began,
+// failed the nodes that recently failed a handover (choice.go). Before
+// any write, the rules at a win (choose) may decide that another node
+// should lead: the step then writes nothing but that node's request.
+func (c *Controller) readStep(tm *term, seen string, failed map[string]bool) stepResult {
 	r := tm.reads
 	if r == nil { // not started by the won callback
 		r = startReads(tm.ctx, tm.t)
@@ -196,7 +216,13 @@ func (c *Controller) readStep(tm *term, seen string) stepResult {
 		c.log.Warn("cannot read the failover request; taking over as if there were none", "err", r.foErr)
 	}
 	res := stepResult{read: true, rec: r.rec, version: r.version, readErr: r.err, failover: r.failover}
-	if c.failoverKeepsOut(res.failover, seen, time.Now()) || breadcrumb.Assess(res.rec, res.readErr, c.cfg.NodeID, tm.epoch) != breadcrumb.NothingToFence {
+	if c.failoverKeepsOut(res.failover, seen, time.Now()) {
+		return res
+	}
+	if res.choice = c.choose(tm, r, failed); res.choice != nil {
+		return res
+	}
+	if breadcrumb.Assess(res.rec, res.readErr, c.cfg.NodeID, tm.epoch) != breadcrumb.NothingToFence {
 		return res
 	}
 	if c.cfg.PrePromote != nil {
@@ -325,6 +351,9 @@ func (c *Controller) onRead(tm *term, r stepResult) {
 		c.log.Info("elected while a manual failover to another node stands; giving leadership back", "to", req.To, "epoch", tm.epoch)
 		c.onFailoverSeen(req)
 		tm.phase = phRelease
+		return
+	}
+	if r.choice != nil && c.onChoice(tm, r.choice) {
 		return
 	}
 	tm.version = r.version
@@ -472,6 +501,9 @@ func (c *Controller) onPromoteDone(tm *term, err error) {
 	tm.phase = phLeader
 	c.recordHistory(tm, time.Now())
 	c.promoted(tm, time.Now())
+	if c.cfg.PreemptAfter > 0 {
+		go c.watchMembers(tm.ctx, tm.epoch)
+	}
 	// Mark a pending failover request to this node done, so the other
 	// nodes stop standing aside. Best effort: the requester deletes the
 	// request when it sees us lead, and the request times out anyway.

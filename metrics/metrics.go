@@ -85,6 +85,8 @@ type Metrics struct {
 	cooldownHolds        prometheus.Counter
 	historyAppendFails   prometheus.Counter
 	positionErrors       *prometheus.CounterVec
+	promotionDeclined    *prometheus.CounterVec
+	preemptions          prometheus.Counter
 }
 
 var (
@@ -94,6 +96,7 @@ var (
 	_ controller.PrePromoteMetrics    = (*Metrics)(nil)
 	_ controller.HistoryMetrics       = (*Metrics)(nil)
 	_ controller.PositionMetrics      = (*Metrics)(nil)
+	_ controller.ChoiceMetrics        = (*Metrics)(nil)
 	_ fencer.Metrics                  = (*Metrics)(nil)
 	_ healthcheck.Metrics             = (*Metrics)(nil)
 )
@@ -221,6 +224,16 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 			Name:      "position_errors_total",
 			Help:      "Runs of the service.position command that gave no position, by reason (exit, timeout, output, unkillable); the position is unknown until the next good run.",
 		}, []string{"reason"}),
+		promotionDeclined: f.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace,
+			Name:      "promotion_declined_total",
+			Help:      "Elections won that promoted nothing by choice: lagging (more than election.max_lag behind), handoff_preferred (a better candidate was asked to take over).",
+		}, []string{"reason"}),
+		preemptions: f.NewCounter(prometheus.CounterOpts{
+			Namespace: namespace,
+			Name:      "preemptions_total",
+			Help:      "Handovers this leader started to a standby of a higher priority (election.preempt_after).",
+		}),
 	}
 
 	f.NewGauge(prometheus.GaugeOpts{
@@ -256,6 +269,9 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 	}
 	for _, method := range FenceMethods {
 		m.fenceDuration.WithLabelValues(method)
+	}
+	for _, r := range controller.DeclineReasons {
+		m.promotionDeclined.WithLabelValues(r)
 	}
 	for _, r := range LeadershipLostReasons {
 		m.leadershipLost.WithLabelValues(r)
@@ -370,6 +386,12 @@ func (m *Metrics) HistoryAppendFailed() { m.historyAppendFails.Inc() }
 
 // PositionError implements controller.PositionMetrics.
 func (m *Metrics) PositionError(reason string) { m.positionErrors.WithLabelValues(reason).Inc() }
+
+// PromotionDeclined implements controller.ChoiceMetrics.
+func (m *Metrics) PromotionDeclined(reason string) { m.promotionDeclined.WithLabelValues(reason).Inc() }
+
+// Preempted implements controller.ChoiceMetrics.
+func (m *Metrics) Preempted() { m.preemptions.Inc() }
 
 // FenceAttempt implements fencer.Metrics.
 func (m *Metrics) FenceAttempt(method, result string, d time.Duration) {

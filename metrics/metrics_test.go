@@ -85,6 +85,8 @@ func exercise(m *Metrics) {
 	m.HistoryAppendFailed()
 	m.PositionError("output")
 	m.CooldownHold()
+	m.PromotionDeclined("lagging")
+	m.Preempted()
 }
 
 // failoverdNames lists the failoverd_ families reg gathers, except
@@ -134,6 +136,8 @@ func TestMetricNames(t *testing.T) {
 		"failoverd_paused",
 		"failoverd_position_errors_total",
 		"failoverd_pre_promote_vetoes_total",
+		"failoverd_preemptions_total",
+		"failoverd_promotion_declined_total",
 		"failoverd_promotions_total",
 		"failoverd_state",
 		"failoverd_zk_connected",
@@ -458,11 +462,14 @@ func TestFreshRegistryExposesEverySeries(t *testing.T) {
 	for _, s := range controller.AllStates {
 		want = append(want, fmt.Sprintf(`failoverd_state{state=%q}`, s))
 	}
+	for _, reason := range []string{"lagging", "handoff_preferred"} {
+		want = append(want, fmt.Sprintf(`failoverd_promotion_declined_total{reason=%q}`, reason))
+	}
 	want = append(want,
 		"failoverd_elections_won_total{}", "failoverd_breadcrumb_unreadable_total{}", "failoverd_fencing_failed_total{}",
 		"failoverd_failover_duration_seconds{}", "failoverd_health_check_duration_seconds{}",
 		"failoverd_is_leader{}", "failoverd_epoch{}", "failoverd_health_up{}", "failoverd_following_epoch{}", "failoverd_pre_promote_vetoes_total{}",
-		"failoverd_history_append_failures_total{}")
+		"failoverd_history_append_failures_total{}", "failoverd_preemptions_total{}")
 	for _, k := range want {
 		v, ok := got[k]
 		switch {

@@ -129,6 +129,7 @@ func controllerConfig(cfg *config.Config) controller.Config {
 	}
 	priority := cfg.Node.Priority
 	ccfg.Priority = &priority
+	ccfg.MaxLag, ccfg.PreemptAfter = cfg.Election.MaxLag, cfg.Election.PreemptAfter.Std()
 	if p := cfg.Service.PrePromote; p != nil {
 		ccfg.PrePromote = &controller.Hook{Argv: p.Command, Timeout: p.Timeout.Std(), KillGrace: lease.KillGrace}
 	}

@@ -267,3 +267,7 @@ func (m *Metrics) CooldownHold()        { m.add("cooldown_hold") }
 
 // PositionError implements controller.PositionMetrics.
 func (m *Metrics) PositionError(reason string) { m.add("position_error:" + reason) }
+
+// PromotionDeclined and Preempted implement controller.ChoiceMetrics.
+func (m *Metrics) PromotionDeclined(reason string) { m.add("declined:" + reason) }
+func (m *Metrics) Preempted()                      { m.add("preempted") }

@@ -394,7 +394,23 @@ type Node struct {
 	pubErr    error // PublishMember's answer
 	session   chan struct{}
 	warm      bool
-	hidePause bool // the pause watch reports nothing
+	hidePause bool   // the pause watch reports nothing
+	pos       *int64 // SetPosition: published in every member record
+}
+
+// SetPosition makes every member record this node publishes from now on
+// carry position p (nil: what the controller publishes), as if its
+// position command printed it; the current record changes at once.
+func (n *Node) SetPosition(p *int64) {
+	n.w.mu.Lock()
+	defer n.w.mu.Unlock()
+	n.pos = p
+	if m, ok := n.w.members[n.id]; ok && p != nil {
+		v := *p
+		m.Position = &v
+		n.w.members[n.id] = m
+		n.w.leaderChanged()
+	}
 }
 
 // SetJoinError makes CheckJoin answer err (a *cluster.ModeMismatchError is
@@ -488,6 +504,10 @@ func (n *Node) PublishMember(ctx context.Context, m cluster.Member) error {
 	if n.pubErr != nil {
 		return n.pubErr
 	}
+	if n.pos != nil {
+		v := *n.pos
+		m.Position = &v
+	}
 	n.w.members[n.id] = m
 	if n.w.published == nil {
 		n.w.published = map[string]int{}
@@ -564,6 +584,59 @@ func (n *Node) ExpireFailover(ctx context.Context, id string) error {
 	}
 	w.setFailoverLocked(nil)
 	return nil
+}
+
+// RequestFailover stores r, replacing any request (as the CLI's does).
+func (n *Node) RequestFailover(ctx context.Context, r cluster.FailoverRequest) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	n.w.SetFailover(&r)
+	return nil
+}
+
+// WithdrawFailover deletes the request with key id (whoever wrote it:
+// the world has no sessions).
+func (n *Node) WithdrawFailover(ctx context.Context, id string) error {
+	w := n.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.failover != nil && w.failover.Key() == id {
+		w.setFailoverLocked(nil)
+	}
+	return nil
+}
+
+// WatchMembers calls fn with every member record (Members) now and after
+// every change.
+func (n *Node) WatchMembers(ctx context.Context, fn func([]cluster.Member)) error {
+	w := n.w
+	var last []cluster.Member
+	for first := true; ; first = false {
+		w.mu.Lock()
+		ch := w.lrChange
+		w.mu.Unlock()
+		ms := w.Members()
+		if first || !slices.EqualFunc(ms, last, sameMember) {
+			fn(ms)
+			last = ms
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-ch:
+		}
+	}
+}
+
+// sameMember compares the fields the controller acts on.
+func sameMember(a, b cluster.Member) bool {
+	return a.NodeID == b.NodeID && a.State == b.State && a.Health == b.Health &&
+		samePtr(a.Priority, b.Priority) && samePtr(a.Position, b.Position)
+}
+
+func samePtr[T comparable](a, b *T) bool {
+	return a == nil && b == nil || a != nil && b != nil && *a == *b
 }
 
 // ReadBreadcrumb reads the breadcrumb outside a term.
