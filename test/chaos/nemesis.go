@@ -81,6 +81,10 @@ const (
 	// ZooKeeper follower that lags behind it: the leaver's Term.Finish
 	// (variant 0) or the successor's breadcrumb write (1). See lagging.go.
 	LostReplyLagging = "lost-reply-lagging"
+	// Issue 13: a standby that may lead lags (its position frozen) while
+	// the leader's failoverd is SIGKILLed: it must not promote (see
+	// positions.go).
+	LaggingFailover = "lagging-failover"
 )
 
 func init() { TakeoverKinds[HookUnkillable] = true }
@@ -88,11 +92,11 @@ func init() { TakeoverKinds[HookUnkillable] = true }
 // AllKinds lists every fault kind of the fair-mode schedule.
 var AllKinds = []string{KillDaemon, KillService, PauseDaemon, PauseService, ZKKillLeader, ZKKillFollower, ZKOutage,
 	PartitionZK, LatencyZK, ResetZK, PartitionPeer, FenceFail, PromoteHang, DemoteHang,
-	HookUnkillable, NamesZK, HandshakeDrop, QuorumPartition, LostReplyLagging}
+	HookUnkillable, NamesZK, HandshakeDrop, QuorumPartition, LostReplyLagging, LaggingFailover}
 
 // UnfairKinds is the schedule of the unfair-mode cluster: the lost replies
 // it exists for (with and without a lagging server to reconnect to), and the crash and partition faults that end terms there.
-var UnfairKinds = []string{LostReplies, LostReplyLagging, KillDaemon, PauseDaemon, PartitionZK, ZKKillLeader}
+var UnfairKinds = []string{LostReplies, LostReplyLagging, KillDaemon, PauseDaemon, PartitionZK, ZKKillLeader, LaggingFailover}
 
 // Nemesis injects faults into an Env on a seeded schedule.
 type Nemesis struct {
@@ -433,6 +437,40 @@ func (m *Nemesis) Step(kind string) bool {
 
 	case LostReplyLagging:
 		m.lostReplyLagging(leader, id, pick, holdIn, inject, heal)
+
+	case LaggingFailover:
+		// A standby lags, then the leader's daemon dies for longer than its
+		// session: the lagging node must not promote; a caught-up
+		// candidate, if there is one, takes over. The other candidates
+		// rejoin the election behind the lagging one, so that it is next
+		// in a fair queue.
+		x := e.laggard(leader, pick)
+		if x == nil {
+			inject(leader.ID, "lagging", "none")
+			heal(leader.ID)
+			break
+		}
+		e.pos.freeze(x, id)
+		for _, y := range e.C.Nodes {
+			if y != x && y != leader && e.Policy.CanLead(y.ID) {
+				cede(e, y, 300*time.Millisecond)
+			}
+		}
+		time.Sleep(FreezeLead)
+		l := e.Leader()
+		if l == nil || l == x { // leadership moved meanwhile
+			inject(leader.ID, "lagging", x.ID, "skipped", "the lagging node leads or nobody does")
+			e.pos.thaw(x, id)
+			heal(leader.ID)
+			break
+		}
+		inject(l.ID, "lagging", x.ID)
+		e.expectKill(l)
+		l.Kill(syscall.SIGKILL)
+		time.Sleep(holdIn(SessionTimeout+3*time.Second, SessionTimeout+6*time.Second))
+		l.Start()
+		e.pos.thaw(x, id)
+		heal(l.ID)
 
 	case QuorumPartition:
 		// The first of these isolates a follower (the case that reveals a

@@ -133,9 +133,11 @@ func (e *Env) leadable(n *clustertest.Node) *clustertest.Node {
 	return n
 }
 
-// noVetoKinds are the faults during which no pre_promote vetoes: a node
+// noVetoKinds are the faults during which no pre_promote vetoes and no node
+// lags on the side (lagging-failover chooses its own): a node
 // must lead while they last, or they wait for recoveries of their own.
-var noVetoKinds = map[string]bool{HookUnkillable: true, NamesZK: true, HandshakeDrop: true, LostReplyLagging: true}
+var noVetoKinds = map[string]bool{HookUnkillable: true, NamesZK: true, HandshakeDrop: true, LostReplyLagging: true,
+	LaggingFailover: true}
 
 // vetoFile is the file that makes n's pre_promote hook veto.
 func vetoFile(n *clustertest.Node) string { return filepath.Join(n.Dir(), "pre-promote-veto") }

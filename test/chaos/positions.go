@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/failoverd/failoverd/cluster"
+	"github.com/failoverd/failoverd/controller"
 	"github.com/failoverd/failoverd/test/clustertest"
 	"github.com/failoverd/failoverd/zk"
 )
@@ -55,7 +56,7 @@ const (
 	FreezeLead = StalenessMargin + 2500*time.Millisecond
 	// FreezeShare is the share of (eligible) faults, in percent, with a
 	// lagging node.
-	FreezeShare  = 25
+	FreezeShare  = 15
 	PollInterval = 100 * time.Millisecond
 )
 
@@ -339,6 +340,35 @@ func (p *positions) logChanges(now, last map[string]string) {
 	}
 }
 
+// laggard picks the node lagging-failover freezes: a standby (in the
+// election now) that may lead, other than the leader, from pick; else any
+// node that may lead other than the leader; nil if there is none.
+func (e *Env) laggard(leader *clustertest.Node, pick int) *clustertest.Node {
+	var fallback *clustertest.Node
+	for k := range e.C.Nodes {
+		n := e.C.Nodes[(pick+k)%len(e.C.Nodes)]
+		if n == leader || !e.Policy.CanLead(n.ID) {
+			continue
+		}
+		if s, ok := n.Status(); ok && s.State == controller.StateStandby {
+			return n
+		}
+		if fallback == nil {
+			fallback = n
+		}
+	}
+	return fallback
+}
+
+// freezeShare is FreezeShare, or CHAOS_FREEZE_SHARE (percent) when set:
+// CHAOS_FREEZE_SHARE=100 makes a node lag in every fault that allows it.
+func freezeShare() int {
+	if v, err := strconv.Atoi(os.Getenv("CHAOS_FREEZE_SHARE")); err == nil {
+		return v
+	}
+	return FreezeShare
+}
+
 // lagNode is one fault's lagging node: frozen FreezeLead before the
 // injection, thawed before the heal.
 type lagNode struct {
@@ -353,7 +383,7 @@ type lagNode struct {
 // need a node to lead while they last get none (noVetoKinds).
 func (e *Env) newLagNode(kind string, id, roll, pick int, leader *clustertest.Node) *lagNode {
 	l := &lagNode{e: e, id: id}
-	if e.pos == nil || noVetoKinds[kind] || roll >= FreezeShare {
+	if e.pos == nil || e.noLag || noVetoKinds[kind] || roll >= freezeShare() {
 		return l
 	}
 	var cands []*clustertest.Node
