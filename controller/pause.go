@@ -171,7 +171,7 @@ func (c *Controller) trackHold(now time.Time) {
 	hold := c.l.health != healthcheck.Healthy && c.keepsUnhealthy(now)
 	if !hold {
 		if ps.holding && c.l.term != nil && c.l.health != healthcheck.Healthy {
-			c.log.Warn("failover cooldown over: the unhealthy leader steps down", "epoch", c.l.term.epoch)
+			c.log.Warn("the unhealthy leader is no longer held (cooldown over or cluster resumed): stepping down", "epoch", c.l.term.epoch)
 		}
 		ps.holding = false
 		return

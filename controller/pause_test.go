@@ -2,6 +2,7 @@ package controller_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -367,4 +368,143 @@ func TestCooldownNotAfterManualFailover(t *testing.T) {
 			t.Errorf("cooldown holds %d, want 0", n)
 		}
 	})
+}
+
+// pauseLog records, in fake time, when the fuzzer paused and resumed and
+// which operator's failover request stood.
+type pauseLog struct {
+	paused   []span // [From, To): To zero while paused
+	requests []req
+}
+
+type span struct{ From, To time.Time }
+
+type req struct {
+	at time.Time
+	to string // "": withdrawn
+}
+
+// pausedAt reports whether the cluster was paused strictly after it was
+// paused at t (the pause's own instant is not: a step the loop finished
+// at that instant may start a hook before it sees the pause).
+func (p *pauseLog) pausedAt(t time.Time) bool {
+	for _, s := range p.paused {
+		if t.After(s.From) && (s.To.IsZero() || t.Before(s.To)) {
+			return true
+		}
+	}
+	return false
+}
+
+// targetAt reports whether a request naming id stood at t: set at or
+// before t, within its 3 s timeout, and not replaced or withdrawn before t
+// (a change at t itself may reach the node after it acted).
+func (p *pauseLog) targetAt(id string, t time.Time) bool {
+	from := -1
+	for i, r := range p.requests {
+		if r.to == id && !r.at.After(t) {
+			from = i
+		}
+	}
+	if from < 0 || !t.Before(p.requests[from].at.Add(3*time.Second)) {
+		return false
+	}
+	for _, r := range p.requests[from+1:] {
+		if r.at.Before(t) {
+			return false
+		}
+	}
+	return true
+}
+
+// FuzzPause drives three nodes through random health changes, term ends,
+// demotes, cedes, failover requests, fence and promote trouble, pauses and
+// resumes, and checks the loop's invariants plus the pause's promise: no
+// fence, pre_promote or promote starts while the cluster is paused, except
+// on the target of a standing failover request.
+func FuzzPause(f *testing.F) {
+	f.Add([]byte{21, 0, 3, 12, 24, 4, 1, 15, 27, 30, 18, 9})
+	f.Add([]byte{22, 12, 21, 15, 16, 24, 6, 33, 13, 25, 3, 28, 21, 30})
+	f.Add([]byte{21, 15, 18, 22, 2, 5, 9, 24, 1, 10, 21, 33})
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		if len(ops) > 48 {
+			ops = ops[:48]
+		}
+		test(t, func(t *testing.T, w *controllertest.World) {
+			w.SetBreadcrumb(other("x", 1))
+			nodes := []*node{start(t, w, "a", prePromote(), cooldown(2*time.Second)), start(t, w, "b", following(time.Second)), start(t, w, "c")}
+			for _, n := range nodes {
+				n.healthy()
+			}
+			var log pauseLog
+			for i, op := range ops {
+				n := nodes[int(op)%3]
+				switch op / 3 % 12 {
+				case 0:
+					n.unhealthy()
+				case 1:
+					n.healthy()
+				case 2:
+					go n.c.Demote(context.Background(), "fuzz")
+				case 3:
+					if w.Term(n.id) != nil {
+						w.Expire(n.id)
+					}
+				case 4:
+					if w.Term(n.id) != nil {
+						w.ExpireSession(n.id)
+					}
+				case 5:
+					log.requests = append(log.requests, req{at: time.Now(), to: n.id})
+					w.SetFailover(&cluster.FailoverRequest{To: n.id, TimeoutMS: 3000, ID: fmt.Sprint(i)})
+				case 6:
+					log.requests = append(log.requests, req{at: time.Now()})
+					w.SetFailover(nil)
+				case 7:
+					if len(log.paused) == 0 || !log.paused[len(log.paused)-1].To.IsZero() {
+						log.paused = append(log.paused, span{From: time.Now()})
+					}
+					w.SetPause(maintenance)
+				case 8:
+					if len(log.paused) > 0 && log.paused[len(log.paused)-1].To.IsZero() {
+						log.paused[len(log.paused)-1].To = time.Now()
+					}
+					w.SetPause(nil)
+				case 9:
+					n.fence.Fail(1)
+				case 10:
+					n.hooks.On("promote", controllertest.Result{Take: time.Second})
+				case 11:
+					go n.c.Cede(context.Background(), time.Duration(op%3+1)*time.Second)
+				}
+				time.Sleep(time.Duration(op%5) * 200 * time.Millisecond)
+				synctest.Wait()
+				checkInvariants(t, w, nodes)
+				checkPaused(t, &log, nodes)
+			}
+			time.Sleep(time.Minute)
+			synctest.Wait()
+			checkInvariants(t, w, nodes)
+			checkPaused(t, &log, nodes)
+		})
+	})
+}
+
+// checkPaused: no fence, pre_promote or promote started while paused,
+// except on the target of a standing failover request.
+func checkPaused(t *testing.T, log *pauseLog, nodes []*node) {
+	t.Helper()
+	for _, n := range nodes {
+		for _, c := range n.hooks.Calls() {
+			if (c.Name == "promote" || c.Name == "pre_promote") && log.pausedAt(c.At) && !log.targetAt(n.id, c.At) {
+				t.Fatalf("%s started %s at %v while paused (%+v), not a failover target (%+v); hooks %v",
+					n.id, c.Name, c.At, log.paused, log.requests, n.hooks.Reasons())
+			}
+		}
+		for _, at := range n.fence.Times() {
+			if log.pausedAt(at) && !log.targetAt(n.id, at) {
+				t.Fatalf("%s fenced at %v while paused (%+v), not a failover target (%+v)", n.id, at, log.paused, log.requests)
+			}
+		}
+	}
 }
