@@ -47,6 +47,9 @@ const (
 	declineHandoff   = "handoff_preferred"
 	defaultPreempt   = 10 * time.Second
 	handoverFailHold = 10 * time.Minute
+	// handoverFailHoldMax bounds the hold of a node that failed several
+	// handovers in a row (it doubles per failure, see markFailed).
+	handoverFailHoldMax = 8 * time.Hour
 )
 
 // DeclineReasons lists the reasons a won term can decline to promote, for
@@ -283,7 +286,7 @@ func preemptCandidates(f preemptFacts) []peer {
 // a handover, the failover request as last seen, and, while this node
 // leads, the preemption candidates.
 type choiceState struct {
-	failed        map[string]time.Time     // node id: not a candidate until then (monotonic)
+	failed        map[string]failedHold    // node id: not a candidate until then
 	standing      *cluster.FailoverRequest // the request as last seen (nil: none)
 	standingUntil time.Time                // when this node's timer for it runs out
 	doneKey       string                   // key of the last request seen done
@@ -322,31 +325,51 @@ func (c *Controller) newRequest(to, reason string, timeout time.Duration) cluste
 		ID: NewInstance(), By: c.cfg.NodeID, Reason: reason}
 }
 
+// failedHold keeps a node that failed a handover out of the candidates.
+type failedHold struct {
+	until time.Time // monotonic
+	n     int       // handovers to it that failed in a row
+	key   string    // the request of the last failure (counted once)
+}
+
 // failedSet is a copy of the nodes that recently failed a handover, for a
 // worker.
 func (c *Controller) failedSet(now time.Time) map[string]bool {
 	out := map[string]bool{}
-	for id, until := range c.l.choice.failed {
-		if now.Before(until) {
+	for id, h := range c.l.choice.failed {
+		if now.Before(h.until) {
 			out[id] = true
 		}
 	}
 	return out
 }
 
-// markFailed keeps id out of the candidates for handoverFailHold: a handover
-// to it did not happen, and asking it again at every win would keep the
-// cluster without a leader.
-func (c *Controller) markFailed(id, why string) {
+// markFailed keeps id out of the candidates for a while: a handover to it
+// (request key) did not happen, and asking it again at every win would
+// keep the cluster without a leader. The hold doubles with each failed
+// request in a row (handoverFailHold up to handoverFailHoldMax), so that a
+// preferred node that always fails its takeover (a vetoing pre_promote, a
+// failing promote) does not cost the cluster a handover, and the leader a
+// demote, every handoverFailHold forever; a handover to it that works
+// ends the streak.
+func (c *Controller) markFailed(id, key, why string) {
 	ch := &c.l.choice
 	if id == "" || id == c.cfg.NodeID {
 		return
 	}
 	if ch.failed == nil {
-		ch.failed = map[string]time.Time{}
+		ch.failed = map[string]failedHold{}
 	}
-	ch.failed[id] = time.Now().Add(handoverFailHold)
-	c.log.Warn("failover target did not take over: not preferring it for a while", "target", id, "why", why, "for", handoverFailHold.String())
+	h := ch.failed[id]
+	if h.key == key && key != "" {
+		return // this request's failure is counted already
+	}
+	h.n++
+	h.key = key
+	d := min(handoverFailHold<<min(h.n-1, 16), handoverFailHoldMax)
+	h.until = time.Now().Add(d)
+	ch.failed[id] = h
+	c.log.Warn("failover target did not take over: not preferring it for a while", "target", id, "why", why, "for", d.String(), "failures_in_a_row", h.n)
 }
 
 // noteRequest follows the failover request as the watch (or this node)
@@ -360,11 +383,12 @@ func (c *Controller) noteRequest(r *cluster.FailoverRequest) {
 		if prev != nil && !prev.Done && prev.Reason != "" && prev.Key() != ch.doneKey {
 			// A node's request deleted before done: its target gave
 			// up (or the requester went).
-			c.markFailed(prev.To, "the request was deleted before the target was promoted")
+			c.markFailed(prev.To, prev.Key(), "the request was deleted before the target was promoted")
 		}
 		ch.standing = nil
 	case r.Done:
 		ch.doneKey, ch.standing = r.Key(), r
+		delete(ch.failed, r.To) // it took over: a later failure starts a new streak
 		if ch.mine[r.Key()] {
 			delete(ch.mine, r.Key())
 			c.withdraw(*r)
@@ -395,7 +419,7 @@ func (c *Controller) staleWithdrawal(r *cluster.FailoverRequest) bool {
 // onRequestExpired: this node's timer for r ran out.
 func (c *Controller) onRequestExpired(r cluster.FailoverRequest) {
 	if r.Key() != c.l.choice.doneKey {
-		c.markFailed(r.To, "the request timed out")
+		c.markFailed(r.To, r.Key(), "the request timed out")
 	}
 }
 
@@ -644,7 +668,7 @@ func (c *Controller) considerChoice(consider func(time.Time)) {
 		}
 		consider(ch.retryAt)
 	}
-	for _, until := range ch.failed {
-		consider(until) // a candidate again: preemption looks again
+	for _, h := range ch.failed {
+		consider(h.until) // a candidate again: preemption looks again
 	}
 }
