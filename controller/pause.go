@@ -37,7 +37,7 @@ import (
 //     election), unless a demote request or a failover request naming this
 //     node needs it; until the first report of the pause watch it waits at
 //     most Config.PauseWait, then demotes as it always did (unable to tell,
-//     it takes the safe side);
+//     it takes the safe side); it never campaigns before that first report;
 //   - follow hooks do not start (a restarted leader's service must not be
 //     repointed); what is due runs after the resume;
 //   - demote requests (an operator's, a failover target's rpc fence) and
@@ -73,6 +73,7 @@ type pauseState struct {
 	known     bool           // the watch reported at least once (or there is none)
 	cur       *cluster.Pause // nil: not paused
 	waitUntil time.Time      // the startup demote waits for known until then
+	waited    bool           // it gave up waiting (logged once)
 	skipped   bool           // the startup demote was skipped (logged once)
 
 	target      string    // key of a standing failover request naming this node
@@ -204,8 +205,11 @@ func (c *Controller) startupDemoteAllowed(now time.Time) bool {
 		if now.Before(ps.waitUntil) {
 			return false
 		}
-		c.log.Warn("the pause record could not be read in time; running the startup demote (the safe side)", "waited", c.cfg.PauseWait.String())
-		ps.known = true // from now on the watch's reports alone decide
+		if !ps.waited {
+			ps.waited = true
+			c.log.Warn("the pause record could not be read in time; running the startup demote (the safe side); not joining the election until it is read",
+				"waited", c.cfg.PauseWait.String())
+		}
 		return true
 	case c.paused():
 		if !ps.skipped {

@@ -219,7 +219,8 @@ func TestPauseDefersStartupDemote(t *testing.T) {
 }
 
 // A restarted daemon that cannot read the pause record waits for it at
-// most PauseWait, then demotes as it always did.
+// most PauseWait, then demotes as it always did; it joins the election
+// only once it read the record.
 func TestPauseUnknownDemotesAfterWait(t *testing.T) {
 	test(t, func(t *testing.T, w *controllertest.World) {
 		w.HidePause("a", true)
@@ -228,6 +229,9 @@ func TestPauseUnknownDemotesAfterWait(t *testing.T) {
 		time.Sleep(5 * time.Second)
 		a.wantHooks()
 		time.Sleep(6 * time.Second)
+		a.wantHooks("demote:startup")
+		a.want(controller.StateOut)
+		w.HidePause("a", false)
 		a.want(controller.StateLeader)
 		a.wantHooks("demote:startup", "promote:elected")
 	})

@@ -95,6 +95,9 @@ func printPause(w io.Writer, v clusterView) {
 		return
 	}
 	fmt.Fprintf(w, "PAUSED %s\n", pauseLine(*v.Pause))
+	if noLeaderReason(v.Members) != "" {
+		return // status says why nobody may lead
+	}
 	for _, m := range v.Members {
 		if m.State == cluster.StateLeader {
 			return
