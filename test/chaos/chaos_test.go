@@ -22,30 +22,9 @@ func TestChaosSlice(t *testing.T) {
 	if testing.Short() {
 		t.Skip("chaos slice: real cluster, about 3 minutes")
 	}
-	r := run(t, schedule{seed: SliceSeed, mode: "fair", kinds: sliceKinds(), noLag: !LagRuleLanded,
+	r := run(t, schedule{seed: SliceSeed, mode: "fair", kinds: AllKinds,
 		replay: fmt.Sprintf("go test -run 'TestChaosSlice$' ./test/chaos/ (seed %d, every kind once)", SliceSeed)})
 	report(t, r)
-}
-
-// LagRuleLanded says whether the controller applies election.max_lag at a
-// win yet (issue 13, built in parallel): until it does, a lagging node
-// promotes (promoted_lagging, as TestChaosKinds with
-// CHAOS_KINDS=lagging-failover shows), so the slice in `make test` leaves
-// lagging nodes out. Long runs and TestChaosKinds keep them.
-const LagRuleLanded = false
-
-// sliceKinds is AllKinds, without lagging-failover until LagRuleLanded.
-func sliceKinds() []string {
-	if LagRuleLanded {
-		return AllKinds
-	}
-	var ks []string
-	for _, k := range AllKinds {
-		if k != LaggingFailover {
-			ks = append(ks, k)
-		}
-	}
-	return ks
 }
 
 // TestChaosSliceUnfair is the unfair-mode part of the slice: lost replies
@@ -123,7 +102,6 @@ type schedule struct {
 	kinds  []string
 	fixed  bool // kinds in the order given, not shuffled
 	zero   bool // one node has priority 0 whatever the seed draws
-	noLag  bool // no node lags (see LagRuleLanded)
 	replay string
 }
 
@@ -144,7 +122,6 @@ func run(t *testing.T, s schedule) ran {
 	e := NewEnvPolicy(t, seed, s.mode, pol)
 	m := NewNemesis(e, seed)
 	m.kinds = s.kinds
-	e.noLag = s.noLag
 	if !e.WaitRecovered(LivenessBound) {
 		t.Fatal("no leader writing at the start")
 	}

@@ -65,7 +65,7 @@ const (
 
 // AllViolationKinds lists every kind, for the summary.
 var AllViolationKinds = []string{VOverlap, VStaleWrite, VWrongWriter, VUnpromoted, VEpochOrder, VStaleLeader, VPromoteAfterFailedFence,
-	VZnodeDeleted, VFollowBadLeader, VFollowInTerm, VPromotedPriorityZero, VPromotedAfterVeto, VPromotedLagging, VLiveness, VNoTakeover, VLockedOut, VExit, VCrash, VGoroutines, VFDs, VUnhealedFaults}
+	VZnodeDeleted, VFollowBadLeader, VFollowInTerm, VPromotedPriorityZero, VPromotedAfterVeto, VPromotedAfterDecline, VPromotedLagging, VLiveness, VNoTakeover, VLockedOut, VExit, VCrash, VGoroutines, VFDs, VUnhealedFaults}
 
 // Violation is one failed property.
 type Violation struct {
@@ -170,6 +170,12 @@ type Report struct {
 	// many of them their target completed.
 	Handovers     map[string]int
 	HandoversDone int
+	// The daemons' own decisions (their logs): won terms handed over to a
+	// better candidate, won terms declined (lagging, positions unreadable),
+	// and leaders that handed over to a higher priority (preemption).
+	HandoversAtWin int
+	Declines       int
+	Preemptions    int
 	// Positions (positions.go): election.max_lag (0: not in play), the
 	// lagging nodes frozen, leader positions the poller saw published, and
 	// elections won by a node that lagged while a caught-up candidate

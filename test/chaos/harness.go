@@ -80,7 +80,6 @@ type Env struct {
 	// what the daemons published (positions.go).
 	posDir string
 	pos    *positions
-	noLag  bool // no node lags in any fault
 }
 
 // NewEnv starts the store, a 3-server ensemble and three nodes whose

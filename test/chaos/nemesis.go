@@ -467,7 +467,7 @@ func (m *Nemesis) Step(kind string) bool {
 		inject(l.ID, "lagging", x.ID)
 		e.expectKill(l)
 		l.Kill(syscall.SIGKILL)
-		time.Sleep(holdIn(SessionTimeout+3*time.Second, SessionTimeout+6*time.Second))
+		time.Sleep(holdIn(SessionTimeout+2*time.Second, SessionTimeout+4*time.Second))
 		l.Start()
 		e.pos.thaw(x, id)
 		heal(l.ID)

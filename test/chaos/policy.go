@@ -36,6 +36,12 @@ const (
 	// The pre_promote hook's own lines (clustertest's pre_promote.sh).
 	KindPrePromote     = "pre_promote"
 	KindPrePromoteVeto = "pre_promote_veto"
+	// The daemons' decisions (their logs): a won term handed over to a
+	// better candidate (to= reason= epoch=), a won term declined (why=
+	// epoch= asked=), a leader handing over to a higher priority (to=).
+	KindHandoverAtWin = "handover_at_win"
+	KindDeclined      = "declined"
+	KindPreempt       = "preempt"
 )
 
 func init() {
@@ -50,6 +56,9 @@ const (
 	// A node ran its promote hook in a term (node and epoch) in which its
 	// pre_promote hook had vetoed.
 	VPromotedAfterVeto = "promoted_after_veto"
+	// A node ran its promote hook in a term in which it had decided not to
+	// (it handed over to a better candidate, or declined as lagging).
+	VPromotedAfterDecline = "promoted_after_decline"
 )
 
 // VetoShare is the share of (eligible) faults, in percent, during which one
@@ -208,6 +217,7 @@ func checkPolicy(h History, r *Report, add func(string, time.Time, string, ...an
 		epoch int64
 	}
 	vetoed := map[key]time.Time{}
+	declined := map[key]time.Time{}                         // terms that handed over or declined
 	handovers, done := map[string]bool{}, map[string]bool{} // request ids
 	r.Handovers = map[string]int{}
 	for _, e := range h {
@@ -223,10 +233,23 @@ func checkPolicy(h History, r *Report, add func(string, time.Time, string, ...an
 			if zero[node] {
 				add(VPromotedPriorityZero, e.At, "%s, configured with priority 0, ran its promote hook at epoch %d", node, e.Int("epoch"))
 			}
+			if at, ok := declined[key{node, e.Int("epoch")}]; ok {
+				add(VPromotedAfterDecline, e.At, "%s promoted at epoch %d although it decided at %s not to (handed over or declined)",
+					node, e.Int("epoch"), at.Format("15:04:05.000"))
+			}
 			if at, ok := vetoed[key{node, e.Int("epoch")}]; ok {
 				add(VPromotedAfterVeto, e.At, "%s promoted at epoch %d although its pre_promote vetoed that term at %s",
 					node, e.Int("epoch"), at.Format("15:04:05.000"))
 			}
+		case KindHandoverAtWin, KindDeclined:
+			if e.Kind == KindHandoverAtWin {
+				r.HandoversAtWin++
+			} else {
+				r.Declines++
+			}
+			declined[key{node, e.Int("epoch")}] = e.At
+		case KindPreempt:
+			r.Preemptions++
 		case KindPrePromote:
 			r.PrePromotes++
 		case KindPrePromoteVeto:

@@ -1,8 +1,12 @@
 package chaos
 
 import (
+	"log/slog"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -26,6 +30,8 @@ const policyHistory = `
 3040 daemon state node=node-b from=fencing to=standby reason=pre_promote_veto epoch=20
 3500 nemesis veto phase=off node=node-b fault=1
 3500 nemesis fault phase=heal kind=kill-daemon id=1 target=node-a
+4100 daemon elected node=node-a epoch=25
+4110 daemon handover_at_win node=node-a to=node-b reason=preferred_priority epoch=25
 4500 daemon elected node=node-b epoch=30
 4510 hook pre_promote node=node-b epoch=30
 4520 hook promote node=node-b epoch=30
@@ -37,12 +43,15 @@ const policyHistory = `
 func TestCheckPolicyClean(t *testing.T) {
 	r := Check(hist(t, policyHistory), cfg)
 	for _, v := range r.Violations {
-		if v.Kind == VPromotedPriorityZero || v.Kind == VPromotedAfterVeto {
+		if v.Kind == VPromotedPriorityZero || v.Kind == VPromotedAfterVeto || v.Kind == VPromotedAfterDecline {
 			t.Errorf("violation in a clean policy history: %v", v)
 		}
 	}
-	if !slices.Equal(r.PriorityZero, []string{"node-c"}) || r.ElectionsWithoutZero != 2 {
-		t.Errorf("priority 0: %v judged over %d elections, want [node-c] over 2", r.PriorityZero, r.ElectionsWithoutZero)
+	if !slices.Equal(r.PriorityZero, []string{"node-c"}) || r.ElectionsWithoutZero != 3 {
+		t.Errorf("priority 0: %v judged over %d elections, want [node-c] over 3", r.PriorityZero, r.ElectionsWithoutZero)
+	}
+	if r.HandoversAtWin != 1 || r.Declines != 0 {
+		t.Errorf("handovers at a win %d, declines %d; want 1, 0", r.HandoversAtWin, r.Declines)
 	}
 	if r.Handovers["preferred_priority"] != 1 || r.Handovers["operator"] != 0 || r.HandoversDone != 1 {
 		t.Errorf("handovers %v, %d done; want one for priority, done", r.Handovers, r.HandoversDone)
@@ -69,6 +78,16 @@ func TestCheckPolicy(t *testing.T) {
 0 hook promote node=node-c epoch=10
 100 nemesis node_config node=node-c priority=0 pre_promote=true
 `, VPromotedPriorityZero},
+		{"promoted after handing over", `
+3000 daemon elected node=node-b epoch=20
+3010 daemon handover_at_win node=node-b to=node-a reason=preferred_priority epoch=20
+3040 hook promote node=node-b epoch=20
+`, VPromotedAfterDecline},
+		{"promoted after declining", `
+3000 daemon elected node=node-b epoch=20
+3010 daemon declined node=node-b why=lagging epoch=20 asked=node-a
+3040 hook promote node=node-b epoch=20
+`, VPromotedAfterDecline},
 		{"promoted after a veto", `
 3000 daemon elected node=node-b epoch=20
 3020 hook pre_promote node=node-b epoch=20
@@ -84,7 +103,7 @@ func TestCheckPolicy(t *testing.T) {
 				case c.want:
 					found = true
 					t.Logf("caught: %v", v)
-				case VPromotedPriorityZero, VPromotedAfterVeto:
+				case VPromotedPriorityZero, VPromotedAfterVeto, VPromotedAfterDecline:
 					t.Errorf("unexpected violation %v", v)
 				}
 			}
@@ -131,4 +150,38 @@ func countZero(p Policy) int {
 		}
 	}
 	return n
+}
+
+// The daemons' decisions are read from their logs, with the messages the
+// controller logs (a renamed message would make the rules judge nothing).
+func TestParseDaemonLogDecisions(t *testing.T) {
+	var b strings.Builder
+	l := slog.New(slog.NewJSONHandler(&b, nil))
+	l.Info("elected while a better candidate waits: handing over without fencing or promoting", "to", "node-b", "reason", "preferred_priority", "epoch", 7)
+	l.Warn("elected but not promoting", "why", "not promoting: this node is lagging", "epoch", 8, "asked", "node-c")
+	l.Info("handing leadership over to a standby of a higher priority", "to", "node-b", "priority", 3, "epoch", 9)
+	evs := ParseDaemonLog(strings.NewReader(b.String()), "node-a")
+	want := []string{KindHandoverAtWin, KindDeclined, KindPreempt}
+	if len(evs) != len(want) {
+		t.Fatalf("parsed %+v", evs)
+	}
+	for i, e := range evs {
+		if e.Kind != want[i] || e.Get("node") != "node-a" || e.Int("epoch") != int64(7+i) {
+			t.Errorf("event %d: %+v, want %s at epoch %d", i, e, want[i], 7+i)
+		}
+	}
+	files, _ := filepath.Glob("../../controller/*.go")
+	var src strings.Builder
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src.Write(b)
+	}
+	for msg, kind := range daemonMessages {
+		if (kind == KindHandoverAtWin || kind == KindDeclined || kind == KindPreempt) && !strings.Contains(src.String(), `"`+msg+`"`) {
+			t.Errorf("package controller no longer logs %q", msg)
+		}
+	}
 }

@@ -73,8 +73,8 @@ func Summary(r Report, seed uint64, replay string) string {
 	}
 	fmt.Fprintf(&b, "priorities: %s; priority 0: %s\n", strings.Join(r.Priorities, " "), zero)
 	fmt.Fprintf(&b, "pre_promote runs: %d, vetoes: %d (a veto was on during %d faults)\n", r.PrePromotes, r.Vetoes, r.VetoFaults)
-	fmt.Fprintf(&b, "handovers asked by a node: %d for a higher priority, %d for a more advanced position (%d completed)\n",
-		r.Handovers["preferred_priority"], r.Handovers["preferred_position"], r.HandoversDone)
+	fmt.Fprintf(&b, "handovers asked by a node: %d for a higher priority, %d for a more advanced position (%d completed); won terms handed over: %d, declined: %d; preemptions: %d\n",
+		r.Handovers["preferred_priority"], r.Handovers["preferred_position"], r.HandoversDone, r.HandoversAtWin, r.Declines, r.Preemptions)
 	fmt.Fprintf(&b, "positions: max_lag %d, %d lagging nodes frozen, %d leader positions published, %d elections won by a lagging node (each must decline)\n",
 		r.MaxLag, r.Freezes, r.LeaderPositions, r.LaggingWins)
 	margin := "none"
@@ -139,6 +139,9 @@ func Combine(a, b Report) Report {
 		}
 	}
 	r.HandoversDone += b.HandoversDone
+	r.HandoversAtWin += b.HandoversAtWin
+	r.Declines += b.Declines
+	r.Preemptions += b.Preemptions
 	r.MaxLag = max(r.MaxLag, b.MaxLag)
 	r.Freezes += b.Freezes
 	r.LeaderPositions += b.LeaderPositions
