@@ -101,6 +101,25 @@ func TestPauseLeaderLostNotReplacedUntilResume(t *testing.T) {
 	})
 }
 
+// A paused leader whose lease runs out demotes as always (cut off, it
+// cannot know whether the pause still holds), unhealthy or not.
+func TestPauseLeaseLossStillDemotes(t *testing.T) {
+	test(t, func(t *testing.T, w *controllertest.World) {
+		a := leader(t, w, "a")
+		w.SetPause(maintenance)
+		synctest.Wait() // the pause reached a
+		a.unhealthy()
+		time.Sleep(10 * time.Second)
+		a.want(controller.StateLeader)
+		w.Expire("a")
+		a.want(controller.StateOut)
+		a.wantHooks("demote:startup", "promote:elected", "demote:lease_expired")
+		if w.Leader() != "" {
+			t.Errorf("leader %q while paused after the lease ran out", w.Leader())
+		}
+	})
+}
+
 // failover --to works while paused: the leader hands over, the target
 // promotes and then leads as any paused leader; a third node stays out.
 func TestPauseFailoverTargetTakesOver(t *testing.T) {
