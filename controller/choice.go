@@ -523,7 +523,7 @@ func (c *Controller) choose(tm *term, r *termReads, failed map[string]bool) *win
 		o.req = &req
 		ctx, cancel := context.WithTimeout(tm.ctx, 5*time.Second)
 		defer cancel()
-		o.reqErr = c.rec.RequestFailover(ctx, req)
+		o.reqErr = c.rec.ProposeFailover(ctx, req)
 	}
 	return o
 }
@@ -637,7 +637,7 @@ func (c *Controller) preemptIfDue(now time.Time) {
 		go func() {
 			ctx, cancel := context.WithTimeout(tm.ctx, 5*time.Second)
 			defer cancel()
-			c.send(preemptWritten{epoch: tm.epoch, req: req, err: c.rec.RequestFailover(ctx, req)})
+			c.send(preemptWritten{epoch: tm.epoch, req: req, err: c.rec.ProposeFailover(ctx, req)})
 		}()
 		return
 	}

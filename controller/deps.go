@@ -55,9 +55,10 @@ type Records interface {
 	// ExpireFailover deletes the failover request with key id if it is
 	// still there and not done.
 	ExpireFailover(ctx context.Context, id string) error
-	// RequestFailover writes a failover request (replacing any), as the
-	// CLI's failover --to does: this node hands over to a better one.
-	RequestFailover(ctx context.Context, r cluster.FailoverRequest) error
+	// ProposeFailover writes a failover request as the CLI's failover
+	// --to does (this node hands over to a better one), but fails when a
+	// request that is not done stands: it never replaces an operator's.
+	ProposeFailover(ctx context.Context, r cluster.FailoverRequest) error
 	// WithdrawFailover deletes the request with key id if this node's
 	// current session wrote it.
 	WithdrawFailover(ctx context.Context, id string) error

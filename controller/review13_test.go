@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/failoverd/failoverd/cluster"
 	"github.com/failoverd/failoverd/controller"
 	"github.com/failoverd/failoverd/controller/controllertest"
 )
@@ -35,5 +36,32 @@ func TestPreemptionToANodeThatAlwaysFailsBacksOff(t *testing.T) {
 			t.Errorf("b handed over to the always-vetoing a %d times in 8 h, want 2..7", n)
 		}
 		b.want(controller.StateLeader)
+	})
+}
+
+// A leader's handover to a standby of a higher priority (preemption) never
+// replaces an operator's failover request that its watch has not reported
+// yet: the operator is in charge. The request it read before deciding may
+// be older than one written since; replacing it sent the cluster to the
+// node the leader chose, and the operator's failover --to timed out.
+func TestPreemptionDoesNotReplaceAnOperatorsRequest(t *testing.T) {
+	test(t, func(t *testing.T, w *controllertest.World) {
+		b := leader(t, w, "b", preemptAfter(5*time.Second))
+		c := start(t, w, "c")
+		c.healthy()
+		c.want(controller.StateStandby)
+		a := start(t, w, "a", priority(2))
+		a.healthy()
+		a.want(controller.StateStandby)
+		w.HideFailover(true) // the watches report the request late
+		w.SetFailover(&cluster.FailoverRequest{To: "c", TimeoutMS: 60000, ID: "op", By: "failoverd failover"})
+		time.Sleep(10 * time.Second) // past preempt_after
+		if r := w.Failover(); r == nil || r.ID != "op" {
+			t.Fatalf("request %+v after b's preemption, want the operator's (to c) kept", r)
+		}
+		w.HideFailover(false)
+		c.want(controller.StateLeader)
+		a.want(controller.StateStandby)
+		b.want(controller.StateStandby)
 	})
 }

@@ -525,6 +525,51 @@ func (s *Store) RequestFailover(ctx context.Context, r cluster.FailoverRequest) 
 	}
 }
 
+// ErrFailoverStands is ProposeFailover's refusal: a request that is not
+// done stands already.
+var ErrFailoverStands = errors.New("a failover request stands already")
+
+// ProposeFailover writes r, a request a node makes by itself (a handover
+// to a better candidate), as RequestFailover does, but only when no
+// request stands: none, or one that is done or unreadable. It never
+// replaces a standing request (an operator's failover --to, or another
+// node's handover), which it reports with ErrFailoverStands: the operator
+// is in charge, and the request read before deciding may be older than
+// one written since.
+func (s *Store) ProposeFailover(ctx context.Context, r cluster.FailoverRequest) error {
+	sess, err := s.session(ctx)
+	if err != nil {
+		return err
+	}
+	path := s.layout.Failover()
+	data, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	for attempt := 0; ; attempt++ {
+		cur, st, err := s.getFailover(ctx, sess)
+		if err != nil {
+			return err
+		}
+		if cur != nil && !cur.Done {
+			return fmt.Errorf("not writing the failover request to %s: %w (to %s, by %s)", r.To, ErrFailoverStands, cur.To, cur.By)
+		}
+		create := zk.CreateOp{Path: path, Data: data, Mode: zk.Ephemeral}
+		if st.Czxid == 0 { // none there
+			_, _, err = sess.Create(ctx, path, data, zk.Ephemeral)
+		} else { // done or unreadable: replace exactly what was read
+			err = sess.Multi(ctx, zk.DeleteOp{Path: path, Version: st.Version}, create)
+		}
+		if (errors.Is(err, zk.ErrNodeExists) || errors.Is(err, zk.ErrBadVersion) || errors.Is(err, zk.ErrNoNode)) && attempt < 3 {
+			continue // changed since we read it: judge again
+		}
+		if err != nil {
+			return fmt.Errorf("writing the failover request %s: %w", path, err)
+		}
+		return nil
+	}
+}
+
 // WithdrawFailover deletes the failover request whose Key is id, and only
 // if it is an ephemeral of our current session: another requester may have
 // replaced it meanwhile. Nothing there (or not ours) is not an error.

@@ -595,6 +595,25 @@ func (n *Node) RequestFailover(ctx context.Context, r cluster.FailoverRequest) e
 	return nil
 }
 
+// ProposeFailover stores r unless a request that is not done stands
+// (ErrFailoverStands), as zkcluster's does.
+func (n *Node) ProposeFailover(ctx context.Context, r cluster.FailoverRequest) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	w := n.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.failover != nil && !w.failover.Done {
+		return ErrFailoverStands
+	}
+	w.setFailoverLocked(&r)
+	return nil
+}
+
+// ErrFailoverStands is ProposeFailover's refusal.
+var ErrFailoverStands = errors.New("controllertest: a failover request stands already")
+
 // WithdrawFailover deletes the request with key id (whoever wrote it:
 // the world has no sessions).
 func (n *Node) WithdrawFailover(ctx context.Context, id string) error {
