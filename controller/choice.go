@@ -455,6 +455,16 @@ func (c *Controller) withdraw(r cluster.FailoverRequest) {
 	}()
 }
 
+// requestFailover writes r unless a request that is not done stands
+// (ProposeFailover: never over an operator's). Not under the term's context: the failover
+// watch may report r, and the loop end the term for it, before the write's
+// answer arrives, and a write that happened must not read as failed.
+func (c *Controller) requestFailover(r cluster.FailoverRequest) error {
+	ctx, cancel := context.WithTimeout(c.l.bg, 5*time.Second)
+	defer cancel()
+	return c.rec.ProposeFailover(ctx, r)
+}
+
 // ownRequest records r, a request this node wrote and acts on now.
 func (c *Controller) ownRequest(r cluster.FailoverRequest) {
 	ch := &c.l.choice
@@ -521,9 +531,7 @@ func (c *Controller) choose(tm *term, r *termReads, failed map[string]bool) *win
 	if d.To != "" {
 		req := c.newRequest(d.To, d.Reason, c.handoverTimeout(tm.t))
 		o.req = &req
-		ctx, cancel := context.WithTimeout(tm.ctx, 5*time.Second)
-		defer cancel()
-		o.reqErr = c.rec.ProposeFailover(ctx, req)
+		o.reqErr = c.requestFailover(req)
 	}
 	return o
 }
@@ -634,11 +642,7 @@ func (c *Controller) preemptIfDue(now time.Time) {
 		req := c.newRequest(p.ID, reasonPreferredPriority, c.handoverTimeout(tm.t))
 		ch.preempting = true
 		c.log.Info("handing leadership over to a standby of a higher priority", "to", p.ID, "priority", p.Priority, "waited", now.Sub(ch.waiting[p.ID]).Round(time.Millisecond).String(), "epoch", tm.epoch)
-		go func() {
-			ctx, cancel := context.WithTimeout(tm.ctx, 5*time.Second)
-			defer cancel()
-			c.send(preemptWritten{epoch: tm.epoch, req: req, err: c.rec.ProposeFailover(ctx, req)})
-		}()
+		go func() { c.send(preemptWritten{epoch: tm.epoch, req: req, err: c.requestFailover(req)}) }()
 		return
 	}
 }

@@ -338,6 +338,12 @@ func (c *Controller) onWritten(tm *term, r stepResult) {
 // the start of a term asks for.
 func (c *Controller) onRead(tm *term, r stepResult) {
 	l := &c.l
+	if r.choice != nil && c.onChoice(tm, r.choice) {
+		// The rules chose another node (or none): also when the term
+		// ended meanwhile (the failover watch may report the request
+		// written, and end the term for it, before this result).
+		return
+	}
 	if tm.ctx.Err() != nil {
 		tm.phase = phRelease
 		return
@@ -351,9 +357,6 @@ func (c *Controller) onRead(tm *term, r stepResult) {
 		c.log.Info("elected while a manual failover to another node stands; giving leadership back", "to", req.To, "epoch", tm.epoch)
 		c.onFailoverSeen(req)
 		tm.phase = phRelease
-		return
-	}
-	if r.choice != nil && c.onChoice(tm, r.choice) {
 		return
 	}
 	tm.version = r.version
