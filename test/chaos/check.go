@@ -184,6 +184,7 @@ type Report struct {
 	Freezes         int
 	LeaderPositions int
 	LaggingWins     int
+	LaggingDeclined int // of LaggingWins, those the daemon logged it declined
 }
 
 // Count returns the number of violations of kind.

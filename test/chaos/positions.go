@@ -475,6 +475,7 @@ func checkLagging(h History, r *Report, add func(string, time.Time, string, ...a
 	published := map[string]time.Time{} // node -> since when every poll showed a position
 	var leader []obs
 	elected := map[string]election{}
+	judged := map[string]bool{}      // node|epoch of the lagging wins
 	up := map[string]time.Time{}     // node -> since when its daemon runs
 	struck := map[string]time.Time{} // node -> when the last fault aimed at it healed (zero: one is on)
 	faultTarget := map[string]string{}
@@ -556,6 +557,11 @@ func checkLagging(h History, r *Report, add func(string, time.Time, string, ...a
 			elected[node] = election{e.At, e.Int("epoch")}
 			if _, ok := lagging(node, e.At); ok {
 				r.LaggingWins++
+				judged[node+"|"+e.Get("epoch")] = true
+			}
+		case KindDeclined:
+			if judged[node+"|"+e.Get("epoch")] {
+				r.LaggingDeclined++
 			}
 		case "promote":
 			el, ok := elected[node]

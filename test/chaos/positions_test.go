@@ -33,6 +33,7 @@ const lagBase = `
 
 // lagTail is node-b's decline and node-c's takeover.
 const lagTail = `
+9050 daemon declined node=node-b why=lagging epoch=20 asked=node-c
 9100 daemon state node=node-b from=fencing to=standby reason=lagging epoch=20
 9500 daemon elected node=node-c epoch=30
 9600 hook promote node=node-c epoch=30
@@ -55,9 +56,9 @@ func TestCheckLaggingClean(t *testing.T) {
 	if n := r.Count(VPromotedLagging); n != 0 {
 		t.Fatalf("%d promoted_lagging in a clean history", n)
 	}
-	if r.MaxLag != 1500 || r.Freezes != 1 || r.LeaderPositions != 3 || r.LaggingWins != 1 {
-		t.Errorf("max_lag %d, freezes %d, leader positions %d, lagging wins %d; want 1500, 1, 3, 1",
-			r.MaxLag, r.Freezes, r.LeaderPositions, r.LaggingWins)
+	if r.MaxLag != 1500 || r.Freezes != 1 || r.LeaderPositions != 3 || r.LaggingWins != 1 || r.LaggingDeclined != 1 {
+		t.Errorf("max_lag %d, freezes %d, leader positions %d, lagging wins %d (%d declined); want 1500, 1, 3, 1 (1)",
+			r.MaxLag, r.Freezes, r.LeaderPositions, r.LaggingWins, r.LaggingDeclined)
 	}
 }
 

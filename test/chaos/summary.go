@@ -75,8 +75,8 @@ func Summary(r Report, seed uint64, replay string) string {
 	fmt.Fprintf(&b, "pre_promote runs: %d, vetoes: %d (a veto was on during %d faults)\n", r.PrePromotes, r.Vetoes, r.VetoFaults)
 	fmt.Fprintf(&b, "handovers asked by a node: %d for a higher priority, %d for a more advanced position (%d completed); won terms handed over: %d, declined: %d; preemptions: %d\n",
 		r.Handovers["preferred_priority"], r.Handovers["preferred_position"], r.HandoversDone, r.HandoversAtWin, r.Declines, r.Preemptions)
-	fmt.Fprintf(&b, "positions: max_lag %d, %d lagging nodes frozen, %d leader positions published, %d elections won by a lagging node (each must decline)\n",
-		r.MaxLag, r.Freezes, r.LeaderPositions, r.LaggingWins)
+	fmt.Fprintf(&b, "positions: max_lag %d, %d lagging nodes frozen, %d leader positions published, %d elections won by a lagging node (each must not promote; %d logged it declined)\n",
+		r.MaxLag, r.Freezes, r.LeaderPositions, r.LaggingWins, r.LaggingDeclined)
 	margin := "none"
 	if r.LeaseHandoffs > 0 {
 		margin = ms(r.MinHandoffMargin)
@@ -146,6 +146,7 @@ func Combine(a, b Report) Report {
 	r.Freezes += b.Freezes
 	r.LeaderPositions += b.LeaderPositions
 	r.LaggingWins += b.LaggingWins
+	r.LaggingDeclined += b.LaggingDeclined
 	if b.LeaseHandoffs > 0 && (a.LeaseHandoffs == 0 || b.MinHandoffMargin < a.MinHandoffMargin) {
 		r.MinHandoffMargin = b.MinHandoffMargin
 	}
