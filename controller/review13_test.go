@@ -2,7 +2,9 @@ package controller_test
 
 import (
 	"errors"
+	"fmt"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/failoverd/failoverd/cluster"
@@ -63,5 +65,99 @@ func TestPreemptionDoesNotReplaceAnOperatorsRequest(t *testing.T) {
 		c.want(controller.StateLeader)
 		a.want(controller.StateStandby)
 		b.want(controller.StateStandby)
+	})
+}
+
+// FuzzIssue13 drives three nodes through random sequences of issue 13's
+// inputs (pause and resume, operators' and nodes' failover requests,
+// positions and the leader position under election.max_lag, preemption)
+// next to the classic faults, and checks FuzzLoop's invariants after every
+// step; at the end, with the faults healed and the cluster resumed, one
+// node must lead (nothing may leave the cluster leaderless for good).
+func FuzzIssue13(f *testing.F) {
+	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15})
+	f.Add([]byte{12, 25, 27, 30, 3, 40, 13, 9, 28, 29, 33, 1, 18, 21})
+	f.Add([]byte{27, 31, 34, 4, 24, 30, 36, 39, 1, 15, 16, 5, 13})
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		if len(ops) > 48 {
+			ops = ops[:48]
+		}
+		test(t, func(t *testing.T, w *controllertest.World) {
+			w.SetBreadcrumb(other("x", 1))
+			nodes := []*node{
+				start(t, w, "a", priority(2), preemptAfter(2*time.Second), maxLag(100)),
+				start(t, w, "b", preemptAfter(2*time.Second), maxLag(100), prePromote()),
+				start(t, w, "c", maxLag(100)),
+			}
+			for _, n := range nodes {
+				n.healthy()
+			}
+			for i, op := range ops {
+				n := nodes[int(op)%3]
+				switch op / 3 % 14 {
+				case 0:
+					n.unhealthy()
+				case 1:
+					n.healthy()
+				case 2:
+					if w.Term(n.id) != nil {
+						w.Expire(n.id)
+					}
+				case 3:
+					if w.Term(n.id) != nil {
+						w.ExpireSession(n.id)
+					}
+				case 4:
+					w.SetPause(maintenance)
+				case 5:
+					w.SetPause(nil)
+				case 6:
+					w.SetFailover(&cluster.FailoverRequest{To: n.id, TimeoutMS: 3000, ID: fmt.Sprint("op", i)})
+				case 7:
+					w.SetFailover(nil)
+				case 8:
+					w.SetFailover(&cluster.FailoverRequest{To: n.id, TimeoutMS: 3000, ID: fmt.Sprint("node", i), By: "z", Reason: cluster.ReasonPreferredPosition})
+				case 9:
+					p := int64(op) * 7
+					n.be.SetPosition(&p)
+				case 10:
+					w.SetLeaderPosition(&cluster.LeaderPosition{NodeID: "x", Epoch: 1, Position: int64(op) * 5})
+				case 11:
+					n.fence.Fail(1)
+				case 12:
+					n.hooks.On("promote", controllertest.Result{Err: errors.New("fuzz"), Take: 300 * time.Millisecond})
+				case 13:
+					n.hooks.On("pre_promote", controllertest.Result{Err: errors.New("fuzz veto"), Take: 200 * time.Millisecond})
+				}
+				time.Sleep(time.Duration(op%7) * 150 * time.Millisecond)
+				synctest.Wait()
+				checkInvariants(t, w, nodes)
+			}
+			// Heal: resumed, no request, everyone healthy and caught up.
+			w.SetPause(nil)
+			w.SetFailover(nil)
+			w.SetLeaderPosition(nil)
+			for _, n := range nodes {
+				p := int64(1000)
+				n.be.SetPosition(&p)
+				n.healthy()
+			}
+			time.Sleep(20 * time.Minute)
+			synctest.Wait()
+			checkInvariants(t, w, nodes)
+			leaders := 0
+			for _, n := range nodes {
+				if n.state() == controller.StateLeader {
+					leaders++
+				}
+			}
+			if leaders != 1 {
+				var states []string
+				for _, n := range nodes {
+					states = append(states, fmt.Sprintf("%s=%s (%s)", n.id, n.state(), n.c.Status().LastError))
+				}
+				t.Fatalf("%d leaders 20 min after healing: %v", leaders, states)
+			}
+		})
 	})
 }
