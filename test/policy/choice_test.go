@@ -136,8 +136,11 @@ func choiceWaitLeads(t *testing.T, c *clustertest.Cluster, n *clustertest.Node, 
 	t.Helper()
 	if !n.WaitState(timeout, "leader") {
 		c.DumpLogs()
-		l := c.Leader()
-		t.Fatalf("%s does not lead within %v (leader %v)", n.ID, timeout, l)
+		leader := "none"
+		if l := c.Leader(); l != nil {
+			leader = l.ID
+		}
+		t.Fatalf("%s does not lead within %v (leader: %s)", n.ID, timeout, leader)
 	}
 }
 
