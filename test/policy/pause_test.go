@@ -14,10 +14,15 @@ import (
 // Issue 13, maintenance mode and the failover cooldown, end to end (real
 // ZooKeeper, real failoverd processes, the toy service).
 
+// session is the clusters' session timeout: 4 s, so that a loaded machine
+// does not add a leadership change of its own (a lease lost to a stalled
+// daemon) in the middle of a test.
+const session = 4 * time.Second
+
 // holdFor is how long a test watches a paused cluster for a failover that
 // must not happen: well over 3 times the usual failover time here (an
 // unhealthy leader is replaced in about 0.5 s, a crashed one in about one
-// session timeout, 2 s).
+// session timeout, 4 s: that test waits 3 × session + 1 s).
 const holdFor = 8 * time.Second
 
 // pause runs failoverd pause on n and waits until every running node's
@@ -122,7 +127,7 @@ func metric(t *testing.T, n *clustertest.Node, name string) string {
 // status and the metric show the pause), and resume lets the failover
 // happen. On the old code the standbys take over within a second.
 func TestPauseKeepsUnhealthyLeaderUntilResume(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{})
+	c := clustertest.Start(t, clustertest.Options{SessionTimeout: session})
 	l := pausedLeader(t, c)
 	for _, n := range c.Nodes {
 		if n != l && !n.WaitState(10*time.Second, "out") {
@@ -137,7 +142,7 @@ func TestPauseKeepsUnhealthyLeaderUntilResume(t *testing.T) {
 	time.Sleep(holdFor)
 	if got := c.Leader(); got != l {
 		c.DumpLogs()
-		t.Fatalf("leader %v after %v paused with an unhealthy leader, want %s kept", got, holdFor, l.ID)
+		t.Fatalf("leader %s after %v paused with an unhealthy leader, want %s kept", nodeID(got), holdFor, l.ID)
 	}
 	if ev := since(c, t0, "promote"); len(ev) != 0 {
 		t.Fatalf("promotions while paused: %+v", ev)
@@ -166,13 +171,14 @@ func TestPauseKeepsUnhealthyLeaderUntilResume(t *testing.T) {
 // promotes. On the old code a standby takes over one session timeout
 // after the kill.
 func TestPauseKilledLeaderNotReplacedUntilResume(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{})
+	c := clustertest.Start(t, clustertest.Options{SessionTimeout: session})
 	l := pausedLeader(t, c)
 	t0 := time.Now()
 	l.Kill(syscall.SIGKILL)
-	time.Sleep(holdFor)
+	hold := 3*session + time.Second // its session is gone after one
+	time.Sleep(hold)
 	if got := c.Leader(); got != nil {
-		t.Fatalf("%s leads %v after the paused leader was killed, want nobody", got.ID, holdFor)
+		t.Fatalf("%s leads %v after the paused leader was killed, want nobody", got.ID, hold)
 	}
 	if ev := since(c, t0, "promote"); len(ev) != 0 {
 		t.Fatalf("promotions while paused: %+v", ev)
@@ -202,7 +208,7 @@ func TestPauseKilledLeaderNotReplacedUntilResume(t *testing.T) {
 // failover --to works while paused: the leader hands over, the target
 // promotes, the cluster stays paused, and the third node stays out.
 func TestPauseFailoverToStillWorks(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{})
+	c := clustertest.Start(t, clustertest.Options{SessionTimeout: session})
 	l := pausedLeader(t, c)
 	var to, third *clustertest.Node
 	for _, n := range c.Nodes {
@@ -219,7 +225,7 @@ func TestPauseFailoverToStillWorks(t *testing.T) {
 		t.Fatalf("failover --to %s while paused: exit %d\n%s", to.ID, code, out)
 	}
 	if got := c.Leader(); got != to {
-		t.Fatalf("leader %v after failover --to %s while paused", got, to.ID)
+		t.Fatalf("leader %s after failover --to %s while paused", nodeID(got), to.ID)
 	}
 	if st, _ := to.Status(); st.Paused == nil {
 		t.Error("the cluster is no longer paused after the failover")
@@ -239,7 +245,7 @@ func TestPauseFailoverToStillWorks(t *testing.T) {
 // After resume each runs its deferred startup demote before joining, and
 // the cluster gets a leader again.
 func TestPauseRestartLeavesServiceAlone(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{Follow: true})
+	c := clustertest.Start(t, clustertest.Options{Follow: true, SessionTimeout: session})
 	first := c.WaitLeader("", 30*time.Second)
 	// Let the standbys' first follow runs finish before the pause.
 	deadline := time.Now().Add(20 * time.Second)
@@ -285,10 +291,16 @@ func TestPauseRestartLeavesServiceAlone(t *testing.T) {
 	t1 := time.Now()
 	resume(t, c, s)
 	next := c.WaitLeader("", 30*time.Second)
+	// Each runs its deferred startup demote (retried after a hook timeout
+	// on a loaded machine: one that succeeded is what counts).
+	deadline = time.Now().Add(20 * time.Second)
 	for _, n := range []*clustertest.Node{s, l} {
-		if ev := since(c, t1, "demote", "node", n.ID, "reason", "startup"); len(ev) != 1 {
-			c.DumpLogs()
-			t.Fatalf("%s's startup demotes after resume: %+v, want one", n.ID, ev)
+		for len(since(c, t1, "demote", "node", n.ID, "reason", "startup")) != 1 {
+			if time.Now().After(deadline) {
+				c.DumpLogs()
+				t.Fatalf("%s's startup demotes after resume: %+v, want one", n.ID, since(c, t1, "demote", "node", n.ID))
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
 	}
 	t.Logf("%s leads after resume", next.ID)
@@ -302,7 +314,7 @@ func TestPauseRestartLeavesServiceAlone(t *testing.T) {
 // second of turning unhealthy.
 func TestCooldownHoldsUnhealthyNewLeader(t *testing.T) {
 	const cooldown = 10 * time.Second
-	c := clustertest.Start(t, clustertest.Options{ElectionYAML: "  failover_cooldown: 10s\n"})
+	c := clustertest.Start(t, clustertest.Options{ElectionYAML: "  failover_cooldown: 10s\n", SessionTimeout: session})
 	first := c.WaitLeader("", 30*time.Second)
 	first.Kill(syscall.SIGKILL)
 	l := c.WaitLeader(first.ID, 30*time.Second)
@@ -318,7 +330,7 @@ func TestCooldownHoldsUnhealthyNewLeader(t *testing.T) {
 	time.Sleep(time.Until(st.CooldownUntil) - 2*time.Second)
 	if got := c.Leader(); got != l {
 		c.DumpLogs()
-		t.Fatalf("leader %v inside the cooldown, want %s kept although unhealthy", got, l.ID)
+		t.Fatalf("leader %s inside the cooldown, want %s kept although unhealthy", nodeID(got), l.ID)
 	}
 	if m := metric(t, l, "failoverd_cooldown_holds_total"); m != "failoverd_cooldown_holds_total 1" {
 		t.Errorf("metric %q, want failoverd_cooldown_holds_total 1", m)
@@ -343,4 +355,11 @@ func waitHealth(n *clustertest.Node, health string, timeout time.Duration) bool 
 		time.Sleep(20 * time.Millisecond)
 	}
 	return false
+}
+
+func nodeID(n *clustertest.Node) string {
+	if n == nil {
+		return "none"
+	}
+	return n.ID
 }
