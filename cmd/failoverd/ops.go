@@ -277,9 +277,10 @@ func cmdBreadcrumb(args []string, stdout, stderr io.Writer) int {
 }
 
 func cmdFailover(args []string, stdout, stderr io.Writer) int {
-	f := newFlags("failover", "failover -c FILE --to NODE [--timeout 30s]", stderr)
+	f := newFlags("failover", "failover -c FILE --to NODE [--timeout 30s] [--force]", stderr)
 	to := f.fs.String("to", "", "node id that should become leader (required)")
 	timeout := f.fs.Duration("timeout", 30*time.Second, "how long to wait for NODE to take over (the other nodes stay out of the election that long at most)")
+	force := f.fs.Bool("force", false, "fail over to NODE even when it lags more than election.max_lag")
 	if code := f.parse(args); code >= 0 {
 		return code
 	}
@@ -326,6 +327,13 @@ func cmdFailover(args []string, stdout, stderr io.Writer) int {
 	case target.Health != "healthy":
 		fmt.Fprintf(stderr, "failoverd failover: %s is not healthy (health %s, state %s); refusing\n", *to, target.Health, target.State)
 		return exitRuntime
+	}
+	if why := failoverLagRefusal(cfg.Election.MaxLag, *target, v); why != "" {
+		if !*force {
+			fmt.Fprintf(stderr, "failoverd failover: %s; refusing (--force promotes it anyway, losing what it lacks)\n", why)
+			return exitRuntime
+		}
+		fmt.Fprintf(stderr, "failoverd failover: %s; going ahead (--force)\n", why)
 	}
 
 	start := time.Now()
