@@ -295,6 +295,10 @@ type choiceState struct {
 	// before its failover watch reported any request since: a "none" the
 	// watch reports meanwhile may have been read before the write.
 	unconfirmed string
+	// handed is the last handover of this node whose target took over
+	// (its request seen done): if this node leads again soon after, the
+	// handover did not hold (judgeHandover).
+	handed *handover
 
 	// While leading with PreemptAfter > 0 (the member watch runs then).
 	members    []cluster.Member
@@ -388,11 +392,13 @@ func (c *Controller) noteRequest(r *cluster.FailoverRequest) {
 		ch.standing = nil
 	case r.Done:
 		ch.doneKey, ch.standing = r.Key(), r
-		delete(ch.failed, r.To) // it took over: a later failure starts a new streak
-		if ch.mine[r.Key()] {
-			delete(ch.mine, r.Key())
-			c.withdraw(*r)
+		if !ch.mine[r.Key()] {
+			delete(ch.failed, r.To) // it took over: a later failure starts a new streak
+			break
 		}
+		delete(ch.mine, r.Key())
+		c.withdraw(*r)
+		ch.handed = &handover{to: r.To, key: r.Key(), at: time.Now()}
 	case prev == nil || prev.Key() != r.Key():
 		ch.standing, ch.standingUntil = r, time.Now().Add(max(r.StandFor(time.Now()), 0))
 	}
@@ -592,10 +598,37 @@ func (c *Controller) onMembersSeen(ev membersSeen) {
 // leading reports whether this node is the promoted leader now.
 func (c *Controller) leading() bool { return c.l.term != nil && c.l.term.phase == phLeader }
 
+// handover is a request of this node whose target took over.
+type handover struct {
+	to, key string
+	at      time.Time // when this node saw it done
+}
+
+// judgeHandover, once this node leads again after handing over, tells
+// whether the handover held: a target that lost its leadership within
+// handoverFailHold (its health flaps, say) counts as a failed handover, so
+// that a preferred node whose health flaps is not handed the leadership
+// again every preempt_after, each time at the cost of a demote and a
+// promote; one that led longer ends its streak.
+func (c *Controller) judgeHandover(now time.Time) {
+	ch := &c.l.choice
+	h := ch.handed
+	if h == nil || !c.leading() {
+		return
+	}
+	ch.handed = nil
+	if now.Sub(h.at) < handoverFailHold {
+		c.markFailed(h.to, "lost:"+h.key, "it lost its leadership soon after taking over")
+		return
+	}
+	delete(ch.failed, h.to)
+}
+
 // updateWaiting keeps, per preemption candidate, since when it has been
 // one without a break (on this node's clock).
 func (c *Controller) updateWaiting(now time.Time) []peer {
 	ch := &c.l.choice
+	c.judgeHandover(now)
 	if !c.leading() || c.cfg.PreemptAfter <= 0 {
 		ch.members, ch.waiting = nil, nil
 		return nil
