@@ -99,6 +99,13 @@ func (c *Controller) onFailoverRequest(key string, r cluster.FailoverRequest) {
 		c.warm(true)
 		return
 	}
+	if r.Reason != "" && c.paused() && l.term != nil {
+		// A node's own handover (a preemption whose report crossed the
+		// pause) is automatic: while paused the leader keeps its term.
+		c.log.Warn("cluster paused: not handing over for another node's request (only an operator's failover --to moves a paused leader)",
+			"to", r.To, "by", r.By, "reason", r.Reason)
+		return
+	}
 	c.log.Info("manual failover requested: standing aside", "to", r.To, "for", d.Round(time.Millisecond).String())
 	l.standAside = standAside{key: key, until: now.Add(d)} // monotonic: no other host's clock involved
 	c.endCandidacy(causeFailover)

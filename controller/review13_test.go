@@ -191,3 +191,26 @@ func TestPreemptionToAFlappingNodeBacksOff(t *testing.T) {
 		b.want(controller.StateLeader)
 	})
 }
+
+// While paused the leader does not hand over for a node's own request (a
+// preemption whose report crossed the pause): that is an automatic
+// demotion. Before, it stood aside and demoted, and the target, not an
+// operator's, stayed out too: no leader until resume.
+func TestPausedLeaderIgnoresANodesHandover(t *testing.T) {
+	test(t, func(t *testing.T, w *controllertest.World) {
+		b := leader(t, w, "b")
+		a := start(t, w, "a")
+		a.healthy()
+		a.want(controller.StateStandby)
+		w.SetPause(maintenance)
+		a.want(controller.StateOut)
+		w.SetFailover(&cluster.FailoverRequest{To: "a", TimeoutMS: 10000, ID: "pre", By: "b", Reason: cluster.ReasonPreferredPriority})
+		time.Sleep(time.Minute)
+		b.want(controller.StateLeader)
+		b.wantHooks("demote:startup", "promote:elected")
+		// An operator's request still moves it.
+		w.SetFailover(&cluster.FailoverRequest{To: "a", TimeoutMS: 60000, ID: "op"})
+		a.want(controller.StateLeader)
+		b.wantHooks("demote:startup", "promote:elected", "demote:failover_handoff")
+	})
+}
