@@ -202,7 +202,7 @@ type positionState struct {
 	failMsg string                  // the last write failure logged
 }
 
-// interval is the position command's period.
+// positionInterval is the position command's period.
 func (c *Controller) positionInterval() time.Duration {
 	if c.cfg.PositionInterval > 0 {
 		return c.cfg.PositionInterval

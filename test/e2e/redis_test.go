@@ -217,6 +217,16 @@ func standbyRedisRestart(t *testing.T, c *redistest.Cluster) {
 	t.Helper()
 	leader := c.WaitSettled("", redisFollowWithin)
 	standby := c.Others(leader)[0]
+	// Its Redis can follow the leader while its follow run is still
+	// going (REPLICAOF done, the checks after it not yet): a Redis killed
+	// then fails that run, whose retry after the restart re-points it
+	// (reason leader_changed), and no recovered run is due.
+	if st, ok := leader.Status(); !ok {
+		t.Fatalf("standby-restart: %s does not answer", leader.ID)
+	} else if _, ok := c.WaitEvent("follow", time.Time{}, redisFollowWithin, "node", standby.ID, "leader", leader.ID,
+		"leader_epoch", strconv.FormatInt(st.Epoch, 10), "result", "ok"); !ok {
+		t.Fatalf("standby-restart: no successful follow run of %s towards %s at epoch %d", standby.ID, leader.ID, st.Epoch)
+	}
 	t.Logf("standby-restart: %s leads; restarting %s's Redis", leader.ID, standby.ID)
 	start := time.Now()
 	standby.KillRedis()
