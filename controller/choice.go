@@ -598,6 +598,15 @@ func (c *Controller) onMembersSeen(ev membersSeen) {
 // leading reports whether this node is the promoted leader now.
 func (c *Controller) leading() bool { return c.l.term != nil && c.l.term.phase == phLeader }
 
+// operatorsChoice reports whether this node's term began as the target of
+// an operator's failover request (failover --to): such a term is never
+// preempted, so that moving the leadership off a node (to work on it) is
+// not undone preempt_after later. Its next term is automatic again.
+func (c *Controller) operatorsChoice() bool {
+	tm := c.l.term
+	return tm != nil && tm.request != nil && tm.request.Reason == ""
+}
+
 // handover is a request of this node whose target took over.
 type handover struct {
 	to, key string
@@ -629,7 +638,7 @@ func (c *Controller) judgeHandover(now time.Time) {
 func (c *Controller) updateWaiting(now time.Time) []peer {
 	ch := &c.l.choice
 	c.judgeHandover(now)
-	if !c.leading() || c.cfg.PreemptAfter <= 0 {
+	if !c.leading() || c.cfg.PreemptAfter <= 0 || c.operatorsChoice() {
 		ch.members, ch.waiting = nil, nil
 		return nil
 	}

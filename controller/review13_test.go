@@ -214,3 +214,31 @@ func TestPausedLeaderIgnoresANodesHandover(t *testing.T) {
 		b.wantHooks("demote:startup", "promote:elected", "demote:failover_handoff")
 	})
 }
+
+// A leader an operator chose (failover --to) is not preempted by a standby
+// of a higher priority: the operator is in charge, and moving the
+// leadership off a node (to work on it) must not be undone preempt_after
+// later. Before, the priority-2 node was leader again 10 s after the
+// operator's switchover away from it.
+func TestOperatorsChoiceIsNotPreempted(t *testing.T) {
+	test(t, func(t *testing.T, w *controllertest.World) {
+		a := leader(t, w, "a", priority(2), preemptAfter(10*time.Second))
+		b := start(t, w, "b", preemptAfter(10*time.Second))
+		b.healthy()
+		b.want(controller.StateStandby)
+		w.SetFailover(&cluster.FailoverRequest{To: "b", TimeoutMS: 30000, ID: "op", By: "failoverd failover"})
+		b.want(controller.StateLeader)
+		w.SetFailover(nil) // the CLI withdraws its request once b leads
+		a.want(controller.StateStandby)
+		time.Sleep(5 * time.Minute)
+		b.want(controller.StateLeader)
+		if n := b.metrics.Count("preempted"); n != 0 {
+			t.Errorf("b preempted %d times in the term the operator chose", n)
+		}
+		// When b's term ends, a (first in the queue) takes over as usual.
+		w.Expire("b")
+		synctest.Wait()
+		time.Sleep(time.Minute)
+		a.want(controller.StateLeader)
+	})
+}
