@@ -626,6 +626,9 @@ func (c *Controller) judgeHandover(now time.Time) {
 		return
 	}
 	ch.handed = nil
+	if c.operatorsChoice() {
+		return // an operator moved the leadership back: says nothing of the target
+	}
 	if now.Sub(h.at) < handoverFailHold {
 		c.markFailed(h.to, "lost:"+h.key, "it lost its leadership soon after taking over")
 		return
