@@ -686,6 +686,12 @@ func (c *Controller) preemptIfDue(now time.Time) {
 		tm := c.l.term
 		req := c.newRequest(p.ID, reasonPreferredPriority, c.handoverTimeout(tm.t))
 		ch.preempting = true
+		// Ours before the write: the done report may come before the
+		// write's answer (onPreemptWritten), and must find it ours.
+		if ch.mine == nil {
+			ch.mine = map[string]bool{}
+		}
+		ch.mine[req.Key()] = true
 		c.log.Info("handing leadership over to a standby of a higher priority", "to", p.ID, "priority", p.Priority, "waited", now.Sub(ch.waiting[p.ID]).Round(time.Millisecond).String(), "epoch", tm.epoch)
 		go func() { c.send(preemptWritten{epoch: tm.epoch, req: req, err: c.requestFailover(req)}) }()
 		return
@@ -698,12 +704,16 @@ func (c *Controller) onPreemptWritten(ev preemptWritten) {
 	if ev.err != nil {
 		c.log.Warn("could not ask the standby of a higher priority to take over; trying again", "to", ev.req.To, "err", ev.err)
 		ch.retryAt = time.Now().Add(time.Second)
+		delete(ch.mine, ev.req.Key())
 		return
 	}
-	c.ownRequest(ev.req)
 	if m, ok := c.metrics.(ChoiceMetrics); ok {
 		m.Preempted()
 	}
+	if ev.req.Key() == ch.doneKey {
+		return // the watch reported it, and its target took over, already
+	}
+	c.ownRequest(ev.req)
 	req := ev.req
 	c.onFailoverSeen(&req) // as the watch will report it: stand aside, hand over
 }

@@ -287,3 +287,62 @@ func TestNoPreemptionWhenOff(t *testing.T) {
 		}
 	})
 }
+
+// The failover watch may report a node's own handover request, and the
+// loop end the term for it, before the write's answer arrives: the answer
+// must not read as a failure (the term's context is gone by then), and the
+// decision still counts and stands aside for it. Before, the preemption
+// logged "could not ask" and the win's handover was neither counted nor
+// logged.
+func TestOwnRequestReportedBeforeItsAnswer(t *testing.T) {
+	test(t, func(t *testing.T, w *controllertest.World) {
+		w.LateProposeAnswer(50 * time.Millisecond)
+		b := leader(t, w, "b", preemptAfter(2*time.Second))
+		c := start(t, w, "c")
+		c.healthy()
+		c.want(controller.StateStandby)
+		a := start(t, w, "a", priority(2))
+		a.healthy()
+		a.want(controller.StateStandby)
+		time.Sleep(3 * time.Second)
+		a.want(controller.StateLeader)
+		if n := b.metrics.Count("preempted"); n != 1 {
+			t.Errorf("b counted %d preemptions, want 1 (%v)", n, b.metrics.Events())
+		}
+		time.Sleep(100 * time.Millisecond)
+		synctest.Wait()
+		if r := w.Failover(); r != nil {
+			t.Errorf("request %+v still stands: b withdraws its request once done", r)
+		}
+
+	})
+}
+
+// The same for a win that hands over.
+func TestOwnRequestAtAWinReportedBeforeItsAnswer(t *testing.T) {
+	test(t, func(t *testing.T, w *controllertest.World) {
+		w.LateProposeAnswer(50 * time.Millisecond)
+		b := leader(t, w, "b")
+		c := start(t, w, "c")
+		c.healthy()
+		c.want(controller.StateStandby)
+		a := start(t, w, "a", priority(2))
+		a.healthy()
+		a.want(controller.StateStandby)
+		time.Sleep(100 * time.Millisecond)
+		b.unhealthy()
+		time.Sleep(time.Second) // past the late answer
+		a.want(controller.StateLeader)
+		if c.promoted() {
+			t.Errorf("c promoted: %v", c.hooks.Reasons())
+		}
+		if n := c.metrics.Count("declined:handoff_preferred"); n != 1 {
+			t.Errorf("c counted %d handovers at a win, want 1 (%v)", n, c.metrics.Events())
+		}
+		time.Sleep(100 * time.Millisecond)
+		synctest.Wait()
+		if r := w.Failover(); r != nil {
+			t.Errorf("request %+v still stands: c withdraws its request once done", r)
+		}
+	})
+}

@@ -57,6 +57,7 @@ type World struct {
 	beforeWrite func(epoch int64) // runs right before a breadcrumb write
 	afterWrite  func(epoch int64) // runs right after a successful one
 	hideFO      bool              // failover changes are not reported to watches
+	lateAnswer  time.Duration     // ProposeFailover answers that late (LateProposeAnswer)
 	pause       *cluster.Pause    // nil: not paused
 	pauseChange chan struct{}     // closed and replaced on every pause change
 	writes      []breadcrumb.Record
@@ -603,12 +604,30 @@ func (n *Node) ProposeFailover(ctx context.Context, r cluster.FailoverRequest) e
 	}
 	w := n.w
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	if w.failover != nil && !w.failover.Done {
+		w.mu.Unlock()
 		return ErrFailoverStands
 	}
 	w.setFailoverLocked(&r)
+	late := w.lateAnswer
+	w.mu.Unlock()
+	if late > 0 {
+		// The answer travels late: the watches report the request (and
+		// the writer's loop acts on it) before the writer hears back.
+		time.Sleep(late)
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// LateProposeAnswer makes every ProposeFailover answer d after the
+// request is stored (and reported to the watches).
+func (w *World) LateProposeAnswer(d time.Duration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.lateAnswer = d
 }
 
 // ErrFailoverStands is ProposeFailover's refusal.
