@@ -70,7 +70,8 @@ type Node struct {
 	ServiceAddress string `yaml:"service_address,omitempty"`
 	// Priority says whether this node may lead: 0 never (it does not join
 	// the election but checks health, follows the leader and shows in
-	// status; a failover --to it is refused), >= 1 it may. Default 1.
+	// status; a failover --to it is refused), >= 1 it may, and a higher
+	// one is preferred (controller/choice.go). Default 1.
 	Priority int `yaml:"priority"`
 	// Admin configures the HTTP admin API.
 	Admin Admin `yaml:"admin"`
