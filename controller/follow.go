@@ -178,18 +178,22 @@ func (c *Controller) followWanted(now time.Time) (target *cluster.Leader, reason
 // followMayRun reports whether this node may run the follow hook now:
 // between terms (never while elected, fencing, promoting, leading or
 // demoting), after the startup demote, with no stuck hook, no demote
-// request waiting, no graceful stop under way, and not while the cluster
-// is paused (what is due runs after the resume).
+// request waiting and no graceful stop under way. While the cluster is
+// paused it runs towards a promoted leader only (startFollow): after a
+// failover --to during the pause the replicas follow the new primary, but
+// no service is parked for want of a leader. A node whose startup demote
+// the pause deferred (its service may still be the old primary) never
+// follows before that demote ran.
 func (c *Controller) followMayRun() bool {
 	l := &c.l
-	return l.term == nil && l.startup.done && l.stuck == nil && !l.stopping && !c.waitersNeedHook() && !c.paused()
+	return l.term == nil && l.startup.done && l.stuck == nil && !l.stopping && !c.waitersNeedHook()
 }
 
 // startFollow starts the follow hook in the free hook slot if a run is
 // due and its back-off is over.
 func (c *Controller) startFollow(now time.Time) {
 	target, reason, ok := c.followWanted(now)
-	if !ok || !c.followMayRun() || now.Before(c.l.follow.retryAt) {
+	if !ok || !c.followMayRun() || now.Before(c.l.follow.retryAt) || target == nil && c.paused() {
 		return
 	}
 	if target != nil {

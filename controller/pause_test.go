@@ -531,3 +531,48 @@ func checkPaused(t *testing.T, log *pauseLog, nodes []*node) {
 		}
 	}
 }
+
+// After a failover --to while paused the replicas follow the new primary
+// (the demoted old leader and a third node), but a pause with no promoted
+// leader parks nobody: the no-leader run waits for the resume.
+func TestPauseFollowsAFailoverToButParksNobody(t *testing.T) {
+	test(t, func(t *testing.T, w *controllertest.World) {
+		a := leader(t, w, "a", following(10*time.Second))
+		b := start(t, w, "b", following(10*time.Second))
+		c := start(t, w, "c", following(10*time.Second))
+		b.healthy()
+		c.healthy()
+		b.want(controller.StateStandby)
+		c.want(controller.StateStandby)
+		synctest.Wait()
+		w.SetPause(maintenance)
+		b.want(controller.StateOut)
+		w.SetFailover(&cluster.FailoverRequest{To: "b", TimeoutMS: 60000, ID: "r1"})
+		b.want(controller.StateLeader)
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		for _, n := range []*node{a, c} {
+			got := n.follows()
+			if !slices.ContainsFunc(got, func(f string) bool { return strings.HasSuffix(f, ":b@2") }) {
+				t.Errorf("%s's follow runs %v while paused, want it to follow b", n.id, got)
+			}
+		}
+	})
+}
+
+// With no promoted leader while paused, nobody is parked: the no-leader
+// run waits for the resume.
+func TestPauseParksNobody(t *testing.T) {
+	test(t, func(t *testing.T, w *controllertest.World) {
+		b := start(t, w, "b", following(5*time.Second)) // unhealthy: it never leads
+		time.Sleep(time.Second)
+		w.SetPause(maintenance)
+		time.Sleep(time.Minute)
+		b.wantFollows()
+		w.SetPause(nil)
+		time.Sleep(10 * time.Second)
+		if got := b.follows(); !slices.Contains(got, "no_leader:-") {
+			t.Errorf("follow runs %v after the resume, want the no-leader run", got)
+		}
+	})
+}
