@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -908,5 +909,42 @@ func TestTermCauseInClusterTerms(t *testing.T) {
 	}
 	if err := w.t.Valid(); !errors.Is(err, cluster.ErrSessionExpired) {
 		t.Fatalf("Valid after the session expired = %v, want cluster.ErrSessionExpired", err)
+	}
+}
+
+// Members reads every record at once (a winner reads them on its
+// takeover's critical path): sorted by node id, an undecodable one listed
+// as unreadable, with as many records as nodes.
+func TestMembersReadAtOnce(t *testing.T) {
+	zkc := zktest.Start(t, 1)
+	ctx := t.Context()
+	var ids []string
+	for i := range 12 {
+		id := fmt.Sprintf("n%02d", 11-i)
+		s, _ := newStore(t, zkc, id, "inst-"+id)
+		if err := s.PublishMember(ctx, member(id, "inst-"+id, "standby")); err != nil {
+			t.Fatal(err)
+		}
+		ids = append([]string{id}, ids...)
+	}
+	a, ac := newStore(t, zkc, "zz", "inst-zz")
+	if _, _, err := session(t, ac).Create(ctx, testLayout.Member("zz"), []byte("{not json"), zk.Ephemeral); err != nil {
+		t.Fatal(err)
+	}
+	ms, err := a.Members(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range ms {
+		got = append(got, m.NodeID+":"+m.State)
+	}
+	var want []string
+	for _, id := range ids {
+		want = append(want, id+":standby")
+	}
+	want = append(want, "zz:unreadable")
+	if !slices.Equal(got, want) {
+		t.Fatalf("Members = %v, want %v", got, want)
 	}
 }
