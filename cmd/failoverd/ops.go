@@ -376,6 +376,12 @@ func cmdFailover(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "failoverd failover: interrupted; request withdrawn, the other nodes rejoin the election now\n")
 		return exitRuntime
 	}
+	if v.Pause != nil {
+		// Paused: the old leader handed over and nobody else campaigns,
+		// so no node takes over until the operator acts.
+		fmt.Fprintf(stderr, "failoverd failover: %s did not take over within %v; the cluster is paused, so no other node takes over: there may be no leader until you resume or fail over to another node\n", *to, *timeout)
+		return exitRuntime
+	}
 	fmt.Fprintf(stderr, "failoverd failover: %s did not take over within %v; the other nodes rejoin the election now, so the cluster still ends with a leader\n", *to, *timeout)
 	return exitRuntime
 }
