@@ -346,3 +346,31 @@ func TestOwnRequestAtAWinReportedBeforeItsAnswer(t *testing.T) {
 		}
 	})
 }
+
+// No preemption while the cluster is paused (maintenance: no automatic
+// handover), even when a standby of a higher priority shows as
+// campaigning (here a record of its own: a paused node stops campaigning
+// soon, but its record can say otherwise meanwhile); after resume the
+// leader hands over to it.
+func TestNoPreemptionWhilePaused(t *testing.T) {
+	test(t, func(t *testing.T, w *controllertest.World) {
+		b := leader(t, w, "b", preemptAfter(2*time.Second))
+		w.SetPause(&cluster.Pause{By: "op", Reason: "maintenance", At: time.Now()})
+		synctest.Wait()
+		two := 2
+		if err := w.Node("z").PublishMember(context.Background(), cluster.Member{NodeID: "z", State: "standby", Health: "healthy", Priority: &two}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(30 * time.Second)
+		b.want(controller.StateLeader)
+		if w.Failover() != nil || b.metrics.Count("preempted") != 0 {
+			t.Fatalf("b preempted while paused: request %+v", w.Failover())
+		}
+		w.SetPause(nil)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if r := w.Failover(); r == nil || r.To != "z" || r.Reason != cluster.ReasonPreferredPriority {
+			t.Fatalf("request %+v after resume, want b's preemption to z", r)
+		}
+	})
+}
