@@ -276,9 +276,16 @@ func (c *Controller) HealthChanged(from, to healthcheck.State, err error) {
 func (c *Controller) Status() Status {
 	s := c.snap.Load()
 	st := s.status
-	if st.LastError == "" {
-		if err := c.el.Refusal(); err != nil {
-			st.LastError = err.Error() // the elector stays out: the lease does not fit
+	if err := c.el.Refusal(); err != nil {
+		// The elector stays out (the lease does not fit): the node is no
+		// candidate, whatever its candidacy says. Its member record must
+		// not say standby, or the rules at a win and preemption would
+		// hand the leadership to a node that can never take it.
+		if st.LastError == "" {
+			st.LastError = err.Error()
+		}
+		if st.State == StateStandby {
+			st.State = StateOut
 		}
 	}
 	if s.term != nil {

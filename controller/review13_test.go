@@ -242,3 +242,31 @@ func TestOperatorsChoiceIsNotPreempted(t *testing.T) {
 		a.want(controller.StateLeader)
 	})
 }
+
+// A node whose elector stays out of the election (the lease cannot fit
+// the session timeout ZooKeeper granted) is no candidate: its status and
+// member record say out, not standby, so a leader does not preempt to it
+// (demoting itself for a node that never wins: no leader for a request
+// timeout, again at every failed-handover hold's end) and a winner does
+// not hand over to it.
+func TestRefusingNodeIsNoCandidate(t *testing.T) {
+	test(t, func(t *testing.T, w *controllertest.World) {
+		b := leader(t, w, "b", preemptAfter(5*time.Second))
+		a := start(t, w, "a", priority(2), preemptAfter(5*time.Second))
+		a.be.SetRefusal(errors.New("the lease does not fit the granted session timeout"))
+		a.healthy()
+		time.Sleep(time.Minute)
+		if st := a.c.Status(); st.State != controller.StateOut || st.LastError == "" {
+			t.Errorf("refusing a: state %s, last error %q; want out, with why", st.State, st.LastError)
+		}
+		if m, _ := w.Member("a"); m.State != string(controller.StateOut) {
+			t.Errorf("refusing a's member record says %q, want out", m.State)
+		}
+		b.want(controller.StateLeader)
+		b.wantHooks("demote:startup", "promote:elected")
+		// Let in, it is a candidate again and takes over by preemption.
+		a.be.SetRefusal(nil)
+		time.Sleep(time.Minute)
+		a.want(controller.StateLeader)
+	})
+}

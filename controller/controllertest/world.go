@@ -397,6 +397,19 @@ type Node struct {
 	warm      bool
 	hidePause bool   // the pause watch reports nothing
 	pos       *int64 // SetPosition: published in every member record
+	refusal   error  // SetRefusal: the elector stays out
+}
+
+// SetRefusal makes the node's elector stay out of the election (Campaign
+// waits without joining the queue, Refusal says err), as zkcluster's does
+// when the lease cannot fit the granted session timeout; nil lets it in.
+func (n *Node) SetRefusal(err error) {
+	n.w.mu.Lock()
+	defer n.w.mu.Unlock()
+	n.refusal = err
+	if err == nil {
+		n.w.leaderChanged() // wakes a Campaign waiting for it
+	}
 }
 
 // SetPosition makes every member record this node publishes from now on
@@ -442,8 +455,17 @@ func (n *Node) Warmed() bool {
 func (n *Node) Campaign(ctx context.Context, won func(context.Context, cluster.Term)) error {
 	w := n.w
 	for ctx.Err() == nil {
-		e := &entry{node: n, turn: make(chan struct{})}
 		w.mu.Lock()
+		if n.refusal != nil {
+			ch := w.lrChange
+			w.mu.Unlock()
+			select {
+			case <-ctx.Done():
+			case <-ch:
+			}
+			continue
+		}
+		e := &entry{node: n, turn: make(chan struct{})}
 		w.queue = append(w.queue, e)
 		w.promoteFirst()
 		w.mu.Unlock()
@@ -488,8 +510,12 @@ func (n *Node) Campaign(ctx context.Context, won func(context.Context, cluster.T
 	return nil
 }
 
-// Refusal is always nil here.
-func (n *Node) Refusal() error { return nil }
+// Refusal says what SetRefusal set.
+func (n *Node) Refusal() error {
+	n.w.mu.Lock()
+	defer n.w.mu.Unlock()
+	return n.refusal
+}
 
 // Warm records the hint.
 func (n *Node) Warm(on bool) {
