@@ -155,6 +155,9 @@ type Report struct {
 	Handoffs         int
 	MinHandoffMargin time.Duration
 	LeaseHandoffs    int // handoffs after a lease expiry (MinHandoffMargin's sample)
+	// ExpiredZnodeEnds: leaderships that ended for "znode deleted" which
+	// the node's own session expiry during a pause explains (not failed).
+	ExpiredZnodeEnds int
 	// The promotion policy (policy.go): every node's priority as the
 	// harness logged it ("node=priority"), the priority-0 nodes, elections
 	// won by others while a priority-0 node stood out, pre_promote runs,
@@ -452,7 +455,7 @@ func Check(h History, cfg CheckConfig) Report {
 	checkStaleLeaders(h, cfg, &r, add)
 	checkPromoteAfterFailedFence(h, add)
 	checkTakeovers(r.Faults, h, add)
-	checkZnodesDeleted(h, add)
+	checkZnodesDeleted(h, &r, add)
 	checkFollow(h, &r, add)
 	checkPolicy(h, &r, add)
 	checkLagging(h, &r, add)
@@ -629,15 +632,63 @@ func checkPromoteAfterFailedFence(h History, add func(string, time.Time, string,
 }
 
 // checkZnodesDeleted reports every leadership that ended because its
-// election znode was deleted (see VZnodeDeleted).
-func checkZnodesDeleted(h History, add func(string, time.Time, string, ...any)) {
+// election znode was deleted (see VZnodeDeleted), except one its own
+// session's expiry explains: a daemon SIGSTOPped past its session timeout
+// may read, on waking, the deletion notice of its own ephemeral znode
+// (queued on the connection the server closed) before it learns that the
+// session expired, and reports "znode deleted". That is the case when the
+// poller saw the node's member record (an ephemeral of the same session)
+// gone while the daemon was stopped, and the end came within
+// ZnodeExpiredSlack of its waking. Those are counted, not failed.
+func checkZnodesDeleted(h History, r *Report, add func(string, time.Time, string, ...any)) {
+	type span struct{ from, to time.Time }
+	var (
+		paused   = map[string][]span{} // node -> its pause-daemon spans
+		injected = map[string]Event{}  // fault id -> its injection
+		gone     = map[string][]time.Time{}
+	)
 	for _, e := range h {
-		if e.Kind == KindLeadershipEnd && strings.Contains(e.Get("reason"), "znode_deleted") {
-			add(VZnodeDeleted, e.At, "%s's leadership at epoch %d ended because its election znode was deleted by another session (%s)",
-				e.Get("node"), e.Int("epoch"), e.Get("reason"))
+		switch {
+		case e.Kind == KindFault && e.Get("kind") == PauseDaemon && e.Get("phase") == "inject":
+			injected[e.Get("id")] = e
+		case e.Kind == KindFault && e.Get("kind") == PauseDaemon && e.Get("phase") == "heal":
+			if in, ok := injected[e.Get("id")]; ok {
+				paused[in.Get("target")] = append(paused[in.Get("target")], span{in.At, e.At})
+			}
+		case e.Kind == KindMemberPosition && e.Get("position") == "none":
+			gone[e.Get("node")] = append(gone[e.Get("node")], e.At)
 		}
 	}
+	expired := func(node string, at time.Time) bool {
+		for _, p := range paused[node] {
+			if at.Before(p.to) || at.After(p.to.Add(ZnodeExpiredSlack)) {
+				continue
+			}
+			for _, g := range gone[node] {
+				if !g.Before(p.from) && !g.After(p.to) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	for _, e := range h {
+		if e.Kind != KindLeadershipEnd || !strings.Contains(e.Get("reason"), "znode_deleted") {
+			continue
+		}
+		if expired(e.Get("node"), e.At) {
+			r.ExpiredZnodeEnds++
+			continue
+		}
+		add(VZnodeDeleted, e.At, "%s's leadership at epoch %d ended because its election znode was deleted by another session (%s)",
+			e.Get("node"), e.Int("epoch"), e.Get("reason"))
+	}
 }
+
+// ZnodeExpiredSlack: how long after waking a paused daemon may still be
+// ending its leadership for the deletion its own expired session caused
+// (the demote hook runs first; "leadership ended" is logged after it).
+const ZnodeExpiredSlack = 2 * time.Second
 
 // checkTakeovers: for a fault of a TakeoverKinds kind, a node other than
 // its target must be promoted (and not refused) between injection and heal.

@@ -21,8 +21,8 @@ import (
 
 // Data freshness under faults (issue 13: service.position, election.max_lag).
 //
-// Every node's service.position is `cat <node dir>/position`, a file the
-// harness owns. The harness stands in for replication: every
+// Every node's service.position is `cat <positions dir>/<node id>`, a file
+// the harness owns. The harness stands in for replication: every
 // PositionTick it writes the same growing counter (PositionRate a second)
 // to every node's file, so every caught-up node holds what the leader holds.
 // For a seeded share of the faults it freezes one candidate other than the
@@ -33,10 +33,11 @@ import (
 // heal as before.
 //
 // What the daemons published is read back from ZooKeeper, not from their
-// logs: a poller reads the leader position record and the member records
-// every PollInterval (after a sync) and logs every change
-// (leader_position, member_position; position_poll ok=false when a read
-// fails: nothing is known until the next good one).
+// logs: a poller reads the leader position record, the member records and
+// the failover request every PollInterval (after a sync) and logs every
+// change (leader_position, member_position, failover_request;
+// position_poll ok=false when a read fails: nothing is known until the
+// next good one).
 
 // Timing and sizes of the positions.
 const (

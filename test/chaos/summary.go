@@ -83,6 +83,9 @@ func Summary(r Report, seed uint64, replay string) string {
 	}
 	fmt.Fprintf(&b, "leader handoffs judged: %d (%d after a lease expiry), smallest margin from a lease expiry to the successor's election: %s (stale_leader slack %v)\n",
 		r.Handoffs, r.LeaseHandoffs, margin, StaleLeaderSlack)
+	if r.ExpiredZnodeEnds > 0 {
+		fmt.Fprintf(&b, "leaderships ended for 'znode deleted' by the node's own session expiry while its daemon was paused (not failed): %d\n", r.ExpiredZnodeEnds)
+	}
 	if len(r.KnownRaces) > 0 {
 		fmt.Fprintf(&b, "known dependency data races (reported, not failing): %s\n", strings.Join(r.KnownRaces, ", "))
 		for _, k := range KnownRaces {
@@ -146,6 +149,7 @@ func Combine(a, b Report) Report {
 	r.Freezes += b.Freezes
 	r.LeaderPositions += b.LeaderPositions
 	r.LaggingWins += b.LaggingWins
+	r.ExpiredZnodeEnds += b.ExpiredZnodeEnds
 	r.LaggingDeclined += b.LaggingDeclined
 	if b.LeaseHandoffs > 0 && (a.LeaseHandoffs == 0 || b.MinHandoffMargin < a.MinHandoffMargin) {
 		r.MinHandoffMargin = b.MinHandoffMargin
