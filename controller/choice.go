@@ -449,10 +449,18 @@ func (c *Controller) dropOwnTargetRequest() {
 	c.expireFailover(*r)
 }
 
-// withdraw deletes r, a request of this node that is done.
+// withdrawDelay is how long a done request of this node stays before it
+// is withdrawn: every node's watch must read it done first. One that reads
+// only its deletion takes the handover for failed (noteRequest) and holds
+// the new leader out of its preference.
+const withdrawDelay = 2 * time.Second
+
+// withdraw deletes r, a request of this node that is done, withdrawDelay
+// after it was seen done.
 func (c *Controller) withdraw(r cluster.FailoverRequest) {
 	bg := c.l.bg
 	go func() {
+		sleepCtx(bg, withdrawDelay)
 		ctx, cancel := context.WithTimeout(bg, 5*time.Second)
 		defer cancel()
 		if err := c.rec.WithdrawFailover(ctx, r.Key()); err != nil {

@@ -68,7 +68,7 @@ func TestWinHandsOverToHigherPriority(t *testing.T) {
 		if n := c.metrics.Count("declined:handoff_preferred"); n != 1 {
 			t.Errorf("c declined %d times, want 1 (%v)", n, c.metrics.Events())
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(3 * time.Second) // withdrawn 2 s after done: every watch sees it done first
 		synctest.Wait()
 		if r := w.Failover(); r != nil {
 			t.Errorf("request %+v still there: the node that asked withdraws it once done", r)

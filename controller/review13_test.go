@@ -283,3 +283,28 @@ func TestRefusingNodeIsNoCandidate(t *testing.T) {
 		a.want(controller.StateLeader)
 	})
 }
+
+// A handover that worked does not count as failed with the nodes that saw
+// its request only deleted (the requester withdraws it once done, and a
+// watch may read after both changes): they held the new leader out of
+// their preference for 10 minutes, doubling with every such handover.
+func TestSuccessfulHandoverNotCountedAsFailed(t *testing.T) {
+	test(t, func(t *testing.T, w *controllertest.World) {
+		b := leader(t, w, "b", preemptAfter(5*time.Second))
+		c := start(t, w, "c", preemptAfter(5*time.Second))
+		c.healthy()
+		c.want(controller.StateStandby)
+		a := start(t, w, "a", priority(2), preemptAfter(5*time.Second))
+		a.healthy()
+		a.want(controller.StateStandby)
+		time.Sleep(10 * time.Second)
+		a.want(controller.StateLeader) // b handed over to it
+		b.unhealthy()                  // b is out of this
+		time.Sleep(time.Minute)
+		a.unhealthy()
+		c.want(controller.StateLeader)
+		a.healthy() // c prefers it again preempt_after later
+		time.Sleep(15 * time.Second)
+		a.want(controller.StateLeader)
+	})
+}
