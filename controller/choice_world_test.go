@@ -309,7 +309,7 @@ func TestOwnRequestReportedBeforeItsAnswer(t *testing.T) {
 		if n := b.metrics.Count("preempted"); n != 1 {
 			t.Errorf("b counted %d preemptions, want 1 (%v)", n, b.metrics.Events())
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(3 * time.Second) // withdrawn 2 s after done
 		synctest.Wait()
 		if r := w.Failover(); r != nil {
 			t.Errorf("request %+v still stands: b withdraws its request once done", r)
@@ -339,7 +339,7 @@ func TestOwnRequestAtAWinReportedBeforeItsAnswer(t *testing.T) {
 		if n := c.metrics.Count("declined:handoff_preferred"); n != 1 {
 			t.Errorf("c counted %d handovers at a win, want 1 (%v)", n, c.metrics.Events())
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(3 * time.Second) // withdrawn 2 s after done
 		synctest.Wait()
 		if r := w.Failover(); r != nil {
 			t.Errorf("request %+v still stands: c withdraws its request once done", r)
