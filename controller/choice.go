@@ -85,8 +85,12 @@ type lagRule struct {
 
 // newLagRule builds the rule for candidates cands: off without max_lag, and
 // off when no node of all (every member, candidate or not) publishes a
-// position: no node runs a position command, or none that works, and the
-// cluster then behaves as without positions rather than never promoting.
+// position and no leader ever recorded one: no node runs a position
+// command, or none ever worked, and the cluster then behaves as without
+// positions rather than never promoting. Once a leader position is
+// recorded the rule stays on although every position is unknown now (the
+// commands time out on a loaded host, say): a node that cannot show it
+// holds the data does not promote, it declines and tries again.
 func newLagRule(maxLag *int64, leader *int64, cands, all []peer) lagRule {
 	r := lagRule{leader: leader}
 	for _, c := range cands {
@@ -95,7 +99,7 @@ func newLagRule(maxLag *int64, leader *int64, cands, all []peer) lagRule {
 			r.most = &v
 		}
 	}
-	published := slices.ContainsFunc(all, func(p peer) bool { return p.Position != nil })
+	published := leader != nil || slices.ContainsFunc(all, func(p peer) bool { return p.Position != nil })
 	if maxLag != nil && published {
 		r.on, r.maxLag = true, *maxLag
 	}
