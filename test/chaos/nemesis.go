@@ -323,7 +323,13 @@ func (m *Nemesis) Step(kind string) bool {
 		os.Remove(marker)
 		holder.release()
 		heal(leader.ID)
-		if len(holder.held) == 0 {
+		if b, _ := os.ReadFile(holder.pids); len(holder.held) == 0 && len(strings.Fields(string(b))) == 0 {
+			// No demote hook ran at all: the target no longer led when it
+			// was told to cede (on a loaded host the leader the schedule
+			// picked may have lost its lease meanwhile). The fault did not
+			// apply; nothing to hold.
+			e.t.Logf("fault %d (%s) did not apply: %s ran no demote hook (it was not leading when ceded)", id, kind, leader.ID)
+		} else if len(holder.held) == 0 {
 			// Without ptrace the hook only ignores SIGTERM and dies at the
 			// kill grace: the fault was not the one it claims to be.
 			msg := fmt.Sprintf("fault %d (%s): no hook process could be held with ptrace", id, kind)
