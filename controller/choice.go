@@ -128,8 +128,11 @@ func (r lagRule) check(p peer) string {
 // winFacts is what the decision at a win looks at.
 type winFacts struct {
 	Self   peer
-	Target bool   // this node is the target of a standing failover request
-	Others []peer // the other members as read at the win
+	Target bool // this node is the target of a standing failover request
+	// NodeTarget: that request was written by a node (a handover, Reason
+	// set), not by an operator: the lag rule still applies to this node.
+	NodeTarget bool
+	Others     []peer // the other members as read at the win
 	// Failed are the nodes that recently failed a handover (not candidates).
 	Failed    map[string]bool
 	MaxLag    *int64 // election.max_lag (nil: no limit)
@@ -155,7 +158,7 @@ type winDecision struct {
 
 // decideAtWin applies the rules at a win (see the top of this file).
 func decideAtWin(f winFacts) winDecision {
-	if f.Target {
+	if f.Target && !f.NodeTarget {
 		return winDecision{Action: actPromote, Why: "target of a standing failover request"}
 	}
 	cands := []peer{f.Self}
@@ -174,10 +177,17 @@ func decideAtWin(f winFacts) winDecision {
 	best, ok := bestOf(eligible, f.Self.ID)
 	if why := rule.check(f.Self); why != "" {
 		d := winDecision{Action: actDecline, Why: "not promoting: this node is lagging: " + why}
-		if ok {
+		if ok && !f.Target {
+			// The target of a node's handover asks nobody in turn: no
+			// chains of requests; giving up deletes the one it got.
 			d.To, d.Reason = best.ID, reasonPreferredPosition
 		}
 		return d
+	}
+	if f.Target {
+		// A node handed over to this one: no preference (it already
+		// chose), but the lag rule holds, as for any automatic promotion.
+		return winDecision{Action: actPromote, Why: "target of a node's handover, within election.max_lag"}
 	}
 	if best.ID == f.Self.ID {
 		return winDecision{Action: actPromote, Why: "best candidate"}
@@ -511,10 +521,10 @@ func (c *Controller) choose(tm *term, r *termReads, failed map[string]bool) *win
 	now := time.Now()
 	f := winFacts{Self: self, Failed: failed, MaxLag: c.cfg.MaxLag}
 	if req := r.failover; req != nil && !req.Done && req.To == c.cfg.NodeID && req.StandFor(now) > 0 {
-		f.Target = true
+		f.Target, f.NodeTarget = true, req.Reason != ""
 	}
 	switch {
-	case f.Target:
+	case f.Target && (!f.NodeTarget || c.cfg.MaxLag == nil):
 	case r.membersErr != nil || (c.cfg.MaxLag != nil && r.lpErr != nil):
 		if c.cfg.MaxLag == nil {
 			c.log.Warn("cannot read the member records: taking over without looking for a better candidate", "err", r.membersErr)

@@ -374,3 +374,29 @@ func TestNoPreemptionWhilePaused(t *testing.T) {
 		}
 	})
 }
+
+// The target of a node's handover (not an operator's) that lags by the
+// time it wins does not promote: it declines, asks nobody in turn, and
+// deletes the request so the others rejoin; an operator's request to the
+// same lagging node would promote it (TestLaggingAloneNeverPromotesUntilAskedByName).
+func TestLaggingHandoverTargetDeclinesAndDropsTheRequest(t *testing.T) {
+	test(t, func(t *testing.T, w *controllertest.World) {
+		w.SetBreadcrumb(other("z", 1))
+		w.SetLeaderPosition(&cluster.LeaderPosition{NodeID: "z", Epoch: 1, Position: 1000})
+		c := start(t, w, "c", maxLag(100), position(500))
+		c.healthy()
+		synctest.Wait()
+		w.SetFailover(&cluster.FailoverRequest{To: "c", TimeoutMS: 60000, ID: "h1", By: "failoverd:b", Reason: cluster.ReasonPreferredPosition})
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		if c.promoted() || len(c.fence.Targets()) != 0 {
+			t.Fatalf("lagging c promoted for a node's handover: hooks %v, fenced %v", c.hooks.Reasons(), c.fence.Targets())
+		}
+		if n := c.metrics.Count("declined:lagging"); n < 1 {
+			t.Errorf("c declined %d times, want it to decline as lagging: %v", n, c.metrics.Events())
+		}
+		if r := w.Failover(); r != nil && r.ID == "h1" {
+			t.Errorf("the handover request %+v still stands after its target gave up", r)
+		}
+	})
+}
