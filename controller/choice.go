@@ -67,12 +67,22 @@ type peer struct {
 
 // peerOf is the peer a member record describes.
 func peerOf(m cluster.Member) peer {
-	p := peer{ID: m.NodeID, Priority: DefaultPriority, Position: m.Position}
+	p := peer{ID: m.NodeID, Priority: DefaultPriority, Position: memberPos(m)}
 	if m.Priority != nil {
 		p.Priority = *m.Priority
 	}
 	p.Campaigning = m.State == string(StateStandby) && m.Health == "healthy"
 	return p
+}
+
+// memberPos is m's published position; a negative one (a record failoverd
+// did not write: it publishes only non-negative positions) is unknown, so
+// that the lag arithmetic cannot overflow.
+func memberPos(m cluster.Member) *int64 {
+	if m.Position == nil || *m.Position < 0 {
+		return nil
+	}
+	return m.Position
 }
 
 // lagRule is election.max_lag applied to one set of candidates.
@@ -542,7 +552,7 @@ func (c *Controller) choose(tm *term, r *termReads, failed map[string]bool) *win
 		}
 		for _, m := range r.members {
 			if m.NodeID == c.cfg.NodeID {
-				f.Self.Position = m.Position
+				f.Self.Position = memberPos(m)
 				continue
 			}
 			f.Others = append(f.Others, peerOf(m))

@@ -139,6 +139,8 @@ func TestPeerOf(t *testing.T) {
 		{cluster.Member{NodeID: "a", State: "standby", Health: "unhealthy", Priority: &two}, peer{ID: "a", Priority: 2}},
 		{cluster.Member{NodeID: "a", State: "out", Health: "healthy"}, peer{ID: "a", Priority: 1}},
 		{cluster.Member{NodeID: "a", State: "leader", Health: "healthy"}, peer{ID: "a", Priority: 1}},
+		// A negative position (not written by failoverd) is unknown.
+		{cluster.Member{NodeID: "a", State: "out", Health: "healthy", Position: pos(-5)}, peer{ID: "a", Priority: 1}},
 	} {
 		if got := peerOf(tc.m); got != tc.want {
 			t.Errorf("peerOf(%+v) = %+v, want %+v", tc.m, got, tc.want)
