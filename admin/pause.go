@@ -49,6 +49,10 @@ func (a *api) pause(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), pauseTimeout)
 	defer cancel()
 	p := cluster.Pause{By: "admin api from " + r.RemoteAddr, Reason: req.Reason, At: time.Now().UTC()}
+	if err := p.Check(); err != nil {
+		writeJSON(w, http.StatusBadRequest, adminapi.PauseAnswer{Error: err.Error()})
+		return
+	}
 	cur, created, err := a.pauser.SetPause(ctx, p)
 	if err != nil {
 		writeJSON(w, http.StatusInternalServerError, adminapi.PauseAnswer{Error: "pausing the cluster: " + err.Error()})

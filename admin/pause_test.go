@@ -97,6 +97,10 @@ func TestPauseResumeEndpoints(t *testing.T) {
 	if rec := post(t, h, adminapi.PausePath, `{"reason":`, auth); rec.Code != http.StatusBadRequest {
 		t.Errorf("pause with a broken body: %d, want 400", rec.Code)
 	}
+	long := `{"reason":"` + strings.Repeat("x", cluster.MaxPauseReason+1) + `"}`
+	if rec := post(t, h, adminapi.PausePath, long, auth); rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "at most") {
+		t.Errorf("pause with a %d-byte reason: %d %s, want 400", cluster.MaxPauseReason+1, rec.Code, rec.Body.String())
+	}
 	rec = post(t, h, adminapi.ResumePath, "", auth)
 	if a := decode[adminapi.PauseAnswer](t, rec); rec.Code != 200 || a.Paused || !a.Changed {
 		t.Errorf("resume: %d %+v", rec.Code, a)

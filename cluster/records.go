@@ -141,6 +141,18 @@ type Pause struct {
 	At     time.Time `json:"at"`
 }
 
+// MaxPauseReason bounds Pause.Reason in bytes: every node copies the pause
+// into its member record and status.
+const MaxPauseReason = 1024
+
+// Check refuses a pause whose reason is longer than MaxPauseReason.
+func (p Pause) Check() error {
+	if len(p.Reason) > MaxPauseReason {
+		return fmt.Errorf("the pause reason is %d bytes long; at most %d are allowed", len(p.Reason), MaxPauseReason)
+	}
+	return nil
+}
+
 // ClusterRecord is the Config record, created by the first node that joins
 // a cluster and never rewritten by failoverd. Nodes whose settings differ
 // from it refuse to join: nodes of different election modes do not see

@@ -20,6 +20,11 @@ func cmdPause(args []string, stdout, stderr io.Writer) int {
 	if code := f.parse(args); code >= 0 {
 		return code
 	}
+	p := cluster.Pause{By: operator(), Reason: *reason, At: time.Now().UTC()}
+	if err := p.Check(); err != nil {
+		fmt.Fprintln(stderr, "failoverd pause:", err)
+		return exitUsage
+	}
 	cfg, client, store, code := connect(f.config, stderr)
 	if code >= 0 {
 		return code
@@ -27,7 +32,6 @@ func cmdPause(args []string, stdout, stderr io.Writer) int {
 	defer client.Close()
 	ctx, cancel := withTimeout(10 * time.Second)
 	defer cancel()
-	p := cluster.Pause{By: operator(), Reason: *reason, At: time.Now().UTC()}
 	cur, created, err := store.SetPause(ctx, p)
 	if err != nil {
 		fmt.Fprintln(stderr, "failoverd pause:", err)

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/failoverd/failoverd/cluster"
 	"github.com/failoverd/failoverd/test/zktest"
 )
 
@@ -52,5 +53,11 @@ func TestPauseResumeCommands(t *testing.T) {
 	}
 	if _, errs, code := cli("pause", "--bogus"); code != exitUsage {
 		t.Fatalf("pause --bogus: exit %d, %q; want usage", code, errs)
+	}
+	if _, errs, code := cli("pause", "--reason", strings.Repeat("x", cluster.MaxPauseReason+1)); code != exitUsage || !strings.Contains(errs, "at most") {
+		t.Fatalf("pause with a too long reason: exit %d, %q; want usage", code, errs)
+	}
+	if out, _, _ := cli("status"); strings.Contains(out, "PAUSED") {
+		t.Fatalf("a refused pause paused the cluster:\n%s", out)
 	}
 }
