@@ -167,16 +167,23 @@ func (e *Env) newVeto(kind string, id, roll, pick int, leader *clustertest.Node)
 	if noVetoKinds[kind] || roll >= VetoShare {
 		return v
 	}
+	v.node = e.pickSuccessor(leader, pick)
+	return v
+}
+
+// pickSuccessor picks, by the step's draw pick, one of the nodes that can
+// lead other than leader (nil: none).
+func (e *Env) pickSuccessor(leader *clustertest.Node, pick int) *clustertest.Node {
 	var cands []*clustertest.Node
 	for _, n := range e.C.Nodes {
 		if n != leader && e.Policy.CanLead(n.ID) {
 			cands = append(cands, n)
 		}
 	}
-	if len(cands) > 0 {
-		v.node = cands[pick%len(cands)]
+	if len(cands) == 0 {
+		return nil
 	}
-	return v
+	return cands[pick%len(cands)]
 }
 
 func (v *veto) on() {

@@ -393,15 +393,7 @@ func (e *Env) newLagNode(kind string, id, roll, pick int, leader *clustertest.No
 	if e.pos == nil || noVetoKinds[kind] || roll >= freezeShare() {
 		return l
 	}
-	var cands []*clustertest.Node
-	for _, n := range e.C.Nodes {
-		if n != leader && e.Policy.CanLead(n.ID) {
-			cands = append(cands, n)
-		}
-	}
-	if len(cands) > 0 {
-		l.node = cands[pick%len(cands)]
-	}
+	l.node = e.pickSuccessor(leader, pick)
 	return l
 }
 
