@@ -8,6 +8,7 @@ import (
 
 	"github.com/failoverd/failoverd/cluster"
 	"github.com/failoverd/failoverd/test/zktest"
+	"github.com/failoverd/failoverd/zk"
 )
 
 // The pause record against real ZooKeeper: set is idempotent (the first
@@ -72,8 +73,20 @@ func TestPauseRecordAndWatch(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	zkc.Restart(0)
 	zkc.WaitServing(30 * time.Second)
-	if _, _, err := op.SetPause(ctx, cluster.Pause{By: "ops@host", Reason: "after a disconnect", At: time.Now()}); err != nil {
-		t.Fatal(err)
+	// The server serving does not mean the operator's client is back on
+	// it yet: a request sent before it is fails with a connection loss
+	// (the CI run of stop 18 hit that). Wait for the reconnect, and send
+	// again on a connection loss (setting the pause is idempotent).
+	connected(t, opc)
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		_, _, err := op.SetPause(ctx, cluster.Pause{By: "ops@host", Reason: "after a disconnect", At: time.Now()})
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, zk.ErrConnectionLoss) || time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		connected(t, opc)
 	}
 	next("the pause after a disconnect", func(p *cluster.Pause) bool { return p != nil && p.Reason == "after a disconnect" })
 	if session(t, wc) != sess {

@@ -46,6 +46,26 @@ func session(t *testing.T, c *zk.Client) *zk.Session {
 	return sess
 }
 
+// connected waits until c's session is connected to a server.
+func connected(t *testing.T, c *zk.Client) {
+	t.Helper()
+	sess := session(t, c)
+	deadline := time.After(30 * time.Second)
+	for {
+		st, changed := sess.State()
+		if st == zk.StateConnected {
+			return
+		}
+		select {
+		case <-changed:
+		case <-sess.Done():
+			t.Fatalf("the session ended while waiting for its reconnect: %v", sess.Err())
+		case <-deadline:
+			t.Fatalf("the client did not reconnect within 30s (state %v)", st)
+		}
+	}
+}
+
 // expire makes the server expire c's current session and waits until the
 // client noticed.
 func expire(t *testing.T, zkc *zktest.Cluster, c *zk.Client) {
