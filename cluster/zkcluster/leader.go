@@ -59,21 +59,28 @@ func (s *Store) breadcrumbRecord(ctx context.Context, sess *zk.Session, w *watch
 	path := s.layout.Breadcrumb()
 	var data []byte
 	var err error
-	if w == nil || w.armed[key] {
+	if c, ok := w.cached(key); ok {
+		data = c.data
+		if c.absent {
+			err = zk.ErrNoNode
+		}
+	} else if w == nil || w.armed[key] {
 		data, _, err = sess.Get(ctx, path)
 	} else {
 		var ch <-chan zk.Event
 		data, _, ch, err = sess.GetW(ctx, path)
 		if err == nil {
 			w.arm(key, ch)
+			w.cache[key] = cachedRead{data: data}
 		} else if errors.Is(err, zk.ErrNoNode) {
 			var ok bool
 			ok, _, ch, err = sess.ExistsW(ctx, path)
 			if err == nil {
 				w.arm(key, ch)
 				if ok {
-					return s.breadcrumbRecord(ctx, sess, w) // created meanwhile
+					return s.breadcrumbRecord(ctx, sess, w) // created meanwhile (read uncached: the exists watch stands for it)
 				}
+				w.cache[key] = cachedRead{absent: true}
 				err = zk.ErrNoNode
 			}
 		}

@@ -225,14 +225,45 @@ func (s *Store) Members(ctx context.Context) ([]cluster.Member, error) {
 // watchSet holds the one-shot watches armed on one session: one per znode
 // and kind, re-armed only after it fired, so that a long watch does not
 // pile up watches on records that do not change.
+//
+// A watch that is still armed has not fired, so its znode has not changed
+// since the read that armed it: the value that read returned (cache) is
+// used again instead of reading once more. A watch is therefore paid for
+// by one read per change of its znode, not one per change of anything the
+// watch set covers: at a handoff every node's leader view sees the
+// breadcrumb change and reads the breadcrumb alone, not every member
+// record with it, which kept the successor's own reads waiting on a busy
+// ensemble. The value is as fresh as a read's would be: a change that
+// happened before the read pass is seen by the pass after the one its
+// notification reaches (as with a plain read, which returns a value that
+// may be stale by the time it arrives).
 type watchSet struct {
 	ctx   context.Context // ends with the session's round: stops the forwarders
 	armed map[string]bool
+	cache map[string]cachedRead // what the read that armed each watch returned
 	fired chan string
 }
 
+// cachedRead is the result of the read that armed a watch: a record's
+// data, a directory's children, or that the znode was absent.
+type cachedRead struct {
+	data   []byte
+	ids    []string
+	absent bool
+}
+
 func newWatchSet(ctx context.Context) *watchSet {
-	return &watchSet{ctx: ctx, armed: map[string]bool{}, fired: make(chan string, 16)}
+	return &watchSet{ctx: ctx, armed: map[string]bool{}, cache: map[string]cachedRead{}, fired: make(chan string, 16)}
+}
+
+// cached returns the value read when key's watch was armed, if that watch
+// has not fired since.
+func (w *watchSet) cached(key string) (cachedRead, bool) {
+	if w == nil || !w.armed[key] {
+		return cachedRead{}, false
+	}
+	c, ok := w.cache[key]
+	return c, ok
 }
 
 // arm records that key's watch ch is armed and forwards its event.
@@ -257,13 +288,16 @@ func (s *Store) members(ctx context.Context, sess *zk.Session, w *watchSet) ([]c
 	dir := s.layout.MembersDir()
 	var ids []string
 	var err error
-	if w == nil || w.armed["children"] {
+	if c, ok := w.cached("children"); ok {
+		ids = slices.Clone(c.ids)
+	} else if w == nil || w.armed["children"] {
 		ids, err = sess.Children(ctx, dir)
 	} else {
 		var ch <-chan zk.Event
 		ids, ch, err = sess.ChildrenW(ctx, dir)
 		if err == nil {
 			w.arm("children", ch)
+			w.cache["children"] = cachedRead{ids: slices.Clone(ids)}
 		}
 	}
 	if errors.Is(err, zk.ErrNoNode) {
@@ -293,13 +327,16 @@ func (s *Store) members(ctx context.Context, sess *zk.Session, w *watchSet) ([]c
 		var b []byte
 		var err error
 		key := "data:" + id
-		if w == nil || w.armed[key] {
+		if c, ok := w.cached(key); ok {
+			b = c.data
+		} else if w == nil || w.armed[key] {
 			b, _, err = sess.Get(ctx, s.layout.Member(id))
 		} else {
 			var ch <-chan zk.Event
 			b, _, ch, err = sess.GetW(ctx, s.layout.Member(id))
 			if err == nil {
 				w.arm(key, ch)
+				w.cache[key] = cachedRead{data: b}
 			}
 		}
 		if errors.Is(err, zk.ErrNoNode) {
