@@ -267,8 +267,11 @@ func TestPreemptionByHigherPriority(t *testing.T) {
 		// a leads: nobody of a higher priority waits, nothing else happens.
 		time.Sleep(20 * time.Second)
 		a.want(controller.StateLeader)
-		if c.promoted() || len(w.Writes()) != 2 {
-			t.Errorf("c promoted (%v) or breadcrumbs %v: want b's then a's only", c.hooks.Reasons(), w.Writes())
+		// b's write, then a's record: written by a, or by b's Finish
+		// naming a as its successor.
+		stored := append(w.Writes(), w.HandedTo()...)
+		if c.promoted() || len(stored) != 2 || stored[0].NodeID != "b" || stored[1].NodeID != "a" {
+			t.Errorf("c promoted (%v) or breadcrumbs %v, handed over %v: want b's then a's only", c.hooks.Reasons(), w.Writes(), w.HandedTo())
 		}
 	})
 }

@@ -292,7 +292,7 @@ func (c *Controller) reconcileOnce() {
 	c.adoptIfDue(now)
 	c.writeLeaderPosition(now)
 	if tm := l.term; tm != nil && tm.phase == phRelease && !tm.worker && (l.hook == nil || l.hook.term != tm) {
-		c.releaseTerm()
+		c.releaseOrClean(tm)
 	}
 	if l.term == nil {
 		c.setState(c.idleState(), "")
@@ -326,7 +326,7 @@ func (c *Controller) startCandidacy() {
 // and holds it until the loop released it.
 func (c *Controller) won(gen uint64, ctx context.Context, t cluster.Term) {
 	release := make(chan struct{})
-	if !c.send(termWon{gen: gen, t: t, ctx: ctx, release: release, reads: startReads(ctx, t)}) {
+	if !c.send(termWon{gen: gen, t: t, ctx: ctx, release: release, reads: startReads(ctx, t, c.cfg.MaxLag != nil)}) {
 		return
 	}
 	select {
@@ -549,6 +549,9 @@ func (c *Controller) startNextHook(now time.Time) {
 	switch {
 	case tm != nil && tm.phase == phEndDemote:
 		tm.phase = phEndDemoting
+		if graceful(tm.endReason) && tm.bcVersion >= 0 {
+			c.prefetchSuccessor(tm, now)
+		}
 		c.startHook(&hookRun{name: "demote", purpose: forTermEnd, term: tm, env: HookEnv{Reason: tm.endReason, Epoch: tm.epoch}}, context.Background())
 	case !l.startup.done && !l.stopping && !now.Before(l.startup.retryAt) && c.startupDemoteAllowed(now):
 		c.startHook(&hookRun{name: "demote", purpose: forStartup, env: HookEnv{Reason: reasonStartup}}, context.Background())
@@ -591,7 +594,7 @@ func (c *Controller) startNextHook(now time.Time) {
 			tm.phase = phRelease
 			return
 		}
-		tm.phase = phPromoting
+		tm.phase, tm.promoteStarted = phPromoting, true
 		c.startHook(&hookRun{name: "promote", purpose: forPromote, term: tm, env: HookEnv{Reason: reasonElected, Epoch: tm.epoch, Previous: tm.prev}}, tm.ctx)
 	case tm == nil:
 		c.startFollow(now)

@@ -44,9 +44,17 @@ type term struct {
 	worker  bool       // a takeover step runs (the term is released only after it)
 	reads   *termReads // the first reads, started by the won callback
 
-	prev      *breadcrumb.Record // the breadcrumb read (nil: absent)
+	prev      *breadcrumb.Record // the breadcrumb read (nil: absent, or own)
+	own       *breadcrumb.Record // the breadcrumb read when it names this very term
 	version   int32              // its znode version (-1: absent)
 	bcVersion int32              // our breadcrumb's version once written (-1: not written; Finish then deletes nothing)
+	// succ is the successor a graceful end names in the breadcrumb
+	// (prefetched while the end demote runs; nil: nobody).
+	succ chan *cluster.Successor
+	// promoteStarted: the promote hook ran in this term; cleaned: a term
+	// that gave itself back without it has tried to delete a breadcrumb
+	// naming it (releaseOrClean).
+	promoteStarted, cleaned bool
 
 	// abandoned is set by the loop when it ends the term's candidacy
 	// (cede, operator demote, unhealthy, shutdown, a failover to another
@@ -128,7 +136,9 @@ type termReads struct {
 	lpErr      error
 }
 
-func startReads(ctx context.Context, t cluster.Term) *termReads {
+// The last leader position matters only to election.max_lag (leaderPos
+// false: not read, one request less on the critical path).
+func startReads(ctx context.Context, t cluster.Term, leaderPos bool) *termReads {
 	r := &termReads{done: make(chan struct{})}
 	var wg sync.WaitGroup
 	wg.Add(3)
@@ -142,7 +152,9 @@ func startReads(ctx context.Context, t cluster.Term) *termReads {
 	}()
 	go func() {
 		defer wg.Done()
-		r.leaderPos, r.lpErr = t.ReadLeaderPosition(ctx)
+		if leaderPos {
+			r.leaderPos, r.lpErr = t.ReadLeaderPosition(ctx)
+		}
 	}()
 	go func() {
 		defer close(r.done)
@@ -205,7 +217,7 @@ func (c *Controller) startStep(tm *term, p phase, step func(*term) stepResult) {
 func (c *Controller) readStep(tm *term, seen string, failed map[string]bool) stepResult {
 	r := tm.reads
 	if r == nil { // not started by the won callback
-		r = startReads(tm.ctx, tm.t)
+		r = startReads(tm.ctx, tm.t, c.cfg.MaxLag != nil)
 	}
 	select {
 	case <-r.done:
@@ -228,7 +240,7 @@ func (c *Controller) readStep(tm *term, seen string, failed map[string]bool) ste
 	if c.cfg.PrePromote != nil {
 		return res // the pre_promote hook runs before the write
 	}
-	w := c.write(tm, res.version)
+	w := c.write(tm, res.version, &res.rec)
 	res.written, res.newVersion, res.writeErr, res.lost = w.written, w.newVersion, w.writeErr, w.lost
 	return res
 }
@@ -256,13 +268,22 @@ func (c *Controller) fenceStep(tm *term) stepResult {
 }
 
 // writeStep writes our breadcrumb at the version onRead kept.
-func (c *Controller) writeStep(tm *term) stepResult { return c.write(tm, tm.version) }
+func (c *Controller) writeStep(tm *term) stepResult { return c.write(tm, tm.version, tm.own) }
 
 // write writes our breadcrumb, guarded by the term's znode and CAS on
 // version (the one read; -1: absent), after a synchronous look at the lease.
-func (c *Controller) write(tm *term, version int32) stepResult {
+// read is the breadcrumb read at version (nil: none): when it already is
+// ours, the record this write would store (a graceful predecessor named us
+// in its Finish), nothing is written: it names this node and this term's
+// epoch, so whoever leads after us fences us, which is all the write is
+// for.
+func (c *Controller) write(tm *term, version int32, read *breadcrumb.Record) stepResult {
 	if err := tm.gone(); err != nil {
 		return stepResult{lost: err}
+	}
+	if read != nil && version >= 0 && c.ownRecord(*read, tm.epoch) {
+		c.log.Debug("breadcrumb already names this node and term (written by the predecessor): nothing to write", "epoch", tm.epoch, "version", version)
+		return stepResult{written: true, newVersion: version}
 	}
 	// No Instance yet: failoverd 1.x refuses breadcrumbs with fields it does
 	// not know, so during a rolling upgrade an old node elected after us would
@@ -279,6 +300,14 @@ func (c *Controller) write(tm *term, version int32) stepResult {
 	}
 	c.log.Debug("breadcrumb written", "epoch", tm.epoch, "duration_seconds", time.Since(tm.wonAt).Seconds())
 	return stepResult{written: true, newVersion: v}
+}
+
+// ownRecord reports whether r is the breadcrumb this node writes for the
+// term of epoch: same node id, epoch and the addresses a fencer uses
+// (Since is the writer's clock, not compared).
+func (c *Controller) ownRecord(r breadcrumb.Record, epoch int64) bool {
+	return r.NodeID == c.cfg.NodeID && r.Epoch == epoch && r.Host == c.cfg.Host &&
+		r.AdminURL == c.cfg.AdminURL && r.ServiceAddress == c.cfg.ServiceAddress && r.Instance == ""
 }
 
 func (c *Controller) onStepDone(ev stepDone) {
@@ -338,6 +367,12 @@ func (c *Controller) onWritten(tm *term, r stepResult) {
 // the start of a term asks for.
 func (c *Controller) onRead(tm *term, r stepResult) {
 	l := &c.l
+	if r.readErr == nil && r.rec.NodeID == c.cfg.NodeID && r.rec.Epoch == tm.epoch && r.version >= 0 {
+		// It names this very term (our predecessor's Finish wrote it):
+		// a term given back without promoting deletes it
+		// (releaseOrClean), so that whoever leads next need not fence us.
+		tm.bcVersion = r.version
+	}
 	if r.choice != nil && c.onChoice(tm, r.choice) {
 		// The rules chose another node (or none): also when the term
 		// ended meanwhile (the failover watch may report the request
@@ -386,7 +421,11 @@ func (c *Controller) onRead(tm *term, r stepResult) {
 	case breadcrumb.NothingToFence:
 		if r.readErr == nil {
 			rec := r.rec
-			tm.prev = &rec
+			if rec.NodeID == c.cfg.NodeID && rec.Epoch == tm.epoch {
+				tm.own = &rec // our predecessor named us: no previous leader to tell the hooks
+			} else {
+				tm.prev = &rec
+			}
 		}
 		if r.wrote() {
 			c.onWritten(tm, r)
@@ -565,10 +604,58 @@ func (c *Controller) onEndDemoteDone(tm *term, err error) {
 		return
 	}
 	tm.phase = phFinishing
+	succ, self := tm.succ, c.cfg.NodeID
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		c.send(termFinished{epoch: tm.epoch, err: tm.t.Finish(ctx, tm.bcVersion)})
+		var next *cluster.Successor
+		if succ != nil {
+			select {
+			case next = <-succ:
+			case <-time.After(successorWait):
+			}
+		}
+		if next != nil && next.Record.NodeID == self {
+			next = nil
+		}
+		err := tm.t.Finish(ctx, tm.bcVersion, next)
+		c.send(termFinished{epoch: tm.epoch, err: err, next: next})
+	}()
+}
+
+// successorWait bounds how long a graceful Finish waits for the successor
+// read that started with the end demote (a few reads: it is done long
+// before the demote, unless ZooKeeper is slow, and then Finish goes
+// without it).
+const successorWait = 50 * time.Millisecond
+
+// prefetchSuccessor starts reading, while the end demote runs, whom a
+// graceful end of tm names in the breadcrumb (Term.Successor): whoever is
+// next, or, while a failover request to another node stands, that node
+// only; nobody when this node does not know the request's target.
+func (c *Controller) prefetchSuccessor(tm *term, now time.Time) {
+	l := &c.l
+	to := ""
+	if l.standAside.key != "" && now.Before(l.standAside.until) {
+		if l.expiry == nil || l.expiry.Key() != l.standAside.key {
+			return
+		}
+		to = l.expiry.To
+	}
+	ch := make(chan *cluster.Successor, 1)
+	tm.succ = ch
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		next, err := tm.t.Successor(ctx)
+		if err != nil {
+			c.log.Debug("cannot tell the successor; the breadcrumb is deleted instead", "err", err)
+			next = nil
+		}
+		if next != nil && to != "" && next.Record.NodeID != to {
+			next = nil
+		}
+		ch <- next
 	}()
 }
 
@@ -577,12 +664,42 @@ func (c *Controller) onTermFinished(ev termFinished) {
 	if tm == nil || tm.epoch != ev.epoch {
 		return
 	}
-	if ev.err != nil {
+	switch {
+	case ev.err != nil && tm.promoteStarted:
 		c.log.Warn("breadcrumb not deleted; the successor will fence us", "err", ev.err)
-	} else {
+	case ev.err != nil:
+		c.log.Warn("could not delete the breadcrumb naming this unpromoted term; whoever leads next fences us", "epoch", tm.epoch, "err", ev.err)
+	case !tm.promoteStarted:
+		c.log.Info("breadcrumb naming this unpromoted term deleted with its election entry", "epoch", tm.epoch)
+	case ev.next != nil:
+		c.log.Info("breadcrumb handed to the successor after a graceful demote", "epoch", tm.epoch, "successor", ev.next.Record.NodeID,
+			"successor_epoch", ev.next.Record.Epoch, "duration_seconds", time.Since(tm.wonAt).Seconds())
+	default:
 		c.log.Info("breadcrumb deleted after a graceful demote", "epoch", tm.epoch, "duration_seconds", time.Since(tm.wonAt).Seconds())
 	}
 	tm.phase = phRelease
+}
+
+// releaseOrClean gives a term in phRelease back, unless it never promoted
+// and the breadcrumb names it (it wrote it, or its predecessor did, and
+// then it declined, handed over, was vetoed, or lost the lease or a race
+// with a request): then it first deletes that breadcrumb with its election
+// entry (Finish), once, so that whoever leads next has nothing to fence.
+// Its service was demoted when this term began (startup demote, or the
+// predecessor's fence) and nothing promoted it since, so the breadcrumb
+// names a node that is not primary. If Finish fails (the term is over),
+// the breadcrumb stays and the next leader fences us: needless, not unsafe.
+func (c *Controller) releaseOrClean(tm *term) {
+	if tm.bcVersion < 0 || tm.promoteStarted || tm.cleaned {
+		c.releaseTerm()
+		return
+	}
+	tm.cleaned, tm.phase = true, phFinishing
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		c.send(termFinished{epoch: tm.epoch, err: tm.t.Finish(ctx, tm.bcVersion, nil)})
+	}()
 }
 
 // releaseTerm gives the term back to the elector, which then deletes its

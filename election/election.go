@@ -1509,3 +1509,45 @@ func (e *Elector) watchNode(ctx context.Context, sess *zk.Session, node string, 
 		}
 	}
 }
+
+// Next is the fair-mode candidate that wins when the leader's znode goes:
+// its znode (path and stat: the czxid is the epoch it will lead with) and
+// its node id.
+type Next struct {
+	Path   string
+	NodeID string
+	Stat   zk.Stat
+}
+
+// NextCandidate reads the fair-mode queue in dir and returns the
+// candidate that leads next once leader (the leading znode's path) is
+// gone: the lowest sequence number other than leader's (nil: none
+// waits). The answer is a prediction: that candidate may leave, or its
+// session end, before it wins; a caller acting on it checks its znode at
+// Stat.Version in the same multi. Only a leader calls it, so the znodes
+// below leader's are none.
+func NextCandidate(ctx context.Context, sess *zk.Session, dir, leader string) (*Next, error) {
+	kids, err := sess.Children(ctx, dir)
+	if err != nil {
+		return nil, err
+	}
+	for _, k := range sortCandidates(kids) {
+		p := dir + "/" + k
+		if p == leader {
+			continue
+		}
+		data, st, err := sess.Get(ctx, p)
+		if errors.Is(err, zk.ErrNoNode) {
+			continue // left meanwhile: the next one is
+		}
+		if err != nil {
+			return nil, err
+		}
+		var c candidate
+		if json.Unmarshal(data, &c) != nil || c.NodeID == "" {
+			return nil, fmt.Errorf("election znode %s: unreadable candidate %q", p, data)
+		}
+		return &Next{Path: p, NodeID: c.NodeID, Stat: st}, nil
+	}
+	return nil, nil
+}

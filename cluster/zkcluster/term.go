@@ -162,13 +162,46 @@ func (t *term) CompleteFailover(ctx context.Context) error {
 	return nil
 }
 
-// Finish deletes the breadcrumb (at bcVersion, the version WriteBreadcrumb
-// returned) and the term's election znode in one multi: one quorum write
-// where a guarded breadcrumb delete followed by leaving the election took
-// two. If the znode is gone (the session expired, or it was deleted), the
-// multi fails as a whole and the breadcrumb stays, so the successor fences
-// this node; the same if the breadcrumb changed. The elector's own leave
-// then finds the znode gone, which it ignores.
+// Successor predicts who leads after this term (see cluster.Term): in
+// fair mode, the lowest candidate in the queue after ours
+// (election.NextCandidate), with its epoch (its znode's czxid) and, from
+// its member record, the host, admin URL and service address it writes
+// into its own breadcrumb. nil: unfair mode (whoever creates the lock
+// next leads), no candidate waits, or its member record is missing or
+// names another node. A wrong field costs nothing but the successor's
+// own write: it writes its breadcrumb itself unless the record equals
+// the one it would write.
+func (t *term) Successor(ctx context.Context) (*cluster.Successor, error) {
+	if t.l.Mode != election.Fair {
+		return nil, nil
+	}
+	n, err := election.NextCandidate(ctx, t.l.Session, t.s.layout.ElectionDir(), t.l.Path)
+	if err != nil || n == nil {
+		return nil, err
+	}
+	ms, err := t.s.getMembers(ctx, t.l.Session, []string{n.NodeID})
+	if err != nil || len(ms) != 1 || ms[0].NodeID != n.NodeID {
+		return nil, err
+	}
+	m := ms[0]
+	return &cluster.Successor{
+		Record: breadcrumb.Record{NodeID: n.NodeID, Host: m.Host, AdminURL: m.AdminURL, Epoch: n.Stat.Czxid,
+			Since: time.Now().UTC(), ServiceAddress: m.ServiceAddress},
+		Entry: n.Path, Version: n.Stat.Version,
+	}, nil
+}
+
+// Finish ends the term in one multi: the breadcrumb (at bcVersion, the
+// version WriteBreadcrumb returned) is deleted, or with next replaced by
+// next's record under a check that next's znode is unchanged, and the
+// term's election znode is deleted. One quorum write where a guarded
+// breadcrumb delete followed by leaving the election took two, and with
+// next, the successor's breadcrumb write is in it too. If the znode is
+// gone (the session expired, or it was deleted), the multi fails as a
+// whole and the breadcrumb stays, so the successor fences this node; the
+// same if the breadcrumb changed. If only next's check failed (it left,
+// or its session ended), Finish tries again without next. The elector's
+// own leave then finds the znode gone, which it ignores.
 //
 // The znode delete must take only ours. In fair mode its name is unique
 // to this term (our elector's GUID and a sequence number), and the elector
@@ -184,7 +217,7 @@ func (t *term) CompleteFailover(ctx context.Context) error {
 // operator's delete of a live leader's lock, and then costs the new
 // holder its term before it could promote, never safety (we demoted
 // already, and it would find no breadcrumb to fence).
-func (t *term) Finish(ctx context.Context, bcVersion int32) error {
+func (t *term) Finish(ctx context.Context, bcVersion int32, next *cluster.Successor) error {
 	if bcVersion < 0 {
 		return fmt.Errorf("finishing term %d: no breadcrumb version (%d): nothing of ours to delete", t.l.Epoch, bcVersion)
 	}
@@ -203,8 +236,26 @@ func (t *term) Finish(ctx context.Context, bcVersion int32) error {
 		}
 		version = st.Version
 	}
+	bc := t.s.layout.Breadcrumb()
+	if next != nil && next.Entry != t.l.Path && next.Record.Epoch > t.l.Epoch {
+		data, err := breadcrumb.Encode(next.Record)
+		if err == nil {
+			err = t.l.Session.Multi(ctx,
+				zk.CheckOp{Path: next.Entry, Version: next.Version},
+				zk.SetOp{Path: bc, Data: data, Version: bcVersion},
+				zk.DeleteOp{Path: t.l.Path, Version: version})
+		}
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, zk.ErrNoNode) && !errors.Is(err, zk.ErrBadVersion) {
+			return fmt.Errorf("finishing term %d (naming %s in the breadcrumb and deleting %s): %w", t.l.Epoch, next.Record.NodeID, t.l.Path, err)
+		}
+		// The successor's znode changed, or ours or the breadcrumb did:
+		// the plain multi below tells which.
+	}
 	err := t.l.Session.Multi(ctx,
-		zk.DeleteOp{Path: t.s.layout.Breadcrumb(), Version: bcVersion},
+		zk.DeleteOp{Path: bc, Version: bcVersion},
 		zk.DeleteOp{Path: t.l.Path, Version: version})
 	if err != nil {
 		return fmt.Errorf("finishing term %d (deleting the breadcrumb and %s): %w", t.l.Epoch, t.l.Path, err)

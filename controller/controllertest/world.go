@@ -30,6 +30,7 @@ var ErrBadVersion = errors.New("controllertest: breadcrumb version changed")
 type World struct {
 	mu       sync.Mutex
 	queue    []*entry // the election, in join order: the first one leads
+	entries  int      // entries created so far (their names)
 	lastZxid int64
 	// Timing is every term's lease arithmetic (checkDemoteBudget).
 	timing lease.Timing
@@ -62,6 +63,8 @@ type World struct {
 	pauseChange chan struct{}     // closed and replaced on every pause change
 	writes      []breadcrumb.Record
 	finishes    []int32
+	handedTo    []breadcrumb.Record // Finish's records for successors
+	noSuccessor bool                // Successor names nobody
 	spans       []Span
 	history     []cluster.HistoryEntry
 	historyErr  error // AppendHistory fails with it (SetHistoryError)
@@ -88,6 +91,11 @@ type entry struct {
 	turn  chan struct{} // closed when first in line
 	first bool
 	term  *Term
+	// name identifies the entry (Successor.Entry); epoch, once a
+	// leader's Successor named this entry, is the epoch it leads with
+	// (as a ZooKeeper znode's czxid is fixed when it joins).
+	name  string
+	epoch int64
 }
 
 // New returns an empty world whose terms have a 6s session and 4s lease
@@ -398,6 +406,16 @@ type Node struct {
 	hidePause bool   // the pause watch reports nothing
 	pos       *int64 // SetPosition: published in every member record
 	refusal   error  // SetRefusal: the elector stays out
+	foBlind   bool   // SetFailoverBlind: the failover watch reports only its first value
+}
+
+// SetFailoverBlind makes the node's failover watch report nothing after
+// its first value, as a watch whose notification is late: the node learns
+// of a request only from a term's first read.
+func (n *Node) SetFailoverBlind(on bool) {
+	n.w.mu.Lock()
+	defer n.w.mu.Unlock()
+	n.foBlind = on
 }
 
 // SetRefusal makes the node's elector stay out of the election (Campaign
@@ -465,7 +483,8 @@ func (n *Node) Campaign(ctx context.Context, won func(context.Context, cluster.T
 			}
 			continue
 		}
-		e := &entry{node: n, turn: make(chan struct{})}
+		w.entries++
+		e := &entry{node: n, turn: make(chan struct{}), name: fmt.Sprintf("entry-%d", w.entries)}
 		w.queue = append(w.queue, e)
 		w.promoteFirst()
 		w.mu.Unlock()
@@ -478,14 +497,18 @@ func (n *Node) Campaign(ctx context.Context, won func(context.Context, cluster.T
 		case <-e.turn:
 		}
 		w.mu.Lock()
-		w.lastZxid++
+		epoch := e.epoch
+		if epoch == 0 {
+			w.lastZxid++
+			epoch = w.lastZxid
+		}
 		tctx, cancel := context.WithCancelCause(ctx)
 		if d := w.termHop; d > 0 {
 			tctx, cancel = context.WithCancelCause(context.WithoutCancel(ctx))
 			end := cancel
 			context.AfterFunc(ctx, func() { time.Sleep(d); end(context.Cause(ctx)) })
 		}
-		t := &Term{w: w, e: e, epoch: w.lastZxid, timing: w.timing, cancel: cancel}
+		t := &Term{w: w, e: e, epoch: epoch, timing: w.timing, cancel: cancel}
 		e.term = t
 		span := len(w.spans)
 		w.spans = append(w.spans, Span{Node: n.id, Epoch: t.epoch, From: time.Now()})
@@ -569,8 +592,13 @@ func (n *Node) WatchFailover(ctx context.Context, fn func(*cluster.FailoverReque
 			c := *w.failover
 			r = &c
 		}
+		blind := n.foBlind
 		w.mu.Unlock()
 		fn(r)
+		if blind {
+			<-ctx.Done()
+			return ctx.Err()
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -833,7 +861,7 @@ func (t *Term) CompleteFailover(ctx context.Context) error {
 }
 
 // Finish deletes the breadcrumb (at bcVersion) and the entry in one step.
-func (t *Term) Finish(ctx context.Context, bcVersion int32) error {
+func (t *Term) Finish(ctx context.Context, bcVersion int32, next *cluster.Successor) error {
 	w := t.w
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -843,11 +871,76 @@ func (t *Term) Finish(ctx context.Context, bcVersion int32) error {
 	case w.bc == nil || w.bcVer != bcVersion:
 		return ErrBadVersion
 	}
-	w.bc, w.bcVer = nil, -1
 	w.finishes = append(w.finishes, bcVersion)
+	if next != nil && w.entryNamed(next.Entry) != nil && next.Record.Epoch > t.epoch {
+		r := next.Record
+		w.bc = &r
+		w.bcVer++
+		w.handedTo = append(w.handedTo, r)
+	} else {
+		w.bc, w.bcVer = nil, -1
+	}
 	w.leaderChanged()
 	w.remove(t.e)
 	return nil
+}
+
+// Successor names the entry after this term's in the queue, as
+// zkcluster's does in fair mode: its epoch is fixed now (the next zxid),
+// and the record carries its member record's addresses.
+func (t *Term) Successor(ctx context.Context) (*cluster.Successor, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	w := t.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.noSuccessor {
+		return nil, nil
+	}
+	var next *entry
+	for i, e := range w.queue {
+		if e == t.e && i+1 < len(w.queue) {
+			next = w.queue[i+1]
+		}
+	}
+	if next == nil {
+		return nil, nil
+	}
+	m, ok := w.members[next.node.id]
+	if !ok {
+		return nil, nil
+	}
+	if next.epoch == 0 {
+		w.lastZxid++
+		next.epoch = w.lastZxid
+	}
+	return &cluster.Successor{Record: breadcrumb.Record{NodeID: m.NodeID, Host: m.Host, AdminURL: m.AdminURL,
+		Epoch: next.epoch, Since: time.Now().UTC(), ServiceAddress: m.ServiceAddress}, Entry: next.name}, nil
+}
+
+func (w *World) entryNamed(name string) *entry {
+	for _, e := range w.queue {
+		if e.name == name {
+			return e
+		}
+	}
+	return nil
+}
+
+// HandedTo lists the records graceful leavers wrote for their successors
+// (Finish with a successor), oldest first.
+func (w *World) HandedTo() []breadcrumb.Record {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.handedTo)
+}
+
+// SetNoSuccessor makes Successor name nobody (as in unfair mode).
+func (w *World) SetNoSuccessor(on bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.noSuccessor = on
 }
 
 // ReadMembers returns every member record, sorted by node id as

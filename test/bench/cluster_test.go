@@ -405,3 +405,26 @@ func (c *cluster) memberSession(n *clustertest.Node) (int64, error) {
 	}
 	return st.EphemeralOwner, nil
 }
+
+// keepLogs copies every node's failoverd.log to $BENCH_KEEP_LOGS/<bench>/
+// when that is set: the daemons' debug logs time each step of a run.
+func keepLogs(b *testing.B, c *clustertest.Cluster) {
+	dir := os.Getenv("BENCH_KEEP_LOGS")
+	if dir == "" {
+		return
+	}
+	dst := filepath.Join(dir, strings.ReplaceAll(b.Name(), "/", "_"))
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		b.Logf("keeping the logs: %v", err)
+		return
+	}
+	for _, n := range c.Nodes {
+		data, err := os.ReadFile(filepath.Join(c.Dir, n.ID, "failoverd.log"))
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dst, n.ID+".log"), data, 0o644)
+		}
+		if err != nil {
+			b.Logf("keeping %s's log: %v", n.ID, err)
+		}
+	}
+}

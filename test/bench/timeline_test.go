@@ -32,6 +32,7 @@ const (
 	stDemoteStart    = "leaver_demote_start"     // the demote hook's event line (it stamps at its start)
 	stDemoteEnd      = "leaver_demote_end"       // the leaver's "hook done" log line
 	stBCDeleted      = "breadcrumb_deleted"      // the leaver's guarded delete applied (watch)
+	stBCHanded       = "breadcrumb_handed"       // the leaver's Finish named its successor in the breadcrumb (watch: data changed)
 	stZnodeGone      = "leaver_znode_gone"       // the leader's election znode deleted (watch)
 	stCandidateWon   = "successor_candidate_won" // "candidate won" log line, when the elector writes it
 	stElected        = "successor_elected"       // "elected" log line (the lease is settled)
@@ -104,6 +105,12 @@ func (c *cluster) watchHandoff(leader string, request bool) (*zkWatcher, error) 
 		ch := bcCh
 		if bcThere {
 			ev, ok := <-ch
+			if ok && ev.Type == zk.EventNodeDataChanged {
+				// A graceful leaver's Finish named the successor, which
+				// then writes nothing.
+				w.stamp(stBCHanded)
+				return
+			}
 			if !ok || ev.Type != zk.EventNodeDeleted {
 				return
 			}
