@@ -146,3 +146,36 @@ func TestLeaverNamesOnlyTheFailoverTarget(t *testing.T) {
 		}
 	})
 }
+
+// The successor is predicted once a term promoted: a handoff whose reads
+// at the end are slow (here 1s, against a 50ms wait) still names it.
+func TestHandoverUsesTheSuccessorPredictedAtPromotion(t *testing.T) {
+	test(t, func(t *testing.T, w *controllertest.World) {
+		a := leader(t, w, "a")
+		b := start(t, w, "b")
+		b.healthy()
+		b.want(controller.StateStandby)
+		c := start(t, w, "c")
+		c.healthy()
+		c.want(controller.StateStandby)
+		if err := a.stop(); err != nil {
+			t.Fatal(err)
+		}
+		b.want(controller.StateLeader)
+		synctest.Wait() // b predicted c
+		w.SetSuccessorDelay(time.Second)
+		if err := b.stop(); err != nil {
+			t.Fatal(err)
+		}
+		c.want(controller.StateLeader)
+		h := w.HandedTo()
+		if len(h) != 2 || h[1].NodeID != "c" {
+			t.Fatalf("handed over %+v, want b then c named", h)
+		}
+		if len(c.fence.Targets()) != 0 {
+			t.Errorf("c fenced %v", c.fence.Targets())
+		}
+		w.SetSuccessorDelay(0)
+		time.Sleep(2 * time.Second) // the slow reads end (the bubble must be left empty)
+	})
+}

@@ -51,6 +51,14 @@ type term struct {
 	// succ is the successor a graceful end names in the breadcrumb
 	// (prefetched while the end demote runs; nil: nobody).
 	succ chan *cluster.Successor
+	// early is the successor predicted once the term promoted
+	// (predictSuccessor): still right at the end as long as its election
+	// entry exists (entries join behind it, never ahead), which Finish
+	// checks; used when the prefetch at the end is not back yet.
+	early atomic.Pointer[cluster.Successor]
+	// succTo: while a failover request stands, only its target may be
+	// named (prefetchSuccessor).
+	succTo string
 	// promoteStarted: the promote hook ran in this term; cleaned: a term
 	// that gave itself back without it has tried to delete a breadcrumb
 	// naming it (releaseOrClean).
@@ -543,6 +551,7 @@ func (c *Controller) onPromoteDone(tm *term, err error) {
 	tm.phase = phLeader
 	c.recordHistory(tm, time.Now())
 	c.promoted(tm, time.Now())
+	go c.predictSuccessor(tm)
 	if c.cfg.PreemptAfter > 0 {
 		go c.watchMembers(tm.ctx, tm.epoch)
 	}
@@ -604,15 +613,27 @@ func (c *Controller) onEndDemoteDone(tm *term, err error) {
 		return
 	}
 	tm.phase = phFinishing
-	succ, self := tm.succ, c.cfg.NodeID
+	succ, self, to := tm.succ, c.cfg.NodeID, tm.succTo
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		var next *cluster.Successor
 		if succ != nil {
-			select {
-			case next = <-succ:
-			case <-time.After(successorWait):
+			early := tm.early.Load()
+			if early != nil && to != "" && early.Record.NodeID != to {
+				early = nil
+			}
+			if early != nil {
+				select {
+				case next = <-succ: // the newer answer, if it is back
+				default:
+					next = early
+				}
+			} else {
+				select {
+				case next = <-succ:
+				case <-time.After(successorWait):
+				}
 			}
 		}
 		if next != nil && next.Record.NodeID == self {
@@ -643,7 +664,7 @@ func (c *Controller) prefetchSuccessor(tm *term, now time.Time) {
 		to = l.expiry.To
 	}
 	ch := make(chan *cluster.Successor, 1)
-	tm.succ = ch
+	tm.succ, tm.succTo = ch, to
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
@@ -657,6 +678,18 @@ func (c *Controller) prefetchSuccessor(tm *term, now time.Time) {
 		}
 		ch <- next
 	}()
+}
+
+// predictSuccessor reads, once the term promoted (off the handoff's
+// critical path), whom a graceful end would name in the breadcrumb, so
+// that a handoff whose demote is quicker than the reads at its end
+// (prefetchSuccessor) still names it.
+func (c *Controller) predictSuccessor(tm *term) {
+	ctx, cancel := context.WithTimeout(tm.ctx, 5*time.Second)
+	defer cancel()
+	if next, err := tm.t.Successor(ctx); err == nil && next != nil {
+		tm.early.Store(next)
+	}
 }
 
 func (c *Controller) onTermFinished(ev termFinished) {

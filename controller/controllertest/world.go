@@ -65,6 +65,7 @@ type World struct {
 	finishes    []int32
 	handedTo    []breadcrumb.Record // Finish's records for successors
 	noSuccessor bool                // Successor names nobody
+	succDelay   time.Duration       // Successor answers that late
 	spans       []Span
 	history     []cluster.HistoryEntry
 	historyErr  error // AppendHistory fails with it (SetHistoryError)
@@ -889,10 +890,19 @@ func (t *Term) Finish(ctx context.Context, bcVersion int32, next *cluster.Succes
 // zkcluster's does in fair mode: its epoch is fixed now (the next zxid),
 // and the record carries its member record's addresses.
 func (t *Term) Successor(ctx context.Context) (*cluster.Successor, error) {
+	w := t.w
+	w.mu.Lock()
+	d := w.succDelay
+	w.mu.Unlock()
+	if d > 0 {
+		select {
+		case <-time.After(d):
+		case <-ctx.Done():
+		}
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	w := t.w
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.noSuccessor {
@@ -934,6 +944,13 @@ func (w *World) HandedTo() []breadcrumb.Record {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return slices.Clone(w.handedTo)
+}
+
+// SetSuccessorDelay makes Successor answer d late (a slow ensemble).
+func (w *World) SetSuccessorDelay(d time.Duration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.succDelay = d
 }
 
 // SetNoSuccessor makes Successor name nobody (as in unfair mode).
