@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/failoverd/failoverd/controller"
 	"github.com/failoverd/failoverd/test/clustertest"
 	"github.com/failoverd/failoverd/test/zktest"
 )
@@ -85,6 +86,12 @@ const (
 	// the leader's failoverd is SIGKILLed: it must not promote (see
 	// positions.go).
 	LaggingFailover = "lagging-failover"
+	// 7. The leader cedes, and its successor's failoverd is SIGKILLed in
+	// the middle of the takeover: the leaver's Finish named it in the
+	// breadcrumb, so whoever leads next must fence it (variant 0: killed
+	// as soon as it is seen taking over, usually before its promote hook
+	// ends; 1: once it is seen promoting or leading, its service primary).
+	HandoverKill = "handover-successor-killed"
 )
 
 func init() { TakeoverKinds[HookUnkillable] = true }
@@ -92,7 +99,7 @@ func init() { TakeoverKinds[HookUnkillable] = true }
 // AllKinds lists every fault kind of the fair-mode schedule.
 var AllKinds = []string{KillDaemon, KillService, PauseDaemon, PauseService, ZKKillLeader, ZKKillFollower, ZKOutage,
 	PartitionZK, LatencyZK, ResetZK, PartitionPeer, FenceFail, PromoteHang, DemoteHang,
-	HookUnkillable, NamesZK, HandshakeDrop, QuorumPartition, LostReplyLagging, LaggingFailover}
+	HookUnkillable, NamesZK, HandshakeDrop, QuorumPartition, LostReplyLagging, LaggingFailover, HandoverKill}
 
 // UnfairKinds is the schedule of the unfair-mode cluster: the lost replies
 // it exists for (with and without a lagging server to reconnect to), and the crash and partition faults that end terms there.
@@ -289,6 +296,39 @@ func (m *Nemesis) Step(kind string) bool {
 			os.Remove(f)
 		}
 		heal("standbys")
+
+	case HandoverKill:
+		inject(leader.ID)
+		variant := id % 2
+		cede(e, leader, holdIn(time.Second, 3*time.Second))
+		var succ *clustertest.Node
+		for end := time.Now().Add(5 * time.Second); succ == nil && time.Now().Before(end); {
+			for _, n := range e.C.Nodes {
+				if n == leader || !n.Running() {
+					continue
+				}
+				st, ok := n.Status()
+				switch {
+				case !ok:
+				case st.State == controller.StatePromoting || st.State == controller.StateLeader:
+					succ = n
+				case variant == 0 && st.State == controller.StateFencing:
+					succ = n
+				}
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+		if succ == nil {
+			e.t.Logf("fault %d (%s) did not apply: no successor was seen taking over", id, kind)
+			heal(leader.ID)
+			break
+		}
+		e.Log(KindFault, "phase", "kill", "kind", kind, "id", id, "target", succ.ID, "variant", variant)
+		e.expectKill(succ)
+		succ.Kill(syscall.SIGKILL)
+		time.Sleep(holdIn(SessionTimeout+time.Second, SessionTimeout+3*time.Second))
+		succ.Start()
+		heal(leader.ID)
 
 	case DemoteHang:
 		f := filepath.Join(leader.Dir(), "demote-hang")
