@@ -441,7 +441,7 @@ func watchReads[T any](ctx context.Context, s *Store, read func(context.Context,
 			}
 			select {
 			case key := <-w.fired:
-				delete(w.armed, key)
+				w.forget(key)
 				w.drain()
 			case <-sess.Done():
 				stop()
@@ -459,11 +459,20 @@ func (w *watchSet) drain() {
 	for {
 		select {
 		case key := <-w.fired:
-			delete(w.armed, key)
+			w.forget(key)
 		default:
 			return
 		}
 	}
+}
+
+// forget drops key's watch, which fired, and the value its read returned:
+// a watch armed again without a read of its own (the breadcrumb's exists
+// watch after its data read found no node) must not bring that old value
+// back.
+func (w *watchSet) forget(key string) {
+	delete(w.armed, key)
+	delete(w.cache, key)
 }
 
 // --- join checks ---
