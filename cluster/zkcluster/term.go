@@ -238,21 +238,23 @@ func (t *term) Finish(ctx context.Context, bcVersion int32, next *cluster.Succes
 	}
 	bc := t.s.layout.Breadcrumb()
 	if next != nil && next.Entry != t.l.Path && next.Record.Epoch > t.l.Epoch {
-		data, err := breadcrumb.Encode(next.Record)
-		if err == nil {
+		// A record that does not encode (an unreadable member record
+		// leaves its host empty) is not written: the breadcrumb is
+		// deleted below, as without a successor.
+		if data, err := breadcrumb.Encode(next.Record); err == nil {
 			err = t.l.Session.Multi(ctx,
 				zk.CheckOp{Path: next.Entry, Version: next.Version},
 				zk.SetOp{Path: bc, Data: data, Version: bcVersion},
 				zk.DeleteOp{Path: t.l.Path, Version: version})
+			if err == nil {
+				return nil
+			}
+			if !errors.Is(err, zk.ErrNoNode) && !errors.Is(err, zk.ErrBadVersion) {
+				return fmt.Errorf("finishing term %d (naming %s in the breadcrumb and deleting %s): %w", t.l.Epoch, next.Record.NodeID, t.l.Path, err)
+			}
+			// The successor's znode changed, or ours or the breadcrumb
+			// did: the plain multi below tells which.
 		}
-		if err == nil {
-			return nil
-		}
-		if !errors.Is(err, zk.ErrNoNode) && !errors.Is(err, zk.ErrBadVersion) {
-			return fmt.Errorf("finishing term %d (naming %s in the breadcrumb and deleting %s): %w", t.l.Epoch, next.Record.NodeID, t.l.Path, err)
-		}
-		// The successor's znode changed, or ours or the breadcrumb did:
-		// the plain multi below tells which.
 	}
 	err := t.l.Session.Multi(ctx,
 		zk.DeleteOp{Path: bc, Version: bcVersion},
