@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/failoverd/failoverd/breadcrumb"
@@ -58,6 +59,37 @@ type Store struct {
 	// beforeHistoryWrite, set by tests only, runs in AppendHistory between
 	// the read and the write: where a concurrent change lands.
 	beforeHistoryWrite func()
+
+	// view is the member list a watching read last saw in full, while no
+	// member watch has fired since (memberGen unchanged): what a read now
+	// would return, without its two round trips (memberView).
+	view      atomic.Pointer[memberView]
+	memberGen atomic.Uint64 // bumped by every member watch event
+}
+
+// memberView is a member list read by a watch pass at generation gen on
+// session.
+type memberView struct {
+	gen     uint64
+	session int64
+	members []cluster.Member
+}
+
+// cachedMembers returns the member list the watches hold for sess, if no
+// member record or list changed since it was read (as far as the
+// watches' events have arrived: a change is seen as late as by a read
+// issued at the moment of its notification).
+func (s *Store) cachedMembers(sess *zk.Session) ([]cluster.Member, bool) {
+	v := s.view.Load()
+	if v == nil || v.gen != s.memberGen.Load() || v.session != sess.ID() {
+		return nil, false
+	}
+	return slices.Clone(v.members), true
+}
+
+// memberKey reports whether a watch key covers the member records.
+func memberKey(key string) bool {
+	return key == "children" || key == "exists" || strings.HasPrefix(key, "data:")
 }
 
 // New makes a Store; it does not connect.
@@ -242,6 +274,8 @@ type watchSet struct {
 	armed map[string]bool
 	cache map[string]cachedRead // what the read that armed each watch returned
 	fired chan string
+	// onFire runs as a watch's event arrives (before it is forwarded).
+	onFire func(key string)
 }
 
 // cachedRead is the result of the read that armed a watch: a record's
@@ -272,6 +306,9 @@ func (w *watchSet) arm(key string, ch <-chan zk.Event) {
 	go func() {
 		select {
 		case <-ch:
+			if w.onFire != nil {
+				w.onFire(key)
+			}
 			select {
 			case w.fired <- key:
 			case <-w.ctx.Done():
@@ -285,6 +322,7 @@ func (w *watchSet) arm(key string, ch <-chan zk.Event) {
 // not hold yet: on the list (or, with no directory yet, on its creation)
 // and on every record.
 func (s *Store) members(ctx context.Context, sess *zk.Session, w *watchSet) ([]cluster.Member, error) {
+	gen := s.memberGen.Load()
 	dir := s.layout.MembersDir()
 	var ids []string
 	var err error
@@ -353,6 +391,9 @@ func (s *Store) members(ctx context.Context, sess *zk.Session, w *watchSet) ([]c
 			m = cluster.Member{NodeID: id, State: "unreadable"}
 		}
 		out = append(out, m)
+	}
+	if w != nil {
+		s.view.Store(&memberView{gen: gen, session: sess.ID(), members: slices.Clone(out)})
 	}
 	return out, nil
 }
@@ -424,6 +465,11 @@ func watchReads[T any](ctx context.Context, s *Store, read func(context.Context,
 		// Watches belong to a session: a new session starts a new set.
 		sctx, stop := context.WithCancel(ctx)
 		w := newWatchSet(sctx)
+		w.onFire = func(key string) {
+			if memberKey(key) {
+				s.memberGen.Add(1)
+			}
+		}
 		for sctx.Err() == nil {
 			v, err := read(ctx, sess, w)
 			if err != nil {

@@ -157,3 +157,70 @@ func TestSuccessorUnfairIsNobody(t *testing.T) {
 		t.Fatalf("unfair Successor = %+v, %v; want nil, nil", next, err)
 	}
 }
+
+// A term's ReadMembers takes the list the member watches hold while none
+// of them fired since it was read, and reads again once one did: after a
+// record changes, it returns the new record (never the old one once the
+// watch has delivered the change).
+func TestReadMembersUsesTheWatchedList(t *testing.T) {
+	zkc := zktest.Start(t, 1)
+	ctx := t.Context()
+	s, c := newStore(t, zkc, "a", "inst-a")
+	other, _ := newStore(t, zkc, "x", "inst-x")
+	if err := other.PublishMember(ctx, member("x", "inst-x", "standby")); err != nil {
+		t.Fatal(err)
+	}
+	seen := make(chan []cluster.Member, 100)
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go s.WatchMembers(wctx, func(ms []cluster.Member) { seen <- ms })
+	state := func(ms []cluster.Member) string {
+		for _, m := range ms {
+			if m.NodeID == "x" {
+				return m.State
+			}
+		}
+		return ""
+	}
+	waitSeen := func(want string) {
+		t.Helper()
+		for end := time.After(20 * time.Second); ; {
+			select {
+			case ms := <-seen:
+				if state(ms) == want {
+					return
+				}
+			case <-end:
+				t.Fatalf("the member watch did not report x %s", want)
+			}
+		}
+	}
+	waitSeen("standby")
+	tm := elect(t, s, c, "a")
+	if _, ok := s.cachedMembers(tm.l.Session); !ok {
+		t.Fatal("no watched member list on the term's session")
+	}
+	ms, err := tm.ReadMembers(ctx)
+	if err != nil || state(ms) != "standby" {
+		t.Fatalf("ReadMembers = %+v, %v; want x standby", ms, err)
+	}
+	if err := other.PublishMember(ctx, member("x", "inst-x", "leader")); err != nil {
+		t.Fatal(err)
+	}
+	waitSeen("leader")
+	ms, err = tm.ReadMembers(ctx)
+	if err != nil || state(ms) != "leader" {
+		t.Fatalf("ReadMembers after the change = %+v, %v; want x leader", ms, err)
+	}
+	// A change whose event has arrived invalidates the list at once, before
+	// the watch's next read: ReadMembers then reads.
+	gen := s.memberGen.Load()
+	if err := other.PublishMember(ctx, member("x", "inst-x", "demoting")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "the member watch's event", func() bool { return s.memberGen.Load() != gen })
+	ms, err = tm.ReadMembers(ctx)
+	if err != nil || state(ms) != "demoting" {
+		t.Fatalf("ReadMembers right after the event = %+v, %v; want x demoting", ms, err)
+	}
+}
