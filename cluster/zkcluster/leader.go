@@ -39,10 +39,22 @@ func (s *Store) WatchLeader(ctx context.Context, fn func(*cluster.Leader)) error
 // successor had begun when the read ended, so a leader already being fenced
 // is not returned (in the other order, the old leader's record could be
 // read after the successor wrote its breadcrumb).
+//
+// With w, a member record read afresh in this pass (not from w's cache)
+// makes the breadcrumb be read afresh after it as well: its cached value
+// is as old as the read that armed its watch, and paired with a newer
+// member record it would reverse that order.
 func (s *Store) leader(ctx context.Context, sess *zk.Session, w *watchSet) (*cluster.Leader, error) {
+	seen := 0
+	if w != nil {
+		seen = w.fresh
+	}
 	ms, err := s.members(ctx, sess, w)
 	if err != nil {
 		return nil, err
+	}
+	if w != nil && w.fresh != seen {
+		delete(w.cache, "breadcrumb")
 	}
 	bc, err := s.breadcrumbRecord(ctx, sess, w)
 	if err != nil {

@@ -93,3 +93,70 @@ func TestBreadcrumbRecreatedBetweenReadsIsReadFresh(t *testing.T) {
 	}
 	wantLeader(t, w.next(2, "b promoted"), "b", 2)
 }
+
+// The leader view reads the member records before the breadcrumb, so that
+// a leader whose successor already wrote its breadcrumb (and so had fenced
+// it) is never named. A breadcrumb served from the cache is as old as the
+// read that armed its watch: with a member record read afresh after it,
+// the order was reversed, and x, promoted and then fenced by s, was
+// delivered as the leader (its follow hook pointed at a fenced node)
+// although the breadcrumb named s before x's record was read. Found by an
+// independent review.
+func TestLeaderViewReadsTheBreadcrumbAfterTheMembers(t *testing.T) {
+	zkc := zktest.Start(t, 1)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	_, ac := newStore(t, zkc, "", "")
+	adm := session(t, ac)
+	memberPath := testLayout.Member("x")
+	var armed atomic.Bool
+	written := make(chan error, 1)
+	proxy := zktest.NewFrameProxy(t, zkc.Servers[0].Addr(), func(f *zktest.Frame) zktest.Action {
+		if f.Op() != opGetData || !armed.Load() || len(f.Body) <= 12 {
+			return zktest.Forward
+		}
+		n := int(binary.BigEndian.Uint32(f.Body[8:]))
+		if 12+n > len(f.Body) || string(f.Body[12:12+n]) != memberPath {
+			return zktest.Forward
+		}
+		// The watcher reads x's record: s has fenced x and written its
+		// breadcrumb before the read reaches the server.
+		armed.Store(false)
+		b, err := breadcrumb.Encode(breadcrumb.Record{NodeID: "s", Host: "host-s", Epoch: 2, Since: time.Now().UTC()})
+		if err == nil {
+			_, err = adm.Set(ctx, testLayout.Breadcrumb(), b, -1)
+		}
+		written <- err
+		return zktest.Forward
+	})
+	wc, err := zk.NewClient(zk.Config{Servers: []string{proxy.Addr()}, SessionTimeout: 4 * time.Second}, zk.Deps{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(wc.Close)
+	ws, err := New(Config{Layout: testLayout}, Deps{Client: wc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, xc := newStore(t, zkc, "x", "inst-x")
+	if err := x.PublishMember(ctx, member("x", "inst-x", "fencing")); err != nil {
+		t.Fatal(err)
+	}
+	putBreadcrumb(t, xc, "x", 1)
+	w := watchLeader(t, ctx, ws)
+	wantNone(t, w.next(0, "x fencing"), "x fencing")
+
+	armed.Store(true)
+	if err := x.PublishMember(ctx, leaderMember("x", "inst-x", 1)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-written:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the watcher never read x's record again")
+	}
+	w.quiet(1, 2*time.Second, "the breadcrumb named s when x's record was read")
+}

@@ -276,6 +276,9 @@ type watchSet struct {
 	fired chan string
 	// onFire runs as a watch's event arrives (before it is forwarded).
 	onFire func(key string)
+	// fresh counts the member reads not served from the cache: the leader
+	// view then reads the breadcrumb afresh too, after them (see leader).
+	fresh int
 }
 
 // cachedRead is the result of the read that armed a watch: a record's
@@ -330,9 +333,11 @@ func (s *Store) members(ctx context.Context, sess *zk.Session, w *watchSet) ([]c
 		ids = slices.Clone(c.ids)
 	} else if w == nil || w.armed["children"] {
 		ids, err = sess.Children(ctx, dir)
+		w.readFresh()
 	} else {
 		var ch <-chan zk.Event
 		ids, ch, err = sess.ChildrenW(ctx, dir)
+		w.readFresh()
 		if err == nil {
 			w.arm("children", ch)
 			w.cache["children"] = cachedRead{ids: slices.Clone(ids)}
@@ -369,9 +374,11 @@ func (s *Store) members(ctx context.Context, sess *zk.Session, w *watchSet) ([]c
 			b = c.data
 		} else if w == nil || w.armed[key] {
 			b, _, err = sess.Get(ctx, s.layout.Member(id))
+			w.readFresh()
 		} else {
 			var ch <-chan zk.Event
 			b, _, ch, err = sess.GetW(ctx, s.layout.Member(id))
+			w.readFresh()
 			if err == nil {
 				w.arm(key, ch)
 				w.cache[key] = cachedRead{data: b}
@@ -509,6 +516,13 @@ func (w *watchSet) drain() {
 		default:
 			return
 		}
+	}
+}
+
+// readFresh counts a member read not served from the cache (w may be nil).
+func (w *watchSet) readFresh() {
+	if w != nil {
+		w.fresh++
 	}
 }
 
