@@ -284,8 +284,28 @@ type Leadership struct {
 	Grace time.Duration
 	// Timing is the whole arithmetic (tick assumed, tolerance).
 	Timing lease.Timing
+	// Prefetched is what the Prefetch set with SetPrefetch returned when
+	// this candidate's predecessor went, started together with the read
+	// that found it first (nil: none, as in unfair mode or after a wait
+	// that did not end by its predecessor's going).
+	Prefetched any
 
 	deadline func() time.Time
+}
+
+// Prefetch starts reads on sess that a new leader needs first, the moment
+// its predecessor's znode is gone, so that they travel together with the
+// read that tells it leads; it must not block (it returns a handle to
+// reads in flight). Issued after the watch event on the candidate's own
+// session, they see everything the predecessor wrote before its znode
+// went.
+type Prefetch func(sess *zk.Session) any
+
+// SetPrefetch sets the Prefetch of later wins (nil: none).
+func (e *Elector) SetPrefetch(p Prefetch) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.prefetch = p
 }
 
 // Valid reports, without waiting for any goroutine, whether leadership can
@@ -345,6 +365,10 @@ type Elector struct {
 	lastEpoch int64
 	woke      time.Time
 	warmDone  <-chan struct{}
+	// prefetch (under mu) and prefetched, the handle of the reads started
+	// when our predecessor went (waitTurn; taken by lead).
+	prefetch   Prefetch
+	prefetched any
 }
 
 // Refusal says why the elector stays out of the election (the lease cannot
@@ -568,6 +592,7 @@ func (e *Elector) campaign(ctx context.Context, sess *zk.Session, kick <-chan st
 			return err
 		}
 		defer e.leave(sess, node, 0)
+		e.prefetched = nil
 		epoch, err = e.waitTurn(ctx, keep, sess, tm, node, czxid, kick)
 		if errors.Is(err, errKicked) {
 			return nil
@@ -869,11 +894,13 @@ func (e *Elector) waitTurn(ctx, keep context.Context, sess *zk.Session, tm lease
 	name := node[strings.LastIndex(node, "/")+1:]
 	w := e.newWarmer(sess, tm, node)
 	defer func() { e.warmDone = w.stop() }()
+	var pf any // reads started when the predecessor went, for the read below
 	for {
 		kids, err := sess.Children(ctx, e.cfg.Dir)
 		if err != nil {
 			return 0, err
 		}
+		e.prefetched, pf = pf, nil // they count only if this read finds us first
 		order := sortCandidates(kids)
 		idx := -1
 		for i, k := range order {
@@ -915,8 +942,16 @@ func (e *Elector) waitTurn(ctx, keep context.Context, sess *zk.Session, tm lease
 			warm, warmChanged := e.warmState()
 			w.run(warm || idx == 1 && e.cfg.WarmStandby)
 			select {
-			case <-ch: // deleted, changed or not watching: look again
+			case ev := <-ch: // deleted, changed or not watching: look again
 				e.woke = time.Now()
+				if ev.Type == zk.EventNodeDeleted && idx == 1 {
+					e.mu.Lock()
+					p := e.prefetch
+					e.mu.Unlock()
+					if p != nil {
+						pf = p(sess)
+					}
+				}
 				break wait
 			case <-warmChanged:
 			case <-w.lost: // our znode is gone: look again
@@ -1168,7 +1203,9 @@ func (e *Elector) lead(ctx context.Context, sess *zk.Session, node string, epoch
 	}
 	e.lastEpoch = epoch
 	l := Leadership{Epoch: epoch, Path: node, Session: sess, NodeID: e.cfg.NodeID, Mode: e.cfg.Mode, Lease: tm.Lease,
-		SessionTimeout: tm.Session, RenewInterval: tm.Renew, Grace: tm.Grace(), Timing: tm, deadline: deadline}
+		SessionTimeout: tm.Session, RenewInterval: tm.Renew, Grace: tm.Grace(), Timing: tm, deadline: deadline,
+		Prefetched: e.prefetched}
+	e.prefetched = nil
 
 	// The term's context derives from Run's: when Run's context is
 	// cancelled with a cause, context.Cause of the term is that cause (the

@@ -129,6 +129,9 @@ func TestFinishNamesTheSuccessor(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := win(tb)
+	if p, ok := b.l.Prefetched.(*prefetched); !ok || p == nil {
+		t.Fatalf("b won without the reads started when a's znode went (%T)", b.l.Prefetched)
+	}
 	if b.Epoch() != next.Record.Epoch {
 		t.Fatalf("b won at epoch %d, the record names %d", b.Epoch(), next.Record.Epoch)
 	}
@@ -139,6 +142,19 @@ func TestFinishNamesTheSuccessor(t *testing.T) {
 	if exists(a.l.Path) {
 		t.Fatal("Finish kept a's znode")
 	}
+	// The prefetched read is taken once: a second read sees a change.
+	if _, err := adm.Set(ctx, testLayout.Breadcrumb(), []byte(`{not json`), -1); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := b.ReadBreadcrumb(ctx); err == nil {
+		t.Fatal("a second ReadBreadcrumb returned the prefetched record again")
+	}
+	enc, _ := breadcrumb.Encode(got)
+	st, err = adm.Set(ctx, testLayout.Breadcrumb(), enc, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gv = st.Version
 	// b's own Finish deletes it (a waits again, and is named).
 	if err := b.Finish(ctx, gv, nil); err != nil {
 		t.Fatal(err)

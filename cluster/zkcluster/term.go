@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/failoverd/failoverd/breadcrumb"
@@ -22,8 +24,71 @@ type Elector struct {
 }
 
 // Elector wraps el, which must campaign in s's layout
-// (election.Config.Dir = Layout().ElectionDir()).
-func (s *Store) Elector(el *election.Elector) *Elector { return &Elector{el: el, s: s} }
+// (election.Config.Dir = Layout().ElectionDir()). It sets el's Prefetch:
+// a fair-mode candidate whose predecessor's znode went reads the
+// breadcrumb and the failover request together with the read that tells
+// it leads (prefetchReads).
+func (s *Store) Elector(el *election.Elector) *Elector {
+	el.SetPrefetch(func(sess *zk.Session) any { return s.prefetchReads(sess) })
+	return &Elector{el: el, s: s}
+}
+
+// prefetchMaxAge bounds how old prefetched reads a term takes: a cold
+// standby builds its lease for a renew interval after it wins, and then
+// reads afresh.
+const prefetchMaxAge = 100 * time.Millisecond
+
+// prefetched is a term's first reads, started when its predecessor went
+// (on the term's session, after the watch event: they see what the
+// predecessor wrote before its znode went). Each is taken once; a later
+// call reads again.
+type prefetched struct {
+	at     time.Time
+	done   chan struct{}
+	bc     breadcrumb.Record
+	bcVer  int32
+	bcErr  error
+	fo     *cluster.FailoverRequest
+	foErr  error
+	bcUsed atomic.Bool
+	foUsed atomic.Bool
+}
+
+func (s *Store) prefetchReads(sess *zk.Session) *prefetched {
+	p := &prefetched{at: time.Now(), done: make(chan struct{})}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		p.bc, p.bcVer, p.bcErr = breadcrumb.Read(ctx, sess, s.layout.Breadcrumb())
+	}()
+	go func() {
+		defer wg.Done()
+		p.fo, _, p.foErr = s.getFailover(ctx, sess)
+	}()
+	go func() {
+		wg.Wait()
+		cancel()
+		close(p.done)
+	}()
+	return p
+}
+
+// pre returns the term's prefetched reads if they are recent enough and
+// claims the one used says (nil: read afresh).
+func (t *term) pre(ctx context.Context, used func(*prefetched) *atomic.Bool) *prefetched {
+	p, ok := t.l.Prefetched.(*prefetched)
+	if !ok || p == nil || time.Since(p.at) > prefetchMaxAge || !used(p).CompareAndSwap(false, true) {
+		return nil
+	}
+	select {
+	case <-p.done:
+		return p
+	case <-ctx.Done():
+		return nil
+	}
+}
 
 // Campaign joins the election until ctx ends (see election.Elector.Run):
 // won runs once per term, its ctx ends when the term can no longer be
@@ -119,7 +184,13 @@ func (t *term) guard() breadcrumb.Guard {
 	return breadcrumb.Guard{Session: t.l.Session, Election: t.l.Path}
 }
 
+// ReadBreadcrumb reads the breadcrumb on the term's session; the first
+// call of a term takes the read prefetched when its predecessor went (see
+// Store.Elector), if that is recent.
 func (t *term) ReadBreadcrumb(ctx context.Context) (breadcrumb.Record, int32, error) {
+	if p := t.pre(ctx, func(p *prefetched) *atomic.Bool { return &p.bcUsed }); p != nil {
+		return p.bc, p.bcVer, p.bcErr
+	}
 	return breadcrumb.Read(ctx, t.l.Session, t.s.layout.Breadcrumb())
 }
 
@@ -132,6 +203,9 @@ func (t *term) WriteBreadcrumb(ctx context.Context, r breadcrumb.Record, version
 // znode go (deleted after the predecessor saw a request) sees the request
 // too. nil: none, or unreadable (which keeps nobody out).
 func (t *term) ReadFailover(ctx context.Context) (*cluster.FailoverRequest, error) {
+	if p := t.pre(ctx, func(p *prefetched) *atomic.Bool { return &p.foUsed }); p != nil {
+		return p.fo, p.foErr
+	}
 	r, _, err := t.s.getFailover(ctx, t.l.Session)
 	return r, err
 }
