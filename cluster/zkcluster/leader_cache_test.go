@@ -18,9 +18,12 @@ import (
 // its own at once: the exists watch then stands for the breadcrumb, and
 // its read must be fresh. The value cached when the breadcrumb's data
 // watch was armed used to outlive that watch and was returned instead: the
-// leader view kept naming the old record, so the new leader's promotion
-// was never delivered (no follow hook towards it) until the breadcrumb
-// changed again. Found by an independent review.
+// leader view kept naming the old record, so the new leader was never
+// delivered (no follow hook towards it) until the breadcrumb changed
+// again. (A member record read in the same pass hides it: the breadcrumb
+// is then read afresh, see TestLeaderViewReadsTheBreadcrumbAfterTheMembers;
+// so here no member record changes with it.) Found by an independent
+// review.
 func TestBreadcrumbRecreatedBetweenReadsIsReadFresh(t *testing.T) {
 	zkc := zktest.Start(t, 1)
 	ctx, cancel := context.WithCancel(t.Context())
@@ -73,6 +76,17 @@ func TestBreadcrumbRecreatedBetweenReadsIsReadFresh(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantNone(t, w.next(1, "a demoted"), "a demoted")
+	// b's record says leader before its breadcrumb is there (as a named
+	// successor's never does; here so that no member read follows the
+	// breadcrumb's change and reads it afresh along).
+	if err := b.PublishMember(ctx, leaderMember("b", "inst-b", 2)); err != nil {
+		t.Fatal(err)
+	}
+	w.quiet(2, time.Second, "the breadcrumb still names a")
+	// a's breadcrumb changes (its watch is armed again, and its value
+	// cached, in a pass that reads no member record).
+	putBreadcrumb(t, ac1, "a", 1)
+	w.quiet(2, time.Second, "a's breadcrumb rewritten")
 
 	// a's Finish deletes the breadcrumb; b's is there by the watcher's
 	// exists read.
@@ -86,12 +100,7 @@ func TestBreadcrumbRecreatedBetweenReadsIsReadFresh(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the watcher never asked whether the breadcrumb exists")
 	}
-	time.Sleep(500 * time.Millisecond) // the watcher's pass ends
-	// b promotes: its member record changes, the breadcrumb does not.
-	if err := b.PublishMember(ctx, leaderMember("b", "inst-b", 2)); err != nil {
-		t.Fatal(err)
-	}
-	wantLeader(t, w.next(2, "b promoted"), "b", 2)
+	wantLeader(t, w.next(2, "b's breadcrumb"), "b", 2)
 }
 
 // The leader view reads the member records before the breadcrumb, so that
