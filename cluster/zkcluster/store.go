@@ -64,7 +64,7 @@ type Store struct {
 	// member watch has fired since (memberGen unchanged): what a read now
 	// would return, without its two round trips (memberView).
 	view      atomic.Pointer[memberView]
-	memberGen atomic.Uint64 // bumped by every member watch event
+	memberGen atomic.Uint64 // bumped by every member watch event, and when a watch set ends
 }
 
 // memberView is a member list read by a watch pass at generation gen on
@@ -502,6 +502,9 @@ func watchReads[T any](ctx context.Context, s *Store, read func(context.Context,
 			}
 		}
 		stop()
+		// This set's watches report nothing from now on: a member list
+		// it stored must not stay valid (cachedMembers).
+		s.memberGen.Add(1)
 	}
 	return ctx.Err()
 }
