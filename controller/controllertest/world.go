@@ -64,7 +64,6 @@ type World struct {
 	writes      []breadcrumb.Record
 	finishes    []int32
 	handedTo    []breadcrumb.Record // Finish's records for successors
-	noSuccessor bool                // Successor names nobody
 	succDelay   time.Duration       // Successor answers that late
 	spans       []Span
 	history     []cluster.HistoryEntry
@@ -905,9 +904,6 @@ func (t *Term) Successor(ctx context.Context) (*cluster.Successor, error) {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.noSuccessor {
-		return nil, nil
-	}
 	var next *entry
 	for i, e := range w.queue {
 		if e == t.e && i+1 < len(w.queue) {
@@ -951,13 +947,6 @@ func (w *World) SetSuccessorDelay(d time.Duration) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.succDelay = d
-}
-
-// SetNoSuccessor makes Successor name nobody (as in unfair mode).
-func (w *World) SetNoSuccessor(on bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.noSuccessor = on
 }
 
 // ReadMembers returns every member record, sorted by node id as
