@@ -319,6 +319,9 @@ type choiceState struct {
 	// before its failover watch reported any request since: a "none" the
 	// watch reports meanwhile may have been read before the write.
 	unconfirmed string
+	// checking: a read that tells a stale "none" from a withdrawal of
+	// the unconfirmed request runs (checkWithdrawal).
+	checking bool
 	// handed is the last handover of this node whose target took over
 	// (its request seen done): if this node leads again soon after, the
 	// handover did not hold (judgeHandover).
@@ -440,10 +443,50 @@ func (c *Controller) staleWithdrawal(r *cluster.FailoverRequest) bool {
 		return false
 	}
 	if ch.unconfirmed != "" {
-		c.log.Debug("failover watch reports no request before reporting ours; ignored", "ours", ch.unconfirmed)
+		c.log.Debug("failover watch reports no request before reporting ours; reading it again", "ours", ch.unconfirmed)
+		c.checkWithdrawal()
 		return true
 	}
 	return false
+}
+
+// checkWithdrawal reads the request again after the failover watch
+// reported none while this node's own request was unconfirmed: the read
+// is issued after this node's write was answered, so it sees that write
+// or a later state. Our request deleted already (its target gave up, or
+// timed out, before the watch ever reported it) is then a withdrawal the
+// loop acts on (withdrawalChecked), instead of standing aside until the
+// request's timeout.
+func (c *Controller) checkWithdrawal() {
+	ch := &c.l.choice
+	if ch.checking {
+		return
+	}
+	ch.checking = true
+	key := ch.unconfirmed
+	go func() {
+		ctx, cancel := context.WithTimeout(c.l.bg, 5*time.Second)
+		defer cancel()
+		r, err := c.rec.ReadFailover(ctx)
+		c.send(withdrawalChecked{key: key, req: r, err: err})
+	}()
+}
+
+// onWithdrawalChecked: the read started by checkWithdrawal is back.
+func (c *Controller) onWithdrawalChecked(ev withdrawalChecked) {
+	ch := &c.l.choice
+	ch.checking = false
+	switch {
+	case ev.err != nil || ch.unconfirmed != ev.key:
+		// A failed read leaves the stand-aside bounded by the request's
+		// timeout; a report of the watch settled it meanwhile.
+	case ev.req != nil && ev.req.Key() == ev.key:
+		// Ours stands: the "none" predated it; the watch will report it.
+	default:
+		c.log.Info("our failover request is gone before the watch reported it", "ours", ev.key)
+		ch.unconfirmed = ""
+		c.onFailoverSeen(ev.req)
+	}
 }
 
 // onRequestExpired: this node's timer for r ran out.

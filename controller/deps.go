@@ -52,6 +52,10 @@ type Records interface {
 	// WatchFailover calls fn with the manual failover request (nil: none)
 	// every time it changes, until ctx ends.
 	WatchFailover(ctx context.Context, fn func(*cluster.FailoverRequest)) error
+	// ReadFailover reads the standing request (nil: none, or
+	// unreadable). Issued after a write of this node was answered, it
+	// sees that write or a later state.
+	ReadFailover(ctx context.Context) (*cluster.FailoverRequest, error)
 	// ExpireFailover deletes the failover request with key id if it is
 	// still there and not done.
 	ExpireFailover(ctx context.Context, id string) error

@@ -58,6 +58,14 @@ type cedeReq struct {
 // (nil: none).
 type failoverSeen struct{ req *cluster.FailoverRequest }
 
+// withdrawalChecked is the read checkWithdrawal started: the request
+// standing after this node's own (key) was written.
+type withdrawalChecked struct {
+	key string
+	req *cluster.FailoverRequest
+	err error
+}
+
 // stepDone is a takeover worker's result.
 type stepDone struct {
 	epoch int64
@@ -108,18 +116,19 @@ type preemptWritten struct {
 	err   error
 }
 
-func (membersSeen) event()    {}
-func (preemptWritten) event() {}
-func (leaderSeen) event()     {}
-func (joinChecked) event()    {}
-func (termWon) event()        {}
-func (termEnded) event()      {}
-func (candidacyEnded) event() {}
-func (demoteReq) event()      {}
-func (cedeReq) event()        {}
-func (failoverSeen) event()   {}
-func (stepDone) event()       {}
-func (hookDone) event()       {}
-func (hookReaped) event()     {}
-func (adopted) event()        {}
-func (termFinished) event()   {}
+func (membersSeen) event()       {}
+func (preemptWritten) event()    {}
+func (leaderSeen) event()        {}
+func (withdrawalChecked) event() {}
+func (joinChecked) event()       {}
+func (termWon) event()           {}
+func (termEnded) event()         {}
+func (candidacyEnded) event()    {}
+func (demoteReq) event()         {}
+func (cedeReq) event()           {}
+func (failoverSeen) event()      {}
+func (stepDone) event()          {}
+func (hookDone) event()          {}
+func (hookReaped) event()        {}
+func (adopted) event()           {}
+func (termFinished) event()      {}

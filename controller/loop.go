@@ -454,6 +454,8 @@ func (c *Controller) apply(ev event) {
 		if !c.staleWithdrawal(ev.req) {
 			c.onFailoverSeen(ev.req)
 		}
+	case withdrawalChecked:
+		c.onWithdrawalChecked(ev)
 	case stepDone:
 		c.onStepDone(ev)
 	case hookDone:

@@ -28,6 +28,11 @@ func TestProposeFailoverNeverReplacesAStandingRequest(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// Store.ReadFailover (the controller's check of a "none" its
+		// watch reported) reads the same on the client's session.
+		if r2, err := node.ReadFailover(ctx); err != nil || (r == nil) != (r2 == nil) || r != nil && r.Key() != r2.Key() {
+			t.Fatalf("ReadFailover = %+v, %v; the session reads %+v", r2, err, r)
+		}
 		return r
 	}
 	mine := cluster.FailoverRequest{To: "b", TimeoutMS: 30000, ID: "node", By: "a", Reason: cluster.ReasonPreferredPriority}

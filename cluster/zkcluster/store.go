@@ -763,6 +763,20 @@ func decodeFailover(data []byte) *cluster.FailoverRequest {
 	return &r
 }
 
+// ReadFailover reads the standing failover request (nil: none or
+// unreadable) on the client's current session: after a write of this
+// client was answered, it sees that write or a later state (a session's
+// view only moves forward, and a new session of the client starts from
+// the newest state it saw).
+func (s *Store) ReadFailover(ctx context.Context) (*cluster.FailoverRequest, error) {
+	sess, err := s.session(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r, _, err := s.getFailover(ctx, sess)
+	return r, err
+}
+
 // WatchFailover calls fn with the standing failover request (nil: none or
 // unreadable) now and after every change, until ctx ends; it returns ctx's
 // error. It follows the client to new sessions (re-arming its watch) and

@@ -630,6 +630,17 @@ func (n *Node) WatchLeader(ctx context.Context, fn func(*cluster.Leader)) error 
 }
 
 // ExpireFailover deletes the request with key id unless it is done.
+// ReadFailover returns the standing request (nil: none).
+func (n *Node) ReadFailover(ctx context.Context) (*cluster.FailoverRequest, error) {
+	n.w.mu.Lock()
+	defer n.w.mu.Unlock()
+	if n.w.failover == nil {
+		return nil, nil
+	}
+	r := *n.w.failover
+	return &r, nil
+}
+
 func (n *Node) ExpireFailover(ctx context.Context, id string) error {
 	w := n.w
 	w.mu.Lock()
