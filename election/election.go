@@ -109,6 +109,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/failoverd/failoverd/internal/lease"
@@ -291,6 +292,20 @@ type Leadership struct {
 	Prefetched any
 
 	deadline func() time.Time
+	// deleted is set by Deleted: the term deleted Path itself.
+	deleted *atomic.Bool
+}
+
+// Deleted tells the elector that this leadership's own write deleted Path
+// (Term.Finish: one multi hands the breadcrumb over and deletes it). Leaving
+// then sends nothing, where it would delete Path again (fair mode) or read
+// the lock after a sync (unfair mode): requests that would reach the
+// ensemble just as the successor reads, for nothing. Call it only once that
+// write was answered as done.
+func (l Leadership) Deleted() {
+	if l.deleted != nil {
+		l.deleted.Store(true)
+	}
 }
 
 // Prefetch starts reads on sess that a new leader needs first, the moment
@@ -298,8 +313,9 @@ type Leadership struct {
 // read that tells it leads; it must not block (it returns a handle to
 // reads in flight). Issued after the watch event on the candidate's own
 // session, they see everything the predecessor wrote before its znode
-// went.
-type Prefetch func(sess *zk.Session) any
+// went. epoch is the epoch the candidate leads with if this read finds it
+// first: its znode's czxid (0: not known yet).
+type Prefetch func(sess *zk.Session, epoch int64) any
 
 // SetPrefetch sets the Prefetch of later wins (nil: none).
 func (e *Elector) SetPrefetch(p Prefetch) {
@@ -580,18 +596,27 @@ func (e *Elector) campaign(ctx context.Context, sess *zk.Session, kick <-chan st
 	e.woke = time.Now()
 	var node string
 	var epoch int64
+	deleted := new(atomic.Bool) // by the term (Leadership.Deleted)
 	if e.cfg.Mode == Unfair {
 		node, epoch, err = e.acquireLock(ctx, keep, sess, tm, kick)
 		if node == "" {
 			return err
 		}
-		defer e.leave(sess, node, epoch)
+		defer func(czxid int64) {
+			if !deleted.Load() {
+				e.leave(sess, node, czxid)
+			}
+		}(epoch)
 	} else {
 		var czxid int64
 		if node, czxid, err = e.join(ctx, keep, sess); err != nil {
 			return err
 		}
-		defer e.leave(sess, node, 0)
+		defer func() {
+			if !deleted.Load() {
+				e.leave(sess, node, 0)
+			}
+		}()
 		e.prefetched = nil
 		epoch, err = e.waitTurn(ctx, keep, sess, tm, node, czxid, kick)
 		if errors.Is(err, errKicked) {
@@ -604,7 +629,7 @@ func (e *Elector) campaign(ctx context.Context, sess *zk.Session, kick <-chan st
 	if ctx.Err() != nil {
 		return nil // cancelled while the create was in flight: leave, as after a kick
 	}
-	e.lead(ctx, sess, node, epoch, kick, onElected)
+	e.lead(ctx, sess, node, epoch, deleted, kick, onElected)
 	return nil
 }
 
@@ -949,7 +974,7 @@ func (e *Elector) waitTurn(ctx, keep context.Context, sess *zk.Session, tm lease
 					p := e.prefetch
 					e.mu.Unlock()
 					if p != nil {
-						pf = p(sess)
+						pf = p(sess, czxid)
 					}
 				}
 				break wait
@@ -1167,7 +1192,7 @@ func touch(ctx context.Context, sess *zk.Session, path string) (bool, error) {
 }
 
 // lead runs the callback and watches leadership until it ends.
-func (e *Elector) lead(ctx context.Context, sess *zk.Session, node string, epoch int64, kick <-chan struct{}, onElected func(context.Context, Leadership)) {
+func (e *Elector) lead(ctx context.Context, sess *zk.Session, node string, epoch int64, deleted *atomic.Bool, kick <-chan struct{}, onElected func(context.Context, Leadership)) {
 	if epoch <= e.lastEpoch {
 		// Never lead twice with one epoch, whatever went wrong in between.
 		e.log.Error("refusing to lead with an epoch not above our last one", "epoch", epoch, "last_epoch", e.lastEpoch, "node", node)
@@ -1204,7 +1229,7 @@ func (e *Elector) lead(ctx context.Context, sess *zk.Session, node string, epoch
 	e.lastEpoch = epoch
 	l := Leadership{Epoch: epoch, Path: node, Session: sess, NodeID: e.cfg.NodeID, Mode: e.cfg.Mode, Lease: tm.Lease,
 		SessionTimeout: tm.Session, RenewInterval: tm.Renew, Grace: tm.Grace(), Timing: tm, deadline: deadline,
-		Prefetched: e.prefetched}
+		Prefetched: e.prefetched, deleted: deleted}
 	e.prefetched = nil
 
 	// The term's context derives from Run's: when Run's context is
@@ -1372,7 +1397,19 @@ func (e *Elector) watch(ctx context.Context, sess *zk.Session, node string, tm l
 	}
 	full := make(chan struct{}, 1)
 	go e.renewLoop(wctx, sess, node, true, tm, gap, full, report)
-	go e.watchNode(wctx, sess, node, report)
+	go func() {
+		// The watch on our znode is set a renew interval in: until then
+		// the renewals check the znode, and the term's first requests
+		// (its breadcrumb, its promote) meet one request fewer on the
+		// ensemble at the moment of the handoff.
+		t := time.NewTimer(tm.Renew)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			e.watchNode(wctx, sess, node, report)
+		case <-wctx.Done():
+		}
+	}()
 
 	timer := time.NewTimer(tm.Lease)
 	defer timer.Stop()

@@ -1,0 +1,86 @@
+package election
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/failoverd/failoverd/test/zktest"
+	"github.com/failoverd/failoverd/zk"
+)
+
+// A term that deleted its own znode and said so (Leadership.Deleted, as
+// Term.Finish does) makes the elector leave without a request of its own;
+// a term that did not say so is followed by the leave's delete as before.
+func TestLeaveSendsNothingAfterTheTermDeletedItsZnode(t *testing.T) {
+	zks := zktest.Start(t, 1)
+	modes(t, func(t *testing.T, m Mode) {
+		var mu sync.Mutex
+		var leaves []string
+		testHookLeave = func(_ *zk.Session, node string) bool {
+			mu.Lock()
+			leaves = append(leaves, node)
+			mu.Unlock()
+			return false
+		}
+		t.Cleanup(func() { testHookLeave = nil })
+
+		c, err := zk.NewClient(zk.Config{Servers: zks.Addrs(), SessionTimeout: 2 * time.Second}, zk.Deps{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		el, err := New(Config{Dir: "/failoverd/test/deleted-" + m.String(), NodeID: "n0", Mode: m, TickTime: zktest.TickTime},
+			Deps{Client: c, Logger: testLogger("n0")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		terms := make(chan string, 4)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			n := 0
+			el.Run(ctx, func(tctx context.Context, l Leadership) {
+				n++
+				if n == 1 {
+					// The first term deletes its znode itself, as Finish does.
+					dctx, dcancel := context.WithTimeout(context.Background(), 5*time.Second)
+					defer dcancel()
+					if err := l.Session.Delete(dctx, l.Path, -1); err != nil {
+						t.Errorf("deleting %s: %v", l.Path, err)
+					}
+					l.Deleted()
+				}
+				terms <- l.Path
+				if n == 2 {
+					<-tctx.Done() // the second one leads until Run ends
+				}
+			})
+		}()
+		first := waitPath(t, terms)
+		second := waitPath(t, terms)
+		cancel()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		// One leave, the second term's: the first one's znode (in unfair
+		// mode the lock, under the same name) went with its own write.
+		if len(leaves) != 1 || leaves[0] != second {
+			t.Errorf("leaves sent for %v, want only the second term's (%s); the first term (%s) deleted its own and said so", leaves, second, first)
+		}
+	})
+}
+
+func waitPath(t *testing.T, ch <-chan string) string {
+	t.Helper()
+	select {
+	case p := <-ch:
+		return p
+	case <-time.After(15 * time.Second):
+		t.Fatal("no term within 15s")
+		return ""
+	}
+}
