@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/failoverd/failoverd/breadcrumb"
 	"github.com/failoverd/failoverd/cluster"
@@ -77,10 +78,16 @@ func (s *Store) breadcrumbRecord(ctx context.Context, sess *zk.Session, w *watch
 			err = zk.ErrNoNode
 		}
 	} else if w == nil || w.armed[key] {
-		data, _, err = sess.Get(ctx, path)
+		r := s.startBreadcrumbRead(sess)
+		var st zk.Stat
+		data, st, err = sess.Get(ctx, path)
+		r.finish(data, st.Version, err)
 	} else {
 		var ch <-chan zk.Event
-		data, _, ch, err = sess.GetW(ctx, path)
+		var st zk.Stat
+		r := s.startBreadcrumbRead(sess)
+		data, st, ch, err = sess.GetW(ctx, path)
+		r.finish(data, st.Version, err)
 		if err == nil {
 			w.arm(key, ch)
 			w.cache[key] = cachedRead{data: data}
@@ -118,4 +125,61 @@ func sameLeader(a, b *cluster.Leader) bool {
 	}
 	return a.Same(b) && a.Host == b.Host && a.ServiceAddress == b.ServiceAddress &&
 		a.AdminURL == b.AdminURL && a.Since.Equal(b.Since)
+}
+
+// bcRead is a read of the breadcrumb by the leader view, under way or done:
+// a new leader's first read may take its answer (prefetchReads).
+type bcRead struct {
+	sess    *zk.Session
+	at      time.Time // when it was sent
+	done    chan struct{}
+	data    []byte
+	version int32
+	err     error
+}
+
+// startBreadcrumbRead notes a read of the breadcrumb about to be sent on
+// sess; finish it with its answer.
+func (s *Store) startBreadcrumbRead(sess *zk.Session) *bcRead {
+	r := &bcRead{sess: sess, at: time.Now(), done: make(chan struct{})}
+	s.bcRead.Store(r)
+	return r
+}
+
+func (r *bcRead) finish(data []byte, version int32, err error) {
+	r.data, r.version, r.err = data, version, err
+	close(r.done)
+}
+
+// namesTerm decodes r's answer (r must be done) and reports whether it
+// names node at epoch. Such an answer may stand for a fresh read at the
+// start of that term even if r was sent before the term's predecessor's
+// znode went: no state older than that deletion can name node at epoch
+// (the czxid of the znode that leads only from then on), since only the
+// predecessor's graceful handover (Term.Finish, one transaction with the
+// deletion) or the term itself writes that record; and nobody but that
+// term can write the breadcrumb after the deletion (every write is guarded
+// by the writer's election znode, and the term's is first). So when a
+// graceful handover changes the breadcrumb, the leader view's read that
+// its watch starts, which travels just ahead of the successor's own
+// reads, saves the successor its own.
+func (r *bcRead) namesTerm(node string, epoch int64) (breadcrumb.Record, bool) {
+	if r.err != nil || epoch <= 0 {
+		return breadcrumb.Record{}, false
+	}
+	rec, err := breadcrumb.Decode(r.data)
+	if err != nil || rec.NodeID != node || rec.Epoch != epoch {
+		return breadcrumb.Record{}, false
+	}
+	return rec, true
+}
+
+// recentBreadcrumbRead returns the newest read of the breadcrumb sent on
+// sess less than prefetchMaxAge ago (nil: none).
+func (s *Store) recentBreadcrumbRead(sess *zk.Session) *bcRead {
+	r := s.bcRead.Load()
+	if r == nil || r.sess != sess || time.Since(r.at) > prefetchMaxAge {
+		return nil
+	}
+	return r
 }

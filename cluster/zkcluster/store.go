@@ -59,12 +59,42 @@ type Store struct {
 	// beforeHistoryWrite, set by tests only, runs in AppendHistory between
 	// the read and the write: where a concurrent change lands.
 	beforeHistoryWrite func()
+	// afterFailoverEvent, set by tests only, runs in WatchFailover when its
+	// watch fired, before the read again: a watch slow to catch up.
+	afterFailoverEvent func()
 
 	// view is the member list a watching read last saw in full, while no
 	// member watch has fired since (memberGen unchanged): what a read now
 	// would return, without its two round trips (memberView).
 	view      atomic.Pointer[memberView]
 	memberGen atomic.Uint64 // bumped by every member watch event, and when a watch set ends
+
+	bcRead atomic.Pointer[bcRead]       // the leader view's newest breadcrumb read (prefetchReads)
+	foSeen atomic.Pointer[failoverSeen] // what WatchFailover's armed watch last read
+}
+
+// failoverSeen is the failover request as a watching read returned it on
+// sess; it is current while sess.QuietSince(path, mark) holds (see
+// Store.failoverNow).
+type failoverSeen struct {
+	sess *zk.Session
+	mark uint64 // taken before the read was sent
+	req  *cluster.FailoverRequest
+}
+
+// failoverNow returns the failover request as of the last event sess
+// received, without a request, when WatchFailover's watch on sess has
+// seen no event since its read (ok false: read it). The read set the
+// watch; a change after it fires the watch, and the event is numbered
+// before any later one: so when a later event (the deletion of a
+// predecessor's election entry, say) arrived and the path is still quiet,
+// the request is unchanged as of that event.
+func (s *Store) failoverNow(sess *zk.Session) (*cluster.FailoverRequest, bool) {
+	v := s.foSeen.Load()
+	if v == nil || v.sess != sess || !sess.QuietSince(s.layout.Failover(), v.mark) {
+		return nil, false
+	}
+	return v.req, true
 }
 
 // memberView is a member list read by a watch pass at generation gen on
@@ -792,6 +822,7 @@ func (s *Store) WatchFailover(ctx context.Context, fn func(*cluster.FailoverRequ
 			sleepCtx(ctx, time.Second)
 			continue
 		}
+		mark := sess.EventMark()
 		data, _, ch, err := sess.GetW(ctx, path)
 		if errors.Is(err, zk.ErrNoNode) {
 			var ok bool
@@ -806,6 +837,7 @@ func (s *Store) WatchFailover(ctx context.Context, fn func(*cluster.FailoverRequ
 			continue
 		}
 		r := decodeFailover(data)
+		s.foSeen.Store(&failoverSeen{sess: sess, mark: mark, req: r})
 		if first || !equalRequest(r, last) {
 			first, last = false, r
 			fn(r)
@@ -813,6 +845,9 @@ func (s *Store) WatchFailover(ctx context.Context, fn func(*cluster.FailoverRequ
 		select {
 		case <-ctx.Done():
 		case <-ch:
+			if s.afterFailoverEvent != nil {
+				s.afterFailoverEvent()
+			}
 		case <-sess.Done():
 		}
 	}

@@ -29,7 +29,7 @@ type Elector struct {
 // breadcrumb and the failover request together with the read that tells
 // it leads (prefetchReads).
 func (s *Store) Elector(el *election.Elector) *Elector {
-	el.SetPrefetch(func(sess *zk.Session) any { return s.prefetchReads(sess) })
+	el.SetPrefetch(func(sess *zk.Session, epoch int64) any { return s.prefetchReads(sess, epoch) })
 	return &Elector{el: el, s: s}
 }
 
@@ -44,7 +44,8 @@ const prefetchMaxAge = 100 * time.Millisecond
 // call reads again.
 type prefetched struct {
 	at     time.Time
-	done   chan struct{}
+	bcDone chan struct{} // the breadcrumb's answered
+	foDone chan struct{} // the failover request's answered
 	bc     breadcrumb.Record
 	bcVer  int32
 	bcErr  error
@@ -52,42 +53,69 @@ type prefetched struct {
 	foErr  error
 	bcUsed atomic.Bool
 	foUsed atomic.Bool
+	// Where the answers came from instead of a read of their own (tests
+	// look).
+	bcFromView  bool
+	foFromWatch bool
 }
 
-func (s *Store) prefetchReads(sess *zk.Session) *prefetched {
-	p := &prefetched{at: time.Now(), done: make(chan struct{})}
+// prefetchReads starts the reads of the breadcrumb and the failover
+// request on sess. The failover request is not read when the failover
+// watch's last read is still current (failoverNow).
+//
+// The breadcrumb may come from the leader view's read instead (see
+// namesTerm): when a read of the view on sess is under way at this moment,
+// that read is waited for, and ours is sent only if it does not name this
+// node at epoch.
+func (s *Store) prefetchReads(sess *zk.Session, epoch int64) *prefetched {
+	p := &prefetched{at: time.Now(), bcDone: make(chan struct{}), foDone: make(chan struct{})}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	view := s.recentBreadcrumbRead(sess)
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
+		defer close(p.bcDone)
+		if view != nil && epoch > 0 {
+			select {
+			case <-view.done:
+				if r, ok := view.namesTerm(s.nodeID, epoch); ok {
+					p.bc, p.bcVer, p.bcFromView = r, view.version, true
+					return
+				}
+			case <-ctx.Done():
+			}
+		}
 		p.bc, p.bcVer, p.bcErr = breadcrumb.Read(ctx, sess, s.layout.Breadcrumb())
 	}()
-	go func() {
-		defer wg.Done()
-		p.fo, _, p.foErr = s.getFailover(ctx, sess)
-	}()
+	if r, ok := s.failoverNow(sess); ok {
+		// The failover watch's value, current as of the deletion event
+		// that started these reads: one request fewer at the handoff.
+		p.fo, p.foFromWatch = r, true
+		close(p.foDone)
+		wg.Done()
+	} else {
+		go func() {
+			defer wg.Done()
+			defer close(p.foDone)
+			p.fo, _, p.foErr = s.getFailover(ctx, sess)
+		}()
+	}
 	go func() {
 		wg.Wait()
 		cancel()
-		close(p.done)
 	}()
 	return p
 }
 
 // pre returns the term's prefetched reads if they are recent enough and
 // claims the one used says (nil: read afresh).
-func (t *term) pre(ctx context.Context, used func(*prefetched) *atomic.Bool) *prefetched {
+func (t *term) pre(used func(*prefetched) *atomic.Bool) *prefetched {
 	p, ok := t.l.Prefetched.(*prefetched)
 	if !ok || p == nil || time.Since(p.at) > prefetchMaxAge || !used(p).CompareAndSwap(false, true) {
 		return nil
 	}
-	select {
-	case <-p.done:
-		return p
-	case <-ctx.Done():
-		return nil
-	}
+	return p
 }
 
 // Campaign joins the election until ctx ends (see election.Elector.Run):
@@ -187,11 +215,32 @@ func (t *term) guard() breadcrumb.Guard {
 // ReadBreadcrumb reads the breadcrumb on the term's session; the first
 // call of a term takes the read prefetched when its predecessor went (see
 // Store.Elector), if that is recent.
+//
+// With prefetched reads, a read of the leader view on the term's session
+// that names this term (see namesTerm) and is answered first is taken in
+// place of the prefetched one.
 func (t *term) ReadBreadcrumb(ctx context.Context) (breadcrumb.Record, int32, error) {
-	if p := t.pre(ctx, func(p *prefetched) *atomic.Bool { return &p.bcUsed }); p != nil {
-		return p.bc, p.bcVer, p.bcErr
+	p := t.pre(func(p *prefetched) *atomic.Bool { return &p.bcUsed })
+	if p == nil {
+		return breadcrumb.Read(ctx, t.l.Session, t.s.layout.Breadcrumb())
 	}
-	return breadcrumb.Read(ctx, t.l.Session, t.s.layout.Breadcrumb())
+	if view := t.s.recentBreadcrumbRead(t.l.Session); view != nil {
+		select {
+		case <-p.bcDone:
+		case <-view.done:
+			if r, ok := view.namesTerm(t.l.NodeID, t.l.Epoch); ok {
+				return r, view.version, nil
+			}
+		case <-ctx.Done():
+			return breadcrumb.Record{}, 0, ctx.Err()
+		}
+	}
+	select {
+	case <-p.bcDone:
+		return p.bc, p.bcVer, p.bcErr
+	case <-ctx.Done():
+		return breadcrumb.Record{}, 0, ctx.Err()
+	}
 }
 
 func (t *term) WriteBreadcrumb(ctx context.Context, r breadcrumb.Record, version int32) (int32, error) {
@@ -203,8 +252,13 @@ func (t *term) WriteBreadcrumb(ctx context.Context, r breadcrumb.Record, version
 // znode go (deleted after the predecessor saw a request) sees the request
 // too. nil: none, or unreadable (which keeps nobody out).
 func (t *term) ReadFailover(ctx context.Context) (*cluster.FailoverRequest, error) {
-	if p := t.pre(ctx, func(p *prefetched) *atomic.Bool { return &p.foUsed }); p != nil {
-		return p.fo, p.foErr
+	if p := t.pre(func(p *prefetched) *atomic.Bool { return &p.foUsed }); p != nil {
+		select {
+		case <-p.foDone:
+			return p.fo, p.foErr
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
 	r, _, err := t.s.getFailover(ctx, t.l.Session)
 	return r, err
@@ -321,6 +375,7 @@ func (t *term) Finish(ctx context.Context, bcVersion int32, next *cluster.Succes
 				zk.SetOp{Path: bc, Data: data, Version: bcVersion},
 				zk.DeleteOp{Path: t.l.Path, Version: version})
 			if err == nil {
+				t.l.Deleted()
 				return nil
 			}
 			if !errors.Is(err, zk.ErrNoNode) && !errors.Is(err, zk.ErrBadVersion) {
@@ -336,6 +391,7 @@ func (t *term) Finish(ctx context.Context, bcVersion int32, next *cluster.Succes
 	if err != nil {
 		return fmt.Errorf("finishing term %d (deleting the breadcrumb and %s): %w", t.l.Epoch, t.l.Path, err)
 	}
+	t.l.Deleted()
 	return nil
 }
 

@@ -1,0 +1,240 @@
+package zkcluster
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/failoverd/failoverd/breadcrumb"
+	"github.com/failoverd/failoverd/cluster"
+	"github.com/failoverd/failoverd/election"
+	"github.com/failoverd/failoverd/test/zktest"
+)
+
+// A new leader's first breadcrumb read is taken from the leader view's
+// read on its session only when that read names it at its epoch (see
+// bcRead.namesTerm): an answer naming another node, or this node at
+// another epoch, or a failed read, makes it read afresh, and then it sees
+// what the znode holds.
+func TestPrefetchTakesTheViewsReadOnlyWhenItNamesTheTerm(t *testing.T) {
+	zkc := zktest.Start(t, 1)
+	ctx := t.Context()
+	s, c := newStore(t, zkc, "b", "inst-b")
+	sess := session(t, c)
+	const epoch = 4242
+	real := breadcrumb.Record{NodeID: "a", Host: "host-a", Epoch: 7, Since: time.Now().UTC()}
+	data, err := breadcrumb.Encode(real)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sess.EnsurePath(ctx, testLayout.Dir()); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := sess.Create(ctx, testLayout.Breadcrumb(), data, 0); err != nil {
+		t.Fatal(err)
+	}
+	ours := breadcrumb.Record{NodeID: "b", Host: "host-b", Epoch: epoch, Since: time.Now().UTC()}
+	enc := func(r breadcrumb.Record) []byte {
+		b, err := breadcrumb.Encode(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	for _, tc := range []struct {
+		name     string
+		view     []byte
+		viewErr  error
+		fromView bool
+	}{
+		{"names this term", enc(ours), nil, true},
+		{"names another node", enc(breadcrumb.Record{NodeID: "c", Host: "host-c", Epoch: epoch, Since: time.Now().UTC()}), nil, false},
+		{"names this node at another epoch", enc(breadcrumb.Record{NodeID: "b", Host: "host-b", Epoch: epoch - 1, Since: time.Now().UTC()}), nil, false},
+		{"unreadable", []byte("{not json"), nil, false},
+		{"failed", nil, context.DeadlineExceeded, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := s.startBreadcrumbRead(sess)
+			p := s.prefetchReads(sess, epoch)
+			r.finish(tc.view, 12, tc.viewErr) // answered after the prefetch began waiting for it
+			select {
+			case <-p.bcDone:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the prefetched breadcrumb read did not end")
+			}
+			if p.bcFromView != tc.fromView {
+				t.Fatalf("taken from the view: %v, want %v", p.bcFromView, tc.fromView)
+			}
+			want, wantVer := real, int32(0)
+			if tc.fromView {
+				want, wantVer = ours, 12
+			}
+			if p.bcErr != nil || p.bc.NodeID != want.NodeID || p.bc.Epoch != want.Epoch || p.bcVer != wantVer {
+				t.Fatalf("prefetched %+v@%d, %v; want %+v@%d", p.bc, p.bcVer, p.bcErr, want, wantVer)
+			}
+		})
+	}
+	// An old read is not waited for.
+	old := &bcRead{sess: sess, at: time.Now().Add(-time.Second), done: make(chan struct{})}
+	s.bcRead.Store(old)
+	if s.recentBreadcrumbRead(sess) != nil {
+		t.Fatal("a view read older than prefetchMaxAge was taken")
+	}
+}
+
+// At the start of a term with prefetched reads, ReadBreadcrumb takes the
+// view's read when it names the term and is answered first, and the
+// prefetched one otherwise.
+func TestReadBreadcrumbRacesTheViewsRead(t *testing.T) {
+	zkc := zktest.Start(t, 1)
+	s, c := newStore(t, zkc, "b", "inst-b")
+	sess := session(t, c)
+	const epoch = 99
+	ours := breadcrumb.Record{NodeID: "b", Host: "host-b", Epoch: epoch, Since: time.Now().UTC()}
+	data, err := breadcrumb.Encode(ours)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newTerm := func() (*term, *prefetched) {
+		p := &prefetched{at: time.Now(), bcDone: make(chan struct{}), foDone: make(chan struct{})}
+		return &term{l: election.Leadership{Epoch: epoch, NodeID: "b", Session: sess, Prefetched: p}, s: s}, p
+	}
+
+	// The prefetched read still in flight, the view's answered: the view's.
+	tm, _ := newTerm()
+	s.startBreadcrumbRead(sess).finish(data, 5, nil)
+	got, v, err := tm.ReadBreadcrumb(t.Context())
+	if err != nil || got.NodeID != "b" || got.Epoch != epoch || v != 5 {
+		t.Fatalf("ReadBreadcrumb = %+v@%d, %v; want the view's record at version 5", got, v, err)
+	}
+
+	// The view's names another node: the prefetched answer, once it comes.
+	tm, p := newTerm()
+	other, _ := breadcrumb.Encode(breadcrumb.Record{NodeID: "a", Host: "host-a", Epoch: 3, Since: time.Now().UTC()})
+	s.startBreadcrumbRead(sess).finish(other, 4, nil)
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		p.bc, p.bcVer = breadcrumb.Record{NodeID: "a", Host: "host-a", Epoch: 3}, 6
+		close(p.bcDone)
+	}()
+	got, v, err = tm.ReadBreadcrumb(t.Context())
+	if err != nil || got.NodeID != "a" || v != 6 {
+		t.Fatalf("ReadBreadcrumb = %+v@%d, %v; want the prefetched answer at version 6", got, v, err)
+	}
+}
+
+// The failover request is taken from the failover watch's last read, with
+// no read of its own, only while that watch saw no event since: a request
+// written before the predecessor's election entry went is seen by the new
+// leader's prefetched read, whichever goroutine reports the events first.
+func TestPrefetchedFailoverRequestIsCurrentAsOfTheHandoff(t *testing.T) {
+	zkc := zktest.Start(t, 1)
+	ctx := t.Context()
+	_, ac := newStore(t, zkc, "", "")
+	adm := session(t, ac)
+	sa, ca := newStore(t, zkc, "a", "inst-a")
+	sb, cb := newStore(t, zkc, "b", "inst-b")
+	// In the rounds with a request, the watch reads again only after the
+	// check: the prefetch must not take its older value.
+	hold := make(chan chan struct{}, 1)
+	sb.afterFailoverEvent = func() {
+		select {
+		case h := <-hold:
+			<-h
+		default:
+		}
+	}
+	wctx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	seen := make(chan *cluster.FailoverRequest, 16)
+	go sb.WatchFailover(wctx, func(r *cluster.FailoverRequest) { seen <- r })
+	select {
+	case <-seen:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the failover watch read nothing")
+	}
+	waitQueue := func(n int) {
+		waitFor(t, 20*time.Second, "the election queue", func() bool {
+			kids, err := adm.Children(ctx, testLayout.ElectionDir())
+			return err == nil && len(kids) == n
+		})
+	}
+	win := func(ch <-chan *term) *term {
+		t.Helper()
+		select {
+		case tm := <-ch:
+			return tm
+		case <-time.After(30 * time.Second):
+			t.Fatal("not elected")
+		}
+		return nil
+	}
+	counted := map[bool]int{}
+	for round := 0; counted[true] < 3 || counted[false] < 3; round++ {
+		if round == 20 {
+			t.Fatalf("only %d rounds with a request and %d without won through the predecessor's deletion", counted[true], counted[false])
+		}
+		ta, stopA := campaignFair(t, sa, ca, "a")
+		a := win(ta)
+		tb, stopB := campaignFair(t, sb, cb, "b")
+		waitQueue(2)
+		time.Sleep(100 * time.Millisecond) // b's watch on a's entry is set
+		withRequest := round%2 == 1
+		release := make(chan struct{})
+		if withRequest {
+			hold <- release
+			// Written, then a's entry deleted right away: b's session gets
+			// the failover event first, its goroutines may see it later.
+			if err := sa.RequestFailover(ctx, cluster.FailoverRequest{To: "c", TimeoutMS: 60000, ID: "r", By: "test"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := adm.Delete(ctx, a.l.Path, -1); err != nil {
+			t.Fatal(err)
+		}
+		b := win(tb)
+		p, _ := b.l.Prefetched.(*prefetched)
+		if p == nil {
+			// b found itself first before its watch on a's entry was set.
+			t.Logf("round %d: b won without prefetched reads; not counted", round)
+		} else {
+			counted[withRequest]++
+			checkPrefetchedFailover(t, round, p, withRequest)
+		}
+		close(release)
+		stopB()
+		stopA()
+		if withRequest {
+			if err := adm.Delete(ctx, testLayout.Failover(), -1); err != nil {
+				t.Fatal(err)
+			}
+			// The watch reads the deletion before the next round.
+			waitFor(t, 20*time.Second, "the failover watch to see the request go", func() bool {
+				r, ok := sb.failoverNow(session(t, cb))
+				return ok && r == nil
+			})
+		}
+		waitQueue(0)
+	}
+}
+
+func checkPrefetchedFailover(t *testing.T, round int, p *prefetched, withRequest bool) {
+	t.Helper()
+	// The prefetched answer itself (ReadFailover takes it only while
+	// it is fresh, and these electors are cold standbys).
+	select {
+	case <-p.foDone:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the prefetched failover read did not end")
+	}
+	fo := p.fo
+	switch {
+	case withRequest && (fo == nil || fo.To != "c"):
+		t.Fatalf("round %d: b's first read of the failover request = %+v (from the watch: %v); want the request to c written before a's entry went", round, fo, p.foFromWatch)
+	case !withRequest && (fo != nil || !p.foFromWatch):
+		t.Fatalf("round %d: no request: got %+v, from the watch %v; want none, taken from the watch", round, fo, p.foFromWatch)
+	}
+	if withRequest && p.foFromWatch {
+		t.Fatalf("round %d: the failover watch's value was taken although its watch fired and it had not read again", round)
+	}
+}
