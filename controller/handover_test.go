@@ -25,6 +25,13 @@ func TestGracefulLeaverNamesItsSuccessor(t *testing.T) {
 			t.Fatal(err)
 		}
 		b.want(controller.StateLeader)
+		// The daemon keeps its session a moment after a handover.
+		if a.c.LastHandover().IsZero() {
+			t.Error("a's LastHandover is zero after it handed over")
+		}
+		if !b.c.LastHandover().IsZero() {
+			t.Errorf("b's LastHandover is %v: it never handed over", b.c.LastHandover())
+		}
 		handed := w.HandedTo()
 		if len(handed) != 1 || handed[0].NodeID != "b" || handed[0].Host != "host-b" || handed[0].AdminURL != "http://b:9101" {
 			t.Fatalf("handed over %+v, want one record naming b with its addresses", handed)
@@ -57,6 +64,9 @@ func TestGracefulLeaverNamesItsSuccessor(t *testing.T) {
 		synctest.Wait()
 		if bc, _ := w.Breadcrumb(); bc != nil {
 			t.Fatalf("breadcrumb %+v left after b's graceful stop", bc)
+		}
+		if b.c.LastHandover().IsZero() {
+			t.Error("b's LastHandover is zero after its graceful stop deleted the breadcrumb")
 		}
 	})
 }

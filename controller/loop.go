@@ -55,6 +55,9 @@ type loop struct {
 
 	stopping     bool
 	stopDeadline time.Time
+	// handedOver is when this node's last promoted term ended gracefully
+	// with its breadcrumb handed to a successor or deleted (zero: never).
+	handedOver time.Time
 
 	bg    context.Context // ends when Run returns: background readers
 	local []event         // events the loop produced itself, applied next
@@ -426,7 +429,8 @@ func (c *Controller) publish() {
 	if l.term != nil {
 		s.term = l.term.t
 	}
-	if old := c.snap.Load(); old != nil && old.status == s.status && old.term == s.term {
+	s.handedOver = l.handedOver
+	if old := c.snap.Load(); old != nil && old.status == s.status && old.term == s.term && old.handedOver.Equal(s.handedOver) {
 		return
 	}
 	c.snap.Store(s)

@@ -705,9 +705,11 @@ func (c *Controller) onTermFinished(ev termFinished) {
 	case !tm.promoteStarted:
 		c.log.Info("breadcrumb naming this unpromoted term deleted with its election entry", "epoch", tm.epoch)
 	case ev.next != nil:
+		c.l.handedOver = time.Now()
 		c.log.Info("breadcrumb handed to the successor after a graceful demote", "epoch", tm.epoch, "successor", ev.next.Record.NodeID,
 			"successor_epoch", ev.next.Record.Epoch, "duration_seconds", time.Since(tm.wonAt).Seconds())
 	default:
+		c.l.handedOver = time.Now()
 		c.log.Info("breadcrumb deleted after a graceful demote", "epoch", tm.epoch, "duration_seconds", time.Since(tm.wonAt).Seconds())
 	}
 	tm.phase = phRelease
