@@ -118,12 +118,26 @@ func (f *cmdFlags) parse(args []string) int {
 	return -1
 }
 
+// debugTimeFormat is RFC 3339 with microseconds.
+const debugTimeFormat = "2006-01-02T15:04:05.000000Z07:00"
+
 func newLogger(w io.Writer, format, level string) *slog.Logger {
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(strings.ToUpper(level))); err != nil {
 		lv = slog.LevelInfo
 	}
 	opts := &slog.HandlerOptions{Level: lv}
+	if lv <= slog.LevelDebug && format != "json" {
+		// A debug log times the steps of a handoff, a few milliseconds
+		// apart: microseconds, where the text format's default gives
+		// milliseconds (JSON always has nanoseconds).
+		opts.ReplaceAttr = func(groups []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey && len(groups) == 0 && a.Value.Kind() == slog.KindTime {
+				return slog.String(slog.TimeKey, a.Value.Time().Format(debugTimeFormat))
+			}
+			return a
+		}
+	}
 	if format == "json" {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
