@@ -84,3 +84,47 @@ func waitPath(t *testing.T, ch <-chan string) string {
 		return ""
 	}
 }
+
+// A fair-mode candidate whose predecessor was first in the queue leads
+// as soon as that predecessor's znode goes, without listing the queue
+// again: nothing created since can be ahead of it.
+func TestNextInLineLeadsWithoutListingAgain(t *testing.T) {
+	zks := zktest.Start(t, 1)
+	var mu sync.Mutex
+	lists := map[string]int{}
+	testHookListQueue = func(node string) {
+		mu.Lock()
+		lists[node]++
+		mu.Unlock()
+	}
+	t.Cleanup(func() { testHookListQueue = nil })
+	r := newReferee()
+	o := clusterTiming
+	o.mode, o.servers = Fair, zks.Addrs()
+	a := startCandidate(t, r, "a", o)
+	r.waitLeader(t, "", 10*time.Second)
+	b := startCandidate(t, r, "b", o)
+	waitQueueLen(t, zks.Addrs(), 2)
+	time.Sleep(500 * time.Millisecond) // b watches a's znode
+	mu.Lock()
+	before := map[string]int{}
+	for k, v := range lists {
+		before[k] = v
+	}
+	mu.Unlock()
+	a.el.Cede(time.Hour)
+	r.waitLeader(t, "a", 10*time.Second)
+	l := b.el.Leader()
+	if l == nil {
+		t.Fatal("b does not lead")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if n := lists[l.Path] - before[l.Path]; n != 0 {
+		t.Errorf("b listed the queue %d more times after a's znode went (before: %d); want none", n, before[l.Path])
+	}
+	if before[l.Path] == 0 {
+		t.Error("b's listings were not counted at all (the hook is not called)")
+	}
+	r.check(t)
+}

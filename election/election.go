@@ -737,12 +737,14 @@ func nonce() string {
 // hear ErrConnectionLoss); testHookLeave may lose a leave's delete (it
 // returns true: the request never reached the server).
 // testHookLeading runs when a leadership has begun, right before the elector
-// starts watching it; testHookRenewed right after a renewal was answered.
+// starts watching it; testHookRenewed right after a renewal was answered;
+// testHookListQueue before a fair-mode candidate lists the queue.
 var (
 	testHookAfterCreate func(sess *zk.Session, path string, err error) error
 	testHookLeave       func(sess *zk.Session, path string) bool
 	testHookLeading     func(l Leadership)
 	testHookRenewed     func()
+	testHookListQueue   func(node string)
 )
 
 func (e *Elector) create(ctx context.Context, sess *zk.Session, p string, mode zk.CreateMode, join string) (string, zk.Stat, error) {
@@ -921,6 +923,9 @@ func (e *Elector) waitTurn(ctx, keep context.Context, sess *zk.Session, tm lease
 	defer func() { e.warmDone = w.stop() }()
 	var pf any // reads started when the predecessor went, for the read below
 	for {
+		if testHookListQueue != nil {
+			testHookListQueue(node)
+		}
 		kids, err := sess.Children(ctx, e.cfg.Dir)
 		if err != nil {
 			return 0, err
@@ -975,6 +980,17 @@ func (e *Elector) waitTurn(ctx, keep context.Context, sess *zk.Session, tm lease
 					e.mu.Unlock()
 					if p != nil {
 						pf = p(sess, czxid)
+					}
+					if czxid > 0 {
+						// Our predecessor was first when we listed the
+						// queue, and every znode created since has a
+						// higher sequence number: with it gone we are
+						// first, and listing again would only tell us so
+						// one round trip later. (Our own znode: if it is
+						// gone, the lease's renewals end the term, and a
+						// term can write nothing without it.)
+						e.prefetched = pf
+						return czxid, nil
 					}
 				}
 				break wait
