@@ -2,6 +2,7 @@ package election
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -127,4 +128,38 @@ func TestNextInLineLeadsWithoutListingAgain(t *testing.T) {
 		t.Error("b's listings were not counted at all (the hook is not called)")
 	}
 	r.check(t)
+}
+
+// In unfair mode the lock's name is shared, so the breadcrumb guard (the
+// lock exists) does not tell this leader's lock from a successor's: an
+// operator's delete of a live leader's lock, right after its win, must end
+// the leadership at once (the watch on the lock), not only at the first
+// renewal a renew interval later, when the lock another node took at the
+// same path has guarded this leader's writes all along.
+func TestUnfairLeaderNoticesItsLockDeletedAtTheStartOfItsTerm(t *testing.T) {
+	zks := zktest.Start(t, 1)
+	r := newReferee()
+	const renew = 3 * time.Second
+	a := startCandidate(t, r, "a", opts{mode: Unfair, timeout: 8 * time.Second, renew: renew, servers: zks.Addrs()})
+	r.waitLeader(t, "", 10*time.Second)
+	l := a.el.Leader()
+	s, closeSess := openSession(t, zks.Addrs(), 8*time.Second)
+	defer closeSess()
+	deleted := time.Now()
+	if err := s.Delete(t.Context(), l.Path, -1); err != nil {
+		t.Fatal(err)
+	}
+	// Another node takes the lock at once, as the next candidate would.
+	if _, _, err := s.Create(t.Context(), l.Path, []byte(`{"node_id":"other"}`), zk.Ephemeral); err != nil {
+		t.Fatal(err)
+	}
+	end := r.waitNoLeader(t, 3*renew)
+	tm := r.lastTerm()
+	t.Logf("leadership ended %v after its lock was deleted: %v", end.Sub(deleted).Round(time.Millisecond), tm.cause)
+	if !errors.Is(tm.cause, ErrNodeDeleted) {
+		t.Errorf("cause %v, want ErrNodeDeleted", tm.cause)
+	}
+	if d := end.Sub(deleted); d > renew/2 {
+		t.Errorf("leadership ended %v after its lock was deleted under it, want well within the renew interval %v (the watch on the lock)", d, renew)
+	}
 }

@@ -1414,17 +1414,24 @@ func (e *Elector) watch(ctx context.Context, sess *zk.Session, node string, tm l
 	full := make(chan struct{}, 1)
 	go e.renewLoop(wctx, sess, node, true, tm, gap, full, report)
 	go func() {
-		// The watch on our znode is set a renew interval in: until then
-		// the renewals check the znode, and the term's first requests
-		// (its breadcrumb, its promote) meet one request fewer on the
-		// ensemble at the moment of the handoff.
-		t := time.NewTimer(tm.Renew)
-		defer t.Stop()
-		select {
-		case <-t.C:
-			e.watchNode(wctx, sess, node, report)
-		case <-wctx.Done():
+		// In fair mode the watch on our znode is set a renew interval in:
+		// until then the renewals check the znode, and the term's first
+		// requests (its breadcrumb, its promote) meet one request fewer on
+		// the ensemble at the moment of the handoff. The znode's name is
+		// ours alone, so every write of the term fails once it is gone.
+		// Not so the unfair lock: its name is shared, the breadcrumb guard
+		// passes on a successor's lock, and only this watch ends a term
+		// whose lock an operator deleted before the first renewal does.
+		if e.cfg.Mode == Fair {
+			t := time.NewTimer(tm.Renew)
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-wctx.Done():
+				return
+			}
 		}
+		e.watchNode(wctx, sess, node, report)
 	}()
 
 	timer := time.NewTimer(tm.Lease)
