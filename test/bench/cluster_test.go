@@ -243,7 +243,8 @@ func firstLog(n *clustertest.Node, msg string, after time.Time, kv ...string) (c
 }
 
 // hookDuration is duration_seconds of the node's first "hook done" line of
-// hook after t (exact, unlike the millisecond log timestamps).
+// hook after t (exact, to the nanosecond; the daemons' debug log stamps
+// have microseconds).
 func hookDuration(n *clustertest.Node, hook string, after time.Time) (time.Duration, bool) {
 	l, ok := firstLog(n, "hook done", after, "hook", hook)
 	if !ok {

@@ -4,7 +4,7 @@ package bench
 // -race), the toy service, hook scripts that log every event with its time,
 // one ZooKeeper on loopback. Every latency is measured on one clock (the
 // wall clock): the benchmark takes the time just before it acts, the hooks
-// stamp their event lines, and the daemons' logs (millisecond resolution)
+// stamp their event lines, and the daemons' debug logs (microsecond resolution)
 // give the steps in between.
 
 import (
@@ -163,7 +163,7 @@ func BenchmarkGracefulHandoff(b *testing.B) {
 				"demote_to_elected_p50_ms":  s.p50ms("demote_event_to_elected"),
 				"elected_to_promote_p50_ms": s.p50ms("elected_to_promote"),
 				"demote_hook_p50_ms":        s.p50ms("demote_hook"),
-				// When the successor's daemon logs "running hook" (ms): the
+				// When the successor's daemon logs "running hook" (µs): the
 				// handoff without the promote hook's own start.
 				"to_running_hook_log_p50_ms": s.p50ms("sigterm_to_running_hook_log"),
 			}
@@ -171,7 +171,7 @@ func BenchmarkGracefulHandoff(b *testing.B) {
 			if f := len(s["fenced"]); f > 0 {
 				res.Extra["runs_fenced"] = float64(f)
 			}
-			res.Notes = "offsets tNN_* from SIGTERM: hook events, daemon logs (ms), watches of our own session; " + zkDesc(c.ZK)
+			res.Notes = "offsets tNN_* from SIGTERM: hook events, daemon logs (µs), watches of our own session; " + zkDesc(c.ZK)
 			if hk.sub == hooksCompiled.sub {
 				_, lang := hookev(b)
 				res.Notes = "hookev in " + lang + "; " + res.Notes
@@ -202,7 +202,7 @@ func BenchmarkGracefulHandoff(b *testing.B) {
 					sx.Extra["ratio_p50"] = sx.P50ms / ref.P50ms
 					sx.Extra["ratio_p99"] = sx.P99ms / ref.P99ms
 				}
-				sx.Notes = "SIGTERM → the successor's daemon logs \"running hook\" promote (ms stamp), minus the demote hook's run; " + zkDesc(c.ZK)
+				sx.Notes = "SIGTERM → the successor's daemon logs \"running hook\" promote (µs stamp), minus the demote hook's run; " + zkDesc(c.ZK)
 				defer record(b, sx)
 			}
 			ref.Notes = "Go recipe, N=3, one handoff after each failoverd run on the same ensemble"

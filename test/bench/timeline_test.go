@@ -1,7 +1,7 @@
 package bench
 
 // Per-step timelines of a handoff. Three sources, all on the wall clock of
-// this host: the hooks' event lines (µs), the daemons' debug logs (ms), and
+// this host: the hooks' event lines (µs), the daemons' debug logs (µs), and
 // watches that the benchmark's own ZooKeeper session sets on the znodes a
 // handoff changes (the failover request, the breadcrumb, the leader's
 // election znode): a watch fires when the server applied the change, so
@@ -218,7 +218,7 @@ func (tl *timeline) fromLogs(evs []clustertest.Event, old, next *clustertest.Nod
 		tl.set(stDemoteStart, d.At)
 	}
 	if l, ok := firstLog(old, "hook done", tl.t0, "hook", "demote"); ok {
-		tl.set(stDemoteEnd, l.At) // ms resolution, truncated
+		tl.set(stDemoteEnd, l.At) // µs resolution
 	}
 	for step, msg := range map[string]string{stCandidateWon: "candidate won", stElected: "elected", stLeaseReady: "lease ready"} {
 		if l, ok := firstLog(next, msg, tl.t0); ok {
