@@ -3,6 +3,7 @@ package election
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -162,4 +163,61 @@ func TestUnfairLeaderNoticesItsLockDeletedAtTheStartOfItsTerm(t *testing.T) {
 	if d := end.Sub(deleted); d > renew/2 {
 		t.Errorf("leadership ended %v after its lock was deleted under it, want well within the renew interval %v (the watch on the lock)", d, renew)
 	}
+}
+
+// A fair-mode candidate whose own znode was deleted while it waited (by an
+// operator: its session lives on) never leads with it when its
+// predecessor goes, though it skips listing the queue then: it would lead
+// beside the candidate behind it, which moved up in its place, and its
+// term could fence that leader (a fence is no guarded write).
+func TestCandidateWhoseZnodeWentDoesNotLeadWithIt(t *testing.T) {
+	zks := zktest.Start(t, 1)
+	r := newReferee()
+	const renew = 3 * time.Second
+	o := opts{mode: Fair, timeout: 8 * time.Second, renew: renew, servers: zks.Addrs()}
+	a := startCandidate(t, r, "a", o)
+	r.waitLeader(t, "", 10*time.Second)
+	b := startCandidate(t, r, "b", o)
+	waitQueueLen(t, zks.Addrs(), 2)
+	c := startCandidate(t, r, "c", o)
+	c.el.Warm(true)
+	waitQueueLen(t, zks.Addrs(), 3)
+	// b watches a's znode, c b's, and both keep a credit chain that
+	// lets them lead at once, without a write of their own.
+	time.Sleep(2*renew + time.Second)
+
+	s, closeSess := openSession(t, zks.Addrs(), 8*time.Second)
+	defer closeSess()
+	const dir = "/failoverd/test/election"
+	kids, err := s.Children(t.Context(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bNode string
+	for _, k := range kids {
+		if strings.Contains(k, b.el.GUID()) {
+			bNode = dir + "/" + k
+		}
+	}
+	ok, st, err := s.Exists(t.Context(), bNode)
+	if err != nil || !ok {
+		t.Fatalf("b's znode %q: %v %v", bNode, ok, err)
+	}
+	// Both within a few ms, well inside b's renew interval: b's own
+	// renewals cannot tell it before a's znode goes.
+	if err := s.Delete(t.Context(), bNode, -1); err != nil {
+		t.Fatal(err)
+	}
+	a.el.Cede(time.Hour)
+	r.waitLeader(t, "a", 10*time.Second)
+	time.Sleep(2 * time.Second) // room for a wrong term to show
+	r.mu.Lock()
+	for _, tm := range r.terms {
+		if tm.id == "b" && tm.epoch == st.Czxid {
+			t.Errorf("b led with its deleted znode %s (epoch %d, %s..%s)", bNode, tm.epoch,
+				tm.start.Format("15:04:05.000"), tm.end.Format("15:04:05.000"))
+		}
+	}
+	r.mu.Unlock()
+	r.check(t)
 }

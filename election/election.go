@@ -958,6 +958,22 @@ func (e *Elector) waitTurn(ctx, keep context.Context, sess *zk.Session, tm lease
 			}
 			return st.Czxid, nil
 		}
+		// Next in line, we lead the moment our predecessor's znode goes
+		// without listing the queue again (below), if ours is still
+		// there then: a watch on it, set after ownMark, tells us of its
+		// deletion before we hear of our predecessor's if it went first.
+		own, ownMark := false, uint64(0)
+		if idx == 1 && czxid > 0 {
+			ownMark = sess.EventMark()
+			ok, _, _, err := sess.ExistsW(ctx, node)
+			if err != nil {
+				return 0, err
+			}
+			if !ok {
+				return 0, fmt.Errorf("%w: %s", ErrNodeDeleted, node)
+			}
+			own = true
+		}
 		pred := e.cfg.Dir + "/" + order[idx-1]
 		ok, _, ch, err := sess.ExistsW(ctx, pred)
 		if err != nil {
@@ -981,14 +997,16 @@ func (e *Elector) waitTurn(ctx, keep context.Context, sess *zk.Session, tm lease
 					if p != nil {
 						pf = p(sess, czxid)
 					}
-					if czxid > 0 {
+					if own && sess.QuietSince(node, ownMark) {
 						// Our predecessor was first when we listed the
 						// queue, and every znode created since has a
 						// higher sequence number: with it gone we are
 						// first, and listing again would only tell us so
-						// one round trip later. (Our own znode: if it is
-						// gone, the lease's renewals end the term, and a
-						// term can write nothing without it.)
+						// one round trip later. Our own znode was still
+						// there when it went: no event for it (nor a
+						// disconnect) came before this one. Had it gone
+						// (an operator), the candidate behind us would
+						// lead beside us, and our term could fence it.
 						e.prefetched = pf
 						return czxid, nil
 					}
