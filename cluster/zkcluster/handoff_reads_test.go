@@ -238,3 +238,63 @@ func checkPrefetchedFailover(t *testing.T, round int, p *prefetched, withRequest
 		t.Fatalf("round %d: the failover watch's value was taken although its watch fired and it had not read again", round)
 	}
 }
+
+// The read the leader view is about to send is waited for only when the
+// view's watch on the breadcrumb has fired on that session: then the read
+// it posts is returned; without an event nothing is waited for; with an
+// event but no read posted, the wait ends after viewReadWait.
+func TestComingBreadcrumbRead(t *testing.T) {
+	zkc := zktest.Start(t, 1)
+	ctx := t.Context()
+	s, c := newStore(t, zkc, "b", "inst-b")
+	sess := session(t, c)
+	_, ac := newStore(t, zkc, "", "")
+	adm := session(t, ac)
+	if err := adm.EnsurePath(ctx, testLayout.Dir()); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := adm.Create(ctx, testLayout.Breadcrumb(), []byte("{}"), 0); err != nil {
+		t.Fatal(err)
+	}
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	w := newWatchSet(wctx)
+	if _, err := s.breadcrumbRecord(ctx, sess, w); err != nil {
+		t.Fatal(err)
+	}
+	defer func(d time.Duration) { viewReadWait = d }(viewReadWait)
+	// Armed, no event: nothing coming, no wait (of the 10 s it could be).
+	viewReadWait = 10 * time.Second
+	start := time.Now()
+	if r := s.comingBreadcrumbRead(ctx, sess, start); r != nil || time.Since(start) > 5*time.Second {
+		t.Fatalf("without an event: %v after %v; want nil at once", r, time.Since(start))
+	}
+	if _, err := adm.Set(ctx, testLayout.Breadcrumb(), []byte("{ }"), -1); err != nil {
+		t.Fatal(err)
+	}
+	if err := sess.Sync(ctx, testLayout.Breadcrumb()); err != nil { // the event has arrived
+		t.Fatal(err)
+	}
+	// The event, no read posted: nil after viewReadWait.
+	viewReadWait = 100 * time.Millisecond
+	start = time.Now()
+	if r := s.comingBreadcrumbRead(ctx, sess, start); r != nil || time.Since(start) < viewReadWait {
+		t.Fatalf("with no read posted: %v after %v; want nil after %v", r, time.Since(start), viewReadWait)
+	}
+	// The event, a read posted meanwhile: that read (a wait long enough
+	// for any scheduling delay here).
+	viewReadWait = 10 * time.Second
+	start = time.Now()
+	got := make(chan *bcRead, 1)
+	go func() { got <- s.comingBreadcrumbRead(ctx, sess, start) }()
+	time.Sleep(20 * time.Millisecond)
+	posted := s.startBreadcrumbRead(sess)
+	select {
+	case r := <-got:
+		if r != posted {
+			t.Fatalf("returned %p, want the read posted after the start %p", r, posted)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("comingBreadcrumbRead did not return")
+	}
+}

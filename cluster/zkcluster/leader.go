@@ -85,17 +85,20 @@ func (s *Store) breadcrumbRecord(ctx context.Context, sess *zk.Session, w *watch
 	} else {
 		var ch <-chan zk.Event
 		var st zk.Stat
+		mark := sess.EventMark()
 		r := s.startBreadcrumbRead(sess)
 		data, st, ch, err = sess.GetW(ctx, path)
 		r.finish(data, st.Version, err)
 		if err == nil {
 			w.arm(key, ch)
+			s.viewArmed.Store(&armedView{sess: sess, mark: mark})
 			w.cache[key] = cachedRead{data: data}
 		} else if errors.Is(err, zk.ErrNoNode) {
 			var ok bool
 			ok, _, ch, err = sess.ExistsW(ctx, path)
 			if err == nil {
 				w.arm(key, ch)
+				s.viewArmed.Store(&armedView{sess: sess, mark: mark})
 				if ok {
 					return s.breadcrumbRecord(ctx, sess, w) // created meanwhile (read uncached: the exists watch stands for it)
 				}
@@ -143,7 +146,59 @@ type bcRead struct {
 func (s *Store) startBreadcrumbRead(sess *zk.Session) *bcRead {
 	r := &bcRead{sess: sess, at: time.Now(), done: make(chan struct{})}
 	s.bcRead.Store(r)
+	s.bcMu.Lock()
+	if s.bcPosted != nil {
+		close(s.bcPosted)
+	}
+	s.bcPosted = make(chan struct{})
+	s.bcMu.Unlock()
 	return r
+}
+
+// armedView is a leader view's watch on the breadcrumb, set on sess by a
+// read sent after mark.
+type armedView struct {
+	sess *zk.Session
+	mark uint64
+}
+
+// viewReadWait bounds how long a new leader's first read waits for the
+// read the leader view is about to send (comingBreadcrumbRead); after
+// it, the new leader reads itself.
+var viewReadWait = 5 * time.Millisecond // a variable for tests
+
+// comingBreadcrumbRead returns the read of the breadcrumb the leader view
+// posts on sess after since, when the view's watch on the breadcrumb has
+// fired (the session received its event) but the view had not sent its
+// read yet: a graceful handover's transaction fires that watch and the
+// new leader's one on its predecessor together, and the goroutine that
+// hears the second often runs first. It waits at most viewReadWait (nil:
+// no such read, none coming, or not in time).
+func (s *Store) comingBreadcrumbRead(ctx context.Context, sess *zk.Session, since time.Time) *bcRead {
+	a := s.viewArmed.Load()
+	if a == nil || a.sess != sess || sess.QuietSince(s.layout.Breadcrumb(), a.mark) {
+		return nil // no view watching on sess, or its watch has not fired: no read coming
+	}
+	t := time.NewTimer(viewReadWait)
+	defer t.Stop()
+	for {
+		s.bcMu.Lock()
+		posted := s.bcPosted
+		s.bcMu.Unlock()
+		if r := s.bcRead.Load(); r != nil && r.sess == sess && r.at.After(since) {
+			return r
+		}
+		if posted == nil {
+			return nil
+		}
+		select {
+		case <-posted:
+		case <-t.C:
+			return nil
+		case <-ctx.Done():
+			return nil
+		}
+	}
 }
 
 func (r *bcRead) finish(data []byte, version int32, err error) {

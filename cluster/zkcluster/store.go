@@ -69,8 +69,11 @@ type Store struct {
 	view      atomic.Pointer[memberView]
 	memberGen atomic.Uint64 // bumped by every member watch event, and when a watch set ends
 
-	bcRead atomic.Pointer[bcRead]       // the leader view's newest breadcrumb read (prefetchReads)
-	foSeen atomic.Pointer[failoverSeen] // what WatchFailover's armed watch last read
+	bcRead    atomic.Pointer[bcRead]    // the leader view's newest breadcrumb read (prefetchReads)
+	viewArmed atomic.Pointer[armedView] // the leader view's newest watch on the breadcrumb
+	bcMu      sync.Mutex
+	bcPosted  chan struct{}                // closed and replaced whenever a view read of the breadcrumb is posted
+	foSeen    atomic.Pointer[failoverSeen] // what WatchFailover's armed watch last read
 }
 
 // failoverSeen is the failover request as a watching read returned it on

@@ -65,8 +65,9 @@ type prefetched struct {
 //
 // The breadcrumb may come from the leader view's read instead (see
 // namesTerm): when a read of the view on sess is under way at this moment,
-// that read is waited for, and ours is sent only if it does not name this
-// node at epoch.
+// or about to be sent because the view's watch fired
+// (comingBreadcrumbRead), that read is waited for, and ours is sent only if
+// it does not name this node at epoch.
 func (s *Store) prefetchReads(sess *zk.Session, epoch int64) *prefetched {
 	p := &prefetched{at: time.Now(), bcDone: make(chan struct{}), foDone: make(chan struct{})}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -76,6 +77,9 @@ func (s *Store) prefetchReads(sess *zk.Session, epoch int64) *prefetched {
 	go func() {
 		defer wg.Done()
 		defer close(p.bcDone)
+		if view == nil && epoch > 0 {
+			view = s.comingBreadcrumbRead(ctx, sess, p.at)
+		}
 		if view != nil && epoch > 0 {
 			select {
 			case <-view.done:
