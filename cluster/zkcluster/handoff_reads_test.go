@@ -298,3 +298,58 @@ func TestComingBreadcrumbRead(t *testing.T) {
 		t.Fatal("comingBreadcrumbRead did not return")
 	}
 }
+
+// The leader's prediction of its successor takes the successor's
+// addresses from the member watch's list, without reading its member
+// record, while no member watch fired since; with no watched list it reads
+// the record.
+func TestSuccessorTakesAddressesFromTheWatchedList(t *testing.T) {
+	zkc := zktest.Start(t, 1)
+	ctx := t.Context()
+	sa, ca := newStore(t, zkc, "a", "inst-a")
+	sb, cb := newStore(t, zkc, "b", "inst-b")
+	mb := member("b", "inst-b", "standby")
+	mb.AdminURL, mb.ServiceAddress = "http://b:9101", "10.0.0.2:6379"
+	if err := sb.PublishMember(ctx, mb); err != nil {
+		t.Fatal(err)
+	}
+	ta, _ := campaignFair(t, sa, ca, "a")
+	var a *term
+	select {
+	case a = <-ta:
+	case <-time.After(30 * time.Second):
+		t.Fatal("a not elected")
+	}
+	campaignFair(t, sb, cb, "b")
+	_, ac := newStore(t, zkc, "", "")
+	adm := session(t, ac)
+	waitFor(t, 20*time.Second, "the election queue", func() bool {
+		kids, err := adm.Children(ctx, testLayout.ElectionDir())
+		return err == nil && len(kids) == 2
+	})
+	check := func(next *cluster.Successor, err error) {
+		t.Helper()
+		if err != nil || next == nil || next.Record.NodeID != "b" || next.Record.Host != mb.Host || next.Record.AdminURL != mb.AdminURL || next.Record.ServiceAddress != mb.ServiceAddress {
+			t.Fatalf("Successor = %+v, %v; want b with its member record's addresses", next, err)
+		}
+	}
+	// No watched list: the record is read.
+	before := sa.memberReads.Load()
+	check(a.Successor(ctx))
+	if sa.memberReads.Load() == before {
+		t.Fatal("no member record read without a watched list")
+	}
+	// A watched list: taken from it.
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go sa.WatchMembers(wctx, func([]cluster.Member) {})
+	waitFor(t, 20*time.Second, "the watched member list", func() bool {
+		_, ok := sa.cachedMembers(a.l.Session)
+		return ok
+	})
+	before = sa.memberReads.Load()
+	check(a.Successor(ctx))
+	if n := sa.memberReads.Load() - before; n != 0 {
+		t.Fatalf("%d member record reads with a watched list; want none", n)
+	}
+}

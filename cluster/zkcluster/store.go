@@ -68,6 +68,8 @@ type Store struct {
 	// would return, without its two round trips (memberView).
 	view      atomic.Pointer[memberView]
 	memberGen atomic.Uint64 // bumped by every member watch event, and when a watch set ends
+	// memberReads counts the reads of member records by id (tests look).
+	memberReads atomic.Int64
 
 	bcRead    atomic.Pointer[bcRead]    // the leader view's newest breadcrumb read (prefetchReads)
 	viewArmed atomic.Pointer[armedView] // the leader view's newest watch on the breadcrumb
@@ -445,6 +447,7 @@ func (s *Store) members(ctx context.Context, sess *zk.Session, w *watchSet) ([]c
 // left out, one that cannot be decoded is listed as "unreadable", any
 // other error fails the whole read.
 func (s *Store) getMembers(ctx context.Context, sess *zk.Session, ids []string) ([]cluster.Member, error) {
+	s.memberReads.Add(1)
 	type got struct {
 		data []byte
 		err  error

@@ -311,11 +311,25 @@ func (t *term) Successor(ctx context.Context) (*cluster.Successor, error) {
 	if err != nil || n == nil {
 		return nil, err
 	}
-	ms, err := t.s.getMembers(ctx, t.l.Session, []string{n.NodeID})
-	if err != nil || len(ms) != 1 || ms[0].NodeID != n.NodeID {
-		return nil, err
+	// Its addresses: from the member watch's list while no member watch
+	// fired since it was read (cachedMembers), else read. A stale record
+	// costs nothing but speed: the successor compares the record with its
+	// own and writes its own when they differ.
+	m, ok := cluster.Member{}, false
+	if ms, cached := t.s.cachedMembers(t.l.Session); cached {
+		for _, x := range ms {
+			if x.NodeID == n.NodeID {
+				m, ok = x, true
+			}
+		}
 	}
-	m := ms[0]
+	if !ok {
+		ms, err := t.s.getMembers(ctx, t.l.Session, []string{n.NodeID})
+		if err != nil || len(ms) != 1 || ms[0].NodeID != n.NodeID {
+			return nil, err
+		}
+		m = ms[0]
+	}
 	return &cluster.Successor{
 		Record: breadcrumb.Record{NodeID: n.NodeID, Host: m.Host, AdminURL: m.AdminURL, Epoch: n.Stat.Czxid,
 			Since: time.Now().UTC(), ServiceAddress: m.ServiceAddress},
