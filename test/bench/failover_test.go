@@ -86,7 +86,7 @@ func BenchmarkGracefulHandoff(b *testing.B) {
 			}
 			n := runs("GRACEFUL", 30)
 			s := series{}
-			settle := envDuration("BENCH_SETTLE", 500*time.Millisecond)
+			settle := envDuration("BENCH_SETTLE", 1500*time.Millisecond)
 			for i := 0; i < n; i++ {
 				old := c.ready(60 * time.Second)
 				// Both handoffs start on a quiet cluster: the restarted
