@@ -105,9 +105,27 @@ func TestNextInLineLeadsWithoutListingAgain(t *testing.T) {
 	o.mode, o.servers = Fair, zks.Addrs()
 	a := startCandidate(t, r, "a", o)
 	r.waitLeader(t, "", 10*time.Second)
+	aNode := a.el.Leader().Path
 	b := startCandidate(t, r, "b", o)
 	waitQueueLen(t, zks.Addrs(), 2)
-	time.Sleep(500 * time.Millisecond) // b watches a's znode
+	// b listed the queue (then it sets its watches and waits).
+	for end := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		mu.Lock()
+		n := 0
+		for node, c := range lists {
+			if node != aNode {
+				n += c
+			}
+		}
+		mu.Unlock()
+		if n > 0 {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatal("b never listed the queue")
+		}
+	}
+	time.Sleep(500 * time.Millisecond) // b watches its znode and a's
 	mu.Lock()
 	before := map[string]int{}
 	for k, v := range lists {
