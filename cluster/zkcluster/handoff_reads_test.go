@@ -153,31 +153,15 @@ func TestPrefetchedFailoverRequestIsCurrentAsOfTheHandoff(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the failover watch read nothing")
 	}
-	waitQueue := func(n int) {
-		waitFor(t, 20*time.Second, "the election queue", func() bool {
-			kids, err := adm.Children(ctx, testLayout.ElectionDir())
-			return err == nil && len(kids) == n
-		})
-	}
-	win := func(ch <-chan *term) *term {
-		t.Helper()
-		select {
-		case tm := <-ch:
-			return tm
-		case <-time.After(30 * time.Second):
-			t.Fatal("not elected")
-		}
-		return nil
-	}
 	counted := map[bool]int{}
 	for round := 0; counted[true] < 3 || counted[false] < 3; round++ {
 		if round == 20 {
 			t.Fatalf("only %d rounds with a request and %d without won through the predecessor's deletion", counted[true], counted[false])
 		}
 		ta, stopA := campaignFair(t, sa, ca, "a")
-		a := win(ta)
+		a := nextTerm(t, ta)
 		tb, stopB := campaignFair(t, sb, cb, "b")
-		waitQueue(2)
+		waitQueueLen(t, adm, 2)
 		time.Sleep(100 * time.Millisecond) // b's watch on a's entry is set
 		withRequest := round%2 == 1
 		release := make(chan struct{})
@@ -192,7 +176,7 @@ func TestPrefetchedFailoverRequestIsCurrentAsOfTheHandoff(t *testing.T) {
 		if err := adm.Delete(ctx, a.l.Path, -1); err != nil {
 			t.Fatal(err)
 		}
-		b := win(tb)
+		b := nextTerm(t, tb)
 		p, _ := b.l.Prefetched.(*prefetched)
 		if p == nil {
 			// b found itself first before its watch on a's entry was set.
@@ -214,7 +198,7 @@ func TestPrefetchedFailoverRequestIsCurrentAsOfTheHandoff(t *testing.T) {
 				return ok && r == nil
 			})
 		}
-		waitQueue(0)
+		waitQueueLen(t, adm, 0)
 	}
 }
 
@@ -314,19 +298,10 @@ func TestSuccessorTakesAddressesFromTheWatchedList(t *testing.T) {
 		t.Fatal(err)
 	}
 	ta, _ := campaignFair(t, sa, ca, "a")
-	var a *term
-	select {
-	case a = <-ta:
-	case <-time.After(30 * time.Second):
-		t.Fatal("a not elected")
-	}
+	a := nextTerm(t, ta)
 	campaignFair(t, sb, cb, "b")
 	_, ac := newStore(t, zkc, "", "")
-	adm := session(t, ac)
-	waitFor(t, 20*time.Second, "the election queue", func() bool {
-		kids, err := adm.Children(ctx, testLayout.ElectionDir())
-		return err == nil && len(kids) == 2
-	})
+	waitQueueLen(t, session(t, ac), 2)
 	check := func(next *cluster.Successor, err error) {
 		t.Helper()
 		if err != nil || next == nil || next.Record.NodeID != "b" || next.Record.Host != mb.Host || next.Record.AdminURL != mb.AdminURL || next.Record.ServiceAddress != mb.ServiceAddress {

@@ -30,17 +30,9 @@ func TestFinishWithAnUnencodableSuccessorDeletesTheBreadcrumb(t *testing.T) {
 		t.Fatal(err)
 	}
 	ta, _ := campaignFair(t, sa, ca, "a")
-	var a *term
-	select {
-	case a = <-ta:
-	case <-time.After(30 * time.Second):
-		t.Fatal("a not elected")
-	}
+	a := nextTerm(t, ta)
 	campaignFair(t, sb, cb, "b")
-	waitFor(t, 20*time.Second, "b in the queue", func() bool {
-		kids, err := adm.Children(ctx, testLayout.ElectionDir())
-		return err == nil && len(kids) == 2
-	})
+	waitQueueLen(t, adm, 2)
 	next, err := a.Successor(ctx)
 	if err != nil || next == nil || next.Record.NodeID != "b" {
 		t.Fatalf("Successor = %+v, %v; want b", next, err)

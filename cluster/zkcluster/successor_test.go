@@ -36,6 +36,27 @@ func campaignFair(t *testing.T, s *Store, c *zk.Client, id string) (terms <-chan
 	return won, stop
 }
 
+// nextTerm returns the next term won on ch (campaignFair's).
+func nextTerm(t *testing.T, ch <-chan *term) *term {
+	t.Helper()
+	select {
+	case tm := <-ch:
+		return tm
+	case <-time.After(30 * time.Second):
+		t.Fatal("not elected")
+	}
+	return nil
+}
+
+// waitQueueLen waits until the election queue holds n candidates, read on adm.
+func waitQueueLen(t *testing.T, adm *zk.Session, n int) {
+	t.Helper()
+	waitFor(t, 20*time.Second, "the election queue", func() bool {
+		kids, err := adm.Children(t.Context(), testLayout.ElectionDir())
+		return err == nil && len(kids) == n
+	})
+}
+
 // Successor and Finish against real ZooKeeper: the leader predicts the
 // next candidate (its epoch is its znode's czxid, its addresses come from
 // its member record); Finish with it leaves that candidate's record as the
@@ -54,22 +75,6 @@ func TestFinishNamesTheSuccessor(t *testing.T) {
 		}
 		return ok
 	}
-	waitQueue := func(n int) {
-		waitFor(t, 20*time.Second, "the election queue", func() bool {
-			kids, err := adm.Children(ctx, testLayout.ElectionDir())
-			return err == nil && len(kids) == n
-		})
-	}
-	win := func(ch <-chan *term) *term {
-		t.Helper()
-		select {
-		case tm := <-ch:
-			return tm
-		case <-time.After(30 * time.Second):
-			t.Fatal("not elected")
-		}
-		return nil
-	}
 
 	sa, ca := newStore(t, zkc, "a", "inst-a")
 	sb, cb := newStore(t, zkc, "b", "inst-b")
@@ -79,12 +84,12 @@ func TestFinishNamesTheSuccessor(t *testing.T) {
 		t.Fatal(err)
 	}
 	ta, _ := campaignFair(t, sa, ca, "a")
-	a := win(ta)
+	a := nextTerm(t, ta)
 	if next, err := a.Successor(ctx); err != nil || next != nil {
 		t.Fatalf("Successor with nobody waiting = %+v, %v; want nil, nil", next, err)
 	}
 	tb, stopB := campaignFair(t, sb, cb, "b")
-	waitQueue(2)
+	waitQueueLen(t, adm, 2)
 	next, err := a.Successor(ctx)
 	if err != nil || next == nil {
 		t.Fatalf("Successor = %+v, %v", next, err)
@@ -103,18 +108,18 @@ func TestFinishNamesTheSuccessor(t *testing.T) {
 		t.Fatal(err)
 	}
 	stopB()
-	waitQueue(1)
+	waitQueueLen(t, adm, 1)
 	if err := a.Finish(ctx, v, next); err != nil {
 		t.Fatalf("Finish naming a successor that left = %v", err)
 	}
 	if exists(testLayout.Breadcrumb()) || exists(a.l.Path) {
 		t.Fatal("Finish naming a successor that left kept the breadcrumb or our znode")
 	}
-	a = win(ta) // a campaigns again and wins
+	a = nextTerm(t, ta) // a campaigns again and wins
 
 	// b waits: Finish names it, and b wins at the epoch named.
 	tb, _ = campaignFair(t, sb, cb, "b")
-	waitQueue(2)
+	waitQueueLen(t, adm, 2)
 	if next, err = a.Successor(ctx); err != nil || next == nil || next.Record.NodeID != "b" {
 		t.Fatalf("Successor = %+v, %v; want b", next, err)
 	}
@@ -128,7 +133,7 @@ func TestFinishNamesTheSuccessor(t *testing.T) {
 	if err := a.Finish(ctx, v, next); err != nil {
 		t.Fatal(err)
 	}
-	b := win(tb)
+	b := nextTerm(t, tb)
 	if p, ok := b.l.Prefetched.(*prefetched); !ok || p == nil {
 		t.Fatalf("b won without the reads started when a's znode went (%T)", b.l.Prefetched)
 	}
