@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -72,10 +71,7 @@ func (s *Store) prefetchReads(sess *zk.Session, epoch int64) *prefetched {
 	p := &prefetched{at: time.Now(), bcDone: make(chan struct{}), foDone: make(chan struct{})}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	view := s.recentBreadcrumbRead(sess)
-	var wg sync.WaitGroup
-	wg.Add(2)
 	go func() {
-		defer wg.Done()
 		defer close(p.bcDone)
 		if view == nil && epoch > 0 {
 			view = s.comingBreadcrumbRead(ctx, sess, p.at)
@@ -97,16 +93,15 @@ func (s *Store) prefetchReads(sess *zk.Session, epoch int64) *prefetched {
 		// that started these reads: one request fewer at the handoff.
 		p.fo, p.foFromWatch = r, true
 		close(p.foDone)
-		wg.Done()
 	} else {
 		go func() {
-			defer wg.Done()
 			defer close(p.foDone)
 			p.fo, _, p.foErr = s.getFailover(ctx, sess)
 		}()
 	}
 	go func() {
-		wg.Wait()
+		<-p.bcDone
+		<-p.foDone
 		cancel()
 	}()
 	return p
