@@ -697,6 +697,9 @@ func (c *Controller) onTermFinished(ev termFinished) {
 	if tm == nil || tm.epoch != ev.epoch {
 		return
 	}
+	if ev.err == nil && tm.promoteStarted {
+		c.l.handedOver = time.Now()
+	}
 	switch {
 	case ev.err != nil && tm.promoteStarted:
 		c.log.Warn("breadcrumb not deleted; the successor will fence us", "err", ev.err)
@@ -705,11 +708,9 @@ func (c *Controller) onTermFinished(ev termFinished) {
 	case !tm.promoteStarted:
 		c.log.Info("breadcrumb naming this unpromoted term deleted with its election entry", "epoch", tm.epoch)
 	case ev.next != nil:
-		c.l.handedOver = time.Now()
 		c.log.Info("breadcrumb handed to the successor after a graceful demote", "epoch", tm.epoch, "successor", ev.next.Record.NodeID,
 			"successor_epoch", ev.next.Record.Epoch, "duration_seconds", time.Since(tm.wonAt).Seconds())
 	default:
-		c.l.handedOver = time.Now()
 		c.log.Info("breadcrumb deleted after a graceful demote", "epoch", tm.epoch, "duration_seconds", time.Since(tm.wonAt).Seconds())
 	}
 	tm.phase = phRelease
