@@ -87,36 +87,9 @@ type Term interface {
 	// read again and retried; an unreadable history is replaced by a list
 	// that starts with e.
 	AppendHistory(ctx context.Context, e HistoryEntry) error
-	// Successor names the candidate that leads next if this term ends
-	// now, with the breadcrumb it would write when it wins (nil, nil:
-	// none known: no candidate waits, or the backend's election has no
-	// fixed order, as ZooKeeper's unfair lock).
-	Successor(ctx context.Context) (*Successor, error)
 	// Finish ends the term gracefully, after a successful demote: it
 	// removes this node from the breadcrumb (if still at bcVersion) and
-	// deletes the term's election entry, in one atomic step. With next,
-	// the breadcrumb is replaced by next.Record in that step, if next's
-	// entry is still unchanged (else it is deleted, as without next): the
-	// successor then finds its own record and has nothing to write before
-	// it promotes. If the term is already over nothing changes, so the
-	// successor fences this node.
-	Finish(ctx context.Context, bcVersion int32, next *Successor) error
-}
-
-// Successor is the candidate that leads once a term ends (Term.Successor):
-// Record is the breadcrumb it writes itself when it wins (its epoch
-// included), Entry and Version its election entry as read.
-//
-// Why naming it in the breadcrumb is safe: the breadcrumb says whom the
-// next leader must fence. A graceful leader has demoted its own service
-// before Finish, so the breadcrumb no longer needs to name it; naming
-// the successor before it promotes says more than is true (it may never
-// promote), never less. If it does not promote, it deletes the record
-// when it gives its term back (one that cannot, because its session
-// died, is fenced by whoever leads next: a needless fence, never a
-// missing one).
-type Successor struct {
-	Record  breadcrumb.Record
-	Entry   string
-	Version int32
+	// deletes the term's election entry, in one atomic step. If the term
+	// is already over nothing changes, so the successor fences this node.
+	Finish(ctx context.Context, bcVersion int32) error
 }

@@ -171,21 +171,8 @@ type Controller struct {
 
 // snapshot is what the loop last published.
 type snapshot struct {
-	status     Status
-	term       cluster.Term // nil between terms
-	handedOver time.Time    // loop.handedOver
-}
-
-// LastHandover returns when this node last handed its leadership over
-// gracefully: a promoted term's end whose demote succeeded and whose
-// breadcrumb was then handed to the successor or deleted, with its
-// election entry (zero: never). The daemon keeps its ZooKeeper session
-// open a moment after that (see cmd/failoverd).
-func (c *Controller) LastHandover() time.Time {
-	if s := c.snap.Load(); s != nil {
-		return s.handedOver
-	}
-	return time.Time{}
+	status Status
+	term   cluster.Term // nil between terms
 }
 
 // New builds a controller.

@@ -94,7 +94,6 @@ type adopted struct {
 type termFinished struct {
 	epoch int64
 	err   error
-	next  *cluster.Successor // named in the breadcrumb (nil: deleted)
 }
 
 // leaderSeen is the promoted leader as the leader watch reports it (nil:

@@ -55,9 +55,6 @@ type loop struct {
 
 	stopping     bool
 	stopDeadline time.Time
-	// handedOver is when this node's last promoted term ended gracefully
-	// with its breadcrumb handed to a successor or deleted (zero: never).
-	handedOver time.Time
 
 	bg    context.Context // ends when Run returns: background readers
 	local []event         // events the loop produced itself, applied next
@@ -429,8 +426,7 @@ func (c *Controller) publish() {
 	if l.term != nil {
 		s.term = l.term.t
 	}
-	s.handedOver = l.handedOver
-	if old := c.snap.Load(); old != nil && old.status == s.status && old.term == s.term && old.handedOver.Equal(s.handedOver) {
+	if old := c.snap.Load(); old != nil && old.status == s.status && old.term == s.term {
 		return
 	}
 	c.snap.Store(s)
@@ -555,9 +551,6 @@ func (c *Controller) startNextHook(now time.Time) {
 	switch {
 	case tm != nil && tm.phase == phEndDemote:
 		tm.phase = phEndDemoting
-		if graceful(tm.endReason) && tm.bcVersion >= 0 {
-			c.prefetchSuccessor(tm, now)
-		}
 		c.startHook(&hookRun{name: "demote", purpose: forTermEnd, term: tm, env: HookEnv{Reason: tm.endReason, Epoch: tm.epoch}}, context.Background())
 	case !l.startup.done && !l.stopping && !now.Before(l.startup.retryAt) && c.startupDemoteAllowed(now):
 		c.startHook(&hookRun{name: "demote", purpose: forStartup, env: HookEnv{Reason: reasonStartup}}, context.Background())

@@ -44,21 +44,9 @@ type term struct {
 	worker  bool       // a takeover step runs (the term is released only after it)
 	reads   *termReads // the first reads, started by the won callback
 
-	prev      *breadcrumb.Record // the breadcrumb read (nil: absent, or own)
-	own       *breadcrumb.Record // the breadcrumb read when it names this very term
+	prev      *breadcrumb.Record // the breadcrumb read (nil: absent, or naming this very term)
 	version   int32              // its znode version (-1: absent)
 	bcVersion int32              // our breadcrumb's version once written (-1: not written; Finish then deletes nothing)
-	// succ is the successor a graceful end names in the breadcrumb
-	// (prefetched while the end demote runs; nil: nobody).
-	succ chan *cluster.Successor
-	// early is the successor predicted once the term promoted
-	// (predictSuccessor): still right at the end as long as its election
-	// entry exists (entries join behind it, never ahead), which Finish
-	// checks; used when the prefetch at the end is not back yet.
-	early atomic.Pointer[cluster.Successor]
-	// succTo: while a failover request stands, only its target may be
-	// named (prefetchSuccessor).
-	succTo string
 	// promoteStarted: the promote hook ran in this term; cleaned: a term
 	// that gave itself back without it has tried to delete a breadcrumb
 	// naming it (releaseOrClean).
@@ -248,7 +236,7 @@ func (c *Controller) readStep(tm *term, seen string, failed map[string]bool) ste
 	if c.cfg.PrePromote != nil {
 		return res // the pre_promote hook runs before the write
 	}
-	w := c.write(tm, res.version, &res.rec)
+	w := c.write(tm, res.version)
 	res.written, res.newVersion, res.writeErr, res.lost = w.written, w.newVersion, w.writeErr, w.lost
 	return res
 }
@@ -276,22 +264,13 @@ func (c *Controller) fenceStep(tm *term) stepResult {
 }
 
 // writeStep writes our breadcrumb at the version onRead kept.
-func (c *Controller) writeStep(tm *term) stepResult { return c.write(tm, tm.version, tm.own) }
+func (c *Controller) writeStep(tm *term) stepResult { return c.write(tm, tm.version) }
 
 // write writes our breadcrumb, guarded by the term's znode and CAS on
 // version (the one read; -1: absent), after a synchronous look at the lease.
-// read is the breadcrumb read at version (nil: none): when it already is
-// ours, the record this write would store (a graceful predecessor named us
-// in its Finish), nothing is written: it names this node and this term's
-// epoch, so whoever leads after us fences us, which is all the write is
-// for.
-func (c *Controller) write(tm *term, version int32, read *breadcrumb.Record) stepResult {
+func (c *Controller) write(tm *term, version int32) stepResult {
 	if err := tm.gone(); err != nil {
 		return stepResult{lost: err}
-	}
-	if read != nil && version >= 0 && c.ownRecord(*read, tm.epoch) {
-		c.log.Debug("breadcrumb already names this node and term (written by the predecessor): nothing to write", "epoch", tm.epoch, "version", version)
-		return stepResult{written: true, newVersion: version}
 	}
 	// No Instance yet: failoverd 1.x refuses breadcrumbs with fields it does
 	// not know, so during a rolling upgrade an old node elected after us would
@@ -308,14 +287,6 @@ func (c *Controller) write(tm *term, version int32, read *breadcrumb.Record) ste
 	}
 	c.log.Debug("breadcrumb written", "epoch", tm.epoch, "duration_seconds", time.Since(tm.wonAt).Seconds())
 	return stepResult{written: true, newVersion: v}
-}
-
-// ownRecord reports whether r is the breadcrumb this node writes for the
-// term of epoch: same node id, epoch and the addresses a fencer uses
-// (Since is the writer's clock, not compared).
-func (c *Controller) ownRecord(r breadcrumb.Record, epoch int64) bool {
-	return r.NodeID == c.cfg.NodeID && r.Epoch == epoch && r.Host == c.cfg.Host &&
-		r.AdminURL == c.cfg.AdminURL && r.ServiceAddress == c.cfg.ServiceAddress && r.Instance == ""
 }
 
 func (c *Controller) onStepDone(ev stepDone) {
@@ -429,9 +400,7 @@ func (c *Controller) onRead(tm *term, r stepResult) {
 	case breadcrumb.NothingToFence:
 		if r.readErr == nil {
 			rec := r.rec
-			if rec.NodeID == c.cfg.NodeID && rec.Epoch == tm.epoch {
-				tm.own = &rec // our predecessor named us: no previous leader to tell the hooks
-			} else {
+			if rec.NodeID != c.cfg.NodeID || rec.Epoch != tm.epoch {
 				tm.prev = &rec
 			}
 		}
@@ -551,7 +520,6 @@ func (c *Controller) onPromoteDone(tm *term, err error) {
 	tm.phase = phLeader
 	c.recordHistory(tm, time.Now())
 	c.promoted(tm, time.Now())
-	go c.predictSuccessor(tm)
 	if c.cfg.PreemptAfter > 0 {
 		go c.watchMembers(tm.ctx, tm.epoch)
 	}
@@ -613,92 +581,17 @@ func (c *Controller) onEndDemoteDone(tm *term, err error) {
 		return
 	}
 	tm.phase = phFinishing
-	succ, self, to := tm.succ, c.cfg.NodeID, tm.succTo
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		var next *cluster.Successor
-		if succ != nil {
-			early := tm.early.Load()
-			if early != nil && to != "" && early.Record.NodeID != to {
-				early = nil
-			}
-			if early != nil {
-				select {
-				case next = <-succ: // the newer answer, if it is back
-				default:
-					next = early
-				}
-			} else {
-				select {
-				case next = <-succ:
-				case <-time.After(successorWait):
-				}
-			}
-		}
-		if next != nil && next.Record.NodeID == self {
-			next = nil
-		}
-		err := tm.t.Finish(ctx, tm.bcVersion, next)
-		c.send(termFinished{epoch: tm.epoch, err: err, next: next})
+		c.send(termFinished{epoch: tm.epoch, err: tm.t.Finish(ctx, tm.bcVersion)})
 	}()
-}
-
-// successorWait bounds how long a graceful Finish waits for the successor
-// read that started with the end demote (a few reads: it is done long
-// before the demote, unless ZooKeeper is slow, and then Finish goes
-// without it).
-const successorWait = 50 * time.Millisecond
-
-// prefetchSuccessor starts reading, while the end demote runs, whom a
-// graceful end of tm names in the breadcrumb (Term.Successor): whoever is
-// next, or, while a failover request to another node stands, that node
-// only; nobody when this node does not know the request's target.
-func (c *Controller) prefetchSuccessor(tm *term, now time.Time) {
-	l := &c.l
-	to := ""
-	if l.standAside.key != "" && now.Before(l.standAside.until) {
-		if l.expiry == nil || l.expiry.Key() != l.standAside.key {
-			return
-		}
-		to = l.expiry.To
-	}
-	ch := make(chan *cluster.Successor, 1)
-	tm.succ, tm.succTo = ch, to
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		next, err := tm.t.Successor(ctx)
-		if err != nil {
-			c.log.Debug("cannot tell the successor; the breadcrumb is deleted instead", "err", err)
-			next = nil
-		}
-		if next != nil && to != "" && next.Record.NodeID != to {
-			next = nil
-		}
-		ch <- next
-	}()
-}
-
-// predictSuccessor reads, once the term promoted (off the handoff's
-// critical path), whom a graceful end would name in the breadcrumb, so
-// that a handoff whose demote is quicker than the reads at its end
-// (prefetchSuccessor) still names it.
-func (c *Controller) predictSuccessor(tm *term) {
-	ctx, cancel := context.WithTimeout(tm.ctx, 5*time.Second)
-	defer cancel()
-	if next, err := tm.t.Successor(ctx); err == nil && next != nil {
-		tm.early.Store(next)
-	}
 }
 
 func (c *Controller) onTermFinished(ev termFinished) {
 	tm := c.l.term
 	if tm == nil || tm.epoch != ev.epoch {
 		return
-	}
-	if ev.err == nil && tm.promoteStarted {
-		c.l.handedOver = time.Now()
 	}
 	switch {
 	case ev.err != nil && tm.promoteStarted:
@@ -707,9 +600,6 @@ func (c *Controller) onTermFinished(ev termFinished) {
 		c.log.Warn("could not delete the breadcrumb naming this unpromoted term; whoever leads next fences us", "epoch", tm.epoch, "err", ev.err)
 	case !tm.promoteStarted:
 		c.log.Info("breadcrumb naming this unpromoted term deleted with its election entry", "epoch", tm.epoch)
-	case ev.next != nil:
-		c.log.Info("breadcrumb handed to the successor after a graceful demote", "epoch", tm.epoch, "successor", ev.next.Record.NodeID,
-			"successor_epoch", ev.next.Record.Epoch, "duration_seconds", time.Since(tm.wonAt).Seconds())
 	default:
 		c.log.Info("breadcrumb deleted after a graceful demote", "epoch", tm.epoch, "duration_seconds", time.Since(tm.wonAt).Seconds())
 	}
@@ -734,7 +624,7 @@ func (c *Controller) releaseOrClean(tm *term) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		c.send(termFinished{epoch: tm.epoch, err: tm.t.Finish(ctx, tm.bcVersion, nil)})
+		c.send(termFinished{epoch: tm.epoch, err: tm.t.Finish(ctx, tm.bcVersion)})
 	}()
 }
 

@@ -87,68 +87,6 @@ func waitPath(t *testing.T, ch <-chan string) string {
 	}
 }
 
-// A fair-mode candidate whose predecessor was first in the queue leads
-// as soon as that predecessor's znode goes, without listing the queue
-// again: nothing created since can be ahead of it.
-func TestNextInLineLeadsWithoutListingAgain(t *testing.T) {
-	zks := zktest.Start(t, 1)
-	var mu sync.Mutex
-	lists := map[string]int{}
-	testHookListQueue = func(node string) {
-		mu.Lock()
-		lists[node]++
-		mu.Unlock()
-	}
-	t.Cleanup(func() { testHookListQueue = nil })
-	r := newReferee()
-	o := clusterTiming
-	o.mode, o.servers = Fair, zks.Addrs()
-	a := startCandidate(t, r, "a", o)
-	r.waitLeader(t, "", 10*time.Second)
-	aNode := a.el.Leader().Path
-	b := startCandidate(t, r, "b", o)
-	waitQueueLen(t, zks.Addrs(), 2)
-	// b listed the queue (then it sets its watches and waits).
-	for end := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		mu.Lock()
-		n := 0
-		for node, c := range lists {
-			if node != aNode {
-				n += c
-			}
-		}
-		mu.Unlock()
-		if n > 0 {
-			break
-		}
-		if time.Now().After(end) {
-			t.Fatal("b never listed the queue")
-		}
-	}
-	time.Sleep(500 * time.Millisecond) // b watches its znode and a's
-	mu.Lock()
-	before := map[string]int{}
-	for k, v := range lists {
-		before[k] = v
-	}
-	mu.Unlock()
-	a.el.Cede(time.Hour)
-	r.waitLeader(t, "a", 10*time.Second)
-	l := b.el.Leader()
-	if l == nil {
-		t.Fatal("b does not lead")
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if n := lists[l.Path] - before[l.Path]; n != 0 {
-		t.Errorf("b listed the queue %d more times after a's znode went (before: %d); want none", n, before[l.Path])
-	}
-	if before[l.Path] == 0 {
-		t.Error("b's listings were not counted at all (the hook is not called)")
-	}
-	r.check(t)
-}
-
 // In unfair mode the lock's name is shared, so the breadcrumb guard (the
 // lock exists) does not tell this leader's lock from a successor's: an
 // operator's delete of a live leader's lock, right after its win, must end

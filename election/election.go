@@ -285,11 +285,6 @@ type Leadership struct {
 	Grace time.Duration
 	// Timing is the whole arithmetic (tick assumed, tolerance).
 	Timing lease.Timing
-	// Prefetched is what the Prefetch set with SetPrefetch returned when
-	// this candidate's predecessor went, started together with the read
-	// that found it first (nil: none, as in unfair mode or after a wait
-	// that did not end by its predecessor's going).
-	Prefetched any
 
 	deadline func() time.Time
 	// deleted is set by Deleted: the term deleted Path itself.
@@ -306,22 +301,6 @@ func (l Leadership) Deleted() {
 	if l.deleted != nil {
 		l.deleted.Store(true)
 	}
-}
-
-// Prefetch starts reads on sess that a new leader needs first, the moment
-// its predecessor's znode is gone, so that they travel together with the
-// read that tells it leads; it must not block (it returns a handle to
-// reads in flight). Issued after the watch event on the candidate's own
-// session, they see everything the predecessor wrote before its znode
-// went. epoch is the epoch the candidate leads with if this read finds it
-// first: its znode's czxid (0: not known yet).
-type Prefetch func(sess *zk.Session, epoch int64) any
-
-// SetPrefetch sets the Prefetch of later wins (nil: none).
-func (e *Elector) SetPrefetch(p Prefetch) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.prefetch = p
 }
 
 // Valid reports, without waiting for any goroutine, whether leadership can
@@ -381,10 +360,6 @@ type Elector struct {
 	lastEpoch int64
 	woke      time.Time
 	warmDone  <-chan struct{}
-	// prefetch (under mu) and prefetched, the handle of the reads started
-	// when our predecessor went (waitTurn; taken by lead).
-	prefetch   Prefetch
-	prefetched any
 }
 
 // Refusal says why the elector stays out of the election (the lease cannot
@@ -617,7 +592,6 @@ func (e *Elector) campaign(ctx context.Context, sess *zk.Session, kick <-chan st
 				e.leave(sess, node, 0)
 			}
 		}()
-		e.prefetched = nil
 		epoch, err = e.waitTurn(ctx, keep, sess, tm, node, czxid, kick)
 		if errors.Is(err, errKicked) {
 			return nil
@@ -921,16 +895,11 @@ func (e *Elector) waitTurn(ctx, keep context.Context, sess *zk.Session, tm lease
 	name := node[strings.LastIndex(node, "/")+1:]
 	w := e.newWarmer(sess, tm, node)
 	defer func() { e.warmDone = w.stop() }()
-	var pf any // reads started when the predecessor went, for the read below
 	for {
-		if testHookListQueue != nil {
-			testHookListQueue(node)
-		}
 		kids, err := sess.Children(ctx, e.cfg.Dir)
 		if err != nil {
 			return 0, err
 		}
-		e.prefetched, pf = pf, nil // they count only if this read finds us first
 		order := sortCandidates(kids)
 		idx := -1
 		for i, k := range order {
@@ -958,22 +927,6 @@ func (e *Elector) waitTurn(ctx, keep context.Context, sess *zk.Session, tm lease
 			}
 			return st.Czxid, nil
 		}
-		// Next in line, we lead the moment our predecessor's znode goes
-		// without listing the queue again (below), if ours is still
-		// there then: a watch on it, set after ownMark, tells us of its
-		// deletion before we hear of our predecessor's if it went first.
-		own, ownMark := false, uint64(0)
-		if idx == 1 && czxid > 0 {
-			ownMark = sess.EventMark()
-			ok, _, _, err := sess.ExistsW(ctx, node)
-			if err != nil {
-				return 0, err
-			}
-			if !ok {
-				return 0, fmt.Errorf("%w: %s", ErrNodeDeleted, node)
-			}
-			own = true
-		}
 		pred := e.cfg.Dir + "/" + order[idx-1]
 		ok, _, ch, err := sess.ExistsW(ctx, pred)
 		if err != nil {
@@ -988,29 +941,8 @@ func (e *Elector) waitTurn(ctx, keep context.Context, sess *zk.Session, tm lease
 			warm, warmChanged := e.warmState()
 			w.run(warm || idx == 1 && e.cfg.WarmStandby)
 			select {
-			case ev := <-ch: // deleted, changed or not watching: look again
+			case <-ch: // deleted, changed or not watching: look again
 				e.woke = time.Now()
-				if ev.Type == zk.EventNodeDeleted && idx == 1 {
-					e.mu.Lock()
-					p := e.prefetch
-					e.mu.Unlock()
-					if p != nil {
-						pf = p(sess, czxid)
-					}
-					if own && sess.QuietSince(node, ownMark) {
-						// Our predecessor was first when we listed the
-						// queue, and every znode created since has a
-						// higher sequence number: with it gone we are
-						// first, and listing again would only tell us so
-						// one round trip later. Our own znode was still
-						// there when it went: no event for it (nor a
-						// disconnect) came before this one. Had it gone
-						// (an operator), the candidate behind us would
-						// lead beside us, and our term could fence it.
-						e.prefetched = pf
-						return czxid, nil
-					}
-				}
 				break wait
 			case <-warmChanged:
 			case <-w.lost: // our znode is gone: look again
@@ -1263,8 +1195,7 @@ func (e *Elector) lead(ctx context.Context, sess *zk.Session, node string, epoch
 	e.lastEpoch = epoch
 	l := Leadership{Epoch: epoch, Path: node, Session: sess, NodeID: e.cfg.NodeID, Mode: e.cfg.Mode, Lease: tm.Lease,
 		SessionTimeout: tm.Session, RenewInterval: tm.Renew, Grace: tm.Grace(), Timing: tm, deadline: deadline,
-		Prefetched: e.prefetched, deleted: deleted}
-	e.prefetched = nil
+		deleted: deleted}
 
 	// The term's context derives from Run's: when Run's context is
 	// cancelled with a cause, context.Cause of the term is that cause (the
@@ -1431,26 +1362,7 @@ func (e *Elector) watch(ctx context.Context, sess *zk.Session, node string, tm l
 	}
 	full := make(chan struct{}, 1)
 	go e.renewLoop(wctx, sess, node, true, tm, gap, full, report)
-	go func() {
-		// In fair mode the watch on our znode is set a renew interval in:
-		// until then the renewals check the znode, and the term's first
-		// requests (its breadcrumb, its promote) meet one request fewer on
-		// the ensemble at the moment of the handoff. The znode's name is
-		// ours alone, so every write of the term fails once it is gone.
-		// Not so the unfair lock: its name is shared, the breadcrumb guard
-		// passes on a successor's lock, and only this watch ends a term
-		// whose lock an operator deleted before the first renewal does.
-		if e.cfg.Mode == Fair {
-			t := time.NewTimer(tm.Renew)
-			defer t.Stop()
-			select {
-			case <-t.C:
-			case <-wctx.Done():
-				return
-			}
-		}
-		e.watchNode(wctx, sess, node, report)
-	}()
+	go e.watchNode(wctx, sess, node, report)
 
 	timer := time.NewTimer(tm.Lease)
 	defer timer.Stop()

@@ -168,61 +168,7 @@ type Session struct {
 	ackMu sync.Mutex
 	acks  []Ack // ring of the newest answered writes, oldest first
 
-	// The order in which events arrived (see EventMark): every event, in
-	// the order the connection delivered it, takes the next sequence
-	// number; pathSeq is each path's newest, breakSeq the newest change of
-	// the connection's state.
-	evMu     sync.Mutex
-	evSeq    uint64
-	pathSeq  map[string]uint64
-	breakSeq uint64
 }
-
-// EventMark returns a mark of the events the session has received so far:
-// QuietSince tells whether any came for a path after it.
-func (s *Session) EventMark() uint64 {
-	s.evMu.Lock()
-	defer s.evMu.Unlock()
-	return s.evSeq
-}
-
-// QuietSince reports whether, since mark was taken, the session received
-// no watch event for path and its connection did not change state (a
-// disconnect, a reconnect). Events are numbered as the connection delivers
-// them, in the order the server sent them, before any watcher sees them:
-// if an event X arrived and QuietSince(path, mark) is still true, no change
-// of path that the server notified before X happened after the read whose
-// watch was set after mark. (A change fires the watch once; a read that set
-// its watch before mark and saw no event since is still current.)
-func (s *Session) QuietSince(path string, mark uint64) bool {
-	s.evMu.Lock()
-	defer s.evMu.Unlock()
-	return s.pathSeq[path] <= mark && s.breakSeq <= mark
-}
-
-// noteEvent numbers an event (on go-zookeeper's event loop: must not block).
-func (s *Session) noteEvent(path string, brk bool) {
-	s.evMu.Lock()
-	defer s.evMu.Unlock()
-	s.evSeq++
-	if brk {
-		s.breakSeq = s.evSeq
-		return
-	}
-	if s.pathSeq == nil {
-		s.pathSeq = map[string]uint64{}
-	}
-	if len(s.pathSeq) >= maxEventPaths {
-		// Bounded: starting afresh counts as an event for every path.
-		clear(s.pathSeq)
-		s.breakSeq = s.evSeq
-	}
-	s.pathSeq[path] = s.evSeq
-}
-
-// maxEventPaths bounds the paths whose newest event a session remembers
-// (election entries come and go under new names).
-const maxEventPaths = 1024
 
 // Ack is one answered write of a session.
 type Ack struct {
@@ -314,12 +260,8 @@ func (s *Session) finish(st State, err error) {
 // onEvent runs on go-zookeeper's event loop: it must never block.
 func (s *Session) onEvent(ev gozk.Event) {
 	if ev.Type != gozk.EventSession {
-		// EventNotWatching (watches dropped at a disconnect) counts for
-		// its path like a change.
-		s.noteEvent(ev.Path, false)
 		return
 	}
-	s.noteEvent("", true)
 	switch ev.State {
 	case gozk.StateHasSession:
 		s.mu.Lock()

@@ -46,13 +46,8 @@ func (s *Store) getLeaderPosition(ctx context.Context, sess *zk.Session) (*clust
 }
 
 // ReadMembers reads every member record on the term's own session (see
-// Store.members), or takes the list the member watches on that session
-// hold when none of them fired since it was read (cachedMembers): the
-// same records, without two round trips on a takeover's critical path.
+// Store.members).
 func (t *term) ReadMembers(ctx context.Context) ([]cluster.Member, error) {
-	if ms, ok := t.s.cachedMembers(t.l.Session); ok {
-		return ms, nil
-	}
 	return t.s.members(ctx, t.l.Session, nil)
 }
 

@@ -15,7 +15,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/failoverd/failoverd/breadcrumb"
@@ -62,69 +61,6 @@ type Store struct {
 	// afterFailoverEvent, set by tests only, runs in WatchFailover when its
 	// watch fired, before the read again: a watch slow to catch up.
 	afterFailoverEvent func()
-
-	// view is the member list a watching read last saw in full, while no
-	// member watch has fired since (memberGen unchanged): what a read now
-	// would return, without its two round trips (memberView).
-	view      atomic.Pointer[memberView]
-	memberGen atomic.Uint64 // bumped by every member watch event, and when a watch set ends
-	// memberReads counts the reads of member records by id (tests look).
-	memberReads atomic.Int64
-
-	bcRead    atomic.Pointer[bcRead]    // the leader view's newest breadcrumb read (prefetchReads)
-	viewArmed atomic.Pointer[armedView] // the leader view's newest watch on the breadcrumb
-	bcMu      sync.Mutex
-	bcPosted  chan struct{}                // closed and replaced whenever a view read of the breadcrumb is posted
-	foSeen    atomic.Pointer[failoverSeen] // what WatchFailover's armed watch last read
-}
-
-// failoverSeen is the failover request as a watching read returned it on
-// sess; it is current while sess.QuietSince(path, mark) holds (see
-// Store.failoverNow).
-type failoverSeen struct {
-	sess *zk.Session
-	mark uint64 // taken before the read was sent
-	req  *cluster.FailoverRequest
-}
-
-// failoverNow returns the failover request as of the last event sess
-// received, without a request, when WatchFailover's watch on sess has
-// seen no event since its read (ok false: read it). The read set the
-// watch; a change after it fires the watch, and the event is numbered
-// before any later one: so when a later event (the deletion of a
-// predecessor's election entry, say) arrived and the path is still quiet,
-// the request is unchanged as of that event.
-func (s *Store) failoverNow(sess *zk.Session) (*cluster.FailoverRequest, bool) {
-	v := s.foSeen.Load()
-	if v == nil || v.sess != sess || !sess.QuietSince(s.layout.Failover(), v.mark) {
-		return nil, false
-	}
-	return v.req, true
-}
-
-// memberView is a member list read by a watch pass at generation gen on
-// session.
-type memberView struct {
-	gen     uint64
-	session int64
-	members []cluster.Member
-}
-
-// cachedMembers returns the member list the watches hold for sess, if no
-// member record or list changed since it was read (as far as the
-// watches' events have arrived: a change is seen as late as by a read
-// issued at the moment of its notification).
-func (s *Store) cachedMembers(sess *zk.Session) ([]cluster.Member, bool) {
-	v := s.view.Load()
-	if v == nil || v.gen != s.memberGen.Load() || v.session != sess.ID() {
-		return nil, false
-	}
-	return slices.Clone(v.members), true
-}
-
-// memberKey reports whether a watch key covers the member records.
-func memberKey(key string) bool {
-	return key == "children" || key == "exists" || strings.HasPrefix(key, "data:")
 }
 
 // New makes a Store; it does not connect.
@@ -291,51 +227,18 @@ func (s *Store) Members(ctx context.Context) ([]cluster.Member, error) {
 
 // watchSet holds the one-shot watches armed on one session: one per znode
 // and kind, re-armed only after it fired, so that a long watch does not
-// pile up watches on records that do not change.
-//
-// A watch that is still armed has not fired, so its znode has not changed
-// since the read that armed it: the value that read returned (cache) is
-// used again instead of reading once more. A watch is therefore paid for
-// by one read per change of its znode, not one per change of anything the
-// watch set covers: at a handoff every node's leader view sees the
-// breadcrumb change and reads the breadcrumb alone, not every member
-// record with it, which kept the successor's own reads waiting on a busy
-// ensemble. The value is as fresh as a read's would be: a change that
-// happened before the read pass is seen by the pass after the one its
-// notification reaches (as with a plain read, which returns a value that
-// may be stale by the time it arrives).
+// pile up watches on records that do not change. Every pass reads every
+// record afresh (with a watch where none is armed, without one where it
+// is): a value is as fresh as the read that returned it. Only the
+// goroutine of one watchReads loop uses a watchSet.
 type watchSet struct {
 	ctx   context.Context // ends with the session's round: stops the forwarders
 	armed map[string]bool
-	cache map[string]cachedRead // what the read that armed each watch returned
 	fired chan string
-	// onFire runs as a watch's event arrives (before it is forwarded).
-	onFire func(key string)
-	// fresh counts the member reads not served from the cache: the leader
-	// view then reads the breadcrumb afresh too, after them (see leader).
-	fresh int
-}
-
-// cachedRead is the result of the read that armed a watch: a record's
-// data, a directory's children, or that the znode was absent.
-type cachedRead struct {
-	data   []byte
-	ids    []string
-	absent bool
 }
 
 func newWatchSet(ctx context.Context) *watchSet {
-	return &watchSet{ctx: ctx, armed: map[string]bool{}, cache: map[string]cachedRead{}, fired: make(chan string, 16)}
-}
-
-// cached returns the value read when key's watch was armed, if that watch
-// has not fired since.
-func (w *watchSet) cached(key string) (cachedRead, bool) {
-	if w == nil || !w.armed[key] {
-		return cachedRead{}, false
-	}
-	c, ok := w.cache[key]
-	return c, ok
+	return &watchSet{ctx: ctx, armed: map[string]bool{}, fired: make(chan string, 16)}
 }
 
 // arm records that key's watch ch is armed and forwards its event.
@@ -344,9 +247,6 @@ func (w *watchSet) arm(key string, ch <-chan zk.Event) {
 	go func() {
 		select {
 		case <-ch:
-			if w.onFire != nil {
-				w.onFire(key)
-			}
 			select {
 			case w.fired <- key:
 			case <-w.ctx.Done():
@@ -360,22 +260,16 @@ func (w *watchSet) arm(key string, ch <-chan zk.Event) {
 // not hold yet: on the list (or, with no directory yet, on its creation)
 // and on every record.
 func (s *Store) members(ctx context.Context, sess *zk.Session, w *watchSet) ([]cluster.Member, error) {
-	gen := s.memberGen.Load()
 	dir := s.layout.MembersDir()
 	var ids []string
 	var err error
-	if c, ok := w.cached("children"); ok {
-		ids = slices.Clone(c.ids)
-	} else if w == nil || w.armed["children"] {
+	if w == nil || w.armed["children"] {
 		ids, err = sess.Children(ctx, dir)
-		w.readFresh()
 	} else {
 		var ch <-chan zk.Event
 		ids, ch, err = sess.ChildrenW(ctx, dir)
-		w.readFresh()
 		if err == nil {
 			w.arm("children", ch)
-			w.cache["children"] = cachedRead{ids: slices.Clone(ids)}
 		}
 	}
 	if errors.Is(err, zk.ErrNoNode) {
@@ -405,18 +299,13 @@ func (s *Store) members(ctx context.Context, sess *zk.Session, w *watchSet) ([]c
 		var b []byte
 		var err error
 		key := "data:" + id
-		if c, ok := w.cached(key); ok {
-			b = c.data
-		} else if w == nil || w.armed[key] {
+		if w.armed[key] {
 			b, _, err = sess.Get(ctx, s.layout.Member(id))
-			w.readFresh()
 		} else {
 			var ch <-chan zk.Event
 			b, _, ch, err = sess.GetW(ctx, s.layout.Member(id))
-			w.readFresh()
 			if err == nil {
 				w.arm(key, ch)
-				w.cache[key] = cachedRead{data: b}
 			}
 		}
 		if errors.Is(err, zk.ErrNoNode) {
@@ -434,9 +323,6 @@ func (s *Store) members(ctx context.Context, sess *zk.Session, w *watchSet) ([]c
 		}
 		out = append(out, m)
 	}
-	if w != nil {
-		s.view.Store(&memberView{gen: gen, session: sess.ID(), members: slices.Clone(out)})
-	}
 	return out, nil
 }
 
@@ -447,7 +333,6 @@ func (s *Store) members(ctx context.Context, sess *zk.Session, w *watchSet) ([]c
 // left out, one that cannot be decoded is listed as "unreadable", any
 // other error fails the whole read.
 func (s *Store) getMembers(ctx context.Context, sess *zk.Session, ids []string) ([]cluster.Member, error) {
-	s.memberReads.Add(1)
 	type got struct {
 		data []byte
 		err  error
@@ -508,11 +393,6 @@ func watchReads[T any](ctx context.Context, s *Store, read func(context.Context,
 		// Watches belong to a session: a new session starts a new set.
 		sctx, stop := context.WithCancel(ctx)
 		w := newWatchSet(sctx)
-		w.onFire = func(key string) {
-			if memberKey(key) {
-				s.memberGen.Add(1)
-			}
-		}
 		for sctx.Err() == nil {
 			v, err := read(ctx, sess, w)
 			if err != nil {
@@ -538,9 +418,6 @@ func watchReads[T any](ctx context.Context, s *Store, read func(context.Context,
 			}
 		}
 		stop()
-		// This set's watches report nothing from now on: a member list
-		// it stored must not stay valid (cachedMembers).
-		s.memberGen.Add(1)
 	}
 	return ctx.Err()
 }
@@ -558,21 +435,8 @@ func (w *watchSet) drain() {
 	}
 }
 
-// readFresh counts a member read not served from the cache (w may be nil).
-func (w *watchSet) readFresh() {
-	if w != nil {
-		w.fresh++
-	}
-}
-
-// forget drops key's watch, which fired, and the value its read returned:
-// a watch armed again without a read of its own (the breadcrumb's exists
-// watch after its data read found no node) must not bring that old value
-// back.
-func (w *watchSet) forget(key string) {
-	delete(w.armed, key)
-	delete(w.cache, key)
-}
+// forget drops key's watch, which fired: the next read arms it again.
+func (w *watchSet) forget(key string) { delete(w.armed, key) }
 
 // --- join checks ---
 
@@ -828,7 +692,6 @@ func (s *Store) WatchFailover(ctx context.Context, fn func(*cluster.FailoverRequ
 			sleepCtx(ctx, time.Second)
 			continue
 		}
-		mark := sess.EventMark()
 		data, _, ch, err := sess.GetW(ctx, path)
 		if errors.Is(err, zk.ErrNoNode) {
 			var ok bool
@@ -843,7 +706,6 @@ func (s *Store) WatchFailover(ctx context.Context, fn func(*cluster.FailoverRequ
 			continue
 		}
 		r := decodeFailover(data)
-		s.foSeen.Store(&failoverSeen{sess: sess, mark: mark, req: r})
 		if first || !equalRequest(r, last) {
 			first, last = false, r
 			fn(r)

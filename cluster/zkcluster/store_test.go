@@ -578,7 +578,7 @@ func TestTermRecordsAndFinish(t *testing.T) {
 		if got, gv, err := tm.ReadBreadcrumb(ctx); err != nil || gv != v || got.Epoch != tm.Epoch() {
 			t.Fatalf("ReadBreadcrumb = %+v@%d, %v", got, gv, err)
 		}
-		if err := tm.Finish(ctx, v, nil); err != nil {
+		if err := tm.Finish(ctx, v); err != nil {
 			t.Fatal(err)
 		}
 		if exists(testLayout.Breadcrumb()) || exists(tm.l.Path) {
@@ -596,7 +596,7 @@ func TestTermRecordsAndFinish(t *testing.T) {
 		if err := adm.Delete(ctx, tm.l.Path, -1); err != nil { // an operator, say
 			t.Fatal(err)
 		}
-		if err := tm.Finish(ctx, v, nil); !errors.Is(err, zk.ErrNoNode) {
+		if err := tm.Finish(ctx, v); !errors.Is(err, zk.ErrNoNode) {
 			t.Fatalf("Finish without our znode = %v, want ErrNoNode", err)
 		}
 		if !exists(testLayout.Breadcrumb()) {
@@ -618,16 +618,16 @@ func TestTermRecordsAndFinish(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := tm.Finish(ctx, v+1, nil); !errors.Is(err, zk.ErrBadVersion) {
+		if err := tm.Finish(ctx, v+1); !errors.Is(err, zk.ErrBadVersion) {
 			t.Fatalf("Finish at a wrong version = %v, want ErrBadVersion", err)
 		}
-		if err := tm.Finish(ctx, -1, nil); err == nil {
+		if err := tm.Finish(ctx, -1); err == nil {
 			t.Fatal("Finish without a breadcrumb version deleted something")
 		}
 		if !exists(testLayout.Breadcrumb()) || !exists(tm.l.Path) {
 			t.Fatal("a failed Finish deleted the breadcrumb or the election znode")
 		}
-		if err := tm.Finish(ctx, v, nil); err != nil {
+		if err := tm.Finish(ctx, v); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -639,7 +639,7 @@ func TestTermRecordsAndFinish(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := tm.Finish(ctx, v, nil); err != nil {
+		if err := tm.Finish(ctx, v); err != nil {
 			t.Fatal(err)
 		}
 		if exists(testLayout.Breadcrumb()) || exists(tm.l.Path) {
@@ -676,7 +676,7 @@ func TestTermRecordsAndFinish(t *testing.T) {
 		if theirs.Version != ours.Version {
 			t.Fatalf("the other lock is at version %d, ours was at %d: the test would not catch a delete at our version", theirs.Version, ours.Version)
 		}
-		if err := tm.Finish(ctx, v, nil); !errors.Is(err, zk.ErrNoNode) {
+		if err := tm.Finish(ctx, v); !errors.Is(err, zk.ErrNoNode) {
 			t.Fatalf("Finish with another session's lock under our name = %v, want ErrNoNode", err)
 		}
 		_, now, err := adm.Get(ctx, tm.l.Path)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"github.com/failoverd/failoverd/breadcrumb"
@@ -23,98 +22,9 @@ type Elector struct {
 }
 
 // Elector wraps el, which must campaign in s's layout
-// (election.Config.Dir = Layout().ElectionDir()). It sets el's Prefetch:
-// a fair-mode candidate whose predecessor's znode went reads the
-// breadcrumb and the failover request together with the read that tells
-// it leads (prefetchReads).
+// (election.Config.Dir = Layout().ElectionDir()).
 func (s *Store) Elector(el *election.Elector) *Elector {
-	el.SetPrefetch(func(sess *zk.Session, epoch int64) any { return s.prefetchReads(sess, epoch) })
 	return &Elector{el: el, s: s}
-}
-
-// prefetchMaxAge bounds how old prefetched reads a term takes: a cold
-// standby builds its lease for a renew interval after it wins, and then
-// reads afresh.
-const prefetchMaxAge = 100 * time.Millisecond
-
-// prefetched is a term's first reads, started when its predecessor went
-// (on the term's session, after the watch event: they see what the
-// predecessor wrote before its znode went). Each is taken once; a later
-// call reads again.
-type prefetched struct {
-	at     time.Time
-	bcDone chan struct{} // the breadcrumb's answered
-	foDone chan struct{} // the failover request's answered
-	bc     breadcrumb.Record
-	bcVer  int32
-	bcErr  error
-	fo     *cluster.FailoverRequest
-	foErr  error
-	bcUsed atomic.Bool
-	foUsed atomic.Bool
-	// Where the answers came from instead of a read of their own (tests
-	// look).
-	bcFromView  bool
-	foFromWatch bool
-}
-
-// prefetchReads starts the reads of the breadcrumb and the failover
-// request on sess. The failover request is not read when the failover
-// watch's last read is still current (failoverNow).
-//
-// The breadcrumb may come from the leader view's read instead (see
-// namesTerm): when a read of the view on sess is under way at this moment,
-// or about to be sent because the view's watch fired
-// (comingBreadcrumbRead), that read is waited for, and ours is sent only if
-// it does not name this node at epoch.
-func (s *Store) prefetchReads(sess *zk.Session, epoch int64) *prefetched {
-	p := &prefetched{at: time.Now(), bcDone: make(chan struct{}), foDone: make(chan struct{})}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	view := s.recentBreadcrumbRead(sess)
-	go func() {
-		defer close(p.bcDone)
-		if view == nil && epoch > 0 {
-			view = s.comingBreadcrumbRead(ctx, sess, p.at)
-		}
-		if view != nil && epoch > 0 {
-			select {
-			case <-view.done:
-				if r, ok := view.namesTerm(s.nodeID, epoch); ok {
-					p.bc, p.bcVer, p.bcFromView = r, view.version, true
-					return
-				}
-			case <-ctx.Done():
-			}
-		}
-		p.bc, p.bcVer, p.bcErr = breadcrumb.Read(ctx, sess, s.layout.Breadcrumb())
-	}()
-	if r, ok := s.failoverNow(sess); ok {
-		// The failover watch's value, current as of the deletion event
-		// that started these reads: one request fewer at the handoff.
-		p.fo, p.foFromWatch = r, true
-		close(p.foDone)
-	} else {
-		go func() {
-			defer close(p.foDone)
-			p.fo, _, p.foErr = s.getFailover(ctx, sess)
-		}()
-	}
-	go func() {
-		<-p.bcDone
-		<-p.foDone
-		cancel()
-	}()
-	return p
-}
-
-// pre returns the term's prefetched reads if they are recent enough and
-// claims the one used says (nil: read afresh).
-func (t *term) pre(used func(*prefetched) *atomic.Bool) *prefetched {
-	p, ok := t.l.Prefetched.(*prefetched)
-	if !ok || p == nil || time.Since(p.at) > prefetchMaxAge || !used(p).CompareAndSwap(false, true) {
-		return nil
-	}
-	return p
 }
 
 // Campaign joins the election until ctx ends (see election.Elector.Run):
@@ -211,35 +121,9 @@ func (t *term) guard() breadcrumb.Guard {
 	return breadcrumb.Guard{Session: t.l.Session, Election: t.l.Path}
 }
 
-// ReadBreadcrumb reads the breadcrumb on the term's session; the first
-// call of a term takes the read prefetched when its predecessor went (see
-// Store.Elector), if that is recent.
-//
-// With prefetched reads, a read of the leader view on the term's session
-// that names this term (see namesTerm) and is answered first is taken in
-// place of the prefetched one.
+// ReadBreadcrumb reads the breadcrumb on the term's session.
 func (t *term) ReadBreadcrumb(ctx context.Context) (breadcrumb.Record, int32, error) {
-	p := t.pre(func(p *prefetched) *atomic.Bool { return &p.bcUsed })
-	if p == nil {
-		return breadcrumb.Read(ctx, t.l.Session, t.s.layout.Breadcrumb())
-	}
-	if view := t.s.recentBreadcrumbRead(t.l.Session); view != nil {
-		select {
-		case <-p.bcDone:
-		case <-view.done:
-			if r, ok := view.namesTerm(t.l.NodeID, t.l.Epoch); ok {
-				return r, view.version, nil
-			}
-		case <-ctx.Done():
-			return breadcrumb.Record{}, 0, ctx.Err()
-		}
-	}
-	select {
-	case <-p.bcDone:
-		return p.bc, p.bcVer, p.bcErr
-	case <-ctx.Done():
-		return breadcrumb.Record{}, 0, ctx.Err()
-	}
+	return breadcrumb.Read(ctx, t.l.Session, t.s.layout.Breadcrumb())
 }
 
 func (t *term) WriteBreadcrumb(ctx context.Context, r breadcrumb.Record, version int32) (int32, error) {
@@ -251,14 +135,6 @@ func (t *term) WriteBreadcrumb(ctx context.Context, r breadcrumb.Record, version
 // znode go (deleted after the predecessor saw a request) sees the request
 // too. nil: none, or unreadable (which keeps nobody out).
 func (t *term) ReadFailover(ctx context.Context) (*cluster.FailoverRequest, error) {
-	if p := t.pre(func(p *prefetched) *atomic.Bool { return &p.foUsed }); p != nil {
-		select {
-		case <-p.foDone:
-			return p.fo, p.foErr
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
 	r, _, err := t.s.getFailover(ctx, t.l.Session)
 	return r, err
 }
@@ -289,60 +165,12 @@ func (t *term) CompleteFailover(ctx context.Context) error {
 	return nil
 }
 
-// Successor predicts who leads after this term (see cluster.Term): in
-// fair mode, the lowest candidate in the queue after ours
-// (election.NextCandidate), with its epoch (its znode's czxid) and, from
-// its member record, the host, admin URL and service address it writes
-// into its own breadcrumb. nil: unfair mode (whoever creates the lock
-// next leads), no candidate waits, or its member record is missing or
-// names another node. A wrong field costs nothing but the successor's
-// own write: it writes its breadcrumb itself unless the record equals
-// the one it would write.
-func (t *term) Successor(ctx context.Context) (*cluster.Successor, error) {
-	if t.l.Mode != election.Fair {
-		return nil, nil
-	}
-	n, err := election.NextCandidate(ctx, t.l.Session, t.s.layout.ElectionDir(), t.l.Path)
-	if err != nil || n == nil {
-		return nil, err
-	}
-	// Its addresses: from the member watch's list while no member watch
-	// fired since it was read (cachedMembers), else read. A stale record
-	// costs nothing but speed: the successor compares the record with its
-	// own and writes its own when they differ.
-	m, ok := cluster.Member{}, false
-	if ms, cached := t.s.cachedMembers(t.l.Session); cached {
-		for _, x := range ms {
-			if x.NodeID == n.NodeID {
-				m, ok = x, true
-			}
-		}
-	}
-	if !ok {
-		ms, err := t.s.getMembers(ctx, t.l.Session, []string{n.NodeID})
-		if err != nil || len(ms) != 1 || ms[0].NodeID != n.NodeID {
-			return nil, err
-		}
-		m = ms[0]
-	}
-	return &cluster.Successor{
-		Record: breadcrumb.Record{NodeID: n.NodeID, Host: m.Host, AdminURL: m.AdminURL, Epoch: n.Stat.Czxid,
-			Since: time.Now().UTC(), ServiceAddress: m.ServiceAddress},
-		Entry: n.Path, Version: n.Stat.Version,
-	}, nil
-}
-
 // Finish ends the term in one multi: the breadcrumb (at bcVersion, the
-// version WriteBreadcrumb returned) is deleted, or with next replaced by
-// next's record under a check that next's znode is unchanged, and the
-// term's election znode is deleted. One quorum write where a guarded
-// breadcrumb delete followed by leaving the election took two, and with
-// next, the successor's breadcrumb write is in it too. If the znode is
-// gone (the session expired, or it was deleted), the multi fails as a
-// whole and the breadcrumb stays, so the successor fences this node; the
-// same if the breadcrumb changed. If only next's check failed (it left,
-// or its session ended), Finish tries again without next. The elector's
-// own leave then finds the znode gone, which it ignores.
+// version WriteBreadcrumb returned) and the term's election znode are
+// deleted together. If the znode is gone (the session expired, or it was
+// deleted), the multi fails as a whole and the breadcrumb stays, so the
+// successor fences this node; the same if the breadcrumb changed. The
+// elector's own leave then finds the znode gone, which it ignores.
 //
 // The znode delete must take only ours. In fair mode its name is unique
 // to this term (our elector's GUID and a sequence number), and the elector
@@ -358,7 +186,7 @@ func (t *term) Successor(ctx context.Context) (*cluster.Successor, error) {
 // operator's delete of a live leader's lock, and then costs the new
 // holder its term before it could promote, never safety (we demoted
 // already, and it would find no breadcrumb to fence).
-func (t *term) Finish(ctx context.Context, bcVersion int32, next *cluster.Successor) error {
+func (t *term) Finish(ctx context.Context, bcVersion int32) error {
 	if bcVersion < 0 {
 		return fmt.Errorf("finishing term %d: no breadcrumb version (%d): nothing of ours to delete", t.l.Epoch, bcVersion)
 	}
@@ -378,26 +206,6 @@ func (t *term) Finish(ctx context.Context, bcVersion int32, next *cluster.Succes
 		version = st.Version
 	}
 	bc := t.s.layout.Breadcrumb()
-	if next != nil && next.Entry != t.l.Path && next.Record.Epoch > t.l.Epoch {
-		// A record that does not encode (an unreadable member record
-		// leaves its host empty) is not written: the breadcrumb is
-		// deleted below, as without a successor.
-		if data, err := breadcrumb.Encode(next.Record); err == nil {
-			err = t.l.Session.Multi(ctx,
-				zk.CheckOp{Path: next.Entry, Version: next.Version},
-				zk.SetOp{Path: bc, Data: data, Version: bcVersion},
-				zk.DeleteOp{Path: t.l.Path, Version: version})
-			if err == nil {
-				t.l.Deleted()
-				return nil
-			}
-			if !errors.Is(err, zk.ErrNoNode) && !errors.Is(err, zk.ErrBadVersion) {
-				return fmt.Errorf("finishing term %d (naming %s in the breadcrumb and deleting %s): %w", t.l.Epoch, next.Record.NodeID, t.l.Path, err)
-			}
-			// The successor's znode changed, or ours or the breadcrumb
-			// did: the plain multi below tells which.
-		}
-	}
 	err := t.l.Session.Multi(ctx,
 		zk.DeleteOp{Path: bc, Version: bcVersion},
 		zk.DeleteOp{Path: t.l.Path, Version: version})

@@ -445,30 +445,7 @@ func (d *daemon) zkSession(ctx context.Context) error {
 		return err
 	}
 	<-ctx.Done()
-	if wait := handoverQuietLeft(d.ctrl.LastHandover(), time.Now()); wait > 0 {
-		d.log.Debug("closing the zookeeper session a moment after the handover", "wait_seconds", wait.Seconds())
-		time.Sleep(wait)
-	}
 	return nil
-}
-
-// handoverQuiet is how long after a graceful handover the daemon keeps its
-// ZooKeeper session open before it closes it. Closing a session is a
-// quorum write whose ephemeral deletes (our member record) fire the
-// watches of every node, which then read again: right after the handover
-// that burst would meet the successor's first reads and its promote hook's
-// start on the ensemble and on the hosts (measured on a 3-server ensemble
-// on 2 cores: 4 ms of a 14 ms handoff). Nothing waits for our session to
-// end: the election entry and the breadcrumb went with the handover.
-const handoverQuiet = 100 * time.Millisecond
-
-// handoverQuietLeft is how much longer the session stays open at now after
-// a handover at at (zero: none, or long enough ago).
-func handoverQuietLeft(at, now time.Time) time.Duration {
-	if at.IsZero() {
-		return 0
-	}
-	return max(0, at.Add(handoverQuiet).Sub(now))
 }
 
 // firstSession waits for the first ZooKeeper session, retrying every

@@ -84,22 +84,3 @@ func TestGracefulStopKeepsAdminUpUntilControllerStopped(t *testing.T) {
 		}
 	}
 }
-
-// The session stays open handoverQuiet after a handover, and not at all
-// without one.
-func TestHandoverQuietLeft(t *testing.T) {
-	now := time.Now()
-	for _, tc := range []struct {
-		at   time.Time
-		want time.Duration
-	}{
-		{time.Time{}, 0},
-		{now, handoverQuiet},
-		{now.Add(-30 * time.Millisecond), handoverQuiet - 30*time.Millisecond},
-		{now.Add(-time.Second), 0},
-	} {
-		if got := handoverQuietLeft(tc.at, now); got != tc.want {
-			t.Errorf("handoverQuietLeft(%v before now) = %v, want %v", now.Sub(tc.at), got, tc.want)
-		}
-	}
-}

@@ -63,8 +63,6 @@ type World struct {
 	pauseChange chan struct{}     // closed and replaced on every pause change
 	writes      []breadcrumb.Record
 	finishes    []int32
-	handedTo    []breadcrumb.Record // Finish's records for successors
-	succDelay   time.Duration       // Successor answers that late
 	spans       []Span
 	history     []cluster.HistoryEntry
 	historyErr  error // AppendHistory fails with it (SetHistoryError)
@@ -872,7 +870,7 @@ func (t *Term) CompleteFailover(ctx context.Context) error {
 }
 
 // Finish deletes the breadcrumb (at bcVersion) and the entry in one step.
-func (t *Term) Finish(ctx context.Context, bcVersion int32, next *cluster.Successor) error {
+func (t *Term) Finish(ctx context.Context, bcVersion int32) error {
 	w := t.w
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -883,81 +881,10 @@ func (t *Term) Finish(ctx context.Context, bcVersion int32, next *cluster.Succes
 		return ErrBadVersion
 	}
 	w.finishes = append(w.finishes, bcVersion)
-	if next != nil && w.entryNamed(next.Entry) != nil && next.Record.Epoch > t.epoch {
-		r := next.Record
-		w.bc = &r
-		w.bcVer++
-		w.handedTo = append(w.handedTo, r)
-	} else {
-		w.bc, w.bcVer = nil, -1
-	}
+	w.bc, w.bcVer = nil, -1
 	w.leaderChanged()
 	w.remove(t.e)
 	return nil
-}
-
-// Successor names the entry after this term's in the queue, as
-// zkcluster's does in fair mode: its epoch is fixed now (the next zxid),
-// and the record carries its member record's addresses.
-func (t *Term) Successor(ctx context.Context) (*cluster.Successor, error) {
-	w := t.w
-	w.mu.Lock()
-	d := w.succDelay
-	w.mu.Unlock()
-	if d > 0 {
-		select {
-		case <-time.After(d):
-		case <-ctx.Done():
-		}
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	var next *entry
-	for i, e := range w.queue {
-		if e == t.e && i+1 < len(w.queue) {
-			next = w.queue[i+1]
-		}
-	}
-	if next == nil {
-		return nil, nil
-	}
-	m, ok := w.members[next.node.id]
-	if !ok {
-		return nil, nil
-	}
-	if next.epoch == 0 {
-		w.lastZxid++
-		next.epoch = w.lastZxid
-	}
-	return &cluster.Successor{Record: breadcrumb.Record{NodeID: m.NodeID, Host: m.Host, AdminURL: m.AdminURL,
-		Epoch: next.epoch, Since: time.Now().UTC(), ServiceAddress: m.ServiceAddress}, Entry: next.name}, nil
-}
-
-func (w *World) entryNamed(name string) *entry {
-	for _, e := range w.queue {
-		if e.name == name {
-			return e
-		}
-	}
-	return nil
-}
-
-// HandedTo lists the records graceful leavers wrote for their successors
-// (Finish with a successor), oldest first.
-func (w *World) HandedTo() []breadcrumb.Record {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return slices.Clone(w.handedTo)
-}
-
-// SetSuccessorDelay makes Successor answer d late (a slow ensemble).
-func (w *World) SetSuccessorDelay(d time.Duration) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.succDelay = d
 }
 
 // ReadMembers returns every member record, sorted by node id as

@@ -1,0 +1,55 @@
+package zkcluster
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/failoverd/failoverd/cluster"
+	"github.com/failoverd/failoverd/election"
+	"github.com/failoverd/failoverd/zk"
+)
+
+// campaignFair starts id's elector in s (fair mode) and returns its terms as
+// they are won; each is held until the test ends or stop is called.
+func campaignFair(t *testing.T, s *Store, c *zk.Client, id string) (terms <-chan *term, stop func()) {
+	t.Helper()
+	el, err := election.New(election.Config{Dir: s.Layout().ElectionDir(), NodeID: id, Mode: election.Fair}, election.Deps{Client: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	won := make(chan *term, 4)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.Elector(el).Campaign(ctx, func(ctx context.Context, tm cluster.Term) {
+			won <- tm.(*term)
+			<-ctx.Done()
+		})
+	}()
+	stop = func() { cancel(); <-done }
+	t.Cleanup(stop)
+	return won, stop
+}
+
+// nextTerm returns the next term won on ch (campaignFair's).
+func nextTerm(t *testing.T, ch <-chan *term) *term {
+	t.Helper()
+	select {
+	case tm := <-ch:
+		return tm
+	case <-time.After(30 * time.Second):
+		t.Fatal("not elected")
+	}
+	return nil
+}
+
+// waitQueueLen waits until the election queue holds n candidates, read on adm.
+func waitQueueLen(t *testing.T, adm *zk.Session, n int) {
+	t.Helper()
+	waitFor(t, 20*time.Second, "the election queue", func() bool {
+		kids, err := adm.Children(t.Context(), testLayout.ElectionDir())
+		return err == nil && len(kids) == n
+	})
+}
