@@ -3,6 +3,7 @@ package controller_test
 import (
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/failoverd/failoverd/controller"
 	"github.com/failoverd/failoverd/controller/controllertest"
@@ -43,6 +44,45 @@ func TestGracefulLeaverDeletesItsBreadcrumb(t *testing.T) {
 		synctest.Wait()
 		if bc, _ := w.Breadcrumb(); bc != nil {
 			t.Fatalf("breadcrumb %+v left after b's graceful stop", bc)
+		}
+	})
+}
+
+// A successor whose term ends after a graceful handover but before it
+// wrote its breadcrumb (here: its session expires while its pre_promote
+// hook runs) leaves nothing that names it, so whoever leads next fences
+// nobody. A breadcrumb the leaver wrote for its successor would name an
+// epoch that node's daemon never held; an rpc fence would then be
+// answered with its previous epoch and refused, and no node promoted.
+func TestSuccessorLostBeforeItsWriteIsNotFenced(t *testing.T) {
+	test(t, func(t *testing.T, w *controllertest.World) {
+		a := leader(t, w, "a")
+		withPrePromote := func(_ *node, cfg *controller.Config, _ *controller.Deps) {
+			cfg.PrePromote = &controller.Hook{Timeout: 5 * time.Second}
+		}
+		b := start(t, w, "b", withPrePromote, script(func(n *node) {
+			n.hooks.On("pre_promote", controllertest.Result{Take: 2 * time.Second})
+		}))
+		b.healthy()
+		b.want(controller.StateStandby)
+		c := start(t, w, "c")
+		c.healthy()
+		c.want(controller.StateStandby)
+		if err := a.stop(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(500 * time.Millisecond)
+		synctest.Wait()
+		if got := w.Leader(); got != "b" {
+			t.Fatalf("elected %q after a's graceful stop, want b (first in line)", got)
+		}
+		w.ExpireSession("b")
+		c.want(controller.StateLeader)
+		if targets := c.fence.Targets(); len(targets) != 0 {
+			t.Fatalf("c fenced %v: a breadcrumb named b although b never wrote one", targets)
+		}
+		if bc, _ := w.Breadcrumb(); bc == nil || bc.NodeID != "c" {
+			t.Fatalf("breadcrumb %+v, want c's", bc)
 		}
 	})
 }
