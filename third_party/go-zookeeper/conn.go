@@ -109,6 +109,9 @@ type Conn struct {
 	debugCloseRecvLoop bool
 	resendZkAuthFn     func(context.Context, *Conn) error
 
+	// Debug (failoverd test hook, see WithBeforeSetWatches)
+	beforeSetWatches func()
+
 	logger  Logger
 	logInfo bool // true if information messages are logged; false if only errors are logged
 
@@ -445,6 +448,14 @@ func (c *Conn) loop(ctx context.Context) {
 			c.hostProvider.Connected()        // mark success
 			c.closeChan = make(chan struct{}) // channel to tell send loop stop
 
+			// failoverd patch: SetWatches must carry the zxid seen before
+			// this connection, so read it now, before the send and receive
+			// loops start. Once they run, any reply on the new connection (a
+			// re-sent AddAuth, a request queued while disconnected) advances
+			// lastZxid, and the server would then report no data or child
+			// change made up to that reply (deletions would still come).
+			setWatchesZxid := atomic.LoadInt64(&c.lastZxid)
+
 			var wg sync.WaitGroup
 
 			wg.Add(1)
@@ -481,7 +492,10 @@ func (c *Conn) loop(ctx context.Context) {
 				}
 			}()
 
-			c.sendSetWatches()
+			if c.beforeSetWatches != nil {
+				c.beforeSetWatches() // failoverd test hook (testhook.go)
+			}
+			c.sendSetWatches(setWatchesZxid)
 			wg.Wait()
 		}
 
@@ -575,7 +589,7 @@ func (c *Conn) invalidateWatches(err error) {
 	}
 }
 
-func (c *Conn) sendSetWatches() {
+func (c *Conn) sendSetWatches(relativeZxid int64) {
 	c.watchersLock.Lock()
 	defer c.watchersLock.Unlock()
 
@@ -611,7 +625,7 @@ func (c *Conn) sendSetWatches() {
 			}
 			sizeSoFar = 28 // fixed overhead of a set-watches packet
 			req = &setWatchesRequest{
-				RelativeZxid: atomic.LoadInt64(&c.lastZxid),
+				RelativeZxid: relativeZxid,
 				DataWatches:  make([]string, 0),
 				ExistWatches: make([]string, 0),
 				ChildWatches: make([]string, 0),
