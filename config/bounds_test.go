@@ -31,7 +31,9 @@ func validConfig() *Config {
 	return cfg
 }
 
-func validateNoFiles(cfg *Config) error { return cfg.validate(LoadOptions{SkipFileChecks: true}) }
+func validateNoFiles(cfg *Config) error {
+	return cfg.validate(LoadOptions{SkipFileChecks: true}, written{backend: true})
+}
 
 // TestDurationBounds checks every duration the daemon turns into a timer,
 // ticker or deadline: zero, negative, too small and too large values are

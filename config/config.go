@@ -30,6 +30,22 @@ const (
 // AuthSchemeDigest is the only ZooKeeper authentication scheme supported.
 const AuthSchemeDigest = "digest"
 
+// Coordination backends named by Coordination.Backend: the service the
+// election, the member records and the breadcrumb live in.
+const (
+	// BackendZooKeeper runs on a ZooKeeper ensemble (the zookeeper block).
+	// The default, and the only backend this build supports.
+	BackendZooKeeper = "zookeeper"
+	// BackendEtcd is reserved for an etcd cluster (the etcd block). The
+	// block parses, but validation refuses the backend: this build has no
+	// etcd support yet.
+	BackendEtcd = "etcd"
+)
+
+// supportedBackends lists the values of Coordination.Backend this build
+// accepts, in the order messages list them.
+var supportedBackends = []string{BackendZooKeeper}
+
 // Config is the whole failoverd configuration file. Obtain one from Load,
 // Parse or Default; the zero value is not useful.
 type Config struct {
@@ -38,8 +54,16 @@ type Config struct {
 	Cluster string `yaml:"cluster"`
 	// Node describes this daemon.
 	Node Node `yaml:"node"`
-	// ZooKeeper is the ensemble the election runs on.
+	// Coordination chooses the service the election runs on.
+	Coordination Coordination `yaml:"coordination"`
+	// ZooKeeper is the ensemble the election runs on when
+	// Coordination.Backend is BackendZooKeeper; the file must then have a
+	// zookeeper block.
 	ZooKeeper ZooKeeper `yaml:"zookeeper"`
+	// Etcd is the etcd cluster for BackendEtcd, which this build does not
+	// support yet; nil when the file has no etcd block. Validation refuses
+	// the block beside any other backend.
+	Etcd *Etcd `yaml:"etcd,omitempty"`
 	// Election tunes how leadership is won and kept.
 	Election Election `yaml:"election"`
 	// Health checks the local service.
@@ -105,6 +129,16 @@ type AdminTLS struct {
 	KeyFile string `yaml:"key_file"`
 }
 
+// Coordination chooses the coordination backend.
+type Coordination struct {
+	// Backend names the service the election, member records and
+	// breadcrumb live in: BackendZooKeeper (the default, also when the
+	// coordination block is absent) or BackendEtcd (reserved: refused by
+	// this build). The block of that name must be set, and the other one
+	// not.
+	Backend string `yaml:"backend"`
+}
+
 // ZooKeeper configures the connection to the ZooKeeper ensemble.
 type ZooKeeper struct {
 	// Servers lists the ensemble as host:port. Required.
@@ -131,6 +165,43 @@ type ZooKeeperAuth struct {
 	Scheme string `yaml:"scheme"`
 	// CredentialsFile holds "user:password". Required when Auth is set.
 	CredentialsFile string `yaml:"credentials_file"`
+}
+
+// Etcd configures the connection to an etcd cluster, for BackendEtcd.
+// Reserved: the block parses so that configs can be written for the etcd
+// backend, but this build refuses that backend, and its settings are not
+// checked beyond their types.
+type Etcd struct {
+	// Endpoints lists the cluster's client URLs ("https://etcd1:2379").
+	Endpoints []string `yaml:"endpoints"`
+	// Prefix is the key prefix under which all clusters live. Default
+	// "/failoverd".
+	Prefix string `yaml:"prefix"`
+	// LeaseTTL is the TTL of the etcd lease that holds this node's
+	// candidacy. Default 5s.
+	LeaseTTL Duration `yaml:"lease_ttl"`
+	// DialTimeout bounds establishing a connection. 0 (unset): the etcd
+	// backend's default.
+	DialTimeout Duration `yaml:"dial_timeout"`
+	// TLS, when set, connects over TLS. Optional.
+	TLS *EtcdTLS `yaml:"tls,omitempty"`
+	// Username authenticates with etcd's built-in users, with the
+	// password in PasswordFile. Optional.
+	Username string `yaml:"username,omitempty"`
+	// PasswordFile holds Username's password (a secret file). Required
+	// with Username.
+	PasswordFile string `yaml:"password_file,omitempty"`
+}
+
+// EtcdTLS is the etcd client's TLS settings.
+type EtcdTLS struct {
+	// CAFile is a PEM bundle of the CA certificates that verify the
+	// servers. Default: the system roots.
+	CAFile string `yaml:"ca_file,omitempty"`
+	// CertFile is the PEM client certificate, for client authentication.
+	CertFile string `yaml:"cert_file,omitempty"`
+	// KeyFile is CertFile's PEM private key (a secret file).
+	KeyFile string `yaml:"key_file,omitempty"`
 }
 
 // Election configures how leadership is decided and kept.
@@ -394,6 +465,7 @@ type Log struct {
 // lease) are not here: they stay 0 when unset, and that package applies its
 // own default, so that each default is defined once.
 const (
+	DefaultBackend             = BackendZooKeeper
 	DefaultAdminListen         = "127.0.0.1:9101"
 	DefaultShutdownTimeout     = 30 * time.Second
 	DefaultRoot                = "/failoverd"
@@ -410,6 +482,8 @@ const (
 	DefaultFollowNoLeaderAfter = 30 * time.Second
 	DefaultSSHTimeout          = 10 * time.Second
 	DefaultShellFencingTimeout = 30 * time.Second
+	DefaultEtcdPrefix          = "/failoverd"
+	DefaultEtcdLeaseTTL        = 5 * time.Second
 )
 
 // MinSessionTimeout is the shortest zookeeper.session_timeout accepted.
@@ -441,6 +515,7 @@ func Default() *Config {
 			Priority:        DefaultPriority,
 			ShutdownTimeout: Duration(DefaultShutdownTimeout),
 		},
+		Coordination: Coordination{Backend: DefaultBackend},
 		ZooKeeper: ZooKeeper{
 			Root:           DefaultRoot,
 			SessionTimeout: Duration(DefaultSessionTimeout),
@@ -477,6 +552,14 @@ func (c *Config) applyDefaults() {
 	}
 	if a := c.ZooKeeper.Auth; a != nil && a.Scheme == "" {
 		a.Scheme = AuthSchemeDigest
+	}
+	if e := c.Etcd; e != nil {
+		if e.Prefix == "" {
+			e.Prefix = DefaultEtcdPrefix
+		}
+		if e.LeaseTTL == 0 {
+			e.LeaseTTL = Duration(DefaultEtcdLeaseTTL)
+		}
 	}
 	for _, m := range c.Fencing.Methods {
 		if s := m.SSH; s != nil && s.Timeout == 0 {

@@ -16,9 +16,10 @@ import (
 )
 
 // FuzzLoadConfig checks that Parse never panics, that a config that
-// validates still validates, unchanged, once marshalled and parsed again, and
-// that the daemon can derive everything it needs from it without a panic or
-// an overflow (see derived).
+// validates still validates, unchanged, once marshalled and parsed again,
+// that it names the one backend this build runs (zookeeper, with no etcd
+// block), and that the daemon can derive everything it needs from it
+// without a panic or an overflow (see derived).
 func FuzzLoadConfig(f *testing.F) {
 	seeds, _ := filepath.Glob("testdata/*.yaml")
 	ref, _ := filepath.Glob("../configs/*.yaml")
@@ -41,12 +42,24 @@ func FuzzLoadConfig(f *testing.F) {
 	// A session so long that 2/3 of it overflows.
 	f.Add(bytes.Replace(minimal, []byte(`["127.0.0.1:2181"]}`), []byte(`["127.0.0.1:2181"], session_timeout: 2562047h}`), 1))
 	f.Add([]byte("&a [*a]"))
+	// The coordination backend: refused, unknown, and blocks missing or extra.
+	for _, extra := range []string{
+		"coordination: {backend: etcd}\netcd: {endpoints: [\"http://127.0.0.1:2379\"], lease_ttl: 5s, tls: {ca_file: ca.pem}}\n",
+		"coordination: {backend: \"\"}\n",
+		"coordination: {backend: ~}\netcd:\n",
+	} {
+		f.Add(append(bytes.Clone(minimal), extra...))
+	}
+	f.Add(bytes.Replace(minimal, []byte("zookeeper: {servers: [\"127.0.0.1:2181\"]}\n"), []byte("coordination: {backend: zookeeper}\n"), 1))
 
 	opts := LoadOptions{SkipFileChecks: true} // the file system is not under test
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg, err := opts.Parse(data, "")
 		if err != nil {
 			return
+		}
+		if cfg.Coordination.Backend != BackendZooKeeper || cfg.Etcd != nil {
+			t.Fatalf("valid config with backend %q and etcd block %+v; this build runs only %s", cfg.Coordination.Backend, cfg.Etcd, BackendZooKeeper)
 		}
 		derived(t, cfg)
 		out, err := yaml.Marshal(cfg)

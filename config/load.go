@@ -98,6 +98,10 @@ func (o LoadOptions) Parse(data []byte, path string) (*Config, error) {
 		return nil, fmt.Errorf("parsing %s:\n%w", name, errs)
 	}
 
+	set := writtenKeys(doc.Content[0])
+	if set.etcd && cfg.Etcd == nil {
+		cfg.Etcd = &Etcd{} // "etcd:" with no value is still a block
+	}
 	if path != "" {
 		dir, err := filepath.Abs(filepath.Dir(path))
 		if err != nil {
@@ -106,10 +110,42 @@ func (o LoadOptions) Parse(data []byte, path string) (*Config, error) {
 		cfg.resolvePaths(dir)
 	}
 	cfg.applyDefaults()
-	if err := cfg.validate(o); err != nil {
+	if err := cfg.validate(o, set); err != nil {
 		return nil, fmt.Errorf("invalid config %s:\n%w", name, err)
 	}
 	return cfg, nil
+}
+
+// written says which keys a file sets, where validation must tell a key
+// left out from one holding its default.
+type written struct {
+	// zooKeeper: the file has a zookeeper key, even with no value.
+	zooKeeper bool
+	// etcd: the file has an etcd key, even with no value.
+	etcd bool
+	// backend: coordination.backend has a value (null keeps the default).
+	backend bool
+}
+
+// writtenKeys reads written from the document's top-level mapping.
+func writtenKeys(top *yaml.Node) written {
+	var w written
+	for i := 0; i+1 < len(top.Content); i += 2 {
+		k, v := top.Content[i].Value, top.Content[i+1]
+		switch k {
+		case "zookeeper":
+			w.zooKeeper = true
+		case "etcd":
+			w.etcd = true
+		case "coordination":
+			for j := 0; v.Kind == yaml.MappingNode && j+1 < len(v.Content); j += 2 {
+				if v.Content[j].Value == "backend" && v.Content[j+1].ShortTag() != "!!null" {
+					w.backend = true
+				}
+			}
+		}
+	}
+	return w
 }
 
 // resolvePaths makes relative file names absolute, relative to dir. Program
@@ -132,6 +168,14 @@ func (c *Config) resolvePaths(dir string) {
 	}
 	if c.ZooKeeper.Auth != nil {
 		file(&c.ZooKeeper.Auth.CredentialsFile)
+	}
+	if e := c.Etcd; e != nil {
+		file(&e.PasswordFile)
+		if t := e.TLS; t != nil {
+			file(&t.CAFile)
+			file(&t.CertFile)
+			file(&t.KeyFile)
+		}
 	}
 	if c.Health.Exec != nil {
 		argv(c.Health.Exec.Command)

@@ -26,6 +26,7 @@ func referenceDefaults() []struct{ key, want, owner string } {
 		{"node.shutdown_timeout", d.Node.ShutdownTimeout.String(), "config"},
 		{"node.priority", strconv.Itoa(d.Node.Priority), "config"},
 		{"node.admin.listen", d.Node.Admin.Listen, "config"},
+		{"coordination.backend", d.Coordination.Backend, "config"},
 		{"zookeeper.root", d.ZooKeeper.Root, "config"},
 		{"zookeeper.session_timeout", d.ZooKeeper.SessionTimeout.String(), "config"},
 		{"zookeeper.tick_time", d.ZooKeeper.TickTime.String(), "config"},

@@ -64,8 +64,10 @@ func (es ValidationErrors) Unwrap() []error {
 }
 
 // Validate checks c, including that the files it names exist, and returns a
-// ValidationErrors listing every problem, or nil. Load and Parse call it.
-func (c *Config) Validate() error { return c.validate(LoadOptions{}) }
+// ValidationErrors listing every problem, or nil. Load and Parse apply the
+// same checks. A Config built in Go counts as having a zookeeper block
+// when its ZooKeeper differs from Default's.
+func (c *Config) Validate() error { return c.validate(LoadOptions{}, written{backend: true}) }
 
 type validator struct {
 	opts LoadOptions
@@ -76,7 +78,7 @@ func (v *validator) add(path, format string, args ...any) {
 	v.errs = append(v.errs, &FieldError{Path: path, Msg: fmt.Sprintf(format, args...)})
 }
 
-func (c *Config) validate(opts LoadOptions) error {
+func (c *Config) validate(opts LoadOptions, set written) error {
 	v := &validator{opts: opts}
 
 	v.name("cluster", c.Cluster)
@@ -101,32 +103,12 @@ func (c *Config) validate(opts LoadOptions) error {
 	v.adminTLS(c) // tls.go
 	v.timeout("node.shutdown_timeout", n.ShutdownTimeout)
 
-	// zookeeper
-	zk := &c.ZooKeeper
-	if len(zk.Servers) == 0 {
-		v.add("zookeeper.servers", "required: list the ensemble as host:port")
-	}
-	seen := map[string]int{}
-	for i, s := range zk.Servers {
-		p := fmt.Sprintf("zookeeper.servers[%d]", i)
-		if v.hostPort(p, s, false) {
-			if j, dup := seen[s]; dup {
-				v.add(p, "%q repeats zookeeper.servers[%d]", s, j)
-			}
-			seen[s] = i
-		}
-	}
-	v.root("zookeeper.root", zk.Root)
-	sessionOK := v.duration("zookeeper.session_timeout", zk.SessionTimeout, MinSessionTimeout)
-	if a := zk.Auth; a != nil {
-		if a.Scheme != AuthSchemeDigest {
-			v.add("zookeeper.auth.scheme", "%q is not supported; use %q", a.Scheme, AuthSchemeDigest)
-		}
-		if a.CredentialsFile == "" {
-			v.add("zookeeper.auth.credentials_file", "required when zookeeper.auth is set (a file holding user:password)")
-		} else {
-			v.secretFile("zookeeper.auth.credentials_file", a.CredentialsFile)
-		}
+	// coordination, zookeeper, etcd
+	zkSet := set.zooKeeper || zooKeeperChanged(&c.ZooKeeper)
+	v.coordination(c, set.backend, zkSet)
+	sessionOK := false // no session timeout to check the lease against
+	if zkSet {
+		sessionOK = v.zooKeeper(&c.ZooKeeper)
 	}
 
 	// election
@@ -135,7 +117,7 @@ func (c *Config) validate(opts LoadOptions) error {
 	default:
 		v.add("election.mode", "%q is not one of %s, %s", c.Election.Mode, ModeFair, ModeUnfair)
 	}
-	if zk.TickTime != 0 {
+	if zk := &c.ZooKeeper; zk.TickTime != 0 {
 		v.duration("zookeeper.tick_time", zk.TickTime, time.Millisecond)
 	}
 	v.lease(c, sessionOK)
@@ -234,6 +216,72 @@ func (c *Config) validate(opts LoadOptions) error {
 		return nil
 	}
 	return v.errs
+}
+
+// coordination checks coordination.backend, and that the block of the
+// backend it names is set and the block of another backend is not.
+// backendSet says whether the file sets the backend (else it is the
+// default), zkSet whether it has a zookeeper block. The etcd backend is
+// refused with one error, whatever the blocks: this build cannot run it.
+func (v *validator) coordination(c *Config, backendSet, zkSet bool) {
+	const p = "coordination.backend"
+	b := c.Coordination.Backend
+	switch b {
+	case BackendZooKeeper:
+		if !zkSet {
+			why := "coordination.backend is " + b
+			if !backendSet {
+				why += " (the default)"
+			}
+			v.add("zookeeper", "missing: %s", why)
+		}
+		if c.Etcd != nil {
+			v.add("etcd", "set, but coordination.backend is %s (remove the block or change the backend)", b)
+		}
+	case BackendEtcd:
+		v.add(p, "%s is not supported by this build yet (the etcd block is reserved for a later version); use %s",
+			b, strings.Join(supportedBackends, " or "))
+	default:
+		v.add(p, "%q is not one of %s", b, strings.Join(supportedBackends, ", "))
+	}
+}
+
+// zooKeeperChanged reports whether zk differs from Default's, which a
+// Config built in Go without a zookeeper block keeps.
+func zooKeeperChanged(zk *ZooKeeper) bool {
+	d := Default().ZooKeeper
+	return len(zk.Servers) > 0 || zk.Root != d.Root || zk.SessionTimeout != d.SessionTimeout || zk.TickTime != d.TickTime || zk.Auth != nil
+}
+
+// zooKeeper checks the zookeeper block, and reports whether its session
+// timeout is valid (the lease is checked against it).
+func (v *validator) zooKeeper(zk *ZooKeeper) (sessionOK bool) {
+	if len(zk.Servers) == 0 {
+		v.add("zookeeper.servers", "required: list the ensemble as host:port")
+	}
+	seen := map[string]int{}
+	for i, s := range zk.Servers {
+		p := fmt.Sprintf("zookeeper.servers[%d]", i)
+		if v.hostPort(p, s, false) {
+			if j, dup := seen[s]; dup {
+				v.add(p, "%q repeats zookeeper.servers[%d]", s, j)
+			}
+			seen[s] = i
+		}
+	}
+	v.root("zookeeper.root", zk.Root)
+	sessionOK = v.duration("zookeeper.session_timeout", zk.SessionTimeout, MinSessionTimeout)
+	if a := zk.Auth; a != nil {
+		if a.Scheme != AuthSchemeDigest {
+			v.add("zookeeper.auth.scheme", "%q is not supported; use %q", a.Scheme, AuthSchemeDigest)
+		}
+		if a.CredentialsFile == "" {
+			v.add("zookeeper.auth.credentials_file", "required when zookeeper.auth is set (a file holding user:password)")
+		} else {
+			v.secretFile("zookeeper.auth.credentials_file", a.CredentialsFile)
+		}
+	}
+	return sessionOK
 }
 
 // position checks service.position and election.max_lag, which compares
