@@ -66,7 +66,7 @@ func leaderStatus() controller.Status {
 		Cluster: "orders", NodeID: "node-a", Host: "10.0.0.11",
 		State: controller.StateLeader, Role: "leader", Health: "healthy",
 		Epoch: 42, Since: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC),
-		ZKConnected: true, LeaseRemaining: 2.5, Version: "1.2.3",
+		Connected: true, ZKConnected: true, LeaseRemaining: 2.5, Version: "1.2.3",
 	}
 }
 
@@ -192,6 +192,7 @@ func TestMetricsEndpoint(t *testing.T) {
 		"failoverd_epoch 42",
 		`failoverd_state{state="initializing"} 1`,
 		`failoverd_fence_attempts_total{method="rpc",result="success"} 1`,
+		"failoverd_coordination_connected 1",
 		"failoverd_zk_connected 1",
 		"failoverd_lease_remaining_seconds 2.5",
 		`failoverd_build_info{goversion="`,

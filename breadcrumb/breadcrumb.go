@@ -1,12 +1,15 @@
-// Package breadcrumb keeps the persistent znode that names the active leader.
+// Package breadcrumb is the record that names the active leader, and what a
+// new leader decides from it.
 //
 // A new leader reads it before promoting: if it names another node, that
 // node may still act and must be fenced first. The leader then writes its own
-// record, atomically with a check that its election znode still exists (one
-// multi-op), so a leader whose session is gone can never overwrite it; writes
-// are compare-and-set on the znode version. A graceful leader deletes the
+// record, atomically with a check that its election entry still exists, so a
+// leader whose term is over can never overwrite it; writes are
+// compare-and-set on the record's revision. A graceful leader deletes the
 // breadcrumb after it demoted, under the same guard; a leader that crashed or
-// could not demote leaves it behind so its successor fences it.
+// could not demote leaves it behind so its successor fences it. How the
+// record is stored and guarded is each coordination backend's business
+// (cluster.Term); this package only encodes, decodes and judges it.
 //
 // The payload is small, versioned JSON, decoded strictly: anything that is
 // not a valid version-1 record is an error (never trusted, never a panic),
@@ -18,7 +21,6 @@ package breadcrumb
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,7 +28,6 @@ import (
 	"time"
 
 	"github.com/failoverd/failoverd/internal/ids"
-	"github.com/failoverd/failoverd/zk"
 )
 
 // Version is the record format this package writes and accepts.
@@ -166,20 +167,6 @@ func (r Record) validate() error {
 	return nil
 }
 
-// Read returns the breadcrumb and its znode version. It returns ErrAbsent
-// when there is none and a *CorruptError when it cannot be trusted.
-func Read(ctx context.Context, sess *zk.Session, path string) (Record, int32, error) {
-	b, st, err := sess.Get(ctx, path)
-	if errors.Is(err, zk.ErrNoNode) {
-		return Record{}, -1, ErrAbsent
-	}
-	if err != nil {
-		return Record{}, 0, fmt.Errorf("reading breadcrumb %s: %w", path, err)
-	}
-	r, err := Decode(b)
-	return r, st.Version, err
-}
-
 // Verdict is what a new leader must do about the breadcrumb it read.
 type Verdict int
 
@@ -207,52 +194,4 @@ func Assess(r Record, readErr error, self string, epoch int64) Verdict {
 		return NothingToFence
 	}
 	return MustFence
-}
-
-// Guard is a leadership's proof of life: the session that won and the
-// election znode it owns. Writes run only while that znode exists.
-type Guard struct {
-	Session  *zk.Session
-	Election string
-}
-
-// Write stores r if the znode is still at version (-1: it must not exist),
-// in one multi-op with a check that the guard's election znode exists. A
-// conflict returns an error wrapping zk.ErrBadVersion or zk.ErrNodeExists; a
-// lost leadership returns one wrapping zk.ErrNoNode or zk.ErrSessionExpired.
-func Write(ctx context.Context, g Guard, path string, r Record, version int32) (int32, error) {
-	b, err := Encode(r)
-	if err != nil {
-		return 0, err
-	}
-	var op zk.Op = zk.SetOp{Path: path, Data: b, Version: version}
-	if version < 0 {
-		op = zk.CreateOp{Path: path, Data: b, Mode: zk.Persistent}
-	}
-	if err := g.Session.Multi(ctx, zk.CheckOp{Path: g.Election, Version: -1}, op); err != nil {
-		return 0, fmt.Errorf("writing breadcrumb %s: %w", path, err)
-	}
-	if version < 0 {
-		return 0, nil
-	}
-	return version + 1, nil
-}
-
-// Delete removes the breadcrumb if it is still at version, guarded like Write.
-func Delete(ctx context.Context, g Guard, path string, version int32) error {
-	err := g.Session.Multi(ctx, zk.CheckOp{Path: g.Election, Version: -1}, zk.DeleteOp{Path: path, Version: version})
-	if err != nil {
-		return fmt.Errorf("deleting breadcrumb %s: %w", path, err)
-	}
-	return nil
-}
-
-// Clear removes the breadcrumb unconditionally. It is the operator's tool
-// for an unreadable breadcrumb, once the old leader is known to be down.
-func Clear(ctx context.Context, sess *zk.Session, path string) error {
-	err := sess.Delete(ctx, path, -1)
-	if err != nil && !errors.Is(err, zk.ErrNoNode) {
-		return fmt.Errorf("clearing breadcrumb %s: %w", path, err)
-	}
-	return nil
 }

@@ -51,11 +51,11 @@ func TestMemberJSONUnchanged(t *testing.T) {
 	}{{
 		cluster.Member{Cluster: "orders", NodeID: "a", Host: "db1.example", AdminURL: "http://127.0.0.1:8080",
 			State: "leader", Role: "leader", Health: "healthy", Epoch: 42, Since: time.Date(2026, 11, 23, 14, 5, 6, 789000000, time.UTC),
-			ZKConnected: true, LeaseRemaining: 1.5, LastError: "boom", Version: "v1.2.3", Instance: "0123456789abcdef"},
-		`{"cluster":"orders","node_id":"a","host":"db1.example","admin_url":"http://127.0.0.1:8080","state":"leader","role":"leader","health":"healthy","epoch":42,"since":"2026-11-23T14:05:06.789Z","zk_connected":true,"lease_remaining_seconds":1.5,"last_error":"boom","version":"v1.2.3","instance":"0123456789abcdef"}`,
+			Connected: true, ZKConnected: true, LeaseRemaining: 1.5, LastError: "boom", Version: "v1.2.3", Instance: "0123456789abcdef"},
+		`{"cluster":"orders","node_id":"a","host":"db1.example","admin_url":"http://127.0.0.1:8080","state":"leader","role":"leader","health":"healthy","epoch":42,"since":"2026-11-23T14:05:06.789Z","connected":true,"zk_connected":true,"lease_remaining_seconds":1.5,"last_error":"boom","version":"v1.2.3","instance":"0123456789abcdef"}`,
 	}, {
 		cluster.Member{},
-		`{"cluster":"","node_id":"","host":"","state":"","role":"","health":"","since":"0001-01-01T00:00:00Z","zk_connected":false,"version":""}`,
+		`{"cluster":"","node_id":"","host":"","state":"","role":"","health":"","since":"0001-01-01T00:00:00Z","connected":false,"zk_connected":false,"version":""}`,
 	}} {
 		b, err := json.Marshal(tc.m)
 		if err != nil {
@@ -122,7 +122,7 @@ func TestPositionJSON(t *testing.T) {
 	pos := int64(9007199254740993) // above float64's exact integers: must survive as an integer
 	at := time.Date(2026, 11, 23, 14, 5, 6, 0, time.UTC)
 	b, _ := json.Marshal(cluster.Member{NodeID: "a", Position: &pos, PositionAt: at})
-	want := `{"cluster":"","node_id":"a","host":"","state":"","role":"","health":"","since":"0001-01-01T00:00:00Z","zk_connected":false,"version":"","position":9007199254740993,"position_at":"2026-11-23T14:05:06Z"}`
+	want := `{"cluster":"","node_id":"a","host":"","state":"","role":"","health":"","since":"0001-01-01T00:00:00Z","connected":false,"zk_connected":false,"version":"","position":9007199254740993,"position_at":"2026-11-23T14:05:06Z"}`
 	if string(b) != want {
 		t.Errorf("Member JSON\n got %s\nwant %s", b, want)
 	}

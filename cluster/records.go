@@ -10,19 +10,24 @@ import (
 // (controller.Status) field for field: nodes and tools of earlier versions
 // read these records, so the encoding never changes.
 type Member struct {
-	Cluster        string    `json:"cluster"`
-	NodeID         string    `json:"node_id"`
-	Host           string    `json:"host"`
-	AdminURL       string    `json:"admin_url,omitempty"`
-	State          string    `json:"state"` // one of controller's states; "leader" only while promoted
-	Role           string    `json:"role"`  // "leader" only while promoted, else "standby"
-	Health         string    `json:"health"`
-	Epoch          int64     `json:"epoch,omitempty"` // current or last leadership's fencing token
-	Since          time.Time `json:"since"`           // when State last changed
-	ZKConnected    bool      `json:"zk_connected"`
-	LeaseRemaining float64   `json:"lease_remaining_seconds,omitempty"`
-	LastError      string    `json:"last_error,omitempty"`
-	Version        string    `json:"version"`
+	Cluster  string    `json:"cluster"`
+	NodeID   string    `json:"node_id"`
+	Host     string    `json:"host"`
+	AdminURL string    `json:"admin_url,omitempty"`
+	State    string    `json:"state"` // one of controller's states; "leader" only while promoted
+	Role     string    `json:"role"`  // "leader" only while promoted, else "standby"
+	Health   string    `json:"health"`
+	Epoch    int64     `json:"epoch,omitempty"` // current or last leadership's fencing token
+	Since    time.Time `json:"since"`           // when State last changed
+	// Connected reports whether the node reached its coordination
+	// service when it wrote the record. ZKConnected is the same value
+	// under its earlier name, written for the readers of earlier versions
+	// (deprecated: dropped in the next release; read Reachable()).
+	Connected      bool    `json:"connected"`
+	ZKConnected    bool    `json:"zk_connected"`
+	LeaseRemaining float64 `json:"lease_remaining_seconds,omitempty"`
+	LastError      string  `json:"last_error,omitempty"`
+	Version        string  `json:"version"`
 	// Instance is a random id of the failoverd process, new at every start:
 	// it tells a node's own earlier session from another process using the
 	// same node id.
@@ -55,6 +60,11 @@ type Member struct {
 	// it keeps its term although its health fails.
 	CooldownUntil time.Time `json:"cooldown_until,omitzero"`
 }
+
+// Reachable reports whether the node reached its coordination service when
+// it wrote the record (a record of an earlier version has only
+// ZKConnected).
+func (m Member) Reachable() bool { return m.Connected || m.ZKConnected }
 
 // MayLead reports whether the member's priority lets it lead (its health
 // and state aside).

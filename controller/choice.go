@@ -343,7 +343,7 @@ type choiceState struct {
 // aside that long at most: a target that gives up deletes the request
 // (dropOwnTargetRequest), and its promotion marks it done.
 func (c *Controller) handoverTimeout(t cluster.Term) time.Duration {
-	d := 2*t.Timing().Session + c.cfg.Promote.Timeout
+	d := 2*t.SessionTimeout() + c.cfg.Promote.Timeout
 	if p := c.cfg.PrePromote; p != nil {
 		d += p.Timeout
 	}

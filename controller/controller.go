@@ -234,9 +234,6 @@ func New(cfg Config, deps Deps) (*Controller, error) {
 		primary: primaryTracker{mayBePrimary: true}, // until the startup demote worked
 		follow:  followState{due: true, reason: reasonFollowStartup},
 	}
-	if _, ok := deps.Records.(PauseWatcher); !ok {
-		c.l.pause.known = true // a backend without pause records: never paused
-	}
 	c.publish()
 	return c, nil
 }
@@ -289,9 +286,12 @@ func (c *Controller) Status() Status {
 		}
 	}
 	if s.term != nil {
-		st.LeaseRemaining = max(0, s.term.LeaseRemaining().Seconds())
+		if exp, err := s.term.Expiry(); err == nil {
+			st.LeaseRemaining = max(0, (time.Until(exp) - DemoteBudget(c.cfg)).Seconds())
+		}
 	}
-	st.ZKConnected = c.rec.Connected()
+	st.Connected = c.rec.Connected()
+	st.ZKConnected = st.Connected
 	if st.Position != nil {
 		v := *st.Position // the loop's own stays unshared
 		st.Position = &v
@@ -357,10 +357,8 @@ func (c *Controller) run(ctx context.Context) error {
 		wg.Add(1)
 		go func() { defer wg.Done(); c.watchLeader(bg) }()
 	}
-	if pw, ok := c.rec.(PauseWatcher); ok {
-		wg.Add(1)
-		go func() { defer wg.Done(); c.watchPause(bg, pw) }()
-	}
+	wg.Add(1)
+	go func() { defer wg.Done(); c.watchPause(bg) }()
 	if c.position != nil {
 		wg.Add(1)
 		go func() { defer wg.Done(); c.readPositions(bg) }()

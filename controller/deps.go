@@ -13,73 +13,19 @@ import (
 	"github.com/failoverd/failoverd/internal/proc"
 )
 
-// The controller meets the outside through the small interfaces below,
-// defined here by their one consumer: a coordination backend implements
-// Elector and Records (cluster/zkcluster for ZooKeeper), and
-// controller/controllertest implements all of them in memory for the
-// state-machine tests.
+// The controller meets the outside through the small interfaces below and
+// the coordination contract of package cluster: a coordination backend
+// implements cluster.Elector and cluster.Records (cluster/zkcluster for
+// ZooKeeper), and controller/controllertest implements all of them in
+// memory for the state-machine tests.
 
-// Elector campaigns for leadership.
-type Elector interface {
-	// Campaign joins the election until ctx ends. won runs once per term
-	// won, in its own goroutine; its ctx ends when the term can no longer be
-	// assumed, and context.Cause says why (the cause of ctx itself when the
-	// controller ended the candidacy). The term's znode stays until won
-	// returned. Campaign returns after the last won returned and the
-	// candidacy's znode is gone.
-	Campaign(ctx context.Context, won func(ctx context.Context, t cluster.Term)) error
-	// Refusal says why the elector stays out (the lease does not fit the
-	// negotiated session timeout), or nil.
-	Refusal() error
-}
-
-// Warmer is implemented by electors that can keep a lease chain warm while
-// waiting (the target of a manual failover asks for it).
-type Warmer interface {
-	Warm(on bool)
-}
-
-// Records are the cluster-wide records other than the election.
-type Records interface {
-	// PublishMember writes this node's member record (ephemeral, of the
-	// current session). A *cluster.DuplicateIDError means another live
-	// process publishes our node id.
-	PublishMember(ctx context.Context, m cluster.Member) error
-	// CheckJoin checks that this node may campaign (cluster record, no
-	// candidates of the other mode); a *cluster.ModeMismatchError is a
-	// refusal, any other error a failure to check.
-	CheckJoin(ctx context.Context, mode string) error
-	// WatchFailover calls fn with the manual failover request (nil: none)
-	// every time it changes, until ctx ends.
-	WatchFailover(ctx context.Context, fn func(*cluster.FailoverRequest)) error
-	// ReadFailover reads the standing request (nil: none, or
-	// unreadable). Issued after a write of this node was answered, it
-	// sees that write or a later state.
-	ReadFailover(ctx context.Context) (*cluster.FailoverRequest, error)
-	// ExpireFailover deletes the failover request with key id if it is
-	// still there and not done.
-	ExpireFailover(ctx context.Context, id string) error
-	// ProposeFailover writes a failover request as the CLI's failover
-	// --to does (this node hands over to a better one), but fails when a
-	// request that is not done stands: it never replaces an operator's.
-	ProposeFailover(ctx context.Context, r cluster.FailoverRequest) error
-	// WithdrawFailover deletes the request with key id if this node's
-	// current session wrote it.
-	WithdrawFailover(ctx context.Context, id string) error
-	// WatchMembers calls fn with every member record now and after every
-	// change, until ctx ends.
-	WatchMembers(ctx context.Context, fn func([]cluster.Member)) error
-	// WatchLeader calls fn with the promoted leader (cluster.LeaderOf; nil:
-	// none), first at once and then every time it changes, until ctx ends.
-	WatchLeader(ctx context.Context, fn func(*cluster.Leader)) error
-	// ReadBreadcrumb reads the breadcrumb outside any term.
-	ReadBreadcrumb(ctx context.Context) (breadcrumb.Record, int32, error)
-	// SessionChanged is closed when a new session begins (the member record
-	// must be written again).
-	SessionChanged() <-chan struct{}
-	// Connected reports whether the coordination service is reachable now.
-	Connected() bool
-}
+// Elector, Warmer and Records are the coordination backend's side of the
+// contract; their obligations are written on them in package cluster.
+type (
+	Elector = cluster.Elector
+	Warmer  = cluster.Warmer
+	Records = cluster.Records
+)
 
 // HookEnv is what a hook is told, besides the node.
 type HookEnv struct {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/failoverd/failoverd/cluster"
 	"github.com/failoverd/failoverd/internal/lease"
 )
 
@@ -143,18 +144,21 @@ func killGrace(h Hook) time.Duration {
 	return lease.KillGrace
 }
 
-// checkDemoteBudget refuses a leadership whose grace (the time after its
-// lease during which no successor can be elected, as the elector computed
-// it from the session timeout ZooKeeper granted) cannot hold this
-// controller's demote budget. The elector refuses such a leadership
-// before it campaigns when it was given the budget; this catches an
-// elector configured without it.
-func checkDemoteBudget(cfg Config, tm lease.Timing) error {
-	need := DemoteBudget(cfg)
-	if need <= tm.Grace() {
+// checkDemoteBudget refuses a leadership whose expiry, as the backend
+// reports it at the win, cannot hold this controller's demote budget: the
+// term would be over for acting (valid) before anything happened. A
+// backend sizes its lease so that this holds when it was given the same
+// budget (the daemon does); this catches one configured without it.
+func checkDemoteBudget(cfg Config, t cluster.Term) error {
+	exp, err := t.Expiry()
+	if err != nil {
+		return nil // over already: the term ends for that reason
+	}
+	need, left := DemoteBudget(cfg), time.Until(exp)
+	if need < left {
 		return nil
 	}
-	return fmt.Errorf("the demote budget %s (promote kill grace %s + service.demote.timeout %s + kill grace %s) does not fit in the %s left after the lease "+
-		"(session timeout ZooKeeper granted %s - lease %s - margin %s); shorten the demote timeout or the lease, or raise the session timeout",
-		need, killGrace(cfg.Promote), cfg.Demote.Timeout, killGrace(cfg.Demote), tm.Grace(), tm.Session, tm.Lease, tm.Session-tm.Lease-tm.Grace())
+	return fmt.Errorf("the demote budget %s (promote kill grace %s + service.demote.timeout %s + kill grace %s) does not fit in the %s "+
+		"the coordination backend guarantees this term from its start (session timeout %s); shorten the demote timeout or raise the session timeout",
+		need, killGrace(cfg.Promote), cfg.Demote.Timeout, killGrace(cfg.Demote), left.Round(time.Millisecond), t.SessionTimeout())
 }

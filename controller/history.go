@@ -82,7 +82,7 @@ func (c *Controller) appendHistory(ctx context.Context, t cluster.Term, e cluste
 				"old_leader", e.OldLeader, "fence_method", e.FenceMethod)
 			return
 		}
-		if ctx.Err() != nil || t.Valid() != nil {
+		if _, expired := t.Expiry(); ctx.Err() != nil || expired != nil {
 			c.log.Info("history entry not recorded: the term ended", "epoch", e.NewEpoch, "err", err)
 			return
 		}

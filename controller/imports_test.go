@@ -11,8 +11,13 @@ import (
 // backendPackages are the ZooKeeper backend: cmd/failoverd plugs it in,
 // and the controller must not depend on it (directly or through another
 // package), so that a second backend is one more package and the
-// controller speaks only cluster's vocabulary.
-var backendPackages = []string{"election", "cluster/zkcluster"}
+// controller speaks only cluster's vocabulary. clientLibraries are the
+// coordination services' client libraries, which no package the
+// controller links may import either.
+var (
+	backendPackages = []string{"election", "cluster/zkcluster", "zk"}
+	clientLibraries = []string{"github.com/go-zookeeper/", "go.etcd.io/"}
+)
 
 // TestControllerImportsNoBackend follows the module's own imports from
 // package controller (tests aside, as `go list -deps ./controller` does)
@@ -43,6 +48,11 @@ func TestControllerImportsNoBackend(t *testing.T) {
 			t.Fatalf("reading package %s: %v", pkg, err)
 		}
 		for _, imp := range p.Imports {
+			for _, lib := range clientLibraries {
+				if strings.HasPrefix(imp, lib) {
+					t.Errorf("the controller links the client library %s: %s → %s", imp, chain[pkg], imp)
+				}
+			}
 			rel, ok := strings.CutPrefix(imp, module+"/")
 			if !ok {
 				continue

@@ -15,7 +15,6 @@ import (
 	"github.com/failoverd/failoverd/controller"
 	"github.com/failoverd/failoverd/controller/controllertest"
 	"github.com/failoverd/failoverd/healthcheck"
-	"github.com/failoverd/failoverd/internal/lease"
 )
 
 // The state machine against the in-memory world (controllertest), in fake
@@ -969,7 +968,7 @@ func TestShutdownTimeoutReturnsError(t *testing.T) {
 
 func TestDemoteBudgetRefusesTerm(t *testing.T) {
 	test(t, func(t *testing.T, w *controllertest.World) {
-		w.SetTiming(lease.Timing{Session: 6 * time.Second, Lease: 5 * time.Second, Margin: 300 * time.Millisecond}) // grace 0.7s < 1.5s
+		w.SetGuarantee(1200 * time.Millisecond) // < the 1.5s demote budget
 		a := start(t, w, "a")
 		a.healthy()
 		time.Sleep(10 * time.Second)
@@ -1168,7 +1167,10 @@ func checkInvariants(t *testing.T, w *controllertest.World, nodes []*node) {
 		checkPrePromote(t, w, n)
 		checkFollows(t, w, n, nodes)
 		if n.state() == controller.StateLeader {
-			if tm := w.Term(n.id); tm != nil && tm.Valid() == nil {
+			if tm := w.Term(n.id); tm != nil {
+				if _, err := tm.Expiry(); err != nil {
+					continue
+				}
 				leaders++
 			}
 		}

@@ -20,7 +20,7 @@ func memberOf(s Status) cluster.Member {
 	return cluster.Member{
 		Cluster: s.Cluster, NodeID: s.NodeID, Host: s.Host, AdminURL: s.AdminURL,
 		State: string(s.State), Role: s.Role, Health: s.Health, Epoch: s.Epoch, Since: s.Since,
-		ZKConnected: s.ZKConnected, LeaseRemaining: s.LeaseRemaining, LastError: s.LastError,
+		Connected: s.Connected, ZKConnected: s.Connected, LeaseRemaining: s.LeaseRemaining, LastError: s.LastError,
 		Version: s.Version, Instance: s.Instance, ServiceAddress: s.ServiceAddress,
 		Following: s.Following, FollowingEpoch: s.FollowingEpoch, FollowingSince: s.FollowingSince,
 		Priority: &s.Priority, Paused: s.Paused, CooldownUntil: s.CooldownUntil,

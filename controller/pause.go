@@ -56,14 +56,6 @@ const defaultPauseWait = 10 * time.Second
 // paused; it never ends a promoted term.
 var causePaused = &endCause{"paused"}
 
-// PauseWatcher is implemented by Records backends that keep the pause
-// record (cluster/zkcluster.Store). Without it the cluster is never paused.
-type PauseWatcher interface {
-	// WatchPause calls fn with the pause in force (nil: none) now and after
-	// every change, until ctx ends.
-	WatchPause(ctx context.Context, fn func(*cluster.Pause)) error
-}
-
 // CooldownMetrics is implemented by metrics that count the holds of an
 // unhealthy leader within its failover cooldown.
 type CooldownMetrics interface{ CooldownHold() }
@@ -89,9 +81,9 @@ type pauseSeen struct{ p *cluster.Pause }
 func (pauseSeen) event() {}
 
 // watchPause feeds the pause watch's reports to the loop until ctx ends.
-func (c *Controller) watchPause(ctx context.Context, pw PauseWatcher) {
+func (c *Controller) watchPause(ctx context.Context) {
 	for ctx.Err() == nil {
-		err := pw.WatchPause(ctx, func(p *cluster.Pause) { c.send(pauseSeen{p: p}) })
+		err := c.rec.WatchPause(ctx, func(p *cluster.Pause) { c.send(pauseSeen{p: p}) })
 		if ctx.Err() == nil {
 			c.log.Debug("pause watch ended; watching again", "err", err)
 			sleepCtx(ctx, time.Second)

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -41,12 +42,13 @@ type term struct {
 	wonAt   time.Time
 	release chan struct{}
 	phase   phase
-	worker  bool       // a takeover step runs (the term is released only after it)
-	reads   *termReads // the first reads, started by the won callback
+	worker  bool          // a takeover step runs (the term is released only after it)
+	reads   *termReads    // the first reads, started by the won callback
+	budget  time.Duration // DemoteBudget: acting ends that long before the term's expiry
 
 	prev      *breadcrumb.Record // the breadcrumb read (nil: absent, or naming this very term)
-	version   int32              // its znode version (-1: absent)
-	bcVersion int32              // our breadcrumb's version once written (-1: not written; Finish then deletes nothing)
+	version   cluster.Revision   // its revision (zero: absent)
+	bcVersion cluster.Revision   // our breadcrumb's revision once written (zero: not written; Finish then deletes nothing)
 	// promoteStarted: the promote hook ran in this term; cleaned: a term
 	// that gave itself back without it has tried to delete a breadcrumb
 	// naming it (releaseOrClean).
@@ -69,9 +71,32 @@ type term struct {
 	promoteErr error  // the promote failed (the end demote then backs off)
 }
 
+// valid reports, without I/O, whether the term can still be acted on by
+// the clock: its backend's expiry (no other term can begin before it) less
+// the demote budget, which a demote that starts at the latest then still
+// has before a successor may act. Error: the term is over, or its time to
+// act is (cluster.ErrLeaseExpired).
+func (tm *term) valid() error {
+	_, err := tm.actUntil()
+	return err
+}
+
+// actUntil is when this node stops acting on the term (see valid).
+func (tm *term) actUntil() (time.Time, error) {
+	exp, err := tm.t.Expiry()
+	if err != nil {
+		return time.Time{}, err
+	}
+	until := exp.Add(-tm.budget)
+	if !time.Now().Before(until) {
+		return until, fmt.Errorf("%w: the term's expiry less the demote budget %s has passed", cluster.ErrLeaseExpired, tm.budget)
+	}
+	return until, nil
+}
+
 // gone reports why the term can no longer be acted on (nil: it can).
 func (tm *term) gone() error {
-	if err := tm.t.Valid(); err != nil {
+	if err := tm.valid(); err != nil {
 		return err
 	}
 	if cause := tm.abandoned.Load(); cause != nil {
@@ -88,7 +113,7 @@ type stepResult struct {
 	// read step
 	read     bool
 	rec      breadcrumb.Record
-	version  int32
+	version  cluster.Revision
 	readErr  error
 	failover *cluster.FailoverRequest // a standing request, if any
 	choice   *winOutcome              // the rules at a win chose not to take over
@@ -97,9 +122,9 @@ type stepResult struct {
 	fenceMethod string // the method that fenced
 	fenceErr    error
 	// write step (with read: the read step wrote at once); newVersion is
-	// the breadcrumb's version after the write
+	// the breadcrumb's revision after the write
 	written    bool
-	newVersion int32
+	newVersion cluster.Revision
 	writeErr   error
 	// any step: the term was gone before the step could act
 	lost error
@@ -120,7 +145,7 @@ func (r stepResult) wrote() bool { return r.written || r.writeErr != nil || r.lo
 type termReads struct {
 	done     chan struct{} // closed when every field below is set
 	rec      breadcrumb.Record
-	version  int32
+	version  cluster.Revision
 	err      error
 	failover *cluster.FailoverRequest
 	foErr    error
@@ -167,7 +192,7 @@ func (c *Controller) onTermWon(ev termWon) {
 		return
 	}
 	epoch := ev.t.Epoch()
-	tm := &term{t: ev.t, ctx: ev.ctx, epoch: epoch, wonAt: time.Now(), release: ev.release, version: -1, bcVersion: -1}
+	tm := &term{t: ev.t, ctx: ev.ctx, epoch: epoch, wonAt: time.Now(), release: ev.release, budget: DemoteBudget(c.cfg)}
 	l.term, l.epoch = tm, epoch
 	c.metrics.ElectionWon()
 	context.AfterFunc(ev.ctx, func() { c.send(termEnded{epoch: epoch, cause: context.Cause(ev.ctx)}) })
@@ -182,7 +207,7 @@ func (c *Controller) onTermWon(ev termWon) {
 		tm.phase = phRelease
 		return
 	}
-	if err := checkDemoteBudget(c.cfg, ev.t.Timing()); err != nil {
+	if err := checkDemoteBudget(c.cfg, ev.t); err != nil {
 		c.log.Error("refusing to lead: the demote hook cannot finish before a successor may be elected", "epoch", epoch, "err", err)
 		c.setErr(err.Error())
 		c.backoff("demote_budget")
@@ -267,8 +292,9 @@ func (c *Controller) fenceStep(tm *term) stepResult {
 func (c *Controller) writeStep(tm *term) stepResult { return c.write(tm, tm.version) }
 
 // write writes our breadcrumb, guarded by the term's znode and CAS on
-// version (the one read; -1: absent), after a synchronous look at the lease.
-func (c *Controller) write(tm *term, version int32) stepResult {
+// version (the one read; zero: absent), after a synchronous look at the
+// lease.
+func (c *Controller) write(tm *term, version cluster.Revision) stepResult {
 	if err := tm.gone(); err != nil {
 		return stepResult{lost: err}
 	}
@@ -332,7 +358,7 @@ func (c *Controller) onWritten(tm *term, r stepResult) {
 		tm.phase = phRelease
 	case r.written:
 		tm.bcVersion = r.newVersion
-		if err := tm.t.Valid(); err != nil {
+		if err := tm.valid(); err != nil {
 			c.log.Warn("lease ran out before promotion", "epoch", tm.epoch, "err", err)
 			tm.phase = phRelease
 			return
@@ -346,12 +372,6 @@ func (c *Controller) onWritten(tm *term, r stepResult) {
 // the start of a term asks for.
 func (c *Controller) onRead(tm *term, r stepResult) {
 	l := &c.l
-	if r.readErr == nil && r.rec.NodeID == c.cfg.NodeID && r.rec.Epoch == tm.epoch && r.version >= 0 {
-		// It names this very term (our predecessor's Finish wrote it):
-		// a term given back without promoting deletes it
-		// (releaseOrClean), so that whoever leads next need not fence us.
-		tm.bcVersion = r.version
-	}
 	if r.choice != nil && c.onChoice(tm, r.choice) {
 		// The rules chose another node (or none): also when the term
 		// ended meanwhile (the failover watch may report the request
@@ -616,7 +636,7 @@ func (c *Controller) onTermFinished(ev termFinished) {
 // names a node that is not primary. If Finish fails (the term is over),
 // the breadcrumb stays and the next leader fences us: needless, not unsafe.
 func (c *Controller) releaseOrClean(tm *term) {
-	if tm.bcVersion < 0 || tm.promoteStarted || tm.cleaned {
+	if !tm.bcVersion.Exists() || tm.promoteStarted || tm.cleaned {
 		c.releaseTerm()
 		return
 	}

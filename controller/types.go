@@ -27,19 +27,23 @@ var AllStates = []State{StateInitializing, StateOut, StateStandby, StateFencing,
 // Status is one node's view of itself; it is served on /v1/status and, as
 // Member, published in ZooKeeper.
 type Status struct {
-	Cluster        string    `json:"cluster"`
-	NodeID         string    `json:"node_id"`
-	Host           string    `json:"host"`
-	AdminURL       string    `json:"admin_url,omitempty"`
-	State          State     `json:"state"`
-	Role           string    `json:"role"` // "leader" only while promoted, else "standby"
-	Health         string    `json:"health"`
-	Epoch          int64     `json:"epoch,omitempty"` // current or last leadership's fencing token
-	Since          time.Time `json:"since"`           // when State last changed
-	ZKConnected    bool      `json:"zk_connected"`
-	LeaseRemaining float64   `json:"lease_remaining_seconds,omitempty"`
-	LastError      string    `json:"last_error,omitempty"`
-	Version        string    `json:"version"`
+	Cluster  string    `json:"cluster"`
+	NodeID   string    `json:"node_id"`
+	Host     string    `json:"host"`
+	AdminURL string    `json:"admin_url,omitempty"`
+	State    State     `json:"state"`
+	Role     string    `json:"role"` // "leader" only while promoted, else "standby"
+	Health   string    `json:"health"`
+	Epoch    int64     `json:"epoch,omitempty"` // current or last leadership's fencing token
+	Since    time.Time `json:"since"`           // when State last changed
+	// Connected: the coordination service is reachable now. ZKConnected
+	// is the same value under its earlier name (deprecated: dropped in
+	// the next release).
+	Connected      bool    `json:"connected"`
+	ZKConnected    bool    `json:"zk_connected"`
+	LeaseRemaining float64 `json:"lease_remaining_seconds,omitempty"`
+	LastError      string  `json:"last_error,omitempty"`
+	Version        string  `json:"version"`
 	// Instance is a random id of the failoverd process, new at every start:
 	// it tells a node's own earlier session from another process using the
 	// same node id.

@@ -90,16 +90,28 @@ func TestDemoteBudget(t *testing.T) {
 	if got := DemoteBudget(cfg); got != 4*time.Second {
 		t.Errorf("DemoteBudget with kill graces 1s and 2s = %v, want 4s", got)
 	}
+	// A term that expires left from now: refused unless the budget fits
+	// in it (a whole second of slack for the clock between the two reads).
 	for _, tc := range []struct {
-		grace time.Duration
-		ok    bool
-	}{{4 * time.Second, true}, {5 * time.Second, true}, {4*time.Second - 1, false}, {0, false}} {
-		err := checkDemoteBudget(cfg, lease.Timing{Session: 10 * time.Second, Lease: 5 * time.Second, Margin: 5*time.Second - tc.grace})
+		left time.Duration
+		ok   bool
+	}{{5 * time.Second, true}, {10 * time.Second, true}, {4 * time.Second, false}, {0, false}} {
+		err := checkDemoteBudget(cfg, expiringTerm{at: time.Now().Add(tc.left)})
 		if (err == nil) != tc.ok {
-			t.Errorf("grace %v: err %v, want ok=%v", tc.grace, err, tc.ok)
+			t.Errorf("expiry in %v: err %v, want ok=%v", tc.left, err, tc.ok)
 		}
 	}
 }
+
+// expiringTerm is a term that expires at at (checkDemoteBudget uses only
+// Expiry and SessionTimeout).
+type expiringTerm struct {
+	cluster.Term
+	at time.Time
+}
+
+func (e expiringTerm) Expiry() (time.Time, error)    { return e.at, nil }
+func (e expiringTerm) SessionTimeout() time.Duration { return 10 * time.Second }
 
 // nopMetrics satisfies Metrics.
 type nopMetrics struct{}

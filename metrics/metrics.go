@@ -283,7 +283,8 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 }
 
 // StatusCollector exposes the gauges that are read from the controller's
-// status at every scrape: failoverd_zk_connected,
+// status at every scrape: failoverd_coordination_connected (and its
+// deprecated duplicate failoverd_zk_connected),
 // failoverd_lease_remaining_seconds and failoverd_position (absent while
 // the position is unknown or no service.position is configured). status is called once per scrape; it
 // must be cheap and safe to call from any goroutine (controller.Status is).
@@ -292,8 +293,10 @@ func StatusCollector(status func() controller.Status) prometheus.Collector {
 }
 
 var (
+	connectedDesc = prometheus.NewDesc(prometheus.BuildFQName(namespace, "", "coordination_connected"),
+		"1 while the coordination service (ZooKeeper) is reachable, else 0.", nil, nil)
 	zkConnectedDesc = prometheus.NewDesc(prometheus.BuildFQName(namespace, "", "zk_connected"),
-		"1 while the ZooKeeper session is connected, else 0.", nil, nil)
+		"Deprecated (dropped in the next release): failoverd_coordination_connected under its earlier name.", nil, nil)
 	leaseRemainingDesc = prometheus.NewDesc(prometheus.BuildFQName(namespace, "", "lease_remaining_seconds"),
 		"Time left on the leader lease before this node must demote itself, 0 when not leader.", nil, nil)
 	positionDesc = prometheus.NewDesc(prometheus.BuildFQName(namespace, "", "position"),
@@ -305,6 +308,7 @@ var (
 type statusCollector struct{ status func() controller.Status }
 
 func (c statusCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- connectedDesc
 	ch <- zkConnectedDesc
 	ch <- leaseRemainingDesc
 	ch <- positionDesc
@@ -313,7 +317,8 @@ func (c statusCollector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c statusCollector) Collect(ch chan<- prometheus.Metric) {
 	s := c.status()
-	ch <- prometheus.MustNewConstMetric(zkConnectedDesc, prometheus.GaugeValue, boolFloat(s.ZKConnected))
+	ch <- prometheus.MustNewConstMetric(connectedDesc, prometheus.GaugeValue, boolFloat(s.Connected))
+	ch <- prometheus.MustNewConstMetric(zkConnectedDesc, prometheus.GaugeValue, boolFloat(s.Connected))
 	ch <- prometheus.MustNewConstMetric(leaseRemainingDesc, prometheus.GaugeValue, s.LeaseRemaining)
 	if s.Position != nil {
 		ch <- prometheus.MustNewConstMetric(positionDesc, prometheus.GaugeValue, float64(*s.Position))

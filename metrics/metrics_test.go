@@ -116,6 +116,7 @@ func TestMetricNames(t *testing.T) {
 	want := []string{
 		"failoverd_breadcrumb_unreadable_total",
 		"failoverd_cooldown_holds_total",
+		"failoverd_coordination_connected",
 		"failoverd_demotions_total",
 		"failoverd_elections_won_total",
 		"failoverd_epoch",
@@ -163,7 +164,7 @@ func TestLint(t *testing.T) {
 // testdata/exposition.golden; run with -update to rewrite it.
 func TestExposition(t *testing.T) {
 	pos := int64(12345)
-	st := &fakeStatus{s: controller.Status{ZKConnected: true, LeaseRemaining: 2.5, Position: &pos}}
+	st := &fakeStatus{s: controller.Status{Connected: true, LeaseRemaining: 2.5, Position: &pos}}
 	m, reg := newTestMetrics(t, st.get)
 	exercise(m)
 
@@ -204,7 +205,7 @@ failoverd_state{state="stopped"} 0
 # TYPE failoverd_promotions_total counter
 failoverd_promotions_total{result="failure"} 0
 failoverd_promotions_total{result="success"} 0
-# HELP failoverd_zk_connected 1 while the ZooKeeper session is connected, else 0.
+# HELP failoverd_zk_connected Deprecated (dropped in the next release): failoverd_coordination_connected under its earlier name.
 # TYPE failoverd_zk_connected gauge
 failoverd_zk_connected 0
 # HELP failoverd_lease_remaining_seconds Time left on the leader lease before this node must demote itself, 0 when not leader.
@@ -326,13 +327,16 @@ func TestStatusGauges(t *testing.T) {
 		lease     float64
 	}{
 		{controller.Status{}, 0, 0},
-		{controller.Status{ZKConnected: true, LeaseRemaining: 3.25}, 1, 3.25},
-		{controller.Status{ZKConnected: false, LeaseRemaining: 0.5}, 0, 0.5},
-		{controller.Status{ZKConnected: true, Paused: &cluster.Pause{By: "ops"}}, 1, 0},
+		{controller.Status{Connected: true, LeaseRemaining: 3.25}, 1, 3.25},
+		{controller.Status{Connected: false, LeaseRemaining: 0.5}, 0, 0.5},
+		{controller.Status{Connected: true, Paused: &cluster.Pause{By: "ops"}}, 1, 0},
 	} {
 		st.set(tc.status)
 		want := fmt.Sprintf(`
-# HELP failoverd_zk_connected 1 while the ZooKeeper session is connected, else 0.
+# HELP failoverd_coordination_connected 1 while the coordination service (ZooKeeper) is reachable, else 0.
+# TYPE failoverd_coordination_connected gauge
+failoverd_coordination_connected %v
+# HELP failoverd_zk_connected Deprecated (dropped in the next release): failoverd_coordination_connected under its earlier name.
 # TYPE failoverd_zk_connected gauge
 failoverd_zk_connected %v
 # HELP failoverd_lease_remaining_seconds Time left on the leader lease before this node must demote itself, 0 when not leader.
@@ -341,9 +345,9 @@ failoverd_lease_remaining_seconds %v
 # HELP failoverd_paused 1 while the cluster is paused (maintenance mode: no automatic promotion, demotion or fencing), as this node last saw it, else 0.
 # TYPE failoverd_paused gauge
 failoverd_paused %v
-`, tc.connected, tc.lease, boolFloat(tc.status.Paused != nil))
+`, tc.connected, tc.connected, tc.lease, boolFloat(tc.status.Paused != nil))
 		if err := testutil.GatherAndCompare(reg, strings.NewReader(want),
-			"failoverd_zk_connected", "failoverd_lease_remaining_seconds", "failoverd_paused"); err != nil {
+			"failoverd_coordination_connected", "failoverd_zk_connected", "failoverd_lease_remaining_seconds", "failoverd_paused"); err != nil {
 			t.Errorf("with status %+v: %v", tc.status, err)
 		}
 	}
@@ -397,7 +401,7 @@ func TestConcurrentUse(t *testing.T) {
 	for range 4 {
 		wg.Go(func() {
 			exercise(m)
-			st.set(controller.Status{ZKConnected: true})
+			st.set(controller.Status{Connected: true})
 			if _, err := reg.Gather(); err != nil {
 				t.Errorf("Gather: %v", err)
 			}

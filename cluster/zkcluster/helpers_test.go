@@ -53,3 +53,9 @@ func waitQueueLen(t *testing.T, adm *zk.Session, n int) {
 		return err == nil && len(kids) == n
 	})
 }
+
+// validErr is the error of t's Expiry (nil: the term can be assumed).
+func validErr(t cluster.Term) error {
+	_, err := t.Expiry()
+	return err
+}

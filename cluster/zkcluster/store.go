@@ -758,15 +758,16 @@ func (s *Store) ExpireFailover(ctx context.Context, id string) error {
 
 // --- breadcrumb and election, outside a term ---
 
-// ReadBreadcrumb returns the breadcrumb and its version (see
-// breadcrumb.Read: ErrAbsent with version -1 when there is none, a
+// ReadBreadcrumb returns the breadcrumb and its revision (see
+// ReadBreadcrumbAt: ErrAbsent with the zero revision when there is none, a
 // *breadcrumb.CorruptError when it cannot be trusted).
-func (s *Store) ReadBreadcrumb(ctx context.Context) (breadcrumb.Record, int32, error) {
+func (s *Store) ReadBreadcrumb(ctx context.Context) (breadcrumb.Record, cluster.Revision, error) {
 	sess, err := s.session(ctx)
 	if err != nil {
-		return breadcrumb.Record{}, 0, err
+		return breadcrumb.Record{}, cluster.Revision{}, err
 	}
-	return breadcrumb.Read(ctx, sess, s.layout.Breadcrumb())
+	r, v, err := ReadBreadcrumbAt(ctx, sess, s.layout.Breadcrumb())
+	return r, revision(v), err
 }
 
 // ReadBreadcrumbData returns the breadcrumb's raw data (nil, ErrAbsent when
@@ -794,7 +795,7 @@ func (s *Store) ClearBreadcrumb(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return breadcrumb.Clear(ctx, sess, s.layout.Breadcrumb())
+	return ClearBreadcrumbAt(ctx, sess, s.layout.Breadcrumb())
 }
 
 // Queue lists the candidates' node ids in election order (see

@@ -422,8 +422,8 @@ func TestBreadcrumbReadClearAndQueue(t *testing.T) {
 	zkc := zktest.Start(t, 1)
 	ctx := t.Context()
 	s, c := newStore(t, zkc, "", "")
-	if _, v, err := s.ReadBreadcrumb(ctx); !errors.Is(err, breadcrumb.ErrAbsent) || v != -1 {
-		t.Fatalf("ReadBreadcrumb with none = %d, %v; want ErrAbsent", v, err)
+	if _, v, err := s.ReadBreadcrumb(ctx); !errors.Is(err, breadcrumb.ErrAbsent) || v.Exists() {
+		t.Fatalf("ReadBreadcrumb with none = %s, %v; want ErrAbsent", v, err)
 	}
 	if _, err := s.ReadBreadcrumbData(ctx); !errors.Is(err, breadcrumb.ErrAbsent) {
 		t.Fatalf("ReadBreadcrumbData with none: %v", err)
@@ -561,22 +561,22 @@ func TestTermRecordsAndFinish(t *testing.T) {
 	t.Run("both deleted", func(t *testing.T) {
 		s, c := newStore(t, zkc, "a", "inst-a")
 		tm := elect(t, s, c, "a")
-		if err := tm.Valid(); err != nil || tm.LeaseRemaining() <= 0 || tm.Timing().Lease <= 0 {
-			t.Fatalf("fresh term: Valid %v, lease remaining %v, timing %+v", err, tm.LeaseRemaining(), tm.Timing())
+		if exp, err := tm.Expiry(); err != nil || time.Until(exp) <= 0 || tm.SessionTimeout() <= 0 {
+			t.Fatalf("fresh term: expiry in %v (%v), session timeout %v", time.Until(exp), err, tm.SessionTimeout())
 		}
-		if _, v, err := tm.ReadBreadcrumb(ctx); !errors.Is(err, breadcrumb.ErrAbsent) || v != -1 {
-			t.Fatalf("ReadBreadcrumb = %d, %v", v, err)
+		if _, v, err := tm.ReadBreadcrumb(ctx); !errors.Is(err, breadcrumb.ErrAbsent) || v.Exists() {
+			t.Fatalf("ReadBreadcrumb = %s, %v", v, err)
 		}
-		v, err := tm.WriteBreadcrumb(ctx, rec(tm), -1)
+		v, err := tm.WriteBreadcrumb(ctx, rec(tm), cluster.Revision{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		v, err = tm.WriteBreadcrumb(ctx, rec(tm), v)
-		if err != nil || v != 1 {
-			t.Fatalf("rewrite = %d, %v; want version 1", v, err)
+		if err != nil || v != cluster.RevisionOf(1) {
+			t.Fatalf("rewrite = %s, %v; want version 1", v, err)
 		}
 		if got, gv, err := tm.ReadBreadcrumb(ctx); err != nil || gv != v || got.Epoch != tm.Epoch() {
-			t.Fatalf("ReadBreadcrumb = %+v@%d, %v", got, gv, err)
+			t.Fatalf("ReadBreadcrumb = %+v@%s, %v", got, gv, err)
 		}
 		if err := tm.Finish(ctx, v); err != nil {
 			t.Fatal(err)
@@ -589,7 +589,7 @@ func TestTermRecordsAndFinish(t *testing.T) {
 	t.Run("znode gone keeps the breadcrumb", func(t *testing.T) {
 		s, c := newStore(t, zkc, "a", "inst-a")
 		tm := elect(t, s, c, "a")
-		v, err := tm.WriteBreadcrumb(ctx, rec(tm), -1)
+		v, err := tm.WriteBreadcrumb(ctx, rec(tm), cluster.Revision{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -614,14 +614,14 @@ func TestTermRecordsAndFinish(t *testing.T) {
 	t.Run("wrong version keeps both", func(t *testing.T) {
 		s, c := newStore(t, zkc, "a", "inst-a")
 		tm := elect(t, s, c, "a")
-		v, err := tm.WriteBreadcrumb(ctx, rec(tm), -1)
+		v, err := tm.WriteBreadcrumb(ctx, rec(tm), cluster.Revision{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := tm.Finish(ctx, v+1); !errors.Is(err, zk.ErrBadVersion) {
+		if err := tm.Finish(ctx, revision(version(v)+1)); !errors.Is(err, zk.ErrBadVersion) {
 			t.Fatalf("Finish at a wrong version = %v, want ErrBadVersion", err)
 		}
-		if err := tm.Finish(ctx, -1); err == nil {
+		if err := tm.Finish(ctx, cluster.Revision{}); err == nil {
 			t.Fatal("Finish without a breadcrumb version deleted something")
 		}
 		if !exists(testLayout.Breadcrumb()) || !exists(tm.l.Path) {
@@ -635,7 +635,7 @@ func TestTermRecordsAndFinish(t *testing.T) {
 	t.Run("unfair: both deleted", func(t *testing.T) {
 		s, c := newStore(t, zkc, "a", "inst-a")
 		tm := electIn(t, s, c, "a", election.Unfair)
-		v, err := tm.WriteBreadcrumb(ctx, rec(tm), -1)
+		v, err := tm.WriteBreadcrumb(ctx, rec(tm), cluster.Revision{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -654,7 +654,7 @@ func TestTermRecordsAndFinish(t *testing.T) {
 	t.Run("unfair: another's lock under our name is kept", func(t *testing.T) {
 		s, c := newStore(t, zkc, "a", "inst-a")
 		tm := electIn(t, s, c, "a", election.Unfair)
-		v, err := tm.WriteBreadcrumb(ctx, rec(tm), -1)
+		v, err := tm.WriteBreadcrumb(ctx, rec(tm), cluster.Revision{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -747,24 +747,11 @@ func TestTermRecordsAndFinish(t *testing.T) {
 	})
 }
 
-// The controller's consumer interfaces (design for issue 11, §3) as the
-// Store and the Elector must satisfy them; the controller declares its own
-// copies, these catch a drift here first.
+// The Store and the Elector implement the contract.
 var (
-	_ interface {
-		PublishMember(ctx context.Context, m cluster.Member) error
-		CheckJoin(ctx context.Context, mode string) error
-		WatchFailover(ctx context.Context, fn func(*cluster.FailoverRequest)) error
-		ExpireFailover(ctx context.Context, id string) error
-		ReadBreadcrumb(ctx context.Context) (breadcrumb.Record, int32, error)
-		SessionChanged() <-chan struct{}
-		Connected() bool
-	} = (*Store)(nil)
-	_ interface {
-		Campaign(ctx context.Context, won func(ctx context.Context, t cluster.Term)) error
-		Refusal() error
-		Warm(on bool)
-	} = (*Elector)(nil)
+	_ cluster.Records = (*Store)(nil)
+	_ cluster.Elector = (*Elector)(nil)
+	_ cluster.Warmer  = (*Elector)(nil)
 )
 
 // The reason a term ends travels as its context's cause: cancelling the
@@ -906,8 +893,8 @@ func TestTermCauseInClusterTerms(t *testing.T) {
 	}
 
 	w := next()
-	if err := w.t.Valid(); err != nil {
-		t.Fatalf("Valid = %v", err)
+	if _, err := w.t.Expiry(); err != nil {
+		t.Fatalf("Expiry = %v", err)
 	}
 	if err := adm.Delete(ctx, w.t.l.Path, -1); err != nil {
 		t.Fatal(err)
@@ -927,7 +914,7 @@ func TestTermCauseInClusterTerms(t *testing.T) {
 	if got := ended(w); !errors.Is(got, cluster.ErrSessionExpired) {
 		t.Fatalf("a term whose session expired ended with %v, want cluster.ErrSessionExpired", got)
 	}
-	if err := w.t.Valid(); !errors.Is(err, cluster.ErrSessionExpired) {
+	if err := validErr(w.t); !errors.Is(err, cluster.ErrSessionExpired) {
 		t.Fatalf("Valid after the session expired = %v, want cluster.ErrSessionExpired", err)
 	}
 }

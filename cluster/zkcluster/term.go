@@ -5,12 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/failoverd/failoverd/breadcrumb"
 	"github.com/failoverd/failoverd/cluster"
 	"github.com/failoverd/failoverd/election"
-	"github.com/failoverd/failoverd/internal/lease"
 	"github.com/failoverd/failoverd/zk"
 )
 
@@ -111,23 +111,66 @@ type term struct {
 
 var _ cluster.Term = (*term)(nil)
 
-func (t *term) Epoch() int64                  { return t.l.Epoch }
-func (t *term) Valid() error                  { return clusterCause(t.l.Valid()) }
-func (t *term) LeaseRemaining() time.Duration { return t.l.LeaseRemaining() }
-func (t *term) Timing() lease.Timing          { return t.l.Timing }
+func (t *term) Epoch() int64 { return t.l.Epoch }
+
+// Expiry is when the term stops being safe to assume: the lease's end
+// (its anchor, the send time of the newest write the ZooKeeper leader
+// provably credited, plus the lease) plus the demote budget the elector
+// was configured with. The elector sizes the lease so that this is never
+// later than anchor + session timeout - margin, before which the session
+// cannot expire and no successor can be elected (election's doc comment:
+// the credit chain). The controller stops acting its own demote budget
+// before it, which is the same budget: so it acts until the lease's end.
+func (t *term) Expiry() (time.Time, error) {
+	if err := t.l.Valid(); err != nil {
+		return time.Time{}, clusterCause(err)
+	}
+	return time.Now().Add(t.l.LeaseRemaining() + t.l.Timing.Budget), nil
+}
+
+// SessionTimeout is the session timeout ZooKeeper negotiated for the
+// term's session.
+func (t *term) SessionTimeout() time.Duration { return t.l.SessionTimeout }
 
 // guard is the term's proof of life for breadcrumb writes.
-func (t *term) guard() breadcrumb.Guard {
-	return breadcrumb.Guard{Session: t.l.Session, Election: t.l.Path}
+func (t *term) guard() Guard {
+	return Guard{Session: t.l.Session, Election: t.l.Path}
 }
 
 // ReadBreadcrumb reads the breadcrumb on the term's session.
-func (t *term) ReadBreadcrumb(ctx context.Context) (breadcrumb.Record, int32, error) {
-	return breadcrumb.Read(ctx, t.l.Session, t.s.layout.Breadcrumb())
+func (t *term) ReadBreadcrumb(ctx context.Context) (breadcrumb.Record, cluster.Revision, error) {
+	r, v, err := ReadBreadcrumbAt(ctx, t.l.Session, t.s.layout.Breadcrumb())
+	return r, revision(v), err
 }
 
-func (t *term) WriteBreadcrumb(ctx context.Context, r breadcrumb.Record, version int32) (int32, error) {
-	return breadcrumb.Write(ctx, t.guard(), t.s.layout.Breadcrumb(), r, version)
+func (t *term) WriteBreadcrumb(ctx context.Context, r breadcrumb.Record, rev cluster.Revision) (cluster.Revision, error) {
+	v, err := WriteBreadcrumbAt(ctx, t.guard(), t.s.layout.Breadcrumb(), r, version(rev))
+	if err != nil {
+		return cluster.Revision{}, err
+	}
+	return revision(v), nil
+}
+
+// revision is znode version v as a cluster.Revision (-1: absent).
+func revision(v int32) cluster.Revision {
+	if v < 0 {
+		return cluster.Revision{}
+	}
+	return cluster.RevisionOf(int64(v))
+}
+
+// version is the znode version rev stands for (-1: absent). A revision
+// that no znode version can be (another backend's) is -2, which every
+// version check refuses.
+func version(rev cluster.Revision) int32 {
+	n, ok := rev.Backend()
+	switch {
+	case !ok:
+		return -1
+	case n < 0 || n > math.MaxInt32:
+		return -2
+	}
+	return int32(n)
 }
 
 // ReadFailover reads the request on the term's own session: ZooKeeper's
@@ -186,11 +229,12 @@ func (t *term) CompleteFailover(ctx context.Context) error {
 // operator's delete of a live leader's lock, and then costs the new
 // holder its term before it could promote, never safety (we demoted
 // already, and it would find no breadcrumb to fence).
-func (t *term) Finish(ctx context.Context, bcVersion int32) error {
+func (t *term) Finish(ctx context.Context, rev cluster.Revision) error {
+	bcVersion := version(rev)
 	if bcVersion < 0 {
-		return fmt.Errorf("finishing term %d: no breadcrumb version (%d): nothing of ours to delete", t.l.Epoch, bcVersion)
+		return fmt.Errorf("finishing term %d: no breadcrumb revision (%s): nothing of ours to delete", t.l.Epoch, rev)
 	}
-	version := int32(-1)
+	entryVersion := int32(-1)
 	if t.l.Mode == election.Unfair {
 		st, ok, err := election.StillOwned(ctx, t.l.Session, t.l.Path, t.l.Epoch, t.l.Session.ID())
 		if err != nil {
@@ -203,12 +247,12 @@ func (t *term) Finish(ctx context.Context, bcVersion int32) error {
 			}
 			return fmt.Errorf("finishing term %d: the lock %s this term created is %s: %w", t.l.Epoch, t.l.Path, now, zk.ErrNoNode)
 		}
-		version = st.Version
+		entryVersion = st.Version
 	}
 	bc := t.s.layout.Breadcrumb()
 	err := t.l.Session.Multi(ctx,
 		zk.DeleteOp{Path: bc, Version: bcVersion},
-		zk.DeleteOp{Path: t.l.Path, Version: version})
+		zk.DeleteOp{Path: t.l.Path, Version: entryVersion})
 	if err != nil {
 		return fmt.Errorf("finishing term %d (deleting the breadcrumb and %s): %w", t.l.Epoch, t.l.Path, err)
 	}

@@ -17,7 +17,6 @@ import (
 
 	"github.com/failoverd/failoverd/breadcrumb"
 	"github.com/failoverd/failoverd/cluster"
-	"github.com/failoverd/failoverd/internal/lease"
 )
 
 // ErrGone is the guard's refusal: the term's election entry is gone.
@@ -32,8 +31,10 @@ type World struct {
 	queue    []*entry // the election, in join order: the first one leads
 	entries  int      // entries created so far (their names)
 	lastZxid int64
-	// Timing is every term's lease arithmetic (checkDemoteBudget).
-	timing lease.Timing
+	// guarantee is how far ahead of now every valid term's Expiry lies
+	// (a lease renewed without fail); session is every term's
+	// SessionTimeout.
+	guarantee, session time.Duration
 
 	bc       *breadcrumb.Record // nil: absent
 	bcVer    int32
@@ -96,11 +97,13 @@ type entry struct {
 	epoch int64
 }
 
-// New returns an empty world whose terms have a 6s session and 4s lease
-// (grace 1.7s).
+// New returns an empty world whose terms have a 6s session and expire
+// 5.7s ahead of now while valid (as a 4s lease with 1.7s of grace after
+// it would).
 func New() *World {
 	return &World{
-		timing:      lease.Timing{Session: 6 * time.Second, Lease: 4 * time.Second, Margin: 300 * time.Millisecond},
+		guarantee:   5700 * time.Millisecond,
+		session:     6 * time.Second,
 		bcVer:       -1,
 		foChange:    make(chan struct{}),
 		lrChange:    make(chan struct{}),
@@ -110,11 +113,12 @@ func New() *World {
 	}
 }
 
-// SetTiming changes the lease arithmetic of terms won from now on.
-func (w *World) SetTiming(t lease.Timing) {
+// SetGuarantee changes how far ahead of now the Expiry of terms won from
+// now on lies.
+func (w *World) SetGuarantee(d time.Duration) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.timing = t
+	w.guarantee = d
 }
 
 // Node returns the backend of node id (Elector and Records), creating it.
@@ -506,7 +510,7 @@ func (n *Node) Campaign(ctx context.Context, won func(context.Context, cluster.T
 			end := cancel
 			context.AfterFunc(ctx, func() { time.Sleep(d); end(context.Cause(ctx)) })
 		}
-		t := &Term{w: w, e: e, epoch: epoch, timing: w.timing, cancel: cancel}
+		t := &Term{w: w, e: e, epoch: epoch, guarantee: w.guarantee, session: w.session, cancel: cancel}
 		e.term = t
 		span := len(w.spans)
 		w.spans = append(w.spans, Span{Node: n.id, Epoch: t.epoch, From: time.Now()})
@@ -741,20 +745,37 @@ func samePtr[T comparable](a, b *T) bool {
 }
 
 // ReadBreadcrumb reads the breadcrumb outside a term.
-func (n *Node) ReadBreadcrumb(ctx context.Context) (breadcrumb.Record, int32, error) {
+func (n *Node) ReadBreadcrumb(ctx context.Context) (breadcrumb.Record, cluster.Revision, error) {
 	return n.w.readBreadcrumb()
 }
 
-func (w *World) readBreadcrumb() (breadcrumb.Record, int32, error) {
+func (w *World) readBreadcrumb() (breadcrumb.Record, cluster.Revision, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	switch {
 	case w.bcErr != nil:
-		return breadcrumb.Record{}, w.bcVer, w.bcErr
+		return breadcrumb.Record{}, rev(w.bcVer), w.bcErr
 	case w.bc == nil:
-		return breadcrumb.Record{}, -1, breadcrumb.ErrAbsent
+		return breadcrumb.Record{}, cluster.Revision{}, breadcrumb.ErrAbsent
 	}
-	return *w.bc, w.bcVer, nil
+	return *w.bc, rev(w.bcVer), nil
+}
+
+// rev is the world's breadcrumb version v as a revision (-1: absent).
+func rev(v int32) cluster.Revision {
+	if v < 0 {
+		return cluster.Revision{}
+	}
+	return cluster.RevisionOf(int64(v))
+}
+
+// ver is the version r stands for (-1: absent).
+func ver(r cluster.Revision) int32 {
+	n, ok := r.Backend()
+	if !ok {
+		return -1
+	}
+	return int32(n)
 }
 
 // SessionChanged is never closed here.
@@ -765,39 +786,36 @@ func (n *Node) Connected() bool { return true }
 
 // Term is one leadership in the world; it implements cluster.Term.
 type Term struct {
-	w       *World
-	e       *entry
-	epoch   int64
-	timing  lease.Timing
-	cancel  context.CancelCauseFunc
-	invalid error // set under w.mu
+	w         *World
+	e         *entry
+	epoch     int64
+	guarantee time.Duration
+	session   time.Duration
+	cancel    context.CancelCauseFunc
+	invalid   error // set under w.mu
 }
 
 // Epoch is the term's fencing token.
 func (t *Term) Epoch() int64 { return t.epoch }
 
-// Valid fails once Expire or ExpireSession ended the term.
-func (t *Term) Valid() error {
+// Expiry lies the world's guarantee ahead of now while the term is valid;
+// it fails once Expire or ExpireSession ended the term.
+func (t *Term) Expiry() (time.Time, error) {
 	t.w.mu.Lock()
 	defer t.w.mu.Unlock()
-	return t.invalid
-}
-
-// LeaseRemaining is the whole lease while valid.
-func (t *Term) LeaseRemaining() time.Duration {
-	if t.Valid() != nil {
-		return 0
+	if t.invalid != nil {
+		return time.Time{}, t.invalid
 	}
-	return t.timing.Lease
+	return time.Now().Add(t.guarantee), nil
 }
 
-// Timing is the lease arithmetic the term was won with.
-func (t *Term) Timing() lease.Timing { return t.timing }
+// SessionTimeout is the world's session timeout when the term was won.
+func (t *Term) SessionTimeout() time.Duration { return t.session }
 
 // ReadBreadcrumb reads the breadcrumb.
-func (t *Term) ReadBreadcrumb(ctx context.Context) (breadcrumb.Record, int32, error) {
+func (t *Term) ReadBreadcrumb(ctx context.Context) (breadcrumb.Record, cluster.Revision, error) {
 	if err := ctx.Err(); err != nil {
-		return breadcrumb.Record{}, 0, err
+		return breadcrumb.Record{}, cluster.Revision{}, err
 	}
 	return t.w.readBreadcrumb()
 }
@@ -813,7 +831,8 @@ func (t *Term) present() bool {
 }
 
 // WriteBreadcrumb writes r guarded by the term's entry, compare-and-set on version.
-func (t *Term) WriteBreadcrumb(ctx context.Context, r breadcrumb.Record, version int32) (int32, error) {
+func (t *Term) WriteBreadcrumb(ctx context.Context, r breadcrumb.Record, r0 cluster.Revision) (cluster.Revision, error) {
+	version := ver(r0)
 	t.w.mu.Lock()
 	f := t.w.beforeWrite
 	t.w.mu.Unlock()
@@ -821,17 +840,17 @@ func (t *Term) WriteBreadcrumb(ctx context.Context, r breadcrumb.Record, version
 		f(t.epoch)
 	}
 	if err := ctx.Err(); err != nil {
-		return 0, err
+		return cluster.Revision{}, err
 	}
 	w := t.w
 	w.mu.Lock()
 	switch {
 	case !t.present():
 		w.mu.Unlock()
-		return 0, ErrGone
+		return cluster.Revision{}, ErrGone
 	case version != w.bcVer:
 		w.mu.Unlock()
-		return 0, ErrBadVersion
+		return cluster.Revision{}, ErrBadVersion
 	}
 	w.bc = &r
 	w.bcVer++
@@ -842,7 +861,7 @@ func (t *Term) WriteBreadcrumb(ctx context.Context, r breadcrumb.Record, version
 	if after != nil {
 		after(t.epoch)
 	}
-	return v, nil
+	return rev(v), nil
 }
 
 // ReadFailover returns the request.
@@ -870,7 +889,8 @@ func (t *Term) CompleteFailover(ctx context.Context) error {
 }
 
 // Finish deletes the breadcrumb (at bcVersion) and the entry in one step.
-func (t *Term) Finish(ctx context.Context, bcVersion int32) error {
+func (t *Term) Finish(ctx context.Context, r cluster.Revision) error {
+	bcVersion := ver(r)
 	w := t.w
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -18,6 +18,7 @@ import (
 
 	"github.com/failoverd/failoverd/breadcrumb"
 	fdcluster "github.com/failoverd/failoverd/cluster"
+	"github.com/failoverd/failoverd/cluster/zkcluster"
 	"github.com/failoverd/failoverd/internal/proc"
 	"github.com/failoverd/failoverd/test/zktest"
 	"github.com/failoverd/failoverd/zk"
@@ -66,7 +67,7 @@ func BenchmarkHandoffSteps(b *testing.B) {
 		b.Fatal(err)
 	}
 	bc := fdcluster.Layout{Root: "/steps", Cluster: "e2e"}.Breadcrumb()
-	guard := breadcrumb.Guard{Session: s, Election: me}
+	guard := zkcluster.Guard{Session: s, Election: me}
 	rec := breadcrumb.Record{NodeID: "a", Host: "127.0.0.1", AdminURL: "http://127.0.0.1:1", Epoch: 1, Since: time.Now().UTC()}
 	status := []byte(strings.Repeat("x", 300)) // a member status is ~300 bytes of JSON
 
@@ -84,17 +85,17 @@ func BenchmarkHandoffSteps(b *testing.B) {
 	steps := []step{
 		{"zk: set member status (write)", timed(func() error { _, err := s.Set(ctx, member, status, -1); return err })},
 		{"zk: breadcrumb read, absent (Get)", timed(func() error {
-			_, _, err := breadcrumb.Read(ctx, s, bc)
+			_, _, err := zkcluster.ReadBreadcrumbAt(ctx, s, bc)
 			if errors.Is(err, breadcrumb.ErrAbsent) {
 				return nil
 			}
 			return err
 		})},
 		{"zk: breadcrumb write + delete (2 multi writes)", timed(func() error {
-			if _, err := breadcrumb.Write(ctx, guard, bc, rec, -1); err != nil {
+			if _, err := zkcluster.WriteBreadcrumbAt(ctx, guard, bc, rec, -1); err != nil {
 				return err
 			}
-			return breadcrumb.Delete(ctx, guard, bc, 0)
+			return zkcluster.DeleteBreadcrumbAt(ctx, guard, bc, 0)
 		})},
 		{"zk: join + leave (create seq + exists, delete)", timed(func() error {
 			p, _, err := s.Create(ctx, elDir+"/c_y-n_", nil, zk.EphemeralSequential)

@@ -129,7 +129,7 @@ func isFinish(op int32, path string) bool {
 		strings.Contains(path, electionElem)
 }
 
-// isBreadcrumbWrite matches breadcrumb.Write: a check of the election znode
+// isBreadcrumbWrite matches zkcluster.WriteBreadcrumbAt: a check of the election znode
 // and a create or set of the breadcrumb, in one multi.
 func isBreadcrumbWrite(op int32, path string) bool {
 	if op != zktest.OpMulti || !strings.HasPrefix(path, "check ") {

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/failoverd/failoverd/breadcrumb"
 	"github.com/failoverd/failoverd/cluster"
+	"github.com/failoverd/failoverd/cluster/zkcluster"
 	"github.com/failoverd/failoverd/controller"
 	"github.com/failoverd/failoverd/test/clustertest"
 	"github.com/failoverd/failoverd/zk"
@@ -350,7 +350,7 @@ func TestACLsKeepOthersFromDeletingOurZnodes(t *testing.T) {
 	c := clustertest.Start(t, clustertest.Options{Auth: true})
 	sess := openSession(t, c)
 	bc := cluster.Layout{Root: "/failoverd", Cluster: "e2e"}.Breadcrumb()
-	if _, _, err := breadcrumb.Read(t.Context(), sess, bc); err != nil {
+	if _, _, err := zkcluster.ReadBreadcrumbAt(t.Context(), sess, bc); err != nil {
 		t.Fatalf("world cannot read the breadcrumb: %v", err)
 	}
 	if err := sess.Delete(t.Context(), bc, -1); !errors.Is(err, zk.ErrNoAuth) {

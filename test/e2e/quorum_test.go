@@ -122,7 +122,7 @@ func waitState(t *testing.T, n *clustertest.Node, timeout time.Duration, state c
 	deadline := time.Now().Add(timeout)
 	for {
 		s, ok := n.Status()
-		if ok && s.State == state && (s.ZKConnected || !connected) {
+		if ok && s.State == state && (s.Connected || !connected) {
 			return
 		}
 		if time.Now().After(deadline) {

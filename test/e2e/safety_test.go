@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/failoverd/failoverd/breadcrumb"
 	"github.com/failoverd/failoverd/cluster"
+	"github.com/failoverd/failoverd/cluster/zkcluster"
 	"github.com/failoverd/failoverd/controller"
 	"github.com/failoverd/failoverd/test/clustertest"
 )
@@ -252,7 +252,7 @@ func TestLeaderThatLostItsZnodeBeforeTheBreadcrumbWriteCannotWriteIt(t *testing.
 
 	sess := openSession(t, c)
 	bc := cluster.Layout{Root: "/failoverd", Cluster: "e2e"}.Breadcrumb()
-	before, beforeVersion, err := breadcrumb.Read(t.Context(), sess, bc)
+	before, beforeVersion, err := zkcluster.ReadBreadcrumbAt(t.Context(), sess, bc)
 	if err != nil || before.NodeID != first.ID {
 		t.Fatalf("breadcrumb while %s is held: %+v, %v; want %s's", old.ID, before, err, first.ID)
 	}
@@ -269,7 +269,7 @@ func TestLeaderThatLostItsZnodeBeforeTheBreadcrumbWriteCannotWriteIt(t *testing.
 		time.Sleep(20 * time.Millisecond)
 	}
 	time.Sleep(3 * time.Second) // room for a wrong write or promotion to show
-	rec, version, err := breadcrumb.Read(t.Context(), sess, bc)
+	rec, version, err := zkcluster.ReadBreadcrumbAt(t.Context(), sess, bc)
 	if err != nil || rec != before || version != beforeVersion {
 		t.Errorf("breadcrumb after the old leader's write: %s at epoch %d (version %d, err %v), want %s's unchanged at version %d: %s wrote it after losing its election znode",
 			rec.NodeID, rec.Epoch, version, err, first.ID, beforeVersion, old.ID)
@@ -286,7 +286,7 @@ func TestLeaderThatLostItsZnodeBeforeTheBreadcrumbWriteCannotWriteIt(t *testing.
 		t.Fatalf("leader %s, want the successor %s", l.ID, next.ID)
 	}
 	nextEpoch := epochOf(t, next)
-	rec, _, err = breadcrumb.Read(t.Context(), sess, bc)
+	rec, _, err = zkcluster.ReadBreadcrumbAt(t.Context(), sess, bc)
 	if err != nil || rec.NodeID != next.ID || rec.Epoch != nextEpoch {
 		t.Errorf("breadcrumb %s at epoch %d (%v), want the successor %s at epoch %d", rec.NodeID, rec.Epoch, err, next.ID, nextEpoch)
 	}
