@@ -31,7 +31,7 @@ func FuzzLoadConfig(f *testing.F) {
 		f.Add(data)
 	}
 	f.Add([]byte("cluster: [a, {b: c}]\n"))
-	// The lease of issue 10, item 4: a renewal ticker of 0.
+	// A lease whose renewal ticker would be 0.
 	minimal, err := os.ReadFile("testdata/minimal.good.yaml")
 	if err != nil {
 		f.Fatal(err)

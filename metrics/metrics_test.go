@@ -415,7 +415,7 @@ func TestConcurrentUse(t *testing.T) {
 
 // TestFreshRegistryExposesEverySeries checks that a daemon that has seen no
 // event yet already exposes every known label combination of every labelled
-// counter at 0 (issue 10, item 15): an alert on
+// counter at 0: an alert on
 // increase(failoverd_fence_attempts_total{result="failure"}[5m]) must have a
 // series to work on from the first scrape.
 func TestFreshRegistryExposesEverySeries(t *testing.T) {

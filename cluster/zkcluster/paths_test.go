@@ -18,7 +18,7 @@ import (
 var recordNames = []string{"members", "failover", "breadcrumb", "config", "election"}
 
 // spellsPathAllowed lists the files outside package cluster that still
-// spell a record path, each with why. It may only shrink (issue 11: "no
+// spell a record path, each with why. It may only shrink ("no
 // package but the layout package spells a znode path").
 var spellsPathAllowed = map[string]string{
 	// The lost-replies nemesis picks the unfair lock's requests out of the

@@ -38,14 +38,14 @@ func evaluateTargets() []Target {
 	}
 	if r, ok := findResult(scGraceful, nameGracefulShare); ok && r.Extra["bare_recipe_p50_ms"] > 0 {
 		ts = append(ts, Target{
-			Goal: "graceful handoff: failoverd's share (hooks excluded) p50 within 2× a bare recipe handoff on the same ensemble (issue 11)", Case: r.Name,
+			Goal: "graceful handoff: failoverd's share (hooks excluded) p50 within 2× a bare recipe handoff on the same ensemble", Case: r.Name,
 			Measured: fmt.Sprintf("p50 %.1f ms vs bare %.1f ms (%.1f×); p99 %.1f vs %.1f ms", r.P50ms, r.Extra["bare_recipe_p50_ms"], r.Extra["ratio_p50"], r.P99ms, r.Extra["bare_recipe_p99_ms"]),
 			Met:      r.Extra["ratio_p50"] <= 2,
 		})
 	}
 	if r, ok := findResult(scGraceful, nameGracefulShareExec); ok && r.Extra["bare_recipe_p50_ms"] > 0 {
 		ts = append(ts, Target{
-			Goal: "the same, with the promote hook's fork/exec left out like the demote's (issue 11)", Case: r.Name,
+			Goal: "the same, with the promote hook's fork/exec left out like the demote's", Case: r.Name,
 			Measured: fmt.Sprintf("p50 %.1f ms vs bare %.1f ms (%.1f×); p99 %.1f vs %.1f ms", r.P50ms, r.Extra["bare_recipe_p50_ms"], r.Extra["ratio_p50"], r.P99ms, r.Extra["bare_recipe_p99_ms"]),
 			Met:      r.Extra["ratio_p50"] <= 2,
 		})
@@ -53,7 +53,7 @@ func evaluateTargets() []Target {
 	if fair, ok := findResult(scManual, "failover --to (fair): CLI wall time"); ok {
 		if unfair, ok := findResult(scManual, "failover --to (unfair): CLI wall time"); ok {
 			ts = append(ts, Target{
-				Goal: "manual failover: unfair mode in line with fair (CLI p50 within 1.25×, no other node elected, no fencing; issue 11)", Case: "unfair vs fair",
+				Goal: "manual failover: unfair mode in line with fair (CLI p50 within 1.25×, no other node elected, no fencing)", Case: "unfair vs fair",
 				Measured: fmt.Sprintf("%.0f ms vs %.0f ms (%.2f×); runs with another node elected %.0f, fenced %.0f", unfair.P50ms, fair.P50ms, unfair.P50ms/fair.P50ms,
 					unfair.Extra["runs_other_node_elected"], unfair.Extra["runs_fenced"]),
 				Met: unfair.P50ms <= 1.25*fair.P50ms && unfair.Extra["runs_other_node_elected"] == 0 && unfair.Extra["runs_fenced"] == 0,
