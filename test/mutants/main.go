@@ -117,11 +117,11 @@ var mutants = []mutant{
 		Name: "unguarded-breadcrumb",
 		What: "the breadcrumb write is a plain upsert (Set at version -1, else Create), without the election-znode check",
 		Edits: []edit{{
-			File: "breadcrumb/breadcrumb.go",
+			File: "cluster/zkcluster/breadcrumb.go",
 			Old:  "if err := g.Session.Multi(ctx, zk.CheckOp{Path: g.Election, Version: -1}, op); err != nil {",
 			New:  "if err := mutantUpsert(ctx, g.Session, path, b, op); err != nil {",
 		}, {
-			File:   "breadcrumb/breadcrumb.go",
+			File:   "cluster/zkcluster/breadcrumb.go",
 			Append: true,
 			New: `
 func mutantUpsert(ctx context.Context, s *zk.Session, path string, b []byte, _ zk.Op) error {
@@ -139,7 +139,7 @@ func mutantUpsert(ctx context.Context, s *zk.Session, path string, b []byte, _ z
 		Name: "breadcrumb-without-election-check",
 		What: "the breadcrumb write keeps its compare-and-set on the version but drops the check of the election znode",
 		Edits: []edit{{
-			File: "breadcrumb/breadcrumb.go",
+			File: "cluster/zkcluster/breadcrumb.go",
 			Old:  "if err := g.Session.Multi(ctx, zk.CheckOp{Path: g.Election, Version: -1}, op); err != nil {",
 			New:  "if err := g.Session.Multi(ctx, op); err != nil {",
 		}},
