@@ -5,6 +5,8 @@ set -euo pipefail
 
 need=()
 [ -f /usr/share/java/zookeeper.jar ] || need+=(zookeeper)
+# test/etcdtest: Debian's etcd 3.4 (the release line operators on Debian run).
+[ -x /usr/bin/etcd ] || need+=(etcd-server)
 command -v java >/dev/null 2>&1 || need+=(default-jre-headless)
 [ -x /usr/sbin/sshd ] || need+=(openssh-server)
 command -v ssh-keygen >/dev/null 2>&1 || need+=(openssh-client)
@@ -20,6 +22,24 @@ command -v redis-cli >/dev/null 2>&1 || need+=(redis-tools)
 # we are root; never a reason to fail.
 optional=()
 python3 -c 'import kazoo' >/dev/null 2>&1 || /usr/bin/python3 -c 'import kazoo' >/dev/null 2>&1 || optional+=(python3-kazoo)
+
+# test/etcdtest also runs etcd's current release line, built from the
+# server module that scripts/etcd-server pins, into a cache directory
+# (about three minutes the first time; nothing when it is there).
+build_etcd() {
+  local dir="${FAILOVERD_CACHE:-$HOME/.cache/failoverd}"
+  local ver
+  ver=$(awk '$1 == "require" && $2 == "go.etcd.io/etcd/server/v3" { print $3 }' scripts/etcd-server/go.mod)
+  local bin="$dir/etcd-$ver/etcd"
+  if [ -x "$bin" ]; then
+    return 0
+  fi
+  echo ">> deps: building etcd $ver into $bin"
+  mkdir -p "$dir/etcd-$ver"
+  (cd scripts/etcd-server && ${GO:-go} build -trimpath -o "$bin.tmp" .) && mv "$bin.tmp" "$bin"
+}
+cd "$(dirname "$0")/.."
+build_etcd
 
 if [ ${#need[@]} -eq 0 ]; then
   if [ ${#optional[@]} -gt 0 ]; then
