@@ -1,0 +1,380 @@
+package etcdcluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/failoverd/failoverd/cluster"
+)
+
+// Lease timing defaults.
+const (
+	// DefaultLeaseTTL is the lease TTL a Conn asks for when none is
+	// configured: etcd's maintainers call 5s a good lower bound.
+	DefaultLeaseTTL = 5 * time.Second
+	// RateDiv: the clock rates of this host and of the etcd leader are
+	// assumed within 1/RateDiv of each other; the deadline keeps TTL/RateDiv
+	// free for it (the margin).
+	RateDiv = 20
+	// MinTolerance is the least the lease must leave beyond the renew
+	// interval and the demote budget (round trips, scheduling): below it a
+	// leader would lose its term on every slow renewal.
+	MinTolerance = 100 * time.Millisecond
+	// retryInterval paces renewals after a failed one.
+	retryInterval = 200 * time.Millisecond
+)
+
+// ConnConfig sets a Conn's lease timing.
+type ConnConfig struct {
+	// LeaseTTL is the TTL asked for each session's lease, rounded up to
+	// whole seconds (0: DefaultLeaseTTL). etcd may grant a longer one (it
+	// raises TTLs below 1.5 election timeouts); the granted one counts.
+	LeaseTTL time.Duration
+	// RenewInterval is how often the lease is renewed (0: a third of the
+	// granted TTL, as etcd's own client does).
+	RenewInterval time.Duration
+	Logger        *slog.Logger // nil: discard
+}
+
+// Conn keeps a daemon's sessions with etcd over one client: a session is
+// one lease, granted by the Conn and renewed by it until the lease is
+// lost; then the next session begins with a new lease. The election
+// entries, member records and failover requests of a session are bound
+// to its lease and go with it. Safe for concurrent use.
+type Conn struct {
+	cli   *clientv3.Client
+	ttl   int64 // seconds asked for
+	renew time.Duration
+	log   *slog.Logger
+
+	ctx    context.Context // ends with Close
+	cancel context.CancelFunc
+	done   chan struct{} // closed when run returned
+
+	mu      sync.Mutex
+	cur     *Session      // the live session (nil: none yet, or between two)
+	changed chan struct{} // closed when a session begins, then replaced
+}
+
+// NewConn starts keeping sessions on cli; Close stops it (the caller
+// closes cli afterwards).
+func NewConn(cli *clientv3.Client, cfg ConnConfig) (*Conn, error) {
+	if cli == nil {
+		return nil, errors.New("etcdcluster: a client is required")
+	}
+	if cfg.LeaseTTL < 0 || cfg.RenewInterval < 0 {
+		return nil, errors.New("etcdcluster: negative lease TTL or renew interval")
+	}
+	if cfg.LeaseTTL == 0 {
+		cfg.LeaseTTL = DefaultLeaseTTL
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &Conn{
+		cli: cli, ttl: int64((cfg.LeaseTTL + time.Second - 1) / time.Second), renew: cfg.RenewInterval,
+		log: cfg.Logger.With("component", "etcdcluster"),
+		ctx: ctx, cancel: cancel, done: make(chan struct{}), changed: make(chan struct{}),
+	}
+	go c.run()
+	return c, nil
+}
+
+// Client is the etcd client the Conn uses.
+func (c *Conn) Client() *clientv3.Client { return c.cli }
+
+// Close ends the current session (revoking its lease, so that its keys
+// go at once) and stops keeping sessions.
+func (c *Conn) Close() {
+	c.cancel()
+	<-c.done
+}
+
+// Session is one lease of a Conn, from its grant until it is lost.
+type Session struct {
+	ID    clientv3.LeaseID
+	done  chan struct{}
+	renew time.Duration // the configured interval (0: TTL/3)
+
+	mu     sync.Mutex
+	err    error         // why it ended (set before done closes)
+	anchor time.Time     // send time of the newest grant or renewal etcd answered
+	ttl    time.Duration // the TTL etcd granted in that answer
+	ok     bool          // the newest attempt was answered
+}
+
+// Done is closed when the session is over.
+func (s *Session) Done() <-chan struct{} { return s.done }
+
+// Err is why the session ended (nil while it lives): an error wrapping
+// cluster.ErrSessionExpired (etcd no longer has the lease) or
+// cluster.ErrLeaseExpired (no renewal was answered in time).
+func (s *Session) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// TTL is the lease TTL etcd granted.
+func (s *Session) TTL() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ttl
+}
+
+// Deadline is the instant, on this host's monotonic clock, before which
+// etcd cannot expire the lease (see the package doc): the send time of
+// the newest grant or renewal etcd answered, plus the TTL it granted,
+// less TTL/RateDiv for the clock rates.
+func (s *Session) Deadline() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return deadline(s.anchor, s.ttl)
+}
+
+func deadline(anchor time.Time, ttl time.Duration) time.Time {
+	return anchor.Add(ttl - ttl/RateDiv)
+}
+
+// RenewInterval is how often the lease is renewed.
+func (s *Session) RenewInterval() time.Duration {
+	if s.renew > 0 {
+		return s.renew
+	}
+	return s.TTL() / 3
+}
+
+// renewed records an answered renewal sent at sent.
+func (s *Session) renewed(sent time.Time, ttl time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sent.After(s.anchor) {
+		s.anchor, s.ttl = sent, ttl
+	}
+	s.ok = true
+}
+
+func (s *Session) failed() {
+	s.mu.Lock()
+	s.ok = false
+	s.mu.Unlock()
+}
+
+// end ends the session with err (once).
+func (s *Session) end(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return
+	}
+	s.err = err
+	close(s.done)
+}
+
+// Current returns the live session (nil: none now).
+func (c *Conn) Current() *Session {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cur == nil || c.cur.Err() != nil {
+		return nil
+	}
+	return c.cur
+}
+
+// Session returns the live session, waiting for one within ctx.
+func (c *Conn) Session(ctx context.Context) (*Session, error) {
+	for {
+		c.mu.Lock()
+		s, changed := c.cur, c.changed
+		c.mu.Unlock()
+		if s != nil && s.Err() == nil {
+			return s, nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("no etcd session: %w", ctx.Err())
+		case <-c.ctx.Done():
+			return nil, errors.New("no etcd session: the connection is closed")
+		}
+	}
+}
+
+// SessionChanged returns a channel closed when the next session begins
+// (the first one included, if none began yet).
+func (c *Conn) SessionChanged() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.changed
+}
+
+// Connected reports, without I/O, whether there is a live session whose
+// newest renewal (or grant) was answered: etcd's leader answers renewals,
+// so this means "in touch with a quorum" as of that answer.
+func (c *Conn) Connected() bool {
+	s := c.Current()
+	if s == nil {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ok && time.Now().Before(deadline(s.anchor, s.ttl))
+}
+
+// run grants a lease, keeps it, and grants the next one when it is lost,
+// until Close.
+func (c *Conn) run() {
+	defer close(c.done)
+	backoff := 100 * time.Millisecond
+	for c.ctx.Err() == nil {
+		s, err := c.grant()
+		if err != nil {
+			if c.ctx.Err() == nil {
+				c.log.Warn("granting an etcd lease failed", "err", err)
+			}
+			sleep(c.ctx, backoff)
+			backoff = min(2*backoff, 2*time.Second)
+			continue
+		}
+		backoff = 100 * time.Millisecond
+		c.mu.Lock()
+		c.cur = s
+		close(c.changed)
+		c.changed = make(chan struct{})
+		c.mu.Unlock()
+		c.log.Info("etcd session began", "lease", fmt.Sprintf("%x", int64(s.ID)), "ttl", s.TTL().String(),
+			"renew_every", s.RenewInterval().String())
+		c.keep(s)
+		err = s.Err()
+		if err == nil { // Close
+			s.end(errors.New("etcdcluster: the connection is closed"))
+		} else {
+			c.log.Warn("etcd session ended", "lease", fmt.Sprintf("%x", int64(s.ID)), "err", err)
+		}
+		c.mu.Lock()
+		c.cur = nil
+		c.mu.Unlock()
+		// Whatever of it may survive on the server (a lease we stopped
+		// trusting) goes now rather than after its TTL, when etcd is
+		// reachable: its election entry would keep others waiting.
+		switch {
+		case errors.Is(err, cluster.ErrSessionExpired):
+		case c.ctx.Err() != nil:
+			c.revoke(s.ID) // before the caller closes the client
+		default:
+			go c.revoke(s.ID)
+		}
+	}
+}
+
+// grant asks etcd for a new lease; its send time is the session's first
+// anchor (etcd's leader starts the lease's TTL when it applies the grant).
+func (c *Conn) grant() (*Session, error) {
+	ctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(c.ctx), time.Duration(c.ttl)*time.Second)
+	defer cancel()
+	sent := time.Now()
+	resp, err := c.cli.Grant(ctx, c.ttl)
+	if err != nil {
+		return nil, err
+	}
+	s := &Session{ID: resp.ID, done: make(chan struct{}), renew: c.renew}
+	s.renewed(sent, time.Duration(resp.TTL)*time.Second)
+	return s, nil
+}
+
+// keep renews s every renew interval (after a failure, every
+// retryInterval) until etcd says the lease is gone, the deadline passes
+// without an answered renewal, or the Conn closes. Each renewal is one
+// keepalive request on a stream of its own, so that its answer is known
+// to answer that request, sent at a known time.
+func (c *Conn) keep(s *Session) {
+	t := time.NewTimer(s.RenewInterval())
+	defer t.Stop()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-s.Done(): // abandoned
+			return
+		case <-t.C:
+		}
+		d := s.Deadline()
+		if !time.Now().Before(d) {
+			s.end(fmt.Errorf("%w: no renewal of etcd lease %x was answered within its TTL", cluster.ErrLeaseExpired, int64(s.ID)))
+			return
+		}
+		// One attempt may take a renew interval, never past the deadline.
+		if limit := time.Now().Add(s.RenewInterval()); limit.Before(d) {
+			d = limit
+		}
+		ctx, cancel := context.WithDeadline(clientv3.WithRequireLeader(c.ctx), d)
+		sent := time.Now()
+		resp, err := c.cli.KeepAliveOnce(ctx, s.ID)
+		cancel()
+		switch {
+		case err == nil && resp.TTL > 0:
+			s.renewed(sent, time.Duration(resp.TTL)*time.Second)
+			t.Reset(time.Until(sent.Add(s.RenewInterval())))
+			continue
+		case err == nil, errors.Is(err, rpctypes.ErrLeaseNotFound):
+			s.end(fmt.Errorf("%w: etcd lease %x is gone", cluster.ErrSessionExpired, int64(s.ID)))
+			return
+		case c.ctx.Err() != nil:
+			return
+		}
+		s.failed()
+		c.log.Debug("renewing the etcd lease failed", "lease", fmt.Sprintf("%x", int64(s.ID)), "err", err)
+		t.Reset(min(retryInterval, time.Until(s.Deadline())))
+	}
+}
+
+// check renews s once, now, to learn whether etcd still has its lease:
+// when it has not, s ends (cluster.ErrSessionExpired) and check returns
+// its error; otherwise (renewed, or no answer within a second) nil.
+func (c *Conn) check(s *Session) error {
+	ctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(c.ctx), time.Second)
+	defer cancel()
+	sent := time.Now()
+	resp, err := c.cli.KeepAliveOnce(ctx, s.ID)
+	switch {
+	case err == nil && resp.TTL > 0:
+		s.renewed(sent, time.Duration(resp.TTL)*time.Second)
+	case err == nil, errors.Is(err, rpctypes.ErrLeaseNotFound):
+		s.end(fmt.Errorf("%w: etcd lease %x is gone", cluster.ErrSessionExpired, int64(s.ID)))
+		return s.Err()
+	}
+	return nil
+}
+
+// abandon gives s up: it is no longer renewed, and the next session
+// begins.
+func (c *Conn) abandon(s *Session) {
+	s.end(fmt.Errorf("%w: etcd lease %x given up (its election key could not be deleted)", cluster.ErrLeaseExpired, int64(s.ID)))
+}
+
+// revoke revokes lease id, best effort, within a few seconds.
+func (c *Conn) revoke(id clientv3.LeaseID) {
+	ctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(context.Background()), 2*time.Second)
+	defer cancel()
+	if _, err := c.cli.Revoke(ctx, id); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		c.log.Debug("revoking an ended etcd lease failed; it expires by itself", "lease", fmt.Sprintf("%x", int64(id)), "err", err)
+	}
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

@@ -1,0 +1,571 @@
+package etcdcluster
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/failoverd/failoverd/cluster"
+)
+
+// Mode selects the election recipe.
+type Mode int
+
+// Election modes.
+const (
+	Fair Mode = iota
+	Unfair
+)
+
+func (m Mode) String() string {
+	if m == Unfair {
+		return "unfair"
+	}
+	return "fair"
+}
+
+// Election key names under the layout's ElectionDir: fair candidates are
+// c_<lease id in hex>, the unfair lock is "lock".
+const (
+	fairPrefix = "c_"
+	lockName   = "lock"
+)
+
+// ElectorConfig describes one candidate.
+type ElectorConfig struct {
+	NodeID string // stored in the election key, shown by status
+	Mode   Mode
+	// DemoteBudget is how long the controller may need, after Expiry less
+	// its budget, to stop the service: the elector refuses to campaign on
+	// a lease that cannot hold it (Refusal).
+	DemoteBudget time.Duration
+}
+
+// Elector campaigns for one node in the Store's layout (cluster.Elector).
+// It does not implement cluster.Warmer: a candidate's lease is renewed
+// all the time, so a winner's Expiry is as far ahead as a leader's.
+type Elector struct {
+	s    *Store
+	cfg  ElectorConfig
+	log  *slog.Logger
+	guid string // tells this elector's keys apart from other processes'
+
+	mu      sync.Mutex
+	refusal error
+	// lastEpoch is the epoch of our newest term; a new one must be above
+	// it. Only Campaign's goroutine uses it.
+	lastEpoch int64
+}
+
+var _ cluster.Elector = (*Elector)(nil)
+
+// Elector returns a candidate campaigning in the Store's layout on its
+// Conn's sessions.
+func (s *Store) Elector(cfg ElectorConfig) (*Elector, error) {
+	if cfg.NodeID == "" {
+		return nil, errors.New("etcdcluster: the elector's node id is empty")
+	}
+	if cfg.DemoteBudget < 0 {
+		return nil, errors.New("etcdcluster: negative demote budget")
+	}
+	var b [16]byte
+	rand.Read(b[:])
+	return &Elector{s: s, cfg: cfg, guid: hex.EncodeToString(b[:]),
+		log: s.log.With("mode", cfg.Mode.String())}, nil
+}
+
+// candidate is the JSON stored in an election key.
+type candidate struct {
+	NodeID string `json:"node_id"`
+	GUID   string `json:"guid"`
+	// Join is a nonce of the join that created the key: after a lost
+	// answer only a key of the current join may be adopted.
+	Join string `json:"join,omitempty"`
+}
+
+func (e *Elector) data(join string) string {
+	b, _ := json.Marshal(candidate{NodeID: e.cfg.NodeID, GUID: e.guid, Join: join})
+	return string(b)
+}
+
+func leaseHex(id clientv3.LeaseID) string { return fmt.Sprintf("%x", int64(id)) }
+
+func nonce() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// Refusal says why the elector stays out of the election (the lease etcd
+// granted cannot hold the demote budget), or nil.
+func (e *Elector) Refusal() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.refusal
+}
+
+// ErrLeaseTooShort: the lease etcd granted leaves no room for the demote
+// budget; the elector stays out of the election.
+var ErrLeaseTooShort = errors.New("etcdcluster: lease too short")
+
+// fits checks that a session's lease holds the demote budget: a leader's
+// Expiry is at worst TTL - TTL/RateDiv - renew interval ahead (just before
+// a renewal's answer), which must leave the budget and MinTolerance.
+func (e *Elector) fits(sess *Session) error {
+	ttl, renew := sess.TTL(), sess.RenewInterval()
+	left := ttl - ttl/RateDiv - renew - MinTolerance
+	var err error
+	if left < e.cfg.DemoteBudget {
+		err = fmt.Errorf("%w: the lease TTL etcd granted (%v) less the margin (%v), the renew interval (%v) and %v leaves %v, "+
+			"less than the demote budget %v; raise the lease TTL or shorten the demote", ErrLeaseTooShort,
+			ttl, ttl/RateDiv, renew, MinTolerance, left, e.cfg.DemoteBudget)
+	}
+	e.mu.Lock()
+	e.refusal = err
+	e.mu.Unlock()
+	return err
+}
+
+// Campaign joins the election until ctx ends (cluster.Elector): won runs
+// once per term, in its own goroutine; its ctx ends when the term can no
+// longer be assumed, and context.Cause says why (ctx's own cause, or one
+// of cluster's reasons). Campaign returns nil once ctx ended, after the
+// last won returned and our key was deleted (or, if etcd could not be
+// reached for that, our lease was given up so that the key goes with it).
+func (e *Elector) Campaign(ctx context.Context, won func(ctx context.Context, t cluster.Term)) error {
+	if won == nil {
+		return errors.New("etcdcluster: nil won")
+	}
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		sess, err := e.s.conn.Session(ctx)
+		if err != nil {
+			sleep(ctx, backoff)
+			continue
+		}
+		if err := e.fits(sess); err != nil {
+			e.log.Error("not joining the election", "err", err)
+			sleep(ctx, 5*time.Second)
+			continue
+		}
+		err = e.campaign(ctx, sess, won)
+		switch {
+		case err == nil:
+			backoff = 100 * time.Millisecond
+		case ctx.Err() != nil:
+		default:
+			e.log.Warn("campaign interrupted", "err", err)
+			sleep(ctx, backoff)
+			backoff = min(2*backoff, 2*time.Second)
+		}
+	}
+	return nil
+}
+
+// entry is our election key of one join.
+type entry struct {
+	key string
+	rev int64 // its create revision: the term's epoch if it wins
+}
+
+// campaign joins with one key on sess, waits for our turn, leads, and
+// leaves. It returns nil when the term or the candidacy ended normally.
+func (e *Elector) campaign(ctx context.Context, sess *Session, won func(context.Context, cluster.Term)) error {
+	var en entry
+	var err error
+	if e.cfg.Mode == Unfair {
+		en, err = e.acquireLock(ctx, sess)
+	} else {
+		if en, err = e.join(ctx, sess); err == nil {
+			err = e.waitTurn(ctx, sess, en)
+		}
+	}
+	if en.key != "" {
+		defer e.leave(sess, en)
+	}
+	if err != nil || ctx.Err() != nil {
+		return err
+	}
+	e.lead(ctx, sess, en, won)
+	return nil
+}
+
+// errEntryGone: our key went while we waited (its lease, or a delete).
+var errEntryGone = errors.New("etcdcluster: our election key is gone")
+
+// join creates our fair-mode key, c_<lease>, bound to the lease, in one
+// transaction "create if absent". An existing key of our lease is a
+// leftover of an earlier term (its delete was lost): it is deleted first,
+// so that no epoch is used twice. After a lost answer the key is looked up
+// again and adopted only when it carries this join's nonce.
+func (e *Elector) join(ctx context.Context, sess *Session) (entry, error) {
+	key := dir(e.s.layout.ElectionDir()) + fairPrefix + leaseHex(sess.ID)
+	if err := e.deleteOrphans(ctx, key); err != nil {
+		return entry{}, err
+	}
+	join := nonce()
+	for attempt := 0; ; attempt++ {
+		if err := ctx.Err(); err != nil {
+			return entry{}, err
+		}
+		resp, err := e.s.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+			Then(clientv3.OpPut(key, e.data(join), clientv3.WithLease(sess.ID))).
+			Else(clientv3.OpGet(key)).Commit()
+		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			if err := e.s.conn.check(sess); err != nil {
+				return entry{}, err
+			}
+		}
+		if err != nil {
+			if attempt < 5 && ctx.Err() == nil {
+				e.log.Warn("creating our election key failed; looking again", "key", key, "err", err)
+				sleep(ctx, retryInterval)
+				continue
+			}
+			return entry{}, fmt.Errorf("joining the election: %w", err)
+		}
+		if resp.Succeeded {
+			return entry{key: key, rev: resp.Header.Revision}, nil
+		}
+		k := resp.Responses[0].GetResponseRange().Kvs[0]
+		var c candidate
+		_ = json.Unmarshal(k.Value, &c)
+		if c.Join == join && clientv3.LeaseID(k.Lease) == sess.ID {
+			e.log.Info("found our election key after a lost answer", "key", key)
+			return entry{key: key, rev: k.CreateRevision}, nil
+		}
+		// A leftover of an earlier term of this lease: never adopted.
+		if err := e.deleteAt(ctx, key, k.CreateRevision); err != nil {
+			return entry{}, err
+		}
+	}
+}
+
+// deleteOrphans deletes the fair-mode keys of this elector (its GUID)
+// other than key: keys of earlier sessions whose leases may live on (we
+// stopped trusting them, and etcd may not have expired them yet). Their
+// terms are over; left there, they would keep the queue behind them
+// waiting until the lease expires.
+func (e *Elector) deleteOrphans(ctx context.Context, key string) error {
+	resp, err := e.s.cli.Get(ctx, dir(e.s.layout.ElectionDir())+fairPrefix, clientv3.WithPrefix())
+	if err != nil {
+		return fmt.Errorf("listing the election: %w", err)
+	}
+	for _, k := range resp.Kvs {
+		var c candidate
+		if string(k.Key) == key || json.Unmarshal(k.Value, &c) != nil || c.GUID != e.guid {
+			continue
+		}
+		e.log.Info("deleting an election key of an earlier session of ours", "key", string(k.Key))
+		if err := e.deleteAt(ctx, string(k.Key), k.CreateRevision); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// deleteAt deletes key if it is still the key created at rev.
+func (e *Elector) deleteAt(ctx context.Context, key string, rev int64) error {
+	e.log.Debug("deleting election key", "key", key, "create_revision", rev)
+	_, err := e.s.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev)).
+		Then(clientv3.OpDelete(key)).Commit()
+	if err != nil {
+		return fmt.Errorf("deleting election key %s: %w", key, err)
+	}
+	return nil
+}
+
+// waitTurn blocks until our key is the oldest of the election: it reads,
+// in one transaction that also checks our key is still there, the key
+// created last before ours (our predecessor), and watches only that one
+// until it goes; then it looks again. So a change wakes exactly one
+// candidate, and a win is checked against a linearizable read in which
+// our key exists, at our create revision (a key of a lost lease is gone,
+// so a candidate whose lease expired while it waited never wins with it).
+func (e *Elector) waitTurn(ctx context.Context, sess *Session, en entry) error {
+	prefix := dir(e.s.layout.ElectionDir())
+	for {
+		resp, err := e.s.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(en.key), "=", en.rev)).
+			Then(clientv3.OpGet(prefix, append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(en.rev-1))...)).Commit()
+		if err != nil {
+			return fmt.Errorf("reading the election: %w", err)
+		}
+		if !resp.Succeeded {
+			return fmt.Errorf("%w: %s", errEntryGone, en.key)
+		}
+		kvs := resp.Responses[0].GetResponseRange().Kvs
+		if len(kvs) == 0 {
+			return nil // the oldest: ours
+		}
+		pred := string(kvs[0].Key)
+		if testHookWaiting != nil {
+			testHookWaiting(en.key, pred)
+		}
+		e.log.Debug("waiting for predecessor", "predecessor", pred)
+		if err := e.waitGone(ctx, sess.Done(), pred, kvs[0].CreateRevision, resp.Header.Revision+1); err != nil {
+			return sessionErr(sess, err)
+		}
+	}
+}
+
+// waitGone watches key (created at rev) from revision from until it is
+// deleted or re-created (nil), its watch fails (nil: the caller looks
+// again), sessDone is closed or ctx ends (errSessionDone, ctx's error).
+func (e *Elector) waitGone(ctx context.Context, sessDone <-chan struct{}, key string, rev, from int64) error {
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	ch := e.s.cli.Watch(wctx, key, clientv3.WithRev(from))
+	for {
+		select {
+		case resp, ok := <-ch:
+			if !ok || resp.Err() != nil || resp.Canceled {
+				sleep(ctx, 100*time.Millisecond) // no tight loop if it persists
+				return nil
+			}
+			for _, ev := range resp.Events {
+				if ev.Type == mvccpb.DELETE || ev.Kv.CreateRevision != rev {
+					return nil
+				}
+			}
+		case <-sessDone:
+			return errSessionDone
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// errSessionDone: the session ended while we waited (sessionErr says why).
+var errSessionDone = errors.New("etcdcluster: the session ended")
+
+// sessionErr is the session's own error in place of errSessionDone.
+func sessionErr(sess *Session, err error) error {
+	if errors.Is(err, errSessionDone) {
+		return sess.Err()
+	}
+	return err
+}
+
+// acquireLock blocks until we hold the unfair-mode lock: a transaction
+// creates it, bound to our lease, if it does not exist, and otherwise
+// reads it; every candidate watches it and races when it goes. Success of
+// that transaction is the check of the win: the put with our lease fails
+// when the lease is gone. A lock of ours from an earlier term or session
+// (its delete was lost) is deleted, never adopted, unless it carries this
+// join's nonce and our lease (our create went through although its
+// answer was lost).
+func (e *Elector) acquireLock(ctx context.Context, sess *Session) (entry, error) {
+	key := dir(e.s.layout.ElectionDir()) + lockName
+	join := nonce()
+	for {
+		if err := ctx.Err(); err != nil {
+			return entry{}, err
+		}
+		resp, err := e.s.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+			Then(clientv3.OpPut(key, e.data(join), clientv3.WithLease(sess.ID))).
+			Else(clientv3.OpGet(key)).Commit()
+		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			if err := e.s.conn.check(sess); err != nil {
+				return entry{}, err
+			}
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return entry{}, ctx.Err()
+			}
+			select {
+			case <-sess.Done():
+				return entry{}, sess.Err()
+			default:
+			}
+			e.log.Warn("taking the lock failed; looking again", "err", err)
+			sleep(ctx, retryInterval)
+			continue
+		}
+		if resp.Succeeded {
+			return entry{key: key, rev: resp.Header.Revision}, nil
+		}
+		kvs := resp.Responses[0].GetResponseRange().Kvs
+		if len(kvs) == 0 {
+			continue
+		}
+		k := kvs[0]
+		var c candidate
+		_ = json.Unmarshal(k.Value, &c)
+		if c.GUID == e.guid {
+			if c.Join == join && clientv3.LeaseID(k.Lease) == sess.ID {
+				e.log.Info("found our lock after a lost answer")
+				return entry{key: key, rev: k.CreateRevision}, nil
+			}
+			e.log.Info("deleting an old lock of ours", "create_revision", k.CreateRevision)
+			if err := e.deleteAt(ctx, key, k.CreateRevision); err != nil {
+				return entry{}, err
+			}
+			continue
+		}
+		if err := e.waitGone(ctx, sess.Done(), key, k.CreateRevision, resp.Header.Revision+1); err != nil {
+			return entry{}, sessionErr(sess, err)
+		}
+	}
+}
+
+// leave deletes our key if it is still the one of this join, bounded in
+// time; if etcd cannot be reached for that within a lease TTL, the session
+// is given up (its lease is no longer renewed, so the key goes with it),
+// so that no key of a live lease of ours stays in the election.
+func (e *Elector) leave(sess *Session, en entry) {
+	ctx, cancel := context.WithTimeout(context.Background(), sess.TTL())
+	defer cancel()
+	for {
+		select {
+		case <-sess.Done():
+			return // the key goes with the lease
+		default:
+		}
+		rctx, rcancel := context.WithTimeout(ctx, 2*time.Second)
+		err := e.deleteAt(rctx, en.key, en.rev)
+		rcancel()
+		if err == nil {
+			return
+		}
+		if ctx.Err() != nil {
+			e.log.Warn("leaving the election failed; giving up the session so that the key goes with its lease", "key", en.key, "err", err)
+			e.s.conn.abandon(sess)
+			return
+		}
+		sleep(ctx, retryInterval)
+	}
+}
+
+// lead hands the term to won and watches it until it ends.
+func (e *Elector) lead(ctx context.Context, sess *Session, en entry, won func(context.Context, cluster.Term)) {
+	if en.rev <= e.lastEpoch {
+		e.log.Error("refusing to lead with an epoch not above our last one", "epoch", en.rev, "last_epoch", e.lastEpoch)
+		return
+	}
+	if err := e.fits(sess); err != nil {
+		e.log.Error("won the election but cannot lead safely; giving it back", "err", err)
+		return
+	}
+	if !time.Now().Before(sess.Deadline()) {
+		return // no renewal answered for a lease: the session ends now
+	}
+	e.lastEpoch = en.rev
+	t := &term{s: e.s, sess: sess, key: en.key, epoch: en.rev, nodeID: e.cfg.NodeID}
+	tctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer cancel(cluster.ErrReleased)
+	done := make(chan struct{})
+	e.log.Info("elected", "epoch", en.rev, "key", en.key, "lease_ttl", sess.TTL().String(),
+		"lease_left", time.Until(sess.Deadline()).Round(time.Millisecond).String())
+	go func() {
+		defer close(done)
+		won(tctx, t)
+	}()
+	cause := e.watch(ctx, sess, en, done)
+	t.end(cause)
+	cancel(cause)
+	<-done
+	e.log.Info("leadership ended", "epoch", en.rev, "reason", cause.Error())
+}
+
+// watch returns why the term ended: won returned, ctx ended, the session
+// ended, our key was deleted, or the deadline passed without a renewal
+// (checked by the clock, whatever any call is doing).
+func (e *Elector) watch(ctx context.Context, sess *Session, en entry, done <-chan struct{}) error {
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	gone := make(chan struct{})
+	go func() {
+		if e.watchEntry(wctx, en) {
+			close(gone)
+		}
+	}()
+	timer := time.NewTimer(time.Until(sess.Deadline()))
+	defer timer.Stop()
+	for {
+		left := time.Until(sess.Deadline())
+		if left <= 0 {
+			return fmt.Errorf("%w: no renewal of etcd lease %x answered in time", cluster.ErrLeaseExpired, int64(sess.ID))
+		}
+		timer.Reset(left)
+		select {
+		case <-done:
+			return cluster.ErrReleased
+		case <-ctx.Done():
+			if c := context.Cause(ctx); c != nil && c != ctx.Err() {
+				return c
+			}
+			return cluster.ErrStopped
+		case <-sess.Done():
+			return sess.Err()
+		case <-gone:
+			// Deleted, or gone with the lease (revoked): a renewal tells.
+			if err := e.s.conn.check(sess); err != nil {
+				return err
+			}
+			return fmt.Errorf("%w: %s (create revision %d)", cluster.ErrEntryDeleted, en.key, en.rev)
+		case <-timer.C:
+		}
+	}
+}
+
+// watchEntry watches our key until it is deleted (true) or ctx ends
+// (false). The watch requires a leader; when it fails (a member without
+// a leader, compaction), the key is read again and watched anew.
+func (e *Elector) watchEntry(ctx context.Context, en entry) bool {
+	for ctx.Err() == nil {
+		// The Get makes the transaction linearizable: etcd serves a
+		// read-only transaction without a linearizable range from the
+		// member's own copy, which may lag behind our win.
+		resp, err := e.s.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(en.key), "=", en.rev)).
+			Then(clientv3.OpGet(en.key, clientv3.WithCountOnly())).Commit()
+		if err != nil {
+			sleep(ctx, retryInterval)
+			continue
+		}
+		if !resp.Succeeded {
+			return true
+		}
+		if e.waitGone(ctx, nil, en.key, en.rev, resp.Header.Revision+1) != nil {
+			return false
+		}
+	}
+	return false
+}
+
+// testHookWaiting, set by tests only, sees a fair candidate's key and the
+// predecessor it is about to watch.
+var testHookWaiting func(key, pred string)
+
+// Queue lists the candidates' node ids in election order (fair: by create
+// revision; unfair: the lock holder), for status displays.
+func (s *Store) Queue(ctx context.Context) ([]string, error) {
+	resp, err := s.cli.Get(ctx, dir(s.layout.ElectionDir()), clientv3.WithPrefix(),
+		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, k := range resp.Kvs {
+		var c candidate
+		if json.Unmarshal(k.Value, &c) != nil || c.NodeID == "" {
+			c.NodeID = "?" + strings.TrimPrefix(string(k.Key), dir(s.layout.ElectionDir()))
+		}
+		ids = append(ids, c.NodeID)
+	}
+	return ids, nil
+}
