@@ -322,6 +322,9 @@ func (c *Conn) keep(s *Session) {
 		switch {
 		case err == nil && resp.TTL > 0:
 			s.renewed(sent, time.Duration(resp.TTL)*time.Second)
+			if testHookRenewed != nil {
+				testHookRenewed()
+			}
 			t.Reset(time.Until(sent.Add(s.RenewInterval())))
 			continue
 		case err == nil, errors.Is(err, rpctypes.ErrLeaseNotFound):
@@ -359,6 +362,10 @@ func (c *Conn) check(s *Session) error {
 func (c *Conn) abandon(s *Session) {
 	s.end(fmt.Errorf("%w: etcd lease %x given up (its election key could not be deleted)", cluster.ErrLeaseExpired, int64(s.ID)))
 }
+
+// testHookRenewed, set by tests only, runs after a renewal's answer was
+// recorded.
+var testHookRenewed func()
 
 // revoke revokes lease id, best effort, within a few seconds.
 func (c *Conn) revoke(id clientv3.LeaseID) {
