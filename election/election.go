@@ -30,8 +30,8 @@
 //     (Config.DemoteBudget) after the lease ends.
 //   - A leadership also ends when its znode is deleted, its session expires,
 //     a reconnect negotiates a session timeout the lease no longer fits,
-//     Resign or Cede is called, or Run's context ends (the leadership
-//     context's cause is then the cause Run's context was cancelled with).
+//     or Run's context ends (the leadership context's cause is then the
+//     cause Run's context was cancelled with).
 //   - Cancelling Run's context never abandons a create in flight: the
 //     elector learns its outcome (bounded by the session's life) and
 //     deletes the znode, so no znode of its live session stays behind.
@@ -137,9 +137,12 @@ var (
 	ErrLeaseExpired   = errors.New("election: lease expired (no answer from zookeeper in time)")
 	ErrSessionExpired = errors.New("election: zookeeper session expired")
 	ErrNodeDeleted    = errors.New("election: election znode deleted")
-	ErrResigned       = errors.New("election: resigned")
 	ErrStopped        = errors.New("election: stopped")
 	ErrReleased       = errors.New("election: released by the callback")
+	// ErrResigned is never a cause this elector gives: a candidacy ends
+	// by the cancellation of Run's context, whose cause the term carries.
+	// cluster/zkcluster still maps it to cluster.ErrResigned.
+	ErrResigned = errors.New("election: resigned")
 	// ErrLeaseTooShort: the lease that fits the negotiated session timeout
 	// and the demote budget leaves no tolerance; the elector stays out of
 	// the election.
@@ -343,11 +346,7 @@ type Elector struct {
 	log    *slog.Logger
 	guid   string
 
-	mu         sync.Mutex
-	kick       chan struct{} // closed by Resign/Cede; replaced after each use
-	cededUntil time.Time
-	current    *Leadership
-
+	mu      sync.Mutex
 	refusal error // why the elector stays out (the lease does not fit), or nil
 
 	warm        bool          // Warm(true)
@@ -400,7 +399,6 @@ func New(cfg Config, deps Deps) (*Elector, error) {
 		cfg:    cfg,
 		log:    deps.Logger.With("component", "election", "mode", cfg.Mode.String()),
 		guid:   hex.EncodeToString(b[:]),
-		kick:   make(chan struct{}),
 
 		warmChanged: make(chan struct{}),
 	}, nil
@@ -432,52 +430,6 @@ func (e *Elector) warmState() (on bool, changed <-chan struct{}) {
 	return e.warm, e.warmChanged
 }
 
-// GUID identifies this elector's znodes.
-func (e *Elector) GUID() string { return e.guid }
-
-// Leader returns the current leadership, or nil.
-func (e *Elector) Leader() *Leadership {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.current
-}
-
-// Resign ends the current leadership (or candidacy) now; the elector joins
-// again at once with a new znode.
-func (e *Elector) Resign() { e.Cede(0) }
-
-// Cede ends the current leadership (or candidacy) and stays out of the
-// election for d.
-func (e *Elector) Cede(d time.Duration) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if until := time.Now().Add(d); until.After(e.cededUntil) {
-		e.cededUntil = until
-	}
-	close(e.kick)
-	e.kick = make(chan struct{})
-}
-
-// EndCede shortens a cede: the elector stays out only until until (zero or
-// past: it joins again now). It acts only while the elector is ceded, so it
-// never ends a leadership or a candidacy.
-func (e *Elector) EndCede(until time.Time) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if !time.Now().Before(e.cededUntil) || !until.Before(e.cededUntil) {
-		return
-	}
-	e.cededUntil = until
-	close(e.kick) // wakes Run's wait; every term it could end was kicked by the Cede
-	e.kick = make(chan struct{})
-}
-
-func (e *Elector) state() (kick <-chan struct{}, cededUntil time.Time) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.kick, e.cededUntil
-}
-
 // Run campaigns until ctx ends. onElected is called for every leadership won
 // and must return once its context is cancelled. Run returns nil when ctx
 // ends, after the last callback returned and our znode was deleted.
@@ -487,17 +439,6 @@ func (e *Elector) Run(ctx context.Context, onElected func(ctx context.Context, l
 	}
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
-		kick, until := e.state()
-		if wait := time.Until(until); wait > 0 {
-			e.log.Info("ceded: staying out of the election", "for", wait.Round(time.Millisecond).String())
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-time.After(wait):
-			case <-kick: // another Cede moved the deadline
-			}
-			continue
-		}
 		sess, err := e.client.Session(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -507,7 +448,7 @@ func (e *Elector) Run(ctx context.Context, onElected func(ctx context.Context, l
 			sleep(ctx, backoff)
 			continue
 		}
-		err = e.campaign(ctx, sess, kick, onElected)
+		err = e.campaign(ctx, sess, onElected)
 		switch {
 		case err == nil:
 			backoff = 100 * time.Millisecond
@@ -536,14 +477,7 @@ func sleep(ctx context.Context, d time.Duration) {
 
 // campaign joins with one znode, waits for our turn, leads, and leaves.
 // It returns nil when the leadership or candidacy ended normally.
-func (e *Elector) campaign(ctx context.Context, sess *zk.Session, kick <-chan struct{}, onElected func(context.Context, Leadership)) error {
-	// Resigned or ceded since Run read kick: do not join at all (a
-	// candidate first in line would otherwise win before it looks at kick).
-	select {
-	case <-kick:
-		return nil
-	default:
-	}
+func (e *Elector) campaign(ctx context.Context, sess *zk.Session, onElected func(context.Context, Leadership)) error {
 	// A candidate that could not lead safely with this session's negotiated
 	// timeout must not win and then refuse: it stays out altogether.
 	tm, err := e.timing(sess.Timeout())
@@ -565,7 +499,7 @@ func (e *Elector) campaign(ctx context.Context, sess *zk.Session, kick <-chan st
 	// a create in flight would leave a znode of our live session behind
 	// with nobody to delete it: in unfair mode a lock that nobody can take,
 	// in fair mode a head of the queue that never leads. ctx is consulted
-	// only between calls and in the selects next to kick.
+	// only between calls and in the selects where the calls wait.
 	keep, release := sessionCtx(ctx, sess)
 	defer release()
 	e.woke = time.Now()
@@ -573,7 +507,7 @@ func (e *Elector) campaign(ctx context.Context, sess *zk.Session, kick <-chan st
 	var epoch int64
 	deleted := new(atomic.Bool) // by the term (Leadership.Deleted)
 	if e.cfg.Mode == Unfair {
-		node, epoch, err = e.acquireLock(ctx, keep, sess, tm, kick)
+		node, epoch, err = e.acquireLock(ctx, keep, sess, tm)
 		if node == "" {
 			return err
 		}
@@ -592,18 +526,15 @@ func (e *Elector) campaign(ctx context.Context, sess *zk.Session, kick <-chan st
 				e.leave(sess, node, 0)
 			}
 		}()
-		epoch, err = e.waitTurn(ctx, keep, sess, tm, node, czxid, kick)
-		if errors.Is(err, errKicked) {
-			return nil
-		}
+		epoch, err = e.waitTurn(ctx, keep, sess, tm, node, czxid)
 		if err != nil {
 			return err
 		}
 	}
 	if ctx.Err() != nil {
-		return nil // cancelled while the create was in flight: leave, as after a kick
+		return nil // cancelled while the create was in flight: leave
 	}
-	e.lead(ctx, sess, node, epoch, deleted, kick, onElected)
+	e.lead(ctx, sess, node, epoch, deleted, onElected)
 	return nil
 }
 
@@ -621,8 +552,6 @@ func sessionCtx(ctx context.Context, sess *zk.Session) (context.Context, context
 	}()
 	return keep, release
 }
-
-var errKicked = errors.New("election: resigned or ceded")
 
 // leave deletes our znode while the session is alive; bounded in time.
 // The unfair-mode lock (czxid > 0) is deleted only while it is still the
@@ -711,14 +640,12 @@ func nonce() string {
 // hear ErrConnectionLoss); testHookLeave may lose a leave's delete (it
 // returns true: the request never reached the server).
 // testHookLeading runs when a leadership has begun, right before the elector
-// starts watching it; testHookRenewed right after a renewal was answered;
-// testHookListQueue before a fair-mode candidate lists the queue.
+// starts watching it; testHookRenewed right after a renewal was answered.
 var (
 	testHookAfterCreate func(sess *zk.Session, path string, err error) error
 	testHookLeave       func(sess *zk.Session, path string) bool
 	testHookLeading     func(l Leadership)
 	testHookRenewed     func()
-	testHookListQueue   func(node string)
 )
 
 func (e *Elector) create(ctx context.Context, sess *zk.Session, p string, mode zk.CreateMode, join string) (string, zk.Stat, error) {
@@ -888,10 +815,10 @@ func Queue(ctx context.Context, sess *zk.Session, dir string) ([]string, error) 
 // waitTurn blocks until our fair-mode znode is the lowest, watching only the
 // predecessor. It returns our epoch (the znode's czxid).
 // czxid, when known from the create, saves a round trip at the end.
-// A cancelled ctx ends it like a kick; the caller then leaves.
+// A cancelled ctx ends it; the caller then leaves.
 // The candidate next in line (with Config.WarmStandby) and one told
 // Warm(true) keep a credit chain meanwhile, renewing on their own znode.
-func (e *Elector) waitTurn(ctx, keep context.Context, sess *zk.Session, tm lease.Timing, node string, czxid int64, kick <-chan struct{}) (int64, error) {
+func (e *Elector) waitTurn(ctx, keep context.Context, sess *zk.Session, tm lease.Timing, node string, czxid int64) (int64, error) {
 	name := node[strings.LastIndex(node, "/")+1:]
 	w := e.newWarmer(sess, tm, node)
 	defer func() { e.warmDone = w.stop() }()
@@ -950,8 +877,6 @@ func (e *Elector) waitTurn(ctx, keep context.Context, sess *zk.Session, tm lease
 				break wait
 			case <-sess.Done():
 				return 0, sess.Err()
-			case <-kick:
-				return 0, errKicked
 			case <-ctx.Done():
 				return 0, ctx.Err()
 			}
@@ -960,13 +885,13 @@ func (e *Elector) waitTurn(ctx, keep context.Context, sess *zk.Session, tm lease
 }
 
 // acquireLock blocks until we hold the unfair-mode lock; it returns the lock
-// path and its czxid, or "" when kicked or cancelled. A create, once sent,
+// path and its czxid, or "" when cancelled. A create, once sent,
 // runs on keep until its outcome is known: it returns the lock when it
 // got it, even if ctx ended meanwhile (the caller then leaves).
 //
 // With Config.WarmStandby (or Warm(true)) it keeps a credit chain while it
 // waits, renewing on the election directory (it has no znode of its own).
-func (e *Elector) acquireLock(ctx, keep context.Context, sess *zk.Session, tm lease.Timing, kick <-chan struct{}) (string, int64, error) {
+func (e *Elector) acquireLock(ctx, keep context.Context, sess *zk.Session, tm lease.Timing) (string, int64, error) {
 	lock := e.cfg.Dir + "/" + lockName
 	w := e.newWarmer(sess, tm, e.cfg.Dir)
 	defer func() { e.warmDone = w.stop() }()
@@ -1040,8 +965,6 @@ func (e *Elector) acquireLock(ctx, keep context.Context, sess *zk.Session, tm le
 				break wait
 			case <-sess.Done():
 				return "", 0, sess.Err()
-			case <-kick:
-				return "", 0, nil
 			case <-ctx.Done():
 				return "", 0, ctx.Err()
 			}
@@ -1158,7 +1081,7 @@ func touch(ctx context.Context, sess *zk.Session, path string) (bool, error) {
 }
 
 // lead runs the callback and watches leadership until it ends.
-func (e *Elector) lead(ctx context.Context, sess *zk.Session, node string, epoch int64, deleted *atomic.Bool, kick <-chan struct{}, onElected func(context.Context, Leadership)) {
+func (e *Elector) lead(ctx context.Context, sess *zk.Session, node string, epoch int64, deleted *atomic.Bool, onElected func(context.Context, Leadership)) {
 	if epoch <= e.lastEpoch {
 		// Never lead twice with one epoch, whatever went wrong in between.
 		e.log.Error("refusing to lead with an epoch not above our last one", "epoch", epoch, "last_epoch", e.lastEpoch, "node", node)
@@ -1179,14 +1102,10 @@ func (e *Elector) lead(ctx context.Context, sess *zk.Session, node string, epoch
 	// The lease runs from an anchor that a credit chain of answered writes
 	// proves; a candidate that waited without keeping one has none.
 	sctx, cancelSettle := context.WithTimeout(ctx, tm.Session)
-	warm, err := e.ready(sctx, sess, node, tm, gap, anchor, kick)
+	warm, err := e.ready(sctx, sess, node, tm, gap, anchor)
 	cancelSettle()
 	if err == nil {
 		e.log.Debug("lease ready", "node", node, "epoch", epoch, "warm", warm, "duration_seconds", time.Since(won).Seconds())
-	}
-	if errors.Is(err, errKicked) {
-		e.log.Info("resigned or ceded before leading", "node", node)
-		return
 	}
 	if err != nil {
 		e.log.Warn("could not confirm leadership with the zookeeper leader", "node", node, "err", err)
@@ -1205,9 +1124,6 @@ func (e *Elector) lead(ctx context.Context, sess *zk.Session, node string, epoch
 	lctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(ErrStopped)
 	done := make(chan struct{})
-	e.mu.Lock()
-	e.current = &l
-	e.mu.Unlock()
 	e.log.Info("elected", "epoch", epoch, "node", node, "lease", tm.Lease.String(),
 		"renew_every", tm.Renew.String(), "tolerance", tm.Tolerance().String(), "grace", tm.Grace().String(),
 		"demote_budget", tm.Budget.String(), "tick_time", tm.Tick.String(), "tick_time_known", tm.TickKnown,
@@ -1220,12 +1136,9 @@ func (e *Elector) lead(ctx context.Context, sess *zk.Session, node string, epoch
 	if testHookLeading != nil {
 		testHookLeading(l)
 	}
-	cause := e.watch(ctx, sess, node, tm, gap, deadline, kick, done)
+	cause := e.watch(ctx, sess, node, tm, gap, deadline, done)
 	cancel(cause)
 	<-done
-	e.mu.Lock()
-	e.current = nil
-	e.mu.Unlock()
 	e.log.Info("leadership ended", "epoch", epoch, "reason", cause.Error())
 }
 
@@ -1240,12 +1153,7 @@ func (e *Elector) lead(ctx context.Context, sess *zk.Session, node string, epoch
 // the renew loop would send now); otherwise it settles. warm says which. (Acks are per connection:
 // after a reconnect only a chain on the new connection counts here,
 // although the lease may still run from an older one.)
-func (e *Elector) ready(ctx context.Context, sess *zk.Session, node string, tm lease.Timing, gap time.Duration, anchor func() time.Time, kick <-chan struct{}) (warm bool, err error) {
-	select {
-	case <-kick:
-		return false, errKicked
-	default:
-	}
+func (e *Elector) ready(ctx context.Context, sess *zk.Session, node string, tm lease.Timing, gap time.Duration, anchor func() time.Time) (warm bool, err error) {
 	if on, _ := e.warmState(); on || e.cfg.WarmStandby {
 		pending := e.warmDone // the wait's renewal, maybe still in flight
 		e.warmDone = nil
@@ -1262,8 +1170,6 @@ func (e *Elector) ready(ctx context.Context, sess *zk.Session, node string, tm l
 				// not be the Y of that chain, then judge again.
 				select {
 				case <-pending:
-				case <-kick:
-					return false, errKicked
 				case <-ctx.Done():
 					return false, ctx.Err()
 				}
@@ -1286,7 +1192,7 @@ func (e *Elector) ready(ctx context.Context, sess *zk.Session, node string, tm l
 			writes++
 		}
 	}
-	return false, e.settle(ctx, sess, node, tm, gap, anchor, kick)
+	return false, e.settle(ctx, sess, node, tm, gap, anchor)
 }
 
 // acksOn returns the session's acks over the connection in use.
@@ -1305,15 +1211,9 @@ func acksOn(sess *zk.Session) []zk.Ack {
 // first write (Z), one a gap after its answer (X), one right after that
 // (Y). An older chain (of the writes that joined the election) may still
 // be valid, but would leave a new leader little of its lease.
-// It gives up when kicked (Resign, Cede), as a leadership would end.
-func (e *Elector) settle(ctx context.Context, sess *zk.Session, node string, tm lease.Timing, gap time.Duration, anchor func() time.Time, kick <-chan struct{}) error {
+func (e *Elector) settle(ctx context.Context, sess *zk.Session, node string, tm lease.Timing, gap time.Duration, anchor func() time.Time) error {
 	start := time.Now()
 	for {
-		select {
-		case <-kick:
-			return errKicked
-		default:
-		}
 		ok, err := confirm(ctx, sess, node)
 		if err != nil {
 			return err
@@ -1335,9 +1235,6 @@ func (e *Elector) settle(ctx context.Context, sess *zk.Session, node string, tm 
 		t := time.NewTimer(wait)
 		select {
 		case <-t.C:
-		case <-kick:
-			t.Stop()
-			return errKicked
 		case <-ctx.Done():
 			t.Stop()
 			return ctx.Err()
@@ -1349,7 +1246,7 @@ func (e *Elector) settle(ctx context.Context, sess *zk.Session, node string, tm 
 // renewals and the watch on our znode run in goroutines that report over
 // channels, so however long any call blocks, the loop only selects and ends
 // leadership when the lease runs out by the clock.
-func (e *Elector) watch(ctx context.Context, sess *zk.Session, node string, tm lease.Timing, gap time.Duration, deadline func() time.Time, kick <-chan struct{}, done <-chan struct{}) error {
+func (e *Elector) watch(ctx context.Context, sess *zk.Session, node string, tm lease.Timing, gap time.Duration, deadline func() time.Time, done <-chan struct{}) error {
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
 
@@ -1379,8 +1276,6 @@ func (e *Elector) watch(ctx context.Context, sess *zk.Session, node string, tm l
 			return ErrReleased
 		case <-ctx.Done():
 			return stopCause(ctx)
-		case <-kick:
-			return ErrResigned
 		case <-sess.Done():
 			return ErrSessionExpired
 		case err := <-gone:
@@ -1535,46 +1430,4 @@ func (e *Elector) watchNode(ctx context.Context, sess *zk.Session, node string, 
 			sleep(ctx, 100*time.Millisecond)
 		}
 	}
-}
-
-// Next is the fair-mode candidate that wins when the leader's znode goes:
-// its znode (path and stat: the czxid is the epoch it will lead with) and
-// its node id.
-type Next struct {
-	Path   string
-	NodeID string
-	Stat   zk.Stat
-}
-
-// NextCandidate reads the fair-mode queue in dir and returns the
-// candidate that leads next once leader (the leading znode's path) is
-// gone: the lowest sequence number other than leader's (nil: none
-// waits). The answer is a prediction: that candidate may leave, or its
-// session end, before it wins; a caller acting on it checks its znode at
-// Stat.Version in the same multi. Only a leader calls it, so the znodes
-// below leader's are none.
-func NextCandidate(ctx context.Context, sess *zk.Session, dir, leader string) (*Next, error) {
-	kids, err := sess.Children(ctx, dir)
-	if err != nil {
-		return nil, err
-	}
-	for _, k := range sortCandidates(kids) {
-		p := dir + "/" + k
-		if p == leader {
-			continue
-		}
-		data, st, err := sess.Get(ctx, p)
-		if errors.Is(err, zk.ErrNoNode) {
-			continue // left meanwhile: the next one is
-		}
-		if err != nil {
-			return nil, err
-		}
-		var c candidate
-		if json.Unmarshal(data, &c) != nil || c.NodeID == "" {
-			return nil, fmt.Errorf("election znode %s: unreadable candidate %q", p, data)
-		}
-		return &Next{Path: p, NodeID: c.NodeID, Stat: st}, nil
-	}
-	return nil, nil
 }
