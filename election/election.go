@@ -214,12 +214,8 @@ type Elector struct {
 	warmChanged chan struct{} // closed and replaced when warm changes
 
 	// lastEpoch is the epoch of our newest leadership; a new one must be
-	// above it. woke is when the watch that led to the current win fired
-	// (or the campaign began). warmDone is the stop channel of the last
-	// wait's warmer (see warmer.stop). Only Run's goroutine uses them.
+	// above it. Only Run's goroutine uses it.
 	lastEpoch int64
-	woke      time.Time
-	warmDone  <-chan struct{}
 }
 
 // Refusal says why the elector stays out of the election (the lease cannot
@@ -336,6 +332,32 @@ func sleep(ctx context.Context, d time.Duration) {
 	}
 }
 
+// run is one campaign: what joining, waiting for our turn, leading and
+// leaving share. campaign builds it; node is set once we have a znode,
+// and lead sets tm and gap again (the session timeout may have changed
+// while we waited) and anchor when we win. Nothing changes it once a
+// leadership begins. Only Run's goroutine writes it; a waiting
+// candidate's warmer renews with a copy of its own.
+type run struct {
+	sess *zk.Session
+	// keep carries the calls whose outcome must be known even when the
+	// candidacy is cancelled meanwhile (see campaign).
+	keep context.Context
+	node string        // our znode (unfair mode: the lock), once we have one
+	tm   lease.Timing  // the lease arithmetic of sess's negotiated timeout
+	gap  time.Duration // lease.Gap for tm: X goes at least this long after Z's answer
+	// anchor is the lease's anchor (anchorFn), set when we win.
+	anchor func() time.Time
+	// woke is when the watch that led to the win fired (or the campaign
+	// began). warmDone is the stop channel of the wait's warmer (see
+	// warmer.stop), for ready.
+	woke     time.Time
+	warmDone <-chan struct{}
+}
+
+// deadline is when the lease ends: Lease after the anchor.
+func (r *run) deadline() time.Time { return r.anchor().Add(r.tm.Lease) }
+
 // campaign joins with one znode, waits for our turn, leads, and leaves.
 // It returns nil when the leadership or candidacy ended normally.
 func (e *Elector) campaign(ctx context.Context, sess *zk.Session, onElected func(context.Context, Leadership)) error {
@@ -363,31 +385,30 @@ func (e *Elector) campaign(ctx context.Context, sess *zk.Session, onElected func
 	// only between calls and in the selects where the calls wait.
 	keep, release := sessionCtx(ctx, sess)
 	defer release()
-	e.woke = time.Now()
-	var node string
+	r := &run{sess: sess, keep: keep, tm: tm, gap: lease.Gap(tm.Session, e.cfg.TickTime), woke: time.Now()}
 	var epoch int64
 	deleted := new(atomic.Bool) // by the term (Leadership.Deleted)
 	if e.cfg.Mode == Unfair {
-		node, epoch, err = e.acquireLock(ctx, keep, sess, tm)
-		if node == "" {
+		r.node, epoch, err = e.acquireLock(ctx, r)
+		if r.node == "" {
 			return err
 		}
 		defer func(czxid int64) {
 			if !deleted.Load() {
-				e.leave(sess, node, czxid)
+				e.leave(sess, r.node, czxid)
 			}
 		}(epoch)
 	} else {
 		var czxid int64
-		if node, czxid, err = e.join(ctx, keep, sess); err != nil {
+		if r.node, czxid, err = e.join(ctx, r); err != nil {
 			return err
 		}
 		defer func() {
 			if !deleted.Load() {
-				e.leave(sess, node, 0)
+				e.leave(sess, r.node, 0)
 			}
 		}()
-		epoch, err = e.waitTurn(ctx, keep, sess, tm, node, czxid)
+		epoch, err = e.waitTurn(ctx, r, czxid)
 		if err != nil {
 			return err
 		}
@@ -395,6 +416,6 @@ func (e *Elector) campaign(ctx context.Context, sess *zk.Session, onElected func
 	if ctx.Err() != nil {
 		return nil // cancelled while the create was in flight: leave
 	}
-	e.lead(ctx, sess, node, epoch, deleted, onElected)
+	e.lead(ctx, r, epoch, deleted, onElected)
 	return nil
 }

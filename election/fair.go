@@ -10,20 +10,19 @@ import (
 	"strings"
 	"time"
 
-	"github.com/failoverd/failoverd/internal/lease"
 	"github.com/failoverd/failoverd/zk"
 )
 
 // join creates our fair-mode znode, surviving a lost create response.
 // It returns the znode and its czxid (0 when adopted: not known yet).
-// Once a create was sent it runs on keep until its outcome is known, so a
+// Once a create was sent it runs on r.keep until its outcome is known, so a
 // cancelled ctx never leaves a znode of ours that the caller does not
 // know of; ctx only stops it from sending another create.
-func (e *Elector) join(ctx, keep context.Context, sess *zk.Session) (string, int64, error) {
+func (e *Elector) join(ctx context.Context, r *run) (string, int64, error) {
 	prefix := e.cfg.Dir + "/c_" + e.guid + "-n_"
 	// Leftovers of earlier terms (a leave that failed while ZooKeeper was
 	// away) must go: adopting one would reuse an old epoch.
-	if _, err := e.adopt(ctx, keep, sess, ""); err != nil {
+	if _, err := e.adopt(ctx, r, ""); err != nil {
 		return "", 0, err
 	}
 	join := nonce()
@@ -31,7 +30,7 @@ func (e *Elector) join(ctx, keep context.Context, sess *zk.Session) (string, int
 		if err := ctx.Err(); err != nil {
 			return "", 0, err
 		}
-		node, st, err := e.create(keep, sess, prefix, zk.EphemeralSequential, join)
+		node, st, err := e.create(r.keep, r.sess, prefix, zk.EphemeralSequential, join)
 		if err == nil {
 			return node, st.Czxid, nil
 		}
@@ -39,10 +38,10 @@ func (e *Elector) join(ctx, keep context.Context, sess *zk.Session) (string, int
 			return "", 0, fmt.Errorf("joining the election: %w", err)
 		}
 		e.log.Warn("create response lost; looking for our znode", "err", err)
-		if err := waitConnected(keep, sess); err != nil {
+		if err := waitConnected(r.keep, r.sess); err != nil {
 			return "", 0, err
 		}
-		node, err = e.adopt(keep, keep, sess, join)
+		node, err = e.adopt(r.keep, r, join)
 		if err != nil {
 			return "", 0, err
 		}
@@ -60,9 +59,9 @@ func (e *Elector) join(ctx, keep context.Context, sess *zk.Session) (string, int
 // returns one owned by the current session and created by that join (our
 // create went through after all); it deletes the rest: orphans of earlier
 // sessions, duplicates, leftovers of earlier terms. Reads run on ctx, the
-// deletes on keep.
-func (e *Elector) adopt(ctx, keep context.Context, sess *zk.Session, join string) (string, error) {
-	kids, err := sess.Children(ctx, e.cfg.Dir)
+// deletes on r.keep.
+func (e *Elector) adopt(ctx context.Context, r *run, join string) (string, error) {
+	kids, err := r.sess.Children(ctx, e.cfg.Dir)
 	if err != nil {
 		return "", err
 	}
@@ -72,7 +71,7 @@ func (e *Elector) adopt(ctx, keep context.Context, sess *zk.Session, join string
 			continue
 		}
 		p := e.cfg.Dir + "/" + k
-		b, st, err := sess.Get(ctx, p)
+		b, st, err := r.sess.Get(ctx, p)
 		if errors.Is(err, zk.ErrNoNode) {
 			continue
 		}
@@ -81,12 +80,12 @@ func (e *Elector) adopt(ctx, keep context.Context, sess *zk.Session, join string
 		}
 		var c candidate
 		_ = json.Unmarshal(b, &c)
-		if join != "" && c.Join == join && st.EphemeralOwner == sess.ID() && mine == "" {
+		if join != "" && c.Join == join && st.EphemeralOwner == r.sess.ID() && mine == "" {
 			mine = p
 			continue
 		}
 		e.log.Info("deleting an orphan znode of ours", "node", p, "owner", fmt.Sprintf("0x%x", st.EphemeralOwner))
-		if err := sess.Delete(keep, p, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		if err := r.sess.Delete(r.keep, p, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
 			return "", err
 		}
 	}
@@ -156,12 +155,12 @@ func Queue(ctx context.Context, sess *zk.Session, dir string) ([]string, error) 
 // A cancelled ctx ends it; the caller then leaves.
 // The candidate next in line (with Config.WarmStandby) and one told
 // Warm(true) keep a credit chain meanwhile, renewing on their own znode.
-func (e *Elector) waitTurn(ctx, keep context.Context, sess *zk.Session, tm lease.Timing, node string, czxid int64) (int64, error) {
-	name := node[strings.LastIndex(node, "/")+1:]
-	w := e.newWarmer(sess, tm, node)
-	defer func() { e.warmDone = w.stop() }()
+func (e *Elector) waitTurn(ctx context.Context, r *run, czxid int64) (int64, error) {
+	name := r.node[strings.LastIndex(r.node, "/")+1:]
+	w := e.newWarmer(r, r.node)
+	defer func() { r.warmDone = w.stop() }()
 	for {
-		kids, err := sess.Children(ctx, e.cfg.Dir)
+		kids, err := r.sess.Children(ctx, e.cfg.Dir)
 		if err != nil {
 			return 0, err
 		}
@@ -173,27 +172,27 @@ func (e *Elector) waitTurn(ctx, keep context.Context, sess *zk.Session, tm lease
 			} else if strings.Contains(k, e.guid) && idx < 0 {
 				// A stray duplicate of ours (a create that landed late) ahead of
 				// us would block everyone behind it: remove it.
-				sess.Delete(keep, e.cfg.Dir+"/"+k, -1)
+				r.sess.Delete(r.keep, e.cfg.Dir+"/"+k, -1)
 			}
 		}
 		if idx < 0 {
-			return 0, fmt.Errorf("%w: %s", ErrNodeDeleted, node)
+			return 0, fmt.Errorf("%w: %s", ErrNodeDeleted, r.node)
 		}
 		if idx == 0 && czxid > 0 {
 			return czxid, nil // created by this session, still listed: ours
 		}
 		if idx == 0 {
-			ok, st, err := sess.Exists(ctx, node)
+			ok, st, err := r.sess.Exists(ctx, r.node)
 			if err != nil {
 				return 0, err
 			}
-			if !ok || st.EphemeralOwner != sess.ID() {
-				return 0, fmt.Errorf("%w: %s", ErrNodeDeleted, node)
+			if !ok || st.EphemeralOwner != r.sess.ID() {
+				return 0, fmt.Errorf("%w: %s", ErrNodeDeleted, r.node)
 			}
 			return st.Czxid, nil
 		}
 		pred := e.cfg.Dir + "/" + order[idx-1]
-		ok, _, ch, err := sess.ExistsW(ctx, pred)
+		ok, _, ch, err := r.sess.ExistsW(ctx, pred)
 		if err != nil {
 			return 0, err
 		}
@@ -207,14 +206,14 @@ func (e *Elector) waitTurn(ctx, keep context.Context, sess *zk.Session, tm lease
 			w.run(warm || idx == 1 && e.cfg.WarmStandby)
 			select {
 			case <-ch: // deleted, changed or not watching: look again
-				e.woke = time.Now()
+				r.woke = time.Now()
 				break wait
 			case <-warmChanged:
 			case <-w.lost: // our znode is gone: look again
 				w.stop()
 				break wait
-			case <-sess.Done():
-				return 0, sess.Err()
+			case <-r.sess.Done():
+				return 0, r.sess.Err()
 			case <-ctx.Done():
 				return 0, ctx.Err()
 			}

@@ -80,39 +80,38 @@ func (l Leadership) LeaseRemaining() time.Duration {
 }
 
 // lead runs the callback and watches leadership until it ends.
-func (e *Elector) lead(ctx context.Context, sess *zk.Session, node string, epoch int64, deleted *atomic.Bool, onElected func(context.Context, Leadership)) {
+func (e *Elector) lead(ctx context.Context, r *run, epoch int64, deleted *atomic.Bool, onElected func(context.Context, Leadership)) {
 	if epoch <= e.lastEpoch {
 		// Never lead twice with one epoch, whatever went wrong in between.
-		e.log.Error("refusing to lead with an epoch not above our last one", "epoch", epoch, "last_epoch", e.lastEpoch, "node", node)
+		e.log.Error("refusing to lead with an epoch not above our last one", "epoch", epoch, "last_epoch", e.lastEpoch, "node", r.node)
 		return
 	}
 	// The timeout may have changed since the campaign began (a reconnect).
-	tm, err := e.timing(sess.Timeout())
+	tm, err := e.timing(r.sess.Timeout())
 	e.setRefusal(err)
 	if err != nil {
-		e.log.Error("won the election but cannot lead safely; giving it back", "node", node, "err", err)
+		e.log.Error("won the election but cannot lead safely; giving it back", "node", r.node, "err", err)
 		return
 	}
 	won := time.Now()
-	e.log.Debug("candidate won", "node", node, "epoch", epoch, "duration_seconds", won.Sub(e.woke).Seconds())
-	gap := lease.Gap(tm.Session, e.cfg.TickTime)
-	anchor := anchorFn(sess, gap)
-	deadline := func() time.Time { return anchor().Add(tm.Lease) }
+	e.log.Debug("candidate won", "node", r.node, "epoch", epoch, "duration_seconds", won.Sub(r.woke).Seconds())
+	r.tm, r.gap = tm, lease.Gap(tm.Session, e.cfg.TickTime)
+	r.anchor = anchorFn(r.sess, r.gap)
 	// The lease runs from an anchor that a credit chain of answered writes
 	// proves; a candidate that waited without keeping one has none.
 	sctx, cancelSettle := context.WithTimeout(ctx, tm.Session)
-	warm, err := e.ready(sctx, sess, node, tm, gap, anchor)
+	warm, err := e.ready(sctx, r)
 	cancelSettle()
 	if err == nil {
-		e.log.Debug("lease ready", "node", node, "epoch", epoch, "warm", warm, "duration_seconds", time.Since(won).Seconds())
+		e.log.Debug("lease ready", "node", r.node, "epoch", epoch, "warm", warm, "duration_seconds", time.Since(won).Seconds())
 	}
 	if err != nil {
-		e.log.Warn("could not confirm leadership with the zookeeper leader", "node", node, "err", err)
+		e.log.Warn("could not confirm leadership with the zookeeper leader", "node", r.node, "err", err)
 		return
 	}
 	e.lastEpoch = epoch
-	l := Leadership{Epoch: epoch, Path: node, Session: sess, NodeID: e.cfg.NodeID, Mode: e.cfg.Mode, Lease: tm.Lease,
-		SessionTimeout: tm.Session, RenewInterval: tm.Renew, Grace: tm.Grace(), Timing: tm, deadline: deadline,
+	l := Leadership{Epoch: epoch, Path: r.node, Session: r.sess, NodeID: e.cfg.NodeID, Mode: e.cfg.Mode, Lease: tm.Lease,
+		SessionTimeout: tm.Session, RenewInterval: tm.Renew, Grace: tm.Grace(), Timing: tm, deadline: r.deadline,
 		deleted: deleted}
 
 	// The term's context derives from Run's: when Run's context is
@@ -123,7 +122,7 @@ func (e *Elector) lead(ctx context.Context, sess *zk.Session, node string, epoch
 	lctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(ErrStopped)
 	done := make(chan struct{})
-	e.log.Info("elected", "epoch", epoch, "node", node, "lease", tm.Lease.String(),
+	e.log.Info("elected", "epoch", epoch, "node", r.node, "lease", tm.Lease.String(),
 		"renew_every", tm.Renew.String(), "tolerance", tm.Tolerance().String(), "grace", tm.Grace().String(),
 		"demote_budget", tm.Budget.String(), "tick_time", tm.Tick.String(), "tick_time_known", tm.TickKnown,
 		"session_timeout", tm.Session.String(), "lease_left", l.LeaseRemaining().Round(time.Millisecond).String())
@@ -135,7 +134,7 @@ func (e *Elector) lead(ctx context.Context, sess *zk.Session, node string, epoch
 	if testHookLeading != nil {
 		testHookLeading(l)
 	}
-	cause := e.watch(ctx, sess, node, tm, gap, deadline, done)
+	cause := e.watch(ctx, r, done)
 	cancel(cause)
 	<-done
 	e.log.Info("leadership ended", "epoch", epoch, "reason", cause.Error())
@@ -152,13 +151,13 @@ func (e *Elector) lead(ctx context.Context, sess *zk.Session, node string, epoch
 // the renew loop would send now); otherwise it settles. warm says which. (Acks are per connection:
 // after a reconnect only a chain on the new connection counts here,
 // although the lease may still run from an older one.)
-func (e *Elector) ready(ctx context.Context, sess *zk.Session, node string, tm lease.Timing, gap time.Duration, anchor func() time.Time) (warm bool, err error) {
+func (e *Elector) ready(ctx context.Context, r *run) (warm bool, err error) {
 	if on, _ := e.warmState(); on || e.cfg.WarmStandby {
-		pending := e.warmDone // the wait's renewal, maybe still in flight
-		e.warmDone = nil
+		pending := r.warmDone // the wait's renewal, maybe still in flight
+		r.warmDone = nil
 		for writes := 0; ; {
-			acks := acksOn(sess)
-			if a := Anchor(acks, gap); !a.IsZero() && time.Since(a) <= 2*tm.Renew+lease.MinTolerance/2 {
+			acks := acksOn(r.sess)
+			if a := Anchor(acks, r.gap); !a.IsZero() && time.Since(a) <= 2*r.tm.Renew+lease.MinTolerance/2 {
 				return true, nil
 			}
 			if pending != nil {
@@ -178,10 +177,10 @@ func (e *Elector) ready(ctx context.Context, sess *zk.Session, node string, tm l
 			// A write now moves the anchor when it is the Y of a chain, or
 			// the X of one (a gap after the newest answer) that a Y completes.
 			now := time.Now()
-			if writes == 2 || len(acks) == 0 || !renewNow(acks, gap, now) && now.Sub(acks[len(acks)-1].Answered) < gap {
+			if writes == 2 || len(acks) == 0 || !renewNow(acks, r.gap, now) && now.Sub(acks[len(acks)-1].Answered) < r.gap {
 				break
 			}
-			ok, err := confirm(ctx, sess, node)
+			ok, err := confirm(ctx, r.sess, r.node)
 			if err != nil {
 				return false, err
 			}
@@ -191,7 +190,7 @@ func (e *Elector) ready(ctx context.Context, sess *zk.Session, node string, tm l
 			writes++
 		}
 	}
-	return false, e.settle(ctx, sess, node, tm, gap, anchor)
+	return false, e.settle(ctx, r)
 }
 
 // acksOn returns the session's acks over the connection in use.
@@ -210,26 +209,26 @@ func acksOn(sess *zk.Session) []zk.Ack {
 // first write (Z), one a gap after its answer (X), one right after that
 // (Y). An older chain (of the writes that joined the election) may still
 // be valid, but would leave a new leader little of its lease.
-func (e *Elector) settle(ctx context.Context, sess *zk.Session, node string, tm lease.Timing, gap time.Duration, anchor func() time.Time) error {
+func (e *Elector) settle(ctx context.Context, r *run) error {
 	start := time.Now()
 	for {
-		ok, err := confirm(ctx, sess, node)
+		ok, err := confirm(ctx, r.sess, r.node)
 		if err != nil {
 			return err
 		}
 		if !ok {
 			return ErrNodeDeleted
 		}
-		if !anchor().Before(start) {
+		if !r.anchor().Before(start) {
 			return nil
 		}
-		acks := sess.Acks()
-		if renewNow(acks, gap, time.Now()) {
+		acks := r.sess.Acks()
+		if renewNow(acks, r.gap, time.Now()) {
 			continue
 		}
-		wait := tm.Renew
+		wait := r.tm.Renew
 		if len(acks) > 0 {
-			wait = time.Until(acks[len(acks)-1].Answered.Add(tm.Renew))
+			wait = time.Until(acks[len(acks)-1].Answered.Add(r.tm.Renew))
 		}
 		t := time.NewTimer(wait)
 		select {
@@ -245,7 +244,7 @@ func (e *Elector) settle(ctx context.Context, sess *zk.Session, node string, tm 
 // renewals and the watch on our znode run in goroutines that report over
 // channels, so however long any call blocks, the loop only selects and ends
 // leadership when the lease runs out by the clock.
-func (e *Elector) watch(ctx context.Context, sess *zk.Session, node string, tm lease.Timing, gap time.Duration, deadline func() time.Time, done <-chan struct{}) error {
+func (e *Elector) watch(ctx context.Context, r *run, done <-chan struct{}) error {
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
 
@@ -257,15 +256,15 @@ func (e *Elector) watch(ctx context.Context, sess *zk.Session, node string, tm l
 		}
 	}
 	full := make(chan struct{}, 1)
-	go e.renewLoop(wctx, sess, node, true, tm, gap, full, report)
-	go e.watchNode(wctx, sess, node, report)
+	go e.renewLoop(wctx, r, true, full, report)
+	go e.watchNode(wctx, r, report)
 
-	timer := time.NewTimer(tm.Lease)
+	timer := time.NewTimer(r.tm.Lease)
 	defer timer.Stop()
-	_, stateChanged := sess.State()
+	_, stateChanged := r.sess.State()
 	for {
 		// Check the clock first: after a pause every case may be ready at once.
-		left := time.Until(deadline())
+		left := time.Until(r.deadline())
 		if left <= 0 {
 			return ErrLeaseExpired
 		}
@@ -275,24 +274,24 @@ func (e *Elector) watch(ctx context.Context, sess *zk.Session, node string, tm l
 			return ErrReleased
 		case <-ctx.Done():
 			return stopCause(ctx)
-		case <-sess.Done():
+		case <-r.sess.Done():
 			return ErrSessionExpired
 		case err := <-gone:
 			return err
 		case <-stateChanged:
 			var st zk.State
-			st, stateChanged = sess.State()
+			st, stateChanged = r.sess.State()
 			if st != zk.StateConnected {
 				continue
 			}
 			// Reconnected within the session: the server may have granted
 			// another timeout (the gap stays: tick <= the smaller one / 2).
-			if t := sess.Timeout(); t != tm.Session {
+			if t := r.sess.Timeout(); t != r.tm.Session {
 				ntm, err := e.timing(t)
-				if err != nil || tm.Lease > ntm.Max {
+				if err != nil || r.tm.Lease > ntm.Max {
 					// Reported as a lease expiry (errors.Is matches both).
 					return fmt.Errorf("%w: %w: lease %v, session timeout %v (was %v), demote budget %v",
-						ErrLeaseExpired, ErrTimeoutShrunk, tm.Lease, t, tm.Session, tm.Budget)
+						ErrLeaseExpired, ErrTimeoutShrunk, r.tm.Lease, t, r.tm.Session, r.tm.Budget)
 				}
 			}
 			// Make sure our znode survived and is still first.
@@ -318,9 +317,9 @@ func stopCause(ctx context.Context) error {
 // that an operator deleting it ends leadership at once. It sets the watch
 // again after a data change and after a failed call (once the session is
 // connected again).
-func (e *Elector) watchNode(ctx context.Context, sess *zk.Session, node string, report func(error)) {
+func (e *Elector) watchNode(ctx context.Context, r *run, report func(error)) {
 	for ctx.Err() == nil {
-		ok, _, ch, err := sess.ExistsW(ctx, node)
+		ok, _, ch, err := r.sess.ExistsW(ctx, r.node)
 		switch {
 		case err == nil && !ok:
 			report(ErrNodeDeleted)
@@ -339,10 +338,10 @@ func (e *Elector) watchNode(ctx context.Context, sess *zk.Session, node string, 
 			case <-ctx.Done():
 				return
 			}
-		case sess.Err() != nil:
+		case r.sess.Err() != nil:
 			return // the session is over; watch reports that
 		default:
-			if waitConnected(ctx, sess) != nil {
+			if waitConnected(ctx, r.sess) != nil {
 				return
 			}
 			sleep(ctx, 100*time.Millisecond)

@@ -6,7 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/failoverd/failoverd/internal/lease"
 	"github.com/failoverd/failoverd/zk"
 )
 
@@ -71,10 +70,11 @@ func anchorFn(sess *zk.Session, gap time.Duration) func() time.Time {
 // after it. Each answer goes into the session's Acks, from which lead
 // takes the anchor when this candidate wins.
 type warmer struct {
-	e    *Elector
-	sess *zk.Session
-	tm   lease.Timing
-	path string
+	e *Elector
+	// r is a copy of the wait's run, with path as its node: lead sets
+	// the run's timing anew when we win, while a renewal of the loop may
+	// still be in flight.
+	r run
 
 	cancel context.CancelFunc // of the running loop, nil when none runs
 	// lost is closed when the running loop found path gone (and ended);
@@ -85,8 +85,10 @@ type warmer struct {
 	done chan struct{}
 }
 
-func (e *Elector) newWarmer(sess *zk.Session, tm lease.Timing, path string) *warmer {
-	return &warmer{e: e, sess: sess, tm: tm, path: path}
+func (e *Elector) newWarmer(r *run, path string) *warmer {
+	w := &warmer{e: e, r: *r}
+	w.r.node = path
+	return w
 }
 
 // run starts (on) or stops the loop; it does nothing when it already
@@ -103,14 +105,13 @@ func (w *warmer) run(on bool) {
 	ctx, w.cancel = context.WithCancel(context.Background())
 	lost := make(chan struct{})
 	w.lost = lost
-	w.e.log.Debug("keeping a credit chain while waiting", "node", w.path)
-	gap := lease.Gap(w.tm.Session, w.e.cfg.TickTime)
+	w.e.log.Debug("keeping a credit chain while waiting", "node", w.r.node)
 	done := make(chan struct{})
 	w.done = done
 	// renewLoop reports at most once, and returns right after.
 	go func() {
 		defer close(done)
-		w.e.renewLoop(ctx, w.sess, w.path, false, w.tm, gap, nil, func(error) { close(lost) })
+		w.e.renewLoop(ctx, &w.r, false, nil, func(error) { close(lost) })
 	}()
 }
 
@@ -178,18 +179,18 @@ func touch(ctx context.Context, sess *zk.Session, path string) (bool, error) {
 // anchor within two intervals of now. After a reconnect (full) it renews at
 // once and, in fair mode, checks that we are still first. A waiting
 // candidate (leader false) runs it too, writing without the read after it;
-// it reports a renewal that found node gone.
+// it reports a renewal that found r.node gone.
 //
 // In fair mode with Config.WarmStandby a leader's first renewal rewrites
 // its znode's data instead of checking its version (announce): the only
 // candidate watching our znode is the one behind us, which moved up to next
 // in line when we won without anything telling it, and must start its chain.
-func (e *Elector) renewLoop(ctx context.Context, sess *zk.Session, node string, leader bool, tm lease.Timing, gap time.Duration, full <-chan struct{}, report func(error)) {
+func (e *Elector) renewLoop(ctx context.Context, r *run, leader bool, full <-chan struct{}, report func(error)) {
 	check := false
 	announcing := leader && e.cfg.Mode == Fair && e.cfg.WarmStandby
 	next := time.Now()
-	if acks := sess.Acks(); len(acks) > 0 {
-		next = acks[len(acks)-1].Answered.Add(tm.Renew)
+	if acks := r.sess.Acks(); len(acks) > 0 {
+		next = acks[len(acks)-1].Answered.Add(r.tm.Renew)
 	}
 	t := time.NewTimer(time.Until(next))
 	defer t.Stop()
@@ -213,22 +214,22 @@ func (e *Elector) renewLoop(ctx context.Context, sess *zk.Session, node string, 
 		if !leader {
 			parent = context.WithoutCancel(ctx)
 		}
-		rctx, cancel := context.WithTimeout(parent, tm.Lease)
+		rctx, cancel := context.WithTimeout(parent, r.tm.Lease)
 		var ok bool
 		var err error
 		switch {
 		case announcing:
-			ok, err = e.announce(rctx, sess, node)
+			ok, err = e.announce(rctx, r.sess, r.node)
 		case leader:
-			ok, err = confirm(rctx, sess, node)
+			ok, err = confirm(rctx, r.sess, r.node)
 		default:
-			ok, err = touch(rctx, sess, node)
+			ok, err = touch(rctx, r.sess, r.node)
 		}
 		if err == nil && ok && check && e.cfg.Mode == Fair {
 			var kids []string
-			if kids, err = sess.Children(rctx, e.cfg.Dir); err == nil {
+			if kids, err = r.sess.Children(rctx, e.cfg.Dir); err == nil {
 				order := sortCandidates(kids)
-				ok = len(order) > 0 && e.cfg.Dir+"/"+order[0] == node
+				ok = len(order) > 0 && e.cfg.Dir+"/"+order[0] == r.node
 			}
 		}
 		cancel()
@@ -242,12 +243,12 @@ func (e *Elector) renewLoop(ctx context.Context, sess *zk.Session, node string, 
 				testHookRenewed()
 			}
 		}
-		next = time.Now().Add(tm.Renew)
-		if acks := sess.Acks(); err == nil && len(acks) > 0 {
-			if now := time.Now(); renewNow(acks, gap, now) {
+		next = time.Now().Add(r.tm.Renew)
+		if acks := r.sess.Acks(); err == nil && len(acks) > 0 {
+			if now := time.Now(); renewNow(acks, r.gap, now) {
 				next = now
 			} else {
-				next = acks[len(acks)-1].Answered.Add(tm.Renew)
+				next = acks[len(acks)-1].Answered.Add(r.tm.Renew)
 			}
 		}
 		t.Reset(time.Until(next))

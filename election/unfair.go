@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/failoverd/failoverd/internal/lease"
 	"github.com/failoverd/failoverd/zk"
 )
 
@@ -16,15 +15,15 @@ const lockName = "lock"
 
 // acquireLock blocks until we hold the unfair-mode lock; it returns the lock
 // path and its czxid, or "" when cancelled. A create, once sent,
-// runs on keep until its outcome is known: it returns the lock when it
+// runs on r.keep until its outcome is known: it returns the lock when it
 // got it, even if ctx ended meanwhile (the caller then leaves).
 //
 // With Config.WarmStandby (or Warm(true)) it keeps a credit chain while it
 // waits, renewing on the election directory (it has no znode of its own).
-func (e *Elector) acquireLock(ctx, keep context.Context, sess *zk.Session, tm lease.Timing) (string, int64, error) {
+func (e *Elector) acquireLock(ctx context.Context, r *run) (string, int64, error) {
 	lock := e.cfg.Dir + "/" + lockName
-	w := e.newWarmer(sess, tm, e.cfg.Dir)
-	defer func() { e.warmDone = w.stop() }()
+	w := e.newWarmer(r, e.cfg.Dir)
+	defer func() { r.warmDone = w.stop() }()
 	join := nonce()
 	lostCreate := false
 	unresolved := false // a create's response was lost and no read has told its outcome yet
@@ -33,9 +32,9 @@ func (e *Elector) acquireLock(ctx, keep context.Context, sess *zk.Session, tm le
 			return "", 0, err
 		}
 		if !unresolved {
-			_, st, err := e.create(keep, sess, lock, zk.Ephemeral, join)
+			_, st, err := e.create(r.keep, r.sess, lock, zk.Ephemeral, join)
 			switch {
-			case err == nil && st.EphemeralOwner == sess.ID():
+			case err == nil && st.EphemeralOwner == r.sess.ID():
 				return lock, st.Czxid, nil
 			case err == nil:
 				// Create reads the stat by name after the create: our lock
@@ -51,12 +50,12 @@ func (e *Elector) acquireLock(ctx, keep context.Context, sess *zk.Session, tm le
 		}
 		rctx := ctx
 		if unresolved {
-			rctx = keep
-			if err := waitConnected(keep, sess); err != nil {
+			rctx = r.keep
+			if err := waitConnected(r.keep, r.sess); err != nil {
 				return "", 0, err
 			}
 		}
-		b, st, ch, err := sess.GetW(rctx, lock)
+		b, st, ch, err := r.sess.GetW(rctx, lock)
 		if errors.Is(err, zk.ErrNoNode) {
 			unresolved = false
 			continue
@@ -70,13 +69,13 @@ func (e *Elector) acquireLock(ctx, keep context.Context, sess *zk.Session, tm le
 		unresolved = false
 		var c candidate
 		_ = json.Unmarshal(b, &c)
-		if lostCreate && st.EphemeralOwner == sess.ID() && c.Join == join {
+		if lostCreate && st.EphemeralOwner == r.sess.ID() && c.Join == join {
 			return lock, st.Czxid, nil // our create went through after all
 		}
-		if c.GUID == e.guid || st.EphemeralOwner == sess.ID() {
+		if c.GUID == e.guid || st.EphemeralOwner == r.sess.ID() {
 			// Ours from an earlier session or term (a leave whose delete was
 			// lost): adopting it would reuse an old epoch.
-			if err := e.deleteOldLock(keep, sess, lock, st); err != nil {
+			if err := e.deleteOldLock(r.keep, r.sess, lock, st); err != nil {
 				return "", 0, err
 			}
 			continue
@@ -87,14 +86,14 @@ func (e *Elector) acquireLock(ctx, keep context.Context, sess *zk.Session, tm le
 			w.run(warm || e.cfg.WarmStandby)
 			select {
 			case <-ch:
-				e.woke = time.Now()
+				r.woke = time.Now()
 				break wait
 			case <-warmChanged:
 			case <-w.lost: // the directory is gone: the create says why
 				w.stop()
 				break wait
-			case <-sess.Done():
-				return "", 0, sess.Err()
+			case <-r.sess.Done():
+				return "", 0, r.sess.Err()
 			case <-ctx.Done():
 				return "", 0, ctx.Err()
 			}
