@@ -136,10 +136,6 @@ var (
 	ErrNodeDeleted    = errors.New("election: election znode deleted")
 	ErrStopped        = errors.New("election: stopped")
 	ErrReleased       = errors.New("election: released by the callback")
-	// ErrResigned is never a cause this elector gives: a candidacy ends
-	// by the cancellation of Run's context, whose cause the term carries.
-	// cluster/zkcluster still maps it to cluster.ErrResigned.
-	ErrResigned = errors.New("election: resigned")
 	// ErrLeaseTooShort: the lease that fits the negotiated session timeout
 	// and the demote budget leaves no tolerance; the elector stays out of
 	// the election.

@@ -67,7 +67,6 @@ var endCauses = []struct{ election, cluster error }{
 	{election.ErrLeaseExpired, cluster.ErrLeaseExpired}, // also with ErrTimeoutShrunk
 	{election.ErrSessionExpired, cluster.ErrSessionExpired},
 	{election.ErrNodeDeleted, cluster.ErrEntryDeleted},
-	{election.ErrResigned, cluster.ErrResigned},
 	{election.ErrStopped, cluster.ErrStopped},
 	{election.ErrReleased, cluster.ErrReleased},
 }
