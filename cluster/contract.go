@@ -24,8 +24,6 @@ var (
 	// ErrEntryDeleted: the term's election entry (in ZooKeeper, its
 	// election znode) was deleted by someone else.
 	ErrEntryDeleted = errors.New("cluster: the term's election entry was deleted")
-	// ErrResigned: the elector was told to resign or cede.
-	ErrResigned = errors.New("cluster: the term was resigned")
 	// ErrStopped: the election stopped without a cause.
 	ErrStopped = errors.New("cluster: the election stopped")
 	// ErrReleased: the callback that held the term returned.

@@ -56,8 +56,6 @@ func lossReason(cause error) string {
 		return "session_expired"
 	case errors.Is(cause, cluster.ErrEntryDeleted):
 		return "znode_deleted"
-	case errors.Is(cause, cluster.ErrResigned):
-		return causeCeded.label
 	case errors.Is(cause, cluster.ErrStopped):
 		return causeShutdown.label
 	}

@@ -29,7 +29,6 @@ func TestReasonLabels(t *testing.T) {
 		{fmt.Errorf("x: %w", cluster.ErrLeaseExpired), "lease_expired"},
 		{cluster.ErrSessionExpired, "session_expired"},
 		{fmt.Errorf("x: %w", cluster.ErrEntryDeleted), "znode_deleted"},
-		{cluster.ErrResigned, "ceded"},
 		{cluster.ErrStopped, "shutdown"},
 		{cluster.ErrReleased, "unknown"},
 		{errors.New("other"), "unknown"},

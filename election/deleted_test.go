@@ -97,9 +97,9 @@ func TestUnfairLeaderNoticesItsLockDeletedAtTheStartOfItsTerm(t *testing.T) {
 	zks := zktest.Start(t, 1)
 	r := newReferee()
 	const renew = 3 * time.Second
-	a := startCandidate(t, r, "a", opts{mode: Unfair, timeout: 8 * time.Second, renew: renew, servers: zks.Addrs()})
+	startCandidate(t, r, "a", opts{mode: Unfair, timeout: 8 * time.Second, renew: renew, servers: zks.Addrs()})
 	r.waitLeader(t, "", 10*time.Second)
-	l := a.el.Leader()
+	l := r.leaderOf(t, "a")
 	s, closeSess := openSession(t, zks.Addrs(), 8*time.Second)
 	defer closeSess()
 	deleted := time.Now()
@@ -151,7 +151,7 @@ func TestCandidateWhoseZnodeWentDoesNotLeadWithIt(t *testing.T) {
 	}
 	var bNode string
 	for _, k := range kids {
-		if strings.Contains(k, b.el.GUID()) {
+		if strings.Contains(k, b.el.guid) {
 			bNode = dir + "/" + k
 		}
 	}
@@ -164,7 +164,7 @@ func TestCandidateWhoseZnodeWentDoesNotLeadWithIt(t *testing.T) {
 	if err := s.Delete(t.Context(), bNode, -1); err != nil {
 		t.Fatal(err)
 	}
-	a.el.Cede(time.Hour)
+	a.leave()
 	r.waitLeader(t, "a", 10*time.Second)
 	time.Sleep(2 * time.Second) // room for a wrong term to show
 	r.mu.Lock()

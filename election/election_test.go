@@ -157,13 +157,20 @@ func (r *referee) check(t *testing.T) {
 	}
 }
 
+// current returns the Leadership of candidate id's running callback; false
+// when id does not lead.
+func (r *referee) current(id string) (Leadership, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	l, ok := r.leaderships[id]
+	return l, ok
+}
+
 // leaderOf returns the current Leadership of candidate id's elector, which
 // must lead.
 func (r *referee) leaderOf(t *testing.T, id string) Leadership {
 	t.Helper()
-	r.mu.Lock()
-	l, ok := r.leaderships[id]
-	r.mu.Unlock()
+	l, ok := r.current(id)
 	if !ok {
 		t.Fatalf("%s does not lead", id)
 	}
@@ -192,8 +199,12 @@ type cand struct {
 	id     string
 	client *zk.Client
 	el     *Elector
-	cancel context.CancelFunc
-	done   chan struct{}
+	cb     func(ctx context.Context, l Leadership)
+
+	mu      sync.Mutex
+	stopped bool               // by stop: rejoin starts no Run any more
+	cancel  context.CancelFunc // ends the current Run
+	done    chan struct{}      // closed when the current Run returned
 }
 
 type opts struct {
@@ -227,19 +238,53 @@ func startCandidate(t *testing.T, r *referee, id string, o opts) *cand {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	k := &cand{id: id, client: c, el: el, cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(k.done)
-		el.Run(ctx, r.callback(id))
-	}()
+	k := &cand{id: id, client: c, el: el, cb: r.callback(id)}
+	k.run()
 	t.Cleanup(k.stop)
 	return k
 }
 
+// run starts k's Run with a context of its own; the caller holds k.mu or
+// is the only one to use k.
+func (k *cand) run() {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	k.cancel, k.done = cancel, done
+	go func() {
+		defer close(done)
+		k.el.Run(ctx, k.cb)
+	}()
+}
+
+// leave ends k's leadership or candidacy as the daemon does, by cancelling
+// Run's context, and returns once Run returned: k has left the election
+// (its znode deleted) and stays out. Its client and session live on.
+func (k *cand) leave() {
+	k.mu.Lock()
+	cancel, done := k.cancel, k.done
+	k.mu.Unlock()
+	cancel()
+	<-done
+}
+
+// rejoin has k leave, then starts Run again on the same elector after d,
+// in the background.
+func (k *cand) rejoin(d time.Duration) {
+	k.leave()
+	time.AfterFunc(d, func() {
+		k.mu.Lock()
+		defer k.mu.Unlock()
+		if !k.stopped {
+			k.run()
+		}
+	})
+}
+
 func (k *cand) stop() {
-	k.cancel()
-	<-k.done
+	k.mu.Lock()
+	k.stopped = true
+	k.mu.Unlock()
+	k.leave()
 	k.client.Close()
 }
 
@@ -260,7 +305,7 @@ func modes(t *testing.T, f func(t *testing.T, m Mode)) {
 	}
 }
 
-func TestExactlyOneLeaderAcrossResignations(t *testing.T) {
+func TestExactlyOneLeaderAcrossHandovers(t *testing.T) {
 	zks := zktest.Start(t, 1)
 	modes(t, func(t *testing.T, m Mode) {
 		r := newReferee()
@@ -268,10 +313,10 @@ func TestExactlyOneLeaderAcrossResignations(t *testing.T) {
 		prev := ""
 		for range 6 {
 			l := r.waitLeader(t, prev, 10*time.Second)
-			cands[l].el.Cede(time.Second)
+			cands[l].rejoin(time.Second)
 			prev = l
 		}
-		// Stopping the leader's Run hands over too.
+		// Stopping the leader for good, its client closed, hands over too.
 		l := r.waitLeader(t, prev, 10*time.Second)
 		cands[l].stop()
 		r.waitLeader(t, l, 10*time.Second)
@@ -316,7 +361,7 @@ func fifoHerdFree(t *testing.T, zks *zktest.Cluster, warm bool) {
 		for i, k := range cands {
 			before[i] = k.client.WatchEvents()
 		}
-		leader.el.Cede(time.Hour)
+		leader.leave()
 		next := r.waitLeader(t, leader.id, 10*time.Second)
 		if want := cands[round+1].id; next != want {
 			t.Fatalf("round %d: leader %s, want %s (FIFO)", round, next, want)
@@ -391,7 +436,7 @@ func TestEpochsStrictlyIncreaseOver100Changes(t *testing.T) {
 				t.Fatalf("change %d: epoch %d not above %d", i, tm.epoch, prevEpoch)
 			}
 			prevEpoch = tm.epoch
-			cands[l].el.Resign()
+			cands[l].rejoin(0)
 			r.waitNoLeaderOrOther(t, l, tm.epoch)
 		}
 		r.check(t)
@@ -506,10 +551,7 @@ func TestServerSideExpiryEndsLeadership(t *testing.T) {
 		r.waitLeader(t, "", 10*time.Second)
 		startCandidate(t, r, "b", opts{mode: m, timeout: 4 * time.Second, servers: zks.Addrs()})
 		waitQueueOrLock(t, zks.Addrs(), m)
-		l := a.el.Leader()
-		if l == nil {
-			t.Fatal("a is not leader")
-		}
+		l := r.leaderOf(t, "a")
 		if err := zktest.Expire(zks.Servers[0].Addr(), l.Session.ID(), l.Session.Password()); err != nil {
 			t.Fatal(err)
 		}
@@ -517,10 +559,10 @@ func TestServerSideExpiryEndsLeadership(t *testing.T) {
 		// a hears of it; what matters is that a stops promptly and for good.
 		r.waitLeader(t, "a", 10*time.Second)
 		deadline := time.Now().Add(10 * time.Second)
-		for a.el.Leader() != nil && time.Now().Before(deadline) {
+		for _, leads := r.current("a"); leads && time.Now().Before(deadline); _, leads = r.current("a") {
 			time.Sleep(10 * time.Millisecond)
 		}
-		if a.el.Leader() != nil {
+		if _, leads := r.current("a"); leads {
 			t.Fatal("a still leads after its session expired")
 		}
 		if err := l.Valid(); !errors.Is(err, ErrSessionExpired) {
@@ -595,7 +637,7 @@ func TestEnsembleMemberDeath(t *testing.T) {
 		zks.Stop(zkLeader)
 		time.Sleep(2 * time.Second)
 		l := r.waitLeader(t, "", 30*time.Second)
-		cands[l].el.Cede(time.Second) // and a handover still works on two servers
+		cands[l].rejoin(time.Second) // and a handover still works on two servers
 		r.waitLeader(t, l, 30*time.Second)
 		zks.Restart(zkLeader)
 		r.check(t)
@@ -658,9 +700,9 @@ func TestLostCreateResponse(t *testing.T) {
 		_ = a
 		r.waitLeader(t, "", 10*time.Second)
 		// Now the orphan: created by another session but carrying a's GUID.
-		a.el.Cede(1500 * time.Millisecond)
+		a.rejoin(1500 * time.Millisecond)
 		r.waitNoLeader(t, 5*time.Second)
-		orphanName := dir + "/c_" + a.el.GUID() + "-n_"
+		orphanName := dir + "/c_" + a.el.guid + "-n_"
 		if m == Unfair {
 			orphanName = dir + "/" + lockName
 		}
@@ -684,7 +726,7 @@ func TestLostCreateResponse(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if strings.Contains(k, a.el.GUID()) || strings.Contains(string(b), a.el.GUID()) {
+			if strings.Contains(k, a.el.guid) || strings.Contains(string(b), a.el.guid) {
 				mine++
 				if st.EphemeralOwner == old.ID() {
 					t.Errorf("orphan %s of the earlier session survived", k)
@@ -704,7 +746,7 @@ func TestShortBlipKeepsLeadership(t *testing.T) {
 	modes(t, func(t *testing.T, m Mode) {
 		r := newReferee()
 		proxy := zktest.NewProxy(t, func() string { return zks.Servers[0].Addr() })
-		a := startCandidate(t, r, "a", opts{mode: m, timeout: 3 * time.Second, servers: []string{proxy.Addr()}})
+		startCandidate(t, r, "a", opts{mode: m, timeout: 3 * time.Second, servers: []string{proxy.Addr()}})
 		if l := r.waitLeader(t, "", 10*time.Second); l != "a" {
 			t.Fatalf("leader %s, want a", l)
 		}
@@ -716,8 +758,8 @@ func TestShortBlipKeepsLeadership(t *testing.T) {
 			proxy.Blackhole(false)
 			time.Sleep(time.Second)
 		}
-		if l := a.el.Leader(); l == nil || l.Epoch != first.epoch {
-			t.Fatalf("leadership not kept through short blips: %+v", l)
+		if l, ok := r.current("a"); !ok || l.Epoch != first.epoch {
+			t.Fatalf("leadership not kept through short blips (leads %v): %+v", ok, l)
 		}
 		if last := r.lastTerm(); last.epoch != first.epoch || !last.end.IsZero() {
 			t.Errorf("term changed or ended: %+v", last)

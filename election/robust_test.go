@@ -108,7 +108,7 @@ func TestNoEpochReuseAfterLostDeleteAndCreateReply(t *testing.T) {
 			first := r.lastTerm()
 			loseDelete.Store(true)
 			loseCreate.Store(true)
-			a.el.Resign()
+			a.rejoin(0)
 			r.waitNoLeaderOrOther(t, "a", first.epoch)
 			r.waitLeader(t, "", 10*time.Second)
 			next := r.lastTerm()
@@ -147,12 +147,9 @@ func TestLeaseEndsWhileCallsHang(t *testing.T) {
 			}
 			defer func() { testHookLeading = nil }()
 			r := newReferee()
-			a := startCandidate(t, r, "a", opts{mode: Fair, timeout: 6 * time.Second, servers: []string{proxy.Addr()}, lease: lease, tick: zktest.TickTime})
+			startCandidate(t, r, "a", opts{mode: Fair, timeout: 6 * time.Second, servers: []string{proxy.Addr()}, lease: lease, tick: zktest.TickTime})
 			r.waitLeader(t, "", 10*time.Second)
-			l := a.el.Leader()
-			if l == nil {
-				t.Fatal("no leadership")
-			}
+			r.leaderOf(t, "a")
 			if when == "mid-term" {
 				time.Sleep(700 * time.Millisecond)
 				proxy.Blackhole(true)
@@ -180,9 +177,9 @@ func TestZnodeChangeKeepsAndDeletionEndsLeadership(t *testing.T) {
 	zks := zktest.Start(t, 1)
 	modes(t, func(t *testing.T, m Mode) {
 		r := newReferee()
-		a := startCandidate(t, r, "a", opts{mode: m, timeout: 4 * time.Second, servers: zks.Addrs()})
+		startCandidate(t, r, "a", opts{mode: m, timeout: 4 * time.Second, servers: zks.Addrs()})
 		r.waitLeader(t, "", 10*time.Second)
-		l := a.el.Leader()
+		l := r.leaderOf(t, "a")
 		s, closeSess := openSession(t, zks.Addrs(), 4*time.Second)
 		defer closeSess()
 		for range 3 {
@@ -191,8 +188,8 @@ func TestZnodeChangeKeepsAndDeletionEndsLeadership(t *testing.T) {
 			}
 			time.Sleep(300 * time.Millisecond)
 		}
-		if cur := a.el.Leader(); cur == nil || cur.Epoch != l.Epoch {
-			t.Fatalf("data changes ended the leadership: %+v", cur)
+		if cur, ok := r.current("a"); !ok || cur.Epoch != l.Epoch {
+			t.Fatalf("data changes ended the leadership (leads %v): %+v", ok, cur)
 		}
 		deleted := time.Now()
 		if err := s.Delete(t.Context(), l.Path, -1); err != nil {

@@ -45,7 +45,7 @@ func (lt *leaveTimes) last() time.Time {
 	return lt.at[len(lt.at)-1]
 }
 
-// handovers has the leader cede rounds times and returns, per handover, the
+// handovers has the leader leave rounds times and returns, per handover, the
 // time from the leaver's delete of its znode to the successor's callback,
 // and the successor's term. settle is how long the next candidate in line
 // needs to become ready (fair mode builds its chain only once it is next).
@@ -57,7 +57,7 @@ func handovers(t *testing.T, r *referee, cands map[string]*cand, lt *leaveTimes,
 	prev := r.waitLeader(t, "", 10*time.Second)
 	for range rounds {
 		time.Sleep(settle)
-		cands[prev].el.Cede(time.Hour)
+		cands[prev].leave()
 		next := r.waitLeader(t, prev, 10*time.Second)
 		tm := r.lastTermOf(next)
 		del := lt.last()
@@ -271,7 +271,7 @@ func TestWarmChainAcrossReconnectNotReused(t *testing.T) {
 			time.Sleep(time.Millisecond)
 		}
 		reconnected := time.Now()
-		a.el.Cede(time.Hour)
+		a.leave()
 		if l := r.waitLeader(t, "a", 10*time.Second); l != "b" {
 			t.Fatalf("leader %s, want b", l)
 		}

@@ -816,7 +816,6 @@ func TestElectionCausesTranslated(t *testing.T) {
 		{fmt.Errorf("%w: %w", election.ErrLeaseExpired, election.ErrTimeoutShrunk), cluster.ErrLeaseExpired},
 		{election.ErrSessionExpired, cluster.ErrSessionExpired},
 		{fmt.Errorf("x: %w", election.ErrNodeDeleted), cluster.ErrEntryDeleted},
-		{election.ErrResigned, cluster.ErrResigned},
 		{election.ErrStopped, cluster.ErrStopped},
 		{election.ErrReleased, cluster.ErrReleased},
 	} {

@@ -35,7 +35,7 @@ func (e *Elector) Campaign(ctx context.Context, won func(ctx context.Context, t 
 	return e.el.Run(ctx, func(ctx context.Context, l election.Leadership) {
 		tctx, release := termContext(ctx)
 		defer release()
-		won(tctx, &term{l: l, s: e.s})
+		won(tctx, &term{l: l, s: e.s, ctx: ctx})
 	})
 }
 
@@ -67,7 +67,6 @@ var endCauses = []struct{ election, cluster error }{
 	{election.ErrLeaseExpired, cluster.ErrLeaseExpired}, // also with ErrTimeoutShrunk
 	{election.ErrSessionExpired, cluster.ErrSessionExpired},
 	{election.ErrNodeDeleted, cluster.ErrEntryDeleted},
-	{election.ErrResigned, cluster.ErrResigned},
 	{election.ErrStopped, cluster.ErrStopped},
 	{election.ErrReleased, cluster.ErrReleased},
 }
@@ -107,6 +106,10 @@ func (e *Elector) Refusal() error { return e.el.Refusal() }
 type term struct {
 	l election.Leadership
 	s *Store
+	// ctx is the leadership's context: it ends, with the reason as its
+	// cause, as soon as the elector knows the term is over (its znode
+	// deleted, its session or lease over, the term released).
+	ctx context.Context
 }
 
 var _ cluster.Term = (*term)(nil)
@@ -121,9 +124,16 @@ func (t *term) Epoch() int64 { return t.l.Epoch }
 // cannot expire and no successor can be elected (election's doc comment:
 // the credit chain). The controller stops acting its own demote budget
 // before it, which is the same budget: so it acts until the lease's end.
+//
+// It fails once the term is known to be over: by the clock and the session
+// (Leadership.Valid, no goroutine involved), or because the elector ended
+// the leadership (its context's cause: the znode deleted, say).
 func (t *term) Expiry() (time.Time, error) {
 	if err := t.l.Valid(); err != nil {
 		return time.Time{}, clusterCause(err)
+	}
+	if t.ctx != nil && t.ctx.Err() != nil {
+		return time.Time{}, clusterCause(context.Cause(t.ctx))
 	}
 	return time.Now().Add(t.l.LeaseRemaining() + t.l.Timing.Budget), nil
 }

@@ -236,7 +236,8 @@ func (w *World) Expire(id string) { w.end(id, cluster.ErrLeaseExpired, false) }
 func (w *World) ExpireSession(id string) { w.end(id, cluster.ErrSessionExpired, true) }
 
 // DeleteZnode deletes node id's entry (an operator's delete): the term
-// ends, Valid still holds (no I/O tells it), the guard fails.
+// ends, Expiry fails (the contract: once the term is known to be over),
+// the guard fails.
 func (w *World) DeleteZnode(id string) { w.end(id, cluster.ErrEntryDeleted, true) }
 
 // Lapse makes node id's term invalid (Valid fails with a lease expiry)
@@ -269,7 +270,7 @@ func (w *World) end(id string, cause error, deleteEntry bool) {
 			break
 		}
 	}
-	if t != nil && cause != cluster.ErrEntryDeleted {
+	if t != nil {
 		t.invalid = cause
 	}
 	if t != nil && cause == cluster.ErrSessionExpired {

@@ -15,7 +15,8 @@ import (
 )
 
 // BenchmarkElectionHandoff measures, for N candidates in each mode, the time
-// from the leader ceding to the next leader's callback, and how many watch
+// from the leader leaving (its Run context cancelled, as the daemon ends a
+// candidacy) to the next leader's callback, and how many watch
 // notifications one change delivers to the other candidates.
 func BenchmarkElectionHandoff(b *testing.B) {
 	sizes := benchSizes()
@@ -47,8 +48,11 @@ func runHandoff(b *testing.B, zks *zktest.Cluster, mode election.Mode, n, rounds
 	dir := fmt.Sprintf("/bench/%s-%d-%d/election", mode, n, time.Now().UnixNano())
 	events := make(chan elected, 16)
 	type member struct {
+		id     string
 		client *zk.Client
 		el     *election.Elector
+		cancel context.CancelFunc // ends the member's current Run
+		done   chan struct{}      // closed when that Run returned
 	}
 	members := map[string]*member{}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -60,6 +64,26 @@ func runHandoff(b *testing.B, zks *zktest.Cluster, mode election.Mode, n, rounds
 			m.client.Close()
 		}
 	}()
+	// run starts m's Run with a context of its own, below ctx. A member
+	// leads only once its Run runs, so whoever reads the cancel of the
+	// leader reads the one written here (the callback's event orders it).
+	run := func(m *member) {
+		rctx, rcancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		m.cancel, m.done = rcancel, done
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer close(done)
+			m.el.Run(rctx, func(lctx context.Context, l election.Leadership) {
+				select {
+				case events <- elected{id: m.id, at: time.Now()}:
+				case <-lctx.Done():
+				}
+				<-lctx.Done()
+			})
+		}()
+	}
 	for i := range n {
 		id := fmt.Sprintf("n%04d", i)
 		c, err := zk.NewClient(zk.Config{Servers: zks.Addrs(), SessionTimeout: 10 * time.Second}, zk.Deps{})
@@ -70,18 +94,9 @@ func runHandoff(b *testing.B, zks *zktest.Cluster, mode election.Mode, n, rounds
 		if err != nil {
 			b.Fatal(err)
 		}
-		members[id] = &member{client: c, el: el}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			el.Run(ctx, func(lctx context.Context, l election.Leadership) {
-				select {
-				case events <- elected{id: id, at: time.Now()}:
-				case <-lctx.Done():
-				}
-				<-lctx.Done()
-			})
-		}()
+		m := &member{id: id, client: c, el: el}
+		members[id] = m
+		run(m)
 	}
 	waitQueue(b, zks, dir, mode, n)
 	var leader elected
@@ -106,11 +121,23 @@ func runHandoff(b *testing.B, zks *zktest.Cluster, mode election.Mode, n, rounds
 		}
 		old := members[leader.id]
 		t0 := time.Now()
-		old.el.Cede(300 * time.Millisecond) // out of the race, back in later
+		// Out of the race, back in 300 ms later: its Run ends (the
+		// elector leaves) and starts again on the same session.
+		old.cancel()
+		wg.Add(1)
+		go func(done <-chan struct{}) {
+			defer wg.Done()
+			<-done
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Until(t0.Add(300 * time.Millisecond))):
+				run(old)
+			}
+		}(old.done)
 		select {
 		case next := <-events:
 			lat = append(lat, next.at.Sub(t0))
-			time.Sleep(400 * time.Millisecond) // stray notifications arrive; the ceded one rejoins
+			time.Sleep(400 * time.Millisecond) // stray notifications arrive; the old leader rejoins
 			after := int64(0)
 			for id, m := range members {
 				if id != leader.id {

@@ -1,0 +1,123 @@
+package election
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/failoverd/failoverd/zk"
+)
+
+// candidate is the JSON stored in an election znode.
+type candidate struct {
+	NodeID string `json:"node_id"`
+	GUID   string `json:"guid"`
+	// Join is a nonce of the join that created the znode: after a lost
+	// create response only a znode of the current join may be adopted.
+	Join string `json:"join,omitempty"`
+}
+
+// sessionCtx returns a context that the cancellation of ctx does not end
+// but the end of sess does (every call on a dead session fails at once
+// anyway); release frees it.
+func sessionCtx(ctx context.Context, sess *zk.Session) (context.Context, context.CancelFunc) {
+	keep, release := context.WithCancel(context.WithoutCancel(ctx))
+	go func() {
+		select {
+		case <-sess.Done():
+			release()
+		case <-keep.Done():
+		}
+	}()
+	return keep, release
+}
+
+// waitConnected waits until the session is connected again (or is over).
+func waitConnected(ctx context.Context, sess *zk.Session) error {
+	for {
+		st, changed := sess.State()
+		switch st {
+		case zk.StateConnected:
+			return nil
+		case zk.StateExpired, zk.StateClosed:
+			return sess.Err()
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (e *Elector) data(join string) []byte {
+	b, _ := json.Marshal(candidate{NodeID: e.cfg.NodeID, GUID: e.guid, Join: join})
+	return b
+}
+
+func nonce() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// Failpoints for tests. testHookAfterCreate sees every create's outcome and
+// may replace it (a lost response: the create happened, or failed, but we
+// hear ErrConnectionLoss); testHookLeave may lose a leave's delete (it
+// returns true: the request never reached the server).
+// testHookLeading runs when a leadership has begun, right before the elector
+// starts watching it; testHookRenewed right after a renewal was answered.
+var (
+	testHookAfterCreate func(sess *zk.Session, path string, err error) error
+	testHookLeave       func(sess *zk.Session, path string) bool
+	testHookLeading     func(l Leadership)
+	testHookRenewed     func()
+)
+
+func (e *Elector) create(ctx context.Context, sess *zk.Session, p string, mode zk.CreateMode, join string) (string, zk.Stat, error) {
+	got, st, err := sess.Create(ctx, p, e.data(join), mode)
+	if testHookAfterCreate != nil {
+		if herr := testHookAfterCreate(sess, got, err); herr != nil {
+			return "", zk.Stat{}, herr
+		}
+	}
+	return got, st, err
+}
+
+// leave deletes our znode while the session is alive; bounded in time.
+// The unfair-mode lock (czxid > 0) is deleted only while it is still the
+// one we created: the term may have deleted it already (Term.Finish), and
+// a successor's lock under the same name must never go with our leave.
+func (e *Elector) leave(sess *zk.Session, node string, czxid int64) {
+	select {
+	case <-sess.Done():
+		return
+	default:
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if testHookLeave != nil && testHookLeave(sess, node) {
+		e.log.Warn("leaving the election failed; the znode goes with the session", "node", node, "err", "injected")
+		return
+	}
+	version := int32(-1)
+	if czxid > 0 {
+		// The term may have deleted our lock already (Term.Finish) and a
+		// successor created its own under the same name.
+		st, ok, err := StillOwned(ctx, sess, node, czxid, sess.ID())
+		if err != nil {
+			e.log.Warn("leaving the election failed; the znode goes with the session", "node", node, "err", err)
+			return
+		}
+		if !ok {
+			return // gone already, or another's
+		}
+		version = st.Version
+	}
+	if err := sess.Delete(ctx, node, version); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		e.log.Warn("leaving the election failed; the znode goes with the session", "node", node, "err", err)
+	}
+}
