@@ -10,6 +10,7 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/connectivity"
 
 	"github.com/failoverd/failoverd/cluster"
 )
@@ -216,12 +217,13 @@ func (c *Conn) SessionChanged() <-chan struct{} {
 	return c.changed
 }
 
-// Connected reports, without I/O, whether there is a live session whose
-// newest renewal (or grant) was answered: etcd's leader answers renewals,
-// so this means "in touch with a quorum" as of that answer.
+// Connected reports, without I/O, whether the client's connection is up
+// and there is a live session whose newest renewal (or grant) was
+// answered: etcd's leader answers renewals, so this means "in touch with
+// a quorum" as of that answer.
 func (c *Conn) Connected() bool {
 	s := c.Current()
-	if s == nil {
+	if s == nil || c.cli.ActiveConnection().GetState() != connectivity.Ready {
 		return false
 	}
 	s.mu.Lock()
