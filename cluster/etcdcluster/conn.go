@@ -42,6 +42,10 @@ type ConnConfig struct {
 	// granted TTL, as etcd's own client does).
 	RenewInterval time.Duration
 	Logger        *slog.Logger // nil: discard
+
+	// onRenewed, set by tests only, runs after a renewal's answer was
+	// recorded.
+	onRenewed func()
 }
 
 // Conn keeps a daemon's sessions with etcd over one client: a session is
@@ -54,6 +58,8 @@ type Conn struct {
 	ttl   int64 // seconds asked for
 	renew time.Duration
 	log   *slog.Logger
+
+	onRenewed func() // ConnConfig.onRenewed
 
 	ctx    context.Context // ends with Close
 	cancel context.CancelFunc
@@ -82,7 +88,7 @@ func NewConn(cli *clientv3.Client, cfg ConnConfig) (*Conn, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Conn{
 		cli: cli, ttl: int64((cfg.LeaseTTL + time.Second - 1) / time.Second), renew: cfg.RenewInterval,
-		log: cfg.Logger.With("component", "etcdcluster"),
+		log: cfg.Logger.With("component", "etcdcluster"), onRenewed: cfg.onRenewed,
 		ctx: ctx, cancel: cancel, done: make(chan struct{}), changed: make(chan struct{}),
 	}
 	go c.run()
@@ -257,7 +263,7 @@ func (c *Conn) run() {
 		c.keep(s)
 		err = s.Err()
 		if err == nil { // Close
-			s.end(errors.New("etcdcluster: the connection is closed"))
+			s.end(fmt.Errorf("%w: the etcd connection was closed", cluster.ErrSessionExpired))
 		} else {
 			c.log.Warn("etcd session ended", "lease", fmt.Sprintf("%x", int64(s.ID)), "err", err)
 		}
@@ -324,8 +330,8 @@ func (c *Conn) keep(s *Session) {
 		switch {
 		case err == nil && resp.TTL > 0:
 			s.renewed(sent, time.Duration(resp.TTL)*time.Second)
-			if testHookRenewed != nil {
-				testHookRenewed()
+			if c.onRenewed != nil {
+				c.onRenewed()
 			}
 			t.Reset(time.Until(sent.Add(s.RenewInterval())))
 			continue
@@ -364,10 +370,6 @@ func (c *Conn) check(s *Session) error {
 func (c *Conn) abandon(s *Session) {
 	s.end(fmt.Errorf("%w: etcd lease %x given up (its election key could not be deleted)", cluster.ErrLeaseExpired, int64(s.ID)))
 }
-
-// testHookRenewed, set by tests only, runs after a renewal's answer was
-// recorded.
-var testHookRenewed func()
 
 // revoke revokes lease id, best effort, within a few seconds.
 func (c *Conn) revoke(id clientv3.LeaseID) {

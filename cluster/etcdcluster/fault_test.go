@@ -182,7 +182,13 @@ func TestDeadlineIsOurs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			conn, err := NewConn(cli, ConnConfig{LeaseTTL: ttl, Logger: testLogger("a")})
+			renewed := make(chan struct{}, 1)
+			conn, err := NewConn(cli, ConnConfig{LeaseTTL: ttl, Logger: testLogger("a"), onRenewed: func() {
+				select {
+				case renewed <- struct{}{}:
+				default:
+				}
+			}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -194,14 +200,6 @@ func TestDeadlineIsOurs(t *testing.T) {
 			a := &node{id: "a", cli: cli, conn: conn, s: s}
 			ch, _ := a.campaign(t, Fair)
 			w := next(t, ch)
-			renewed := make(chan struct{}, 1)
-			testHookRenewed = func() {
-				select {
-				case renewed <- struct{}{}:
-				default:
-				}
-			}
-			t.Cleanup(func() { testHookRenewed = nil })
 			if !leaderChange {
 				proxy.SetDelay(0, 2*time.Second)
 				// Wait for two answers: the second was sent with the latency.

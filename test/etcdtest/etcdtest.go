@@ -237,6 +237,9 @@ func Start(t testing.TB, opts Options) *Cluster {
 		}
 	})
 	for _, m := range c.Members {
+		m.proxy.start()
+	}
+	for _, m := range c.Members {
 		c.launch(m)
 	}
 	c.WaitServing(60 * time.Second)

@@ -38,9 +38,11 @@ func newPeerProxy(t testing.TB, c *Cluster, to int, target string) *peerProxy {
 	}
 	p := &peerProxy{c: c, to: to, target: target, l: l, conns: map[net.Conn]struct{}{}}
 	p.cond = sync.NewCond(&p.mu)
-	go p.accept()
 	return p
 }
+
+// start accepts connections (once the cluster's members are all known).
+func (p *peerProxy) start() { go p.accept() }
 
 func (p *peerProxy) addr() string { return p.l.Addr().String() }
 
