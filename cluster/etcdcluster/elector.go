@@ -119,18 +119,28 @@ func (e *Elector) Refusal() error {
 // budget; the elector stays out of the election.
 var ErrLeaseTooShort = errors.New("etcdcluster: lease too short")
 
-// fits checks that a session's lease holds the demote budget: a leader's
-// Expiry is at worst TTL - TTL/RateDiv - renew interval ahead (just before
-// a renewal's answer), which must leave the budget and MinTolerance.
-func (e *Elector) fits(sess *Session) error {
-	ttl, renew := sess.TTL(), sess.RenewInterval()
-	left := ttl - ttl/RateDiv - renew - MinTolerance
-	var err error
-	if left < e.cfg.DemoteBudget {
-		err = fmt.Errorf("%w: the lease TTL etcd granted (%v) less the margin (%v), the renew interval (%v) and %v leaves %v, "+
-			"less than the demote budget %v; raise the lease TTL or shorten the demote", ErrLeaseTooShort,
-			ttl, ttl/RateDiv, renew, MinTolerance, left, e.cfg.DemoteBudget)
+// LeaseFits checks that a lease of TTL ttl renewed every renew (0: ttl/3)
+// holds the demote budget: a leader's Expiry is at worst ttl - ttl/RateDiv
+// - renew ahead (just before a renewal's answer), which must leave the
+// budget and MinTolerance. The elector applies it to the TTL etcd granted;
+// configuration checks can apply it to the TTL asked for.
+func LeaseFits(ttl, renew, budget time.Duration) error {
+	if renew <= 0 {
+		renew = ttl / 3
 	}
+	left := ttl - ttl/RateDiv - renew - MinTolerance
+	if left < budget {
+		return fmt.Errorf("%w: the lease TTL %v less the margin (%v), the renew interval (%v) and %v leaves %v, "+
+			"less than the demote budget %v; raise the lease TTL or shorten the demote", ErrLeaseTooShort,
+			ttl, ttl/RateDiv, renew, MinTolerance, left, budget)
+	}
+	return nil
+}
+
+// fits applies LeaseFits to a session's granted TTL and records the
+// verdict as the elector's Refusal.
+func (e *Elector) fits(sess *Session) error {
+	err := LeaseFits(sess.TTL(), sess.RenewInterval(), e.cfg.DemoteBudget)
 	e.mu.Lock()
 	e.refusal = err
 	e.mu.Unlock()
