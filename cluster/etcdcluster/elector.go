@@ -328,6 +328,9 @@ func (e *Elector) waitTurn(ctx context.Context, sess *Session, en entry) error {
 		if err := e.waitGone(ctx, sess.Done(), pred, kvs[0].CreateRevision, resp.Header.Revision+1); err != nil {
 			return sessionErr(sess, err)
 		}
+		if testHookWoke != nil {
+			testHookWoke()
+		}
 	}
 }
 
@@ -557,9 +560,13 @@ func (e *Elector) watchEntry(ctx context.Context, en entry) bool {
 	return false
 }
 
-// testHookWaiting, set by tests only, sees a fair candidate's key and the
-// predecessor it is about to watch.
-var testHookWaiting func(key, pred string)
+// Set by tests only: testHookWaiting sees a fair candidate's key and the
+// predecessor it is about to watch; testHookWoke runs when a waiting fair
+// candidate woke to look at the election again.
+var (
+	testHookWaiting func(key, pred string)
+	testHookWoke    func()
+)
 
 // Queue lists the candidates' node ids in election order (fair: by create
 // revision; unfair: the lock holder), for status displays.

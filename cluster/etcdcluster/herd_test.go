@@ -1,0 +1,85 @@
+package etcdcluster
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/failoverd/failoverd/cluster"
+	"github.com/failoverd/failoverd/test/etcdtest"
+)
+
+// No herd at N=100: 100 fair candidates (each with a lease of its own, on
+// one shared client) queue up; the leader leaves 10 times in a row. Each
+// change must wake exactly one waiting candidate, its successor: a
+// recipe that watched the whole election would wake all 99.
+func TestNoHerdAt100(t *testing.T) {
+	if testing.Short() {
+		t.Skip("100 candidates")
+	}
+	const n, changes = 100, 10
+	c := etcdtest.Start(t, etcdtest.Options{})
+	adm := admin(t, c)
+	cli, err := Dial(DialConfig{Endpoints: c.Endpoints()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	var woke atomic.Int64
+	testHookWoke = func() { woke.Add(1) }
+	t.Cleanup(func() { testHookWoke = nil })
+	l := newLayout()
+	wins := make(chan *won, n)
+	for i := range n {
+		id := fmt.Sprintf("n%03d", i)
+		conn, err := NewConn(cli, ConnConfig{LeaseTTL: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := New(Config{Layout: l, NodeID: id, Instance: "inst-" + id}, Deps{Conn: conn})
+		if err != nil {
+			t.Fatal(err)
+		}
+		el, err := s.Elector(ElectorConfig{NodeID: id, Mode: Fair})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			el.Campaign(ctx, func(ctx context.Context, tm cluster.Term) {
+				w := &won{t: tm.(*term), ctx: ctx, at: time.Now(), node: id, leave: make(chan struct{})}
+				wins <- w
+				select {
+				case <-ctx.Done():
+				case <-w.leave:
+				}
+			})
+		}()
+		t.Cleanup(func() { cancel(); <-done; conn.Close() })
+	}
+	waitFor(t, 60*time.Second, "100 candidates queued", func() bool {
+		q, err := (&Store{cli: adm, layout: l}).Queue(ctxT(t))
+		return err == nil && len(q) == n
+	})
+	w := next(t, wins)
+	time.Sleep(500 * time.Millisecond) // every candidate is watching by now
+	start := woke.Load()
+	var per []int64
+	for range changes {
+		before := woke.Load()
+		w.t.s.conn.Close() // the leader leaves for good: its lease is revoked
+		w = next(t, wins)
+		time.Sleep(200 * time.Millisecond) // wake-ups of this change arrive
+		per = append(per, woke.Load()-before)
+	}
+	t.Logf("%d candidates, %d leader changes: waiting candidates woken per change %v (%d in all)", n, changes, per, woke.Load()-start)
+	for i, k := range per {
+		if k != 1 {
+			t.Errorf("change %d woke %d waiting candidates; want 1 (no herd)", i, k)
+		}
+	}
+}
