@@ -25,7 +25,12 @@ func TestOnSharedCluster(t *testing.T) {
 		{"FairElection", testFairElection},
 		{"UnfairElection", testUnfairElection},
 		{"NoHerd", testNoHerd},
-		{"WinAfterLeaseGone", testWinAfterLeaseGone},
+		{"WinAfterLeaseGone/Fair", func(t *testing.T, c *etcdtest.Cluster, adm *clientv3.Client) {
+			testWinAfterLeaseGone(t, c, adm, Fair)
+		}},
+		{"WinAfterLeaseGone/Unfair", func(t *testing.T, c *etcdtest.Cluster, adm *clientv3.Client) {
+			testWinAfterLeaseGone(t, c, adm, Unfair)
+		}},
 		{"GuardedWrites/EntryDeleted", func(t *testing.T, c *etcdtest.Cluster, adm *clientv3.Client) {
 			testGuardedWrites(t, c, adm, faultDeleteKey)
 		}},
@@ -146,39 +151,47 @@ func testNoHerd(t *testing.T, c *etcdtest.Cluster, adm *clientv3.Client) {
 	}
 }
 
-// A candidate whose lease is gone while it waits never wins with the key
-// of that lease (etcd's concurrency.Campaign can: it waits only for the
-// deletion of the keys before it). b waits behind a; an operator revokes
-// b's lease; a leaves: b wins only with a new session, at a greater epoch
-// than its old key's, and its term's key exists.
-func testWinAfterLeaseGone(t *testing.T, c *etcdtest.Cluster, adm *clientv3.Client) {
+// A candidate whose lease is gone while it waits never wins with that
+// lease (etcd's concurrency.Campaign can: it waits only for the deletion
+// of the keys before it). b waits behind a; an operator revokes b's lease;
+// a leaves: b wins only with a new session, at a greater epoch than
+// anything of its old lease, and its term's key exists, bound to the new
+// lease. In fair mode b's old key was in the queue; in unfair mode b had
+// none, and its put with the revoked lease fails.
+func testWinAfterLeaseGone(t *testing.T, c *etcdtest.Cluster, adm *clientv3.Client, mode Mode) {
 	l := newLayout()
 	a := newNode(t, c.Endpoints(), l, "a")
-	cha, stopA := a.campaign(t, Fair)
+	cha, stopA := a.campaign(t, mode)
 	next(t, cha)
 	b := newNode(t, c.Endpoints(), l, "b")
 	old := b.session(t)
-	chb, _ := b.campaign(t, Fair)
-	oldKey := dir(l.ElectionDir()) + fairPrefix + leaseHex(old.ID)
+	chb, _ := b.campaign(t, mode)
 	var oldRev int64
-	waitFor(t, 20*time.Second, "b's key", func() bool {
-		r, err := adm.Get(ctxT(t), oldKey)
-		if err == nil && len(r.Kvs) == 1 {
-			oldRev = r.Kvs[0].CreateRevision
-		}
-		return oldRev > 0
-	})
-	if _, err := adm.Revoke(ctxT(t), old.ID); err != nil {
+	if mode == Fair {
+		oldKey := dir(l.ElectionDir()) + fairPrefix + leaseHex(old.ID)
+		waitFor(t, 20*time.Second, "b's key", func() bool {
+			r, err := adm.Get(ctxT(t), oldKey)
+			if err == nil && len(r.Kvs) == 1 {
+				oldRev = r.Kvs[0].CreateRevision
+			}
+			return oldRev > 0
+		})
+	} else {
+		time.Sleep(300 * time.Millisecond) // b watches the lock
+	}
+	r, err := adm.Revoke(ctxT(t), old.ID)
+	if err != nil {
 		t.Fatal(err)
 	}
+	revoked := r.Header.Revision
 	stopA() // a leaves for good
 	wb := next(t, chb)
-	if wb.t.sess == old || wb.t.Epoch() <= oldRev {
-		t.Fatalf("b won on its revoked lease (epoch %d, its old key's create revision %d)", wb.t.Epoch(), oldRev)
+	if wb.t.sess == old || wb.t.Epoch() <= max(oldRev, revoked) {
+		t.Fatalf("b won on its revoked lease (epoch %d; its old key's create revision %d, the revoke's %d)", wb.t.Epoch(), oldRev, revoked)
 	}
-	r, err := adm.Get(ctxT(t), wb.t.key)
-	if err != nil || len(r.Kvs) != 1 || r.Kvs[0].CreateRevision != wb.t.Epoch() {
-		t.Fatalf("b's term key %s: %v, %v; want it at create revision %d", wb.t.key, r, err, wb.t.Epoch())
+	k, err := adm.Get(ctxT(t), wb.t.key)
+	if err != nil || len(k.Kvs) != 1 || k.Kvs[0].CreateRevision != wb.t.Epoch() || k.Kvs[0].Lease != int64(wb.t.sess.ID) {
+		t.Fatalf("b's term key %s: %v, %v; want it at create revision %d, on lease %x", wb.t.key, k, err, wb.t.Epoch(), int64(wb.t.sess.ID))
 	}
 }
 
