@@ -42,9 +42,9 @@ var OperatorKinds = []string{PauseCluster, VetoTakeover, FenceWrongAnswer}
 
 // Harness event kinds of the operator's controls.
 const (
-	KindPause       = "pause"             // phase=on|off|unconfirmed fault=: the window every node saw paused
-	KindStubAnswer  = "fence_stub_answer" // node= from= target_epoch= answered_node= answered_epoch= fault=
-	KindFenceAttmpt = "fence_attempt_daemon"
+	KindPause        = "pause"                // phase=on|off|unconfirmed fault=: the window every node saw paused
+	KindStubAnswer   = "fence_stub_answer"    // node= from= target_epoch= answered_node= answered_epoch= fault=
+	KindFenceAttempt = "fence_attempt_daemon" // method= target= outcome=: one method of the fencer's chain (its log)
 )
 
 // Violation kinds of the operator's controls.
@@ -63,8 +63,8 @@ func init() {
 		noVetoKinds[k] = true
 	}
 	// The fencer's own account of each method it tried.
-	daemonMessages["fence attempt failed"] = KindFenceAttmpt
-	daemonMessages["fence attempt succeeded"] = KindFenceAttmpt
+	daemonMessages["fence attempt failed"] = KindFenceAttempt
+	daemonMessages["fence attempt succeeded"] = KindFenceAttempt
 }
 
 // adminPost sends an authenticated POST to a node's admin API.

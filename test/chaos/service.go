@@ -127,7 +127,7 @@ func checkStandDowns(h History, r *Report, add func(string, time.Time, string, .
 		killed bool // a promote was running and got SIGTERM
 	}
 	ends := map[key]end{}
-	var lastToyDemote = map[string]time.Time{} // node -> its service's last stand-down
+	lastToyDemote := map[string]time.Time{} // node -> its service's last stand-down
 	judged := map[key]bool{}
 	for _, e := range h {
 		node := e.Get("node")
