@@ -176,6 +176,9 @@ func run(t *testing.T, s schedule) ran {
 	if r.MaxLag > 0 && r.LeaderPositions == 0 {
 		t.Error("no leader position was ever published: the lag rule judged nothing")
 	}
+	for _, msg := range Unexercised(s.kinds, r) {
+		t.Error(msg)
+	}
 	for _, k := range s.kinds {
 		if injected[k] == 0 {
 			t.Errorf("fault kind %s was never injected", k)

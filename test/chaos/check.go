@@ -64,8 +64,9 @@ const (
 )
 
 // AllViolationKinds lists every kind, for the summary.
-var AllViolationKinds = []string{VOverlap, VStaleWrite, VWrongWriter, VUnpromoted, VEpochOrder, VStaleLeader, VPromoteAfterFailedFence,
-	VZnodeDeleted, VFollowBadLeader, VFollowInTerm, VPromotedPriorityZero, VPromotedAfterVeto, VPromotedAfterDecline, VPromotedLagging, VLiveness, VNoTakeover, VLockedOut, VExit, VCrash, VGoroutines, VFDs, VUnhealedFaults}
+var AllViolationKinds = []string{VOverlap, VServiceOverlap, VStaleWrite, VWrongWriter, VUnpromoted, VEpochOrder, VStaleLeader, VLateStandDown, VPromoteAfterFailedFence,
+	VFencedByWrongAnswer, VZnodeDeleted, VFollowBadLeader, VFollowInTerm, VPromotedPriorityZero, VPromotedAfterVeto, VPromotedAfterDecline, VPromotedLagging,
+	VPausedAction, VLiveness, VNoTakeover, VLockedOut, VExit, VCrash, VGoroutines, VFDs, VUnhealedFaults}
 
 // Violation is one failed property.
 type Violation struct {
@@ -107,6 +108,10 @@ type CheckConfig struct {
 // lease that never ends lasts until the session expiry is noticed; a lease
 // renewed by a cut-off follower lasts syncLimit×tickTime).
 const StaleLeaderSlack = 500 * time.Millisecond
+
+// stoppedDaemonKinds are the fault kinds that SIGSTOP their target's
+// failoverd from injection to heal.
+var stoppedDaemonKinds = map[string]bool{PauseDaemon: true}
 
 // TakeoverKinds are fault kinds the cluster must survive while they last:
 // another node must be promoted between injection and heal.
@@ -188,6 +193,31 @@ type Report struct {
 	LeaderPositions int
 	LaggingWins     int
 	LaggingDeclined int // of LaggingWins, those the daemon logged it declined
+	// Judged counts, per rule (violation kind), what the rule judged: a
+	// rule that judged nothing passed vacuously (see Judgements).
+	Judged map[string]int
+	// The worst case of the demote budget (service.go): stand-downs of a
+	// service after its term ended, measured at the service, how many had
+	// a killed promote in front, and the smallest margin left before the
+	// window the daemon's arithmetic keeps free of successors closed.
+	StandDowns          int
+	StandDownsAfterKill int
+	MinStandDownMargin  time.Duration
+	// Promotions at the service with another service stood down before,
+	// and the smallest time between such a stand-down and the promotion.
+	ServiceHandoffs     int
+	MinServiceHandoff   time.Duration
+	PauseWindows        int // paused windows judged (operator.go)
+	WrongFenceAnswers   int // wrong answers a stub gave to an rpc fence
+	WrongAnswerFellBack int // of those, fences that went on to the next method
+}
+
+// judge counts n judgements of rule.
+func (r *Report) judge(rule string, n int) {
+	if r.Judged == nil {
+		r.Judged = map[string]int{}
+	}
+	r.Judged[rule] += n
 }
 
 // Count returns the number of violations of kind.
@@ -206,6 +236,7 @@ type sampleKey struct{ node, pid string }
 // Check runs every property over h.
 func Check(h History, cfg CheckConfig) Report {
 	var r Report
+	r.Judged = map[string]int{}
 	if len(h) > 0 {
 		r.Start, r.End = h[0].At, h[len(h)-1].At
 	}
@@ -272,6 +303,8 @@ func Check(h History, cfg CheckConfig) Report {
 				continue
 			}
 			r.Promotions++
+			r.judge(VOverlap, 1)
+			r.judge(VEpochOrder, 1)
 			for other, oe := range active {
 				if other != node {
 					add(VOverlap, e.At, "%s promoted at epoch %d while %s (epoch %d) was neither demoted nor fenced", node, ep, other, oe)
@@ -293,6 +326,7 @@ func Check(h History, cfg CheckConfig) Report {
 		case KindElected:
 			// Even a promotion the service refuses must not reuse an
 			// epoch: the elector itself handed out an old one.
+			r.judge(VEpochOrder, 1)
 			if ep := e.Int("epoch"); ep <= maxElected {
 				add(VEpochOrder, e.At, "%s elected at epoch %d, not above the earlier election's epoch %d", node, ep, maxElected)
 			} else {
@@ -317,6 +351,9 @@ func Check(h History, cfg CheckConfig) Report {
 				continue
 			}
 			r.Accepted++
+			r.judge(VStaleWrite, 1)
+			r.judge(VWrongWriter, 1)
+			r.judge(VUnpromoted, 1)
 			if ep < maxAccepted {
 				add(VStaleWrite, e.At, "store accepted %s's write seq %s at epoch %d after accepting epoch %d", node, e.Get("seq"), ep, maxAccepted)
 			}
@@ -357,15 +394,19 @@ func Check(h History, cfg CheckConfig) Report {
 				f.Healed = e.At
 			}
 		case KindRejoin:
+			r.judge(VLockedOut, 1)
 			if e.Get("ok") != "true" {
 				add(VLockedOut, e.At, "after fault %s (%s), %s could not be made leader within %v (it cannot use ZooKeeper)",
 					e.Get("fault"), e.Get("kind"), node, RejoinBound)
 			}
 		case KindDaemonExit:
 			r.DaemonExits++
+			r.judge(VExit, 1)
 			if e.Get("expected") != "true" {
 				add(VExit, e.At, "failoverd of %s (pid %s) exited unexpectedly: %s", node, e.Get("pid"), e.Get("err"))
 			}
+		case KindDaemonStart:
+			r.judge(VCrash, 1) // its log is scanned at the end
 		case KindCrash:
 			if strings.HasPrefix(e.Get("what"), "known_race:") {
 				r.KnownRaces = append(r.KnownRaces, node+": "+strings.TrimPrefix(e.Get("what"), "known_race:"))
@@ -391,6 +432,10 @@ func Check(h History, cfg CheckConfig) Report {
 	// successor fences it) does not count.
 	for _, id := range order {
 		f := faults[id]
+		r.judge(VUnhealedFaults, 1)
+		if !f.Healed.IsZero() {
+			r.judge(VLiveness, 1)
+		}
 		if f.windowEnd.IsZero() {
 			f.windowEnd = r.End
 		}
@@ -429,6 +474,8 @@ func Check(h History, cfg CheckConfig) Report {
 		if cfg.MinSamples <= 0 || len(s) < cfg.MinSamples {
 			continue
 		}
+		r.judge(VGoroutines, 1)
+		r.judge(VFDs, 1)
 		third := len(s) / 3
 		for dim, name := range []string{"goroutines", "fds"} {
 			var head []int64
@@ -453,12 +500,16 @@ func Check(h History, cfg CheckConfig) Report {
 		}
 	}
 	checkStaleLeaders(h, cfg, &r, add)
-	checkPromoteAfterFailedFence(h, add)
-	checkTakeovers(r.Faults, h, add)
+	checkPromoteAfterFailedFence(h, &r, add)
+	checkTakeovers(r.Faults, h, &r, add)
 	checkZnodesDeleted(h, &r, add)
 	checkFollow(h, &r, add)
 	checkPolicy(h, &r, add)
 	checkLagging(h, &r, add)
+	checkService(h, &r, add)
+	checkStandDowns(h, &r, add)
+	checkPaused(h, &r, add)
+	checkWrongFenceAnswers(h, &r, add)
 	sort.SliceStable(r.Violations, func(i, j int) bool { return r.Violations[i].At.Before(r.Violations[j].At) })
 	return r
 }
@@ -495,12 +546,12 @@ func checkStaleLeaders(h History, cfg CheckConfig, r *Report, add func(string, t
 	paused := map[string][]span{}
 	injected := map[string]Event{}
 	for _, e := range h {
-		if e.Kind != KindFault || e.Get("kind") != "pause-daemon" {
+		if e.Kind != KindFault || !stoppedDaemonKinds[e.Get("kind")] {
 			continue
 		}
 		id := e.Get("id")
 		switch e.Get("phase") {
-		case "inject":
+		case "inject", "strike": // a strike names the node a fault stopped
 			injected[id] = e
 		case "heal":
 			if in, ok := injected[id]; ok {
@@ -562,6 +613,7 @@ func checkStaleLeaders(h History, cfg CheckConfig, r *Report, add func(string, t
 	}
 	for _, c := range checks {
 		r.Handoffs++
+		r.judge(VStaleLeader, 1)
 		// The margin a correct lease keeps, where the lease ended the term
 		// (a pause's wake-up is no lease; a graceful handover waits for
 		// the stand-down by construction).
@@ -597,7 +649,7 @@ func checkStaleLeaders(h History, cfg CheckConfig, r *Report, add func(string, t
 // all (the fence hook's "fence" for it) or its service demoted (the
 // target's demote hook, which is how an rpc fence succeeds). A new term starts
 // clean: it reads the breadcrumb again.
-func checkPromoteAfterFailedFence(h History, add func(string, time.Time, string, ...any)) {
+func checkPromoteAfterFailedFence(h History, r *Report, add func(string, time.Time, string, ...any)) {
 	failed := map[string]map[string]time.Time{} // fencer -> target -> when its fence failed
 	clear := func(target string) {
 		for _, ts := range failed {
@@ -610,6 +662,7 @@ func checkPromoteAfterFailedFence(h History, add func(string, time.Time, string,
 		case KindElected:
 			delete(failed, node)
 		case "fence_failed", KindFenceFailed:
+			r.judge(VPromoteAfterFailedFence, 1)
 			if failed[node] == nil {
 				failed[node] = map[string]time.Time{}
 			}
@@ -649,9 +702,9 @@ func checkZnodesDeleted(h History, r *Report, add func(string, time.Time, string
 	)
 	for _, e := range h {
 		switch {
-		case e.Kind == KindFault && e.Get("kind") == PauseDaemon && e.Get("phase") == "inject":
+		case e.Kind == KindFault && stoppedDaemonKinds[e.Get("kind")] && (e.Get("phase") == "inject" || e.Get("phase") == "strike"):
 			injected[e.Get("id")] = e
-		case e.Kind == KindFault && e.Get("kind") == PauseDaemon && e.Get("phase") == "heal":
+		case e.Kind == KindFault && stoppedDaemonKinds[e.Get("kind")] && e.Get("phase") == "heal":
 			if in, ok := injected[e.Get("id")]; ok {
 				paused[in.Get("target")] = append(paused[in.Get("target")], span{in.At, e.At})
 			}
@@ -673,6 +726,9 @@ func checkZnodesDeleted(h History, r *Report, add func(string, time.Time, string
 		return false
 	}
 	for _, e := range h {
+		if e.Kind == KindLeadershipEnd {
+			r.judge(VZnodeDeleted, 1)
+		}
 		if e.Kind != KindLeadershipEnd || !strings.Contains(e.Get("reason"), "znode_deleted") {
 			continue
 		}
@@ -692,11 +748,12 @@ const ZnodeExpiredSlack = 2 * time.Second
 
 // checkTakeovers: for a fault of a TakeoverKinds kind, a node other than
 // its target must be promoted (and not refused) between injection and heal.
-func checkTakeovers(faults []FaultResult, h History, add func(string, time.Time, string, ...any)) {
+func checkTakeovers(faults []FaultResult, h History, r *Report, add func(string, time.Time, string, ...any)) {
 	for _, f := range faults {
 		if !TakeoverKinds[f.Kind] || f.Healed.IsZero() {
 			continue
 		}
+		r.judge(VNoTakeover, 1)
 		took := false
 		for _, e := range h {
 			if e.At.Before(f.Injected) || e.At.After(f.Healed) {

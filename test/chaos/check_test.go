@@ -380,7 +380,12 @@ func TestCheckSaved(t *testing.T) {
 	for _, m := range matches {
 		logs[strings.TrimSuffix(filepath.Base(m), "-failoverd.log")] = m
 	}
-	h, err := Load(filepath.Join(dir, "events.log"), filepath.Join(dir, "decisions.jsonl"), logs)
+	toys := map[string]string{}
+	matches, _ = filepath.Glob(filepath.Join(dir, "*-toy.log"))
+	for _, m := range matches {
+		toys[strings.TrimSuffix(filepath.Base(m), "-toy.log")] = m
+	}
+	h, err := Load(filepath.Join(dir, "events.log"), filepath.Join(dir, "decisions.jsonl"), logs, toys)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -99,6 +99,8 @@ func checkFollow(h History, r *Report, add func(string, time.Time, string, ...an
 			}
 		case "follow":
 			r.Follows++
+			r.judge(VFollowBadLeader, 1)
+			r.judge(VFollowInTerm, 1)
 			if tm := open[node]; tm != nil {
 				tm.follows = append(tm.follows, e)
 			}

@@ -218,7 +218,16 @@ func (e *Env) DecisionsPath() string { return filepath.Join(e.StoreDir, "decisio
 
 // History loads and merges the events log and the store's decisions.
 func (e *Env) History() (History, error) {
-	return Load(e.C.EventsPath, e.DecisionsPath(), e.DaemonLogs())
+	return Load(e.C.EventsPath, e.DecisionsPath(), e.DaemonLogs(), e.ToyLogs())
+}
+
+// ToyLogs maps every node to its toy service's log.
+func (e *Env) ToyLogs() map[string]string {
+	logs := map[string]string{}
+	for _, n := range e.C.Nodes {
+		logs[n.ID] = filepath.Join(n.Dir(), "toy.log")
+	}
+	return logs
 }
 
 // DaemonLogs maps every node to its failoverd log.

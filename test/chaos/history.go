@@ -246,9 +246,82 @@ func LoadDaemonLogs(logs map[string]string) []Event {
 	return out
 }
 
-// Load reads and merges the events log, the store's decision log and the
-// daemons' logs (node id -> path of its failoverd.log; may be nil).
-func Load(eventsPath, decisionsPath string, daemonLogs map[string]string) (History, error) {
+// Service event kinds, parsed from a toy service's own log (ParseToyLog):
+// what the protected resource itself did, on the same clock.
+const (
+	SrcService     = "service"
+	KindToyStart   = "toy_start"   // node= role= epoch=: the service started with this role
+	KindToyPromote = "toy_promote" // node= epoch=: the service became primary at epoch
+	KindToyDemote  = "toy_demote"  // node= epoch= fence_epoch= was=: the service stood down
+)
+
+// toyEvents maps the toy service's event names to event kinds; its writes
+// are in the store's decisions already.
+var toyEvents = map[string]string{"start": KindToyStart, "promote": KindToyPromote, "demote": KindToyDemote}
+
+// ParseToyLog reads one toy service's log (JSON lines with "time" and
+// "event") and returns its role changes, attributed to node.
+func ParseToyLog(r io.Reader, node string) []Event {
+	var out []Event
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Bytes()
+		if len(line) == 0 || line[0] != '{' || !bytes.Contains(line, []byte(`"event":"`)) {
+			continue
+		}
+		var m map[string]any
+		d := json.NewDecoder(bytes.NewReader(line))
+		d.UseNumber()
+		if d.Decode(&m) != nil {
+			continue
+		}
+		ev, _ := m["event"].(string)
+		kind, ok := toyEvents[ev]
+		if !ok {
+			continue
+		}
+		ts, _ := m["time"].(string)
+		at, err := time.Parse(time.RFC3339Nano, ts)
+		if err != nil {
+			continue
+		}
+		kv := map[string]string{}
+		for k, v := range m {
+			if k != "time" && k != "event" {
+				kv[k] = strings.ReplaceAll(fmt.Sprint(v), " ", "_")
+			}
+		}
+		kv["node"] = node
+		out = append(out, Event{At: at, Src: SrcService, Kind: kind, KV: kv})
+	}
+	return out
+}
+
+// LoadToyLogs parses every node's toy service log (node id -> path); a
+// missing file contributes nothing.
+func LoadToyLogs(logs map[string]string) []Event {
+	nodes := make([]string, 0, len(logs))
+	for node := range logs {
+		nodes = append(nodes, node)
+	}
+	sort.Strings(nodes)
+	var out []Event
+	for _, node := range nodes {
+		f, err := os.Open(logs[node])
+		if err != nil {
+			continue
+		}
+		out = append(out, ParseToyLog(f, node)...)
+		f.Close()
+	}
+	return out
+}
+
+// Load reads and merges the events log, the store's decision log, the
+// daemons' logs and the services' logs (node id -> path of its
+// failoverd.log, of its toy.log; either may be nil).
+func Load(eventsPath, decisionsPath string, daemonLogs, toyLogs map[string]string) (History, error) {
 	ef, err := os.Open(eventsPath)
 	if err != nil {
 		return nil, err
@@ -264,7 +337,7 @@ func Load(eventsPath, decisionsPath string, daemonLogs map[string]string) (Histo
 	if err != nil {
 		return nil, err
 	}
-	return Merge(evs, ds, LoadDaemonLogs(daemonLogs)), nil
+	return Merge(evs, ds, LoadDaemonLogs(daemonLogs), LoadToyLogs(toyLogs)), nil
 }
 
 // WriteTo writes the history, one event per line. Writes are condensed:

@@ -99,7 +99,8 @@ func init() { TakeoverKinds[HookUnkillable] = true }
 // AllKinds lists every fault kind of the fair-mode schedule.
 var AllKinds = []string{KillDaemon, KillService, PauseDaemon, PauseService, ZKKillLeader, ZKKillFollower, ZKOutage,
 	PartitionZK, LatencyZK, ResetZK, PartitionPeer, FenceFail, PromoteHang, DemoteHang,
-	HookUnkillable, NamesZK, HandshakeDrop, QuorumPartition, LostReplyLagging, LaggingFailover, HandoverKill}
+	HookUnkillable, NamesZK, HandshakeDrop, QuorumPartition, LostReplyLagging, LaggingFailover, HandoverKill,
+	SlowHooksOutage, SlowHooksIsolated, SlowHooksStop, PauseCluster, VetoTakeover, FenceWrongAnswer}
 
 // UnfairKinds is the schedule of the unfair-mode cluster: the lost replies
 // it exists for (with and without a lagging server to reconnect to), and the crash and partition faults that end terms there.
@@ -484,6 +485,18 @@ func (m *Nemesis) Step(kind string) bool {
 	case LostReplyLagging:
 		m.lostReplyLagging(leader, id, pick, holdIn, inject, heal)
 
+	case SlowHooksOutage, SlowHooksIsolated, SlowHooksStop:
+		m.slowHooks(kind, id, leader, pick, holdIn, inject, heal)
+
+	case PauseCluster:
+		m.pauseCluster(id, leader, holdIn, inject, heal)
+
+	case VetoTakeover:
+		m.vetoTakeover(id, leader, holdIn, inject, heal)
+
+	case FenceWrongAnswer:
+		m.fenceWrongAnswer(id, leader, holdIn, inject, heal)
+
 	case LaggingFailover:
 		// A standby lags, then the leader's daemon dies for longer than its
 		// session: the lagging node must not promote; a caught-up
@@ -496,9 +509,18 @@ func (m *Nemesis) Step(kind string) bool {
 			heal(leader.ID)
 			break
 		}
+		// Odd injections (the first included): the other candidates are
+		// out of the election when the lagging node wins, so election.max_lag
+		// is all that keeps it from promoting (beside another candidate
+		// of the same priority, a build ignoring max_lag would still hand
+		// over, to the more advanced position). Even ones: they queue up
+		// behind it, and it asks one of them to take over.
+		alone := m.count[kind]%2 == 1
 		e.pos.freeze(x, id)
+		var others []*clustertest.Node
 		for _, y := range e.C.Nodes {
 			if y != x && y != leader && e.Policy.CanLead(y.ID) {
+				others = append(others, y)
 				cede(e, y, 300*time.Millisecond)
 			}
 		}
@@ -510,7 +532,16 @@ func (m *Nemesis) Step(kind string) bool {
 			heal(leader.ID)
 			break
 		}
-		inject(l.ID, "lagging", x.ID)
+		inject(l.ID, "lagging", x.ID, "alone", alone)
+		if alone {
+			// Out until well after the lagging node's win (a session
+			// timeout after the kill, plus its decision).
+			for _, y := range others {
+				if y != l {
+					cede(e, y, SessionTimeout+4*time.Second)
+				}
+			}
+		}
 		e.expectKill(l)
 		l.Kill(syscall.SIGKILL)
 		time.Sleep(holdIn(SessionTimeout+2*time.Second, SessionTimeout+4*time.Second))

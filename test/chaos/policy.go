@@ -235,6 +235,7 @@ func checkPolicy(h History, r *Report, add func(string, time.Time, string, ...an
 				add(VPromotedPriorityZero, e.At, "%s, configured with priority 0, was elected at epoch %d (it must not campaign)", node, e.Int("epoch"))
 			} else if len(zero) > 0 {
 				r.ElectionsWithoutZero++
+				r.judge(VPromotedPriorityZero, 1)
 			}
 		case "promote":
 			if zero[node] {
@@ -255,12 +256,14 @@ func checkPolicy(h History, r *Report, add func(string, time.Time, string, ...an
 				r.Declines++
 			}
 			declined[key{node, e.Int("epoch")}] = e.At
+			r.judge(VPromotedAfterDecline, 1)
 		case KindPreempt:
 			r.Preemptions++
 		case KindPrePromote:
 			r.PrePromotes++
 		case KindPrePromoteVeto:
 			r.Vetoes++
+			r.judge(VPromotedAfterVeto, 1)
 			vetoed[key{node, e.Int("epoch")}] = e.At
 		case KindVeto:
 			if e.Get("phase") == "on" {

@@ -428,13 +428,13 @@ func (l *lagNode) thaw() {
 //     record is persistent and never goes back (a term writes it, never
 //     over a later epoch, and only while its election znode exists), and
 //     X reads it after winning, so X saw at least P;
-//   - an eligible caught-up candidate Y existed: Y != X may lead, its
-//     daemon ran and it was neither frozen nor the target of a fault from
-//     cut to the promote, and every poll in that time showed a position
-//     in Y's member record. Such a record makes the rule apply (it is off
-//     only while no member publishes a position), and X, at most V or
-//     unknown, is not eligible; and a caught-up candidate was there to
-//     take over instead.
+//
+// Whether another, caught-up candidate was there does not matter: once a
+// leader position is recorded the rule is on at every win (the daemon
+// applies it even when no member publishes a position), so X declines
+// whoever else campaigns. (Judging only wins with a caught-up candidate
+// beside X left the rule nothing to judge in runs where the only other
+// node that may lead was the one the fault struck.)
 //
 // The margin keeps samples, polls and log lines of different processes
 // from being compared within an interval or two of each other.
@@ -493,25 +493,8 @@ func checkLagging(h History, r *Report, add func(string, time.Time, string, ...a
 		if p-fz.value <= maxLag {
 			return "", false
 		}
-		for y, lead := range canLead {
-			if y == x || !lead {
-				continue
-			}
-			if _, ok := frozen[y]; ok || thawed[y].After(cut) {
-				continue
-			}
-			if at, ok := struck[y]; ok && (at.IsZero() || at.After(cut)) {
-				continue
-			}
-			if since, ok := up[y]; !ok || since.After(cut) {
-				continue
-			}
-			if since, ok := published[y]; ok && !since.After(cut) {
-				return fmt.Sprintf("frozen at %d since %s, %d behind the leader position %d read by %s, while %s (caught up) published its position",
-					fz.value, fz.since.Format("15:04:05.000"), p-fz.value, p, cut.Format("15:04:05.000"), y), true
-			}
-		}
-		return "", false
+		return fmt.Sprintf("frozen at %d since %s, %d behind the leader position %d read by %s",
+			fz.value, fz.since.Format("15:04:05.000"), p-fz.value, p, cut.Format("15:04:05.000")), true
 	}
 
 	for _, e := range h {
@@ -552,6 +535,7 @@ func checkLagging(h History, r *Report, add func(string, time.Time, string, ...a
 			elected[node] = election{e.At, e.Int("epoch")}
 			if _, ok := lagging(node, e.At); ok {
 				r.LaggingWins++
+				r.judge(VPromotedLagging, 1)
 				judged[node+"|"+e.Get("epoch")] = true
 			}
 		case KindDeclined:

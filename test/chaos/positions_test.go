@@ -73,17 +73,6 @@ func TestCheckLagging(t *testing.T) {
 		{"frozen too late (after the cut)", "1000 nemesis position_freeze", "7500 nemesis position_freeze"},
 		{"thawed before the promote", "9000 daemon elected node=node-b epoch=20", "9000 daemon elected node=node-b epoch=20\n9100 nemesis position_thaw node=node-b value=14000"},
 		{"leader position within max_lag by the cut", "4000 nemesis leader_position node=node-a epoch=10 position=8000\n5500 nemesis leader_position node=node-a epoch=10 position=9500", "7100 nemesis leader_position node=node-a epoch=10 position=9500"},
-		{"no caught-up candidate publishes", "100 nemesis member_position node=node-c position=1100", "100 nemesis member_position node=node-c position=none"},
-		{"the candidate stopped publishing", "9000 daemon elected", "8000 nemesis member_position node=node-c position=none\n9000 daemon elected"},
-		{"the polls failed", "9000 daemon elected", "8000 nemesis position_poll ok=false\n9000 daemon elected"},
-		{"the candidate published only since after the cut", "100 nemesis member_position node=node-c position=1100", "7200 nemesis member_position node=node-c position=8000"},
-		{"the candidate lagged too", "1000 nemesis position_freeze node=node-b value=5000 fault=1", "1000 nemesis position_freeze node=node-b value=5000 fault=1\n1000 nemesis position_freeze node=node-c value=5000 fault=1"},
-		{"the candidate thawed after the cut", "1000 nemesis position_freeze node=node-b value=5000 fault=1", "1000 nemesis position_freeze node=node-b value=5000 fault=1\n1000 nemesis position_freeze node=node-c value=5000 fault=1\n7500 nemesis position_thaw node=node-c value=12000"},
-		{"the candidate's daemon died", "9000 daemon elected", "8000 nemesis daemon_exit node=node-c pid=13 expected=true\n9000 daemon elected"},
-		{"the candidate's daemon started after the cut", "9000 daemon elected", "6500 nemesis daemon_exit node=node-c pid=13 expected=true\n7500 nemesis daemon_start node=node-c pid=14\n9000 daemon elected"},
-		{"the candidate struck by a fault", "9000 daemon elected", "8000 nemesis fault phase=inject kind=kill-service id=2 target=node-c\n9000 daemon elected"},
-		{"the candidate struck until after the cut", "9000 daemon elected", "6500 nemesis fault phase=inject kind=kill-service id=2 target=node-c\n7500 nemesis fault phase=heal kind=kill-service id=2 target=node-c\n9000 daemon elected"},
-		{"the only other node has priority 0", "0 nemesis node_config node=node-c priority=1", "0 nemesis node_config node=node-c priority=0"},
 		{"no max_lag", "0 nemesis position_config max_lag=1500 interval=500ms rate=1000\n", ""},
 		{"promote of another epoch", "9000 daemon elected node=node-b epoch=20", "9000 daemon elected node=node-b epoch=19"},
 	} {
@@ -94,6 +83,33 @@ func TestCheckLagging(t *testing.T) {
 			}
 			if n := lagViolations(t, h+promote).Count(VPromotedLagging); n != 0 {
 				t.Errorf("%d promoted_lagging, want none: the rule cannot know", n)
+			}
+		})
+	}
+}
+
+// Once a leader position is recorded, the daemon applies max_lag at every
+// win whoever else campaigns: a lagging winner that promotes is caught
+// whether or not a caught-up candidate stood beside it.
+func TestCheckLaggingWithoutACaughtUpCandidate(t *testing.T) {
+	promote := "9200 hook promote node=node-b epoch=20\n"
+	for _, c := range []struct{ name, from, to string }{
+		{"no caught-up candidate publishes", "100 nemesis member_position node=node-c position=1100", "100 nemesis member_position node=node-c position=none"},
+		{"the candidate stopped publishing", "9000 daemon elected", "8000 nemesis member_position node=node-c position=none\n9000 daemon elected"},
+		{"the polls failed after the cut", "9000 daemon elected", "8000 nemesis position_poll ok=false\n9000 daemon elected"},
+		{"the candidate lagged too", "1000 nemesis position_freeze node=node-b value=5000 fault=1", "1000 nemesis position_freeze node=node-b value=5000 fault=1\n1000 nemesis position_freeze node=node-c value=5000 fault=1"},
+		{"the candidate's daemon died", "9000 daemon elected", "8000 nemesis daemon_exit node=node-c pid=13 expected=true\n9000 daemon elected"},
+		{"the candidate struck by a fault", "9000 daemon elected", "8000 nemesis fault phase=inject kind=kill-service id=2 target=node-c\n9000 daemon elected"},
+		{"the only other node has priority 0", "0 nemesis node_config node=node-c priority=1", "0 nemesis node_config node=node-c priority=0"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := strings.Replace(lagBase, c.from, c.to, 1)
+			if h == lagBase {
+				t.Fatalf("%q not in the history", c.from)
+			}
+			r := lagViolations(t, h+promote)
+			if n := r.Count(VPromotedLagging); n != 1 || r.Judged[VPromotedLagging] != 1 {
+				t.Errorf("%d promoted_lagging, %d judged; want 1 and 1", n, r.Judged[VPromotedLagging])
 			}
 		})
 	}

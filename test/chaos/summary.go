@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -56,12 +57,7 @@ func Summary(r Report, seed uint64, replay string) string {
 		" write gap: longest stretch without an accepted write between injection and recovery;\n" +
 		" new leader: faults after which the writing epoch changed)\n\n")
 
-	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "violation\tcount\t")
-	for _, k := range AllViolationKinds {
-		fmt.Fprintf(tw, "%s\t%d\t\n", k, r.Count(k))
-	}
-	tw.Flush()
+	b.WriteString(Judgements(r))
 	fmt.Fprintf(&b, "\nstore: %d writes accepted, %d REJECTED as stale (fencing tokens at work), %d accepted in flight after the writer's term ended (epoch still newest)\n",
 		r.Accepted, r.RejectedStale, r.LateAccepted)
 	fmt.Fprintf(&b, "promotions: %d (+%d refused by the service as stale), fences: %d, failed fence attempts: %d, daemon exits: %d, resource samples: %d\n",
@@ -83,6 +79,12 @@ func Summary(r Report, seed uint64, replay string) string {
 	}
 	fmt.Fprintf(&b, "leader handoffs judged: %d (%d after a lease expiry), smallest margin from a lease expiry to the successor's election: %s (stale_leader slack %v)\n",
 		r.Handoffs, r.LeaseHandoffs, margin, StaleLeaderSlack)
+	fmt.Fprintf(&b, "demote budget at the service: %d stand-downs after a term ended (%d after a killed promote), smallest margin to the window the arithmetic keeps free of successors: %s (slack %v)\n",
+		r.StandDowns, r.StandDownsAfterKill, fmtMargin(r.StandDowns, r.MinStandDownMargin), LateStandDownSlack)
+	fmt.Fprintf(&b, "service handoffs: %d promotions after another service stood down, smallest gap from that stand-down to the promotion: %s\n",
+		r.ServiceHandoffs, fmtMargin(r.ServiceHandoffs, r.MinServiceHandoff))
+	fmt.Fprintf(&b, "pauses: %d windows with every node paused; wrong rpc fence answers: %d (%d went on to the next method)\n",
+		r.PauseWindows, r.WrongFenceAnswers, r.WrongAnswerFellBack)
 	if r.ExpiredZnodeEnds > 0 {
 		fmt.Fprintf(&b, "leaderships ended for 'znode deleted' by the node's own session expiry while its daemon was paused (not failed): %d\n", r.ExpiredZnodeEnds)
 	}
@@ -93,6 +95,53 @@ func Summary(r Report, seed uint64, replay string) string {
 		}
 	}
 	fmt.Fprintf(&b, "liveness bound: %v\nreplay: %s\n", LivenessBound, replay)
+	return b.String()
+}
+
+// Unexercised says which rules a run of kinds had to exercise and did
+// not judge even once: such a rule passed vacuously, and the run fails.
+// Every run must judge promotions (hook and service overlap); the rules
+// of the policy, the pause, the wrong fence answers and the demote budget
+// must judge something whenever the kinds made for them ran.
+func Unexercised(kinds []string, r Report) []string {
+	var out []string
+	need := func(rule, why string) {
+		if r.Judged[rule] == 0 {
+			out = append(out, fmt.Sprintf("the %s rule judged nothing although %s ran: it passed vacuously", rule, why))
+		}
+	}
+	need(VOverlap, "the schedule")
+	need(VServiceOverlap, "the schedule")
+	for _, k := range kinds {
+		switch {
+		case k == LaggingFailover && r.MaxLag > 0:
+			need(VPromotedLagging, k)
+		case k == VetoTakeover:
+			need(VPromotedAfterVeto, k)
+		case k == PauseCluster:
+			need(VPausedAction, k)
+		case k == FenceWrongAnswer:
+			need(VFencedByWrongAnswer, k)
+		case contains(SlowHookKinds, k):
+			need(VLateStandDown, k)
+			if r.StandDownsAfterKill == 0 && r.Judged[VLateStandDown] > 0 {
+				out = append(out, fmt.Sprintf("no stand-down followed a killed promote although %s ran: the worst case of the demote budget was never exercised", k))
+			}
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// Judgements renders how many times each rule judged something.
+func Judgements(r Report) string {
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "rule\tjudged\tviolations\t")
+	for _, k := range AllViolationKinds {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t\n", k, r.Judged[k], r.Count(k))
+	}
+	tw.Flush()
 	return b.String()
 }
 
@@ -151,6 +200,24 @@ func Combine(a, b Report) Report {
 	r.LaggingWins += b.LaggingWins
 	r.ExpiredZnodeEnds += b.ExpiredZnodeEnds
 	r.LaggingDeclined += b.LaggingDeclined
+	r.Judged = map[string]int{}
+	for _, m := range []map[string]int{a.Judged, b.Judged} {
+		for k, v := range m {
+			r.Judged[k] += v
+		}
+	}
+	if b.StandDowns > 0 && (a.StandDowns == 0 || b.MinStandDownMargin < a.MinStandDownMargin) {
+		r.MinStandDownMargin = b.MinStandDownMargin
+	}
+	r.StandDowns += b.StandDowns
+	r.StandDownsAfterKill += b.StandDownsAfterKill
+	if b.ServiceHandoffs > 0 && (a.ServiceHandoffs == 0 || b.MinServiceHandoff < a.MinServiceHandoff) {
+		r.MinServiceHandoff = b.MinServiceHandoff
+	}
+	r.ServiceHandoffs += b.ServiceHandoffs
+	r.PauseWindows += b.PauseWindows
+	r.WrongFenceAnswers += b.WrongFenceAnswers
+	r.WrongAnswerFellBack += b.WrongAnswerFellBack
 	if b.LeaseHandoffs > 0 && (a.LeaseHandoffs == 0 || b.MinHandoffMargin < a.MinHandoffMargin) {
 		r.MinHandoffMargin = b.MinHandoffMargin
 	}

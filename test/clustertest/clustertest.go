@@ -20,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -136,7 +137,10 @@ type Node struct {
 	ZKLossProxies []*zktest.LossProxy
 	// PeerProxy (Options.PeerProxy) fronts this node's admin API for peers.
 	PeerProxy *zktest.Proxy
-	dir       string
+	// peerTarget, when set, is where PeerProxy sends new connections
+	// instead of the admin API (SetPeerTarget).
+	peerTarget atomic.Value
+	dir        string
 
 	mu     sync.Mutex
 	daemon *exec.Cmd
@@ -238,8 +242,13 @@ func Start(t testing.TB, o Options) *Cluster {
 			}
 		}
 		if o.PeerProxy {
-			admin := n.AdminAddr
-			n.PeerProxy = zktest.NewProxy(t, func() string { return admin })
+			admin, node := n.AdminAddr, n
+			n.PeerProxy = zktest.NewProxy(t, func() string {
+				if s, _ := node.peerTarget.Load().(string); s != "" {
+					return s
+				}
+				return admin
+			})
 		}
 		fmt.Fprintf(&fenceMap, "%s http://%s\n", n.ID, n.ToyAddr)
 		c.Nodes = append(c.Nodes, n)
@@ -280,6 +289,36 @@ func (c *Cluster) writeScripts() {
 	lib := `#!/usr/bin/env bash
 set -euo pipefail
 ev() { printf '%s %s\n' "$(date +%s%N)" "$*" >> "` + c.EventsPath + `"; }
+# evq: ev without a fork (bash's own clock), for the slow hooks' timing.
+evq() { printf '%s000 %s\n' "${EPOCHREALTIME/[.,]/}" "$*" >> "` + c.EventsPath + `"; }
+# hooks-slow (chaos): the hook takes its whole timeout and ignores SIGTERM
+# until its kill grace, the worst case the demote budget allows for. It
+# waits for SIGTERM in wait (a trapped signal ends it; read -t would resume),
+# and after it uses bash builtins only (read -t on a pipe nobody writes to
+# is a sleep without a fork), so no start-up delay lands on the timed path.
+slow_wait_term() {
+  exec {slow_fd}<> <(:)
+  evq hook_slow hook=$1 node=$FAILOVERD_NODE_ID epoch=${FAILOVERD_EPOCH:-} reason=${FAILOVERD_REASON:-}
+  slow_term=
+  trap 'slow_term=1' TERM
+  sleep 3600 &
+  while [ -z "$slow_term" ]; do wait $! || true; done
+  trap '' TERM
+  evq hook_term hook=$1 node=$FAILOVERD_NODE_ID epoch=${FAILOVERD_EPOCH:-} reason=${FAILOVERD_REASON:-}
+}
+# slow_demote: after SIGTERM, stand the service down 150ms into the 250ms
+# kill grace (a request over bash's /dev/tcp, no fork), then exit 0.
+slow_demote() {
+  slow_wait_term demote
+  read -t 0.15 -u $slow_fd || true
+  local hp=${TOY#http://} line=
+  exec {slow_sock}<>"/dev/tcp/${hp%:*}/${hp##*:}" || { ev demote_failed node=$FAILOVERD_NODE_ID reason=$FAILOVERD_REASON; exit 1; }
+  printf 'POST /demote HTTP/1.0\r\nHost: %s\r\nContent-Length: 0\r\n\r\n' "$hp" >&$slow_sock
+  read -r -u $slow_sock line || true
+  case "$line" in "HTTP/1."?" 2"*) ;; *) ev demote_failed node=$FAILOVERD_NODE_ID reason=$FAILOVERD_REASON; exit 1;; esac
+  ev demote node=$FAILOVERD_NODE_ID epoch=$FAILOVERD_EPOCH role=$FAILOVERD_ROLE reason=$FAILOVERD_REASON
+  exit 0
+}
 `
 	scripts := map[string]string{
 		"promote.sh": lib + `ev promote node=$FAILOVERD_NODE_ID epoch=$FAILOVERD_EPOCH role=$FAILOVERD_ROLE reason=$FAILOVERD_REASON prev=${FAILOVERD_PREVIOUS_LEADER:-} prev_epoch=${FAILOVERD_PREVIOUS_EPOCH:-}
@@ -288,6 +327,8 @@ ev() { printf '%s %s\n' "$(date +%s%N)" "$*" >> "` + c.EventsPath + `"; }
 code=$(curl -sS -o /dev/null -w '%{http_code}' -m 2 -X POST "$TOY/promote?epoch=$FAILOVERD_EPOCH" || true)
 # 409: the service refused the epoch (stale or already stood down), so it never became primary.
 case "$code" in 2*) ;; 409) ev promote_refused node=$FAILOVERD_NODE_ID epoch=$FAILOVERD_EPOCH; exit 1;; *) exit 1;; esac
+# promote-slow (chaos): the service is primary; the hook never returns by itself.
+if [ -e "$DIR/promote-slow" ]; then slow_wait_term promote; while :; do read -t 3600 -u $slow_fd || true; done; fi
 ev promote_done node=$FAILOVERD_NODE_ID epoch=$FAILOVERD_EPOCH prev_address=${FAILOVERD_PREVIOUS_ADDRESS:-}
 `,
 		"pre_promote.sh": lib + `ev pre_promote node=$FAILOVERD_NODE_ID epoch=$FAILOVERD_EPOCH reason=$FAILOVERD_REASON prev=${FAILOVERD_PREVIOUS_LEADER:-}
@@ -303,6 +344,7 @@ ev follow_done node=$FAILOVERD_NODE_ID leader=$FAILOVERD_LEADER_ID leader_epoch=
 		// leaves a zombie its parent cannot reap, as in uninterruptible sleep.
 		"demote.sh": lib + `if [ -e "$DIR/hook-unkillable" ]; then ev hook_unkillable node=$FAILOVERD_NODE_ID pid=$$ reason=$FAILOVERD_REASON; trap '' TERM; echo $$ >> "$DIR/unkillable.pids"; while :; do sleep 1; done; fi
 if [ -e "$DIR/demote-hang" ]; then ev demote_hang node=$FAILOVERD_NODE_ID reason=$FAILOVERD_REASON; sleep 3600; fi
+if [ -e "$DIR/demote-slow" ]; then slow_demote; fi
 curl -fsS -m 0.5 -X POST "$TOY/demote" >/dev/null || { ev demote_failed node=$FAILOVERD_NODE_ID reason=$FAILOVERD_REASON; exit 1; }
 ev demote node=$FAILOVERD_NODE_ID epoch=$FAILOVERD_EPOCH role=$FAILOVERD_ROLE reason=$FAILOVERD_REASON
 `,
@@ -544,6 +586,13 @@ func (n *Node) Start() {
 		close(done)
 	}()
 }
+
+// SetPeerTarget makes the node's peer proxy (Options.PeerProxy), the
+// admin URL the node advertises and the breadcrumb names, send new
+// connections to addr instead of the node's admin API; "" restores it.
+// The rpc fencer opens a connection per request, so the next fence of this
+// node reaches addr.
+func (n *Node) SetPeerTarget(addr string) { n.peerTarget.Store(addr) }
 
 // Pid is the daemon's process id (0 when not started).
 func (n *Node) Pid() int {
