@@ -56,9 +56,11 @@ chaos: deps
 
 # make mutants: builds deliberately broken copies of the daemon (skip fencing,
 # skip the startup demote, a lease that never expires, a constant epoch, an
-# unguarded breadcrumb write, promotion after a failed fence; see
-# test/mutants) and runs the tests chosen to catch each; fails unless every
-# one is caught. MUTANTS=name,name runs a subset. Not part of make test.
+# unguarded breadcrumb write, promotion after a failed fence, a lease sized
+# without the kill graces, max_lag or a pause ignored, any 2xx taken as an
+# rpc fence; see test/mutants) and runs the tests chosen to catch each;
+# fails unless every one is caught. MUTANTS=name,name runs a subset. Not
+# part of make test.
 MUTANTS ?=
 mutants: deps
 	@echo ">> mutants: broken builds the tests must catch"

@@ -82,12 +82,16 @@ var mutants = []mutant{
 		Name: "lease-never-expires",
 		What: "the lease never ends a leadership (only ZooKeeper's verdicts do)",
 		Edits: []edit{{
-			File: "election/election.go",
+			File: "election/leader.go",
 			Old:  "if l.deadline != nil && !time.Now().Before(l.deadline()) {",
 			New:  "if false {",
 		}, {
-			File: "election/election.go",
-			Old:  "left := time.Until(deadline())",
+			File: "election/leader.go",
+			Old:  "return time.Until(l.deadline())",
+			New:  "return time.Hour",
+		}, {
+			File: "election/leader.go",
+			Old:  "left := time.Until(r.deadline())",
 			New:  "left := time.Hour",
 		}},
 		Tests: []selection{{e2e, "TestZooKeeperOutageDemotesWithinLease"}},
@@ -100,7 +104,7 @@ var mutants = []mutant{
 			Old:  "if viaLeader && answered(err) {",
 			New:  "if answered(err) {",
 		}, {
-			File: "election/election.go",
+			File: "election/lease.go",
 			Old:  "err := sess.Multi(ctx, op)",
 			New:  "err := error(nil)",
 		}},
@@ -110,7 +114,7 @@ var mutants = []mutant{
 		Name: "constant-epoch",
 		What: "every leadership carries epoch 1",
 		Edits: []edit{{
-			File: "election/election.go",
+			File: "election/leader.go",
 			Old:  "l := Leadership{Epoch: epoch,",
 			New:  "l := Leadership{Epoch: 1,",
 		}},
