@@ -191,6 +191,9 @@ func electionConfig(cfg *config.Config, ccfg controller.Config) election.Config 
 // port in use fails before the node joins an election it could not be
 // fenced in.
 func build(cfg *config.Config, logger *slog.Logger) (*daemon, error) {
+	if cfg.Coordination.Backend != config.BackendZooKeeper {
+		return nil, fmt.Errorf("coordination.backend: the daemon does not run on %s yet", cfg.Coordination.Backend)
+	}
 	// ZooKeeper client and elector.
 	zc, err := zkConfig(cfg)
 	if err != nil {
