@@ -150,29 +150,31 @@ func TestPausedLeaderIsFencedAndNeverActsAgain(t *testing.T) {
 }
 
 func TestUnhealthyLeaderStepsDownAndRejoins(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{})
-	old := c.Leader()
-	old.SetHealthy(false)
-	next := c.WaitLeader(old.ID, 30*time.Second)
-	if d := clustertest.Find(c.Events(), "demote", "node", old.ID, "reason", "unhealthy"); len(d) == 0 {
-		t.Error("no demote with reason unhealthy")
-	}
-	old.SetHealthy(true)
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		s, _ := old.Status()
-		if s.State == controller.StateStandby && s.Health == "healthy" {
-			break
+	clustertest.ForEachBackend(t, clustertest.Options{}, func(t *testing.T, o clustertest.Options) {
+		c := clustertest.Start(t, o)
+		old := c.Leader()
+		old.SetHealthy(false)
+		next := c.WaitLeader(old.ID, 30*time.Second)
+		if d := clustertest.Find(c.Events(), "demote", "node", old.ID, "reason", "unhealthy"); len(d) == 0 {
+			t.Error("no demote with reason unhealthy")
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("old leader did not rejoin as standby: %+v", s)
+		old.SetHealthy(true)
+		deadline := time.Now().Add(15 * time.Second)
+		for {
+			s, _ := old.Status()
+			if s.State == controller.StateStandby && s.Health == "healthy" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("old leader did not rejoin as standby: %+v", s)
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if l := c.Leader(); l == nil || l.ID != next.ID {
-		t.Errorf("leader changed when the old one rejoined: %v", l)
-	}
-	c.CheckNoOverlap()
+		if l := c.Leader(); l == nil || l.ID != next.ID {
+			t.Errorf("leader changed when the old one rejoined: %v", l)
+		}
+		c.CheckNoOverlap()
+	})
 }
 
 func TestZooKeeperOutageDemotesWithinLease(t *testing.T) {
@@ -208,30 +210,32 @@ func TestZooKeeperOutageDemotesWithinLease(t *testing.T) {
 }
 
 func TestFailedFencingBlocksPromotionUntilItWorks(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{NoRPCFence: true})
-	failFile := filepath.Join(c.Dir, "fence-fail")
-	if err := os.WriteFile(failFile, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	old := c.Leader()
-	old.Kill(syscall.SIGKILL)
-	// Fencing fails: nobody may promote.
-	deadline := time.Now().Add(8 * time.Second)
-	for time.Now().Before(deadline) {
-		if l := c.Leader(); l != nil {
-			t.Fatalf("%s promoted although fencing fails", l.ID)
+	clustertest.ForEachBackend(t, clustertest.Options{NoRPCFence: true}, func(t *testing.T, o clustertest.Options) {
+		c := clustertest.Start(t, o)
+		failFile := filepath.Join(c.Dir, "fence-fail")
+		if err := os.WriteFile(failFile, nil, 0o644); err != nil {
+			t.Fatal(err)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if n := len(clustertest.Find(c.Events(), "fence_failed")); n == 0 {
-		t.Fatal("no fencing attempt failed; the test proves nothing")
-	}
-	os.Remove(failFile)
-	next := c.WaitLeader(old.ID, 60*time.Second)
-	if len(clustertest.Find(c.Events(), "fence", "target", old.ID)) == 0 {
-		t.Errorf("%s promoted without a successful fence", next.ID)
-	}
-	c.CheckNoOverlap()
+		old := c.Leader()
+		old.Kill(syscall.SIGKILL)
+		// Fencing fails: nobody may promote.
+		deadline := time.Now().Add(8 * time.Second)
+		for time.Now().Before(deadline) {
+			if l := c.Leader(); l != nil {
+				t.Fatalf("%s promoted although fencing fails", l.ID)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if n := len(clustertest.Find(c.Events(), "fence_failed")); n == 0 {
+			t.Fatal("no fencing attempt failed; the test proves nothing")
+		}
+		os.Remove(failFile)
+		next := c.WaitLeader(old.ID, 60*time.Second)
+		if len(clustertest.Find(c.Events(), "fence", "target", old.ID)) == 0 {
+			t.Errorf("%s promoted without a successful fence", next.ID)
+		}
+		c.CheckNoOverlap()
+	})
 }
 
 func TestManualFailover(t *testing.T) {
