@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/failoverd/failoverd/config"
+	"github.com/failoverd/failoverd/internal/tlstest"
 	"github.com/failoverd/failoverd/test/etcdtest"
 )
 
@@ -101,5 +103,68 @@ func TestOperatorCommandWithoutEtcd(t *testing.T) {
 	}
 	if took > 30*time.Second {
 		t.Errorf("status without etcd took %v, want the 10s bound", took)
+	}
+}
+
+// The daemon's etcd client gets etcd.tls (CA pool, client certificate)
+// and the user's password read from its file; a password file others may
+// read is refused when the daemon reads it, as at validation.
+func TestEtcdDialFromConfig(t *testing.T) {
+	dir := t.TempDir()
+	pki := tlstest.New(t, "etcd")
+	pass := filepath.Join(dir, "etcd.password")
+	if err := os.WriteFile(pass, []byte("hunter2\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "c.yaml")
+	write := func(etcd string) {
+		t.Helper()
+		cfg := `cluster: ec
+node: {id: n1, host: 127.0.0.1}
+coordination: {backend: etcd}
+etcd: ` + etcd + `
+health: {http: {url: "http://127.0.0.1:8080/health"}}
+service:
+  promote: {command: [/bin/true]}
+  demote: {command: [/bin/true]}
+fencing: {methods: [{shell: {command: [/bin/true]}}]}
+`
+		if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(fmt.Sprintf(`{endpoints: ["https://127.0.0.1:2379"], dial_timeout: 3s, username: fo, password_file: %s,
+  tls: {ca_file: %s, cert_file: %s, key_file: %s}}`, pass, pki.CAFile, pki.CertFile, pki.KeyFile))
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dc, err := etcdDial(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dc.Username != "fo" || dc.Password != "hunter2" || dc.DialTimeout != 3*time.Second || dc.TLS == nil ||
+		dc.TLS.RootCAs == nil || len(dc.TLS.Certificates) != 1 || len(dc.Endpoints) != 1 {
+		t.Errorf("dial config %+v", dc)
+	}
+	if l := layoutOf(cfg); l.Root != "/failoverd" || l.Cluster != "ec" {
+		t.Errorf("layout %+v, want the etcd prefix", l)
+	}
+
+	// Loosened after validation: the daemon's read refuses it too.
+	if err := os.Chmod(pass, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := etcdDial(cfg); err == nil || !strings.Contains(err.Error(), "etcd.password_file") {
+		t.Errorf("etcdDial with a password file others may read: %v; want it refused, naming etcd.password_file", err)
+	}
+
+	// Plain endpoints without a tls block: no TLS, no user.
+	write(`{endpoints: ["127.0.0.1:2379"]}`)
+	if cfg, err = config.Load(path); err != nil {
+		t.Fatal(err)
+	}
+	if dc, err := etcdDial(cfg); err != nil || dc.TLS != nil || dc.Username != "" || dc.Password != "" {
+		t.Errorf("plain dial config %+v, %v", dc, err)
 	}
 }
