@@ -36,7 +36,7 @@ bench: deps
 	BENCH_JSON=$(CURDIR)/bench-results.json $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 90m ./test/bench/
 
 demo:
-	@GO="$(GO)" bash examples/demo/demo.sh
+	@GO="$(GO)" BACKEND="$(BACKEND)" bash examples/demo/demo.sh
 
 # make demo-redis: a Redis primary and two replicas protected by failoverd
 # (examples/redis); DEMO_KILL=daemon or redis for the other crashes.

@@ -34,17 +34,15 @@ const AuthSchemeDigest = "digest"
 // election, the member records and the breadcrumb live in.
 const (
 	// BackendZooKeeper runs on a ZooKeeper ensemble (the zookeeper block).
-	// The default, and the only backend this build supports.
+	// The default.
 	BackendZooKeeper = "zookeeper"
-	// BackendEtcd is reserved for an etcd cluster (the etcd block). The
-	// block parses, but validation refuses the backend: this build has no
-	// etcd support yet.
+	// BackendEtcd runs on an etcd cluster (the etcd block).
 	BackendEtcd = "etcd"
 )
 
 // supportedBackends lists the values of Coordination.Backend this build
 // accepts, in the order messages list them.
-var supportedBackends = []string{BackendZooKeeper}
+var supportedBackends = []string{BackendZooKeeper, BackendEtcd}
 
 // Config is the whole failoverd configuration file. Obtain one from Load,
 // Parse or Default; the zero value is not useful.
@@ -60,9 +58,8 @@ type Config struct {
 	// Coordination.Backend is BackendZooKeeper; the file must then have a
 	// zookeeper block.
 	ZooKeeper ZooKeeper `yaml:"zookeeper"`
-	// Etcd is the etcd cluster for BackendEtcd, which this build does not
-	// support yet; nil when the file has no etcd block. Validation refuses
-	// the block beside any other backend.
+	// Etcd is the etcd cluster for BackendEtcd; nil when the file has no
+	// etcd block. Validation refuses the block beside any other backend.
 	Etcd *Etcd `yaml:"etcd,omitempty"`
 	// Election tunes how leadership is won and kept.
 	Election Election `yaml:"election"`
@@ -133,9 +130,8 @@ type AdminTLS struct {
 type Coordination struct {
 	// Backend names the service the election, member records and
 	// breadcrumb live in: BackendZooKeeper (the default, also when the
-	// coordination block is absent) or BackendEtcd (reserved: refused by
-	// this build). The block of that name must be set, and the other one
-	// not.
+	// coordination block is absent) or BackendEtcd. The block of that
+	// name must be set, and the other one not.
 	Backend string `yaml:"backend"`
 }
 
@@ -168,9 +164,6 @@ type ZooKeeperAuth struct {
 }
 
 // Etcd configures the connection to an etcd cluster, for BackendEtcd.
-// Reserved: the block parses so that configs can be written for the etcd
-// backend, but this build refuses that backend, and its settings are not
-// checked beyond their types.
 type Etcd struct {
 	// Endpoints lists the cluster's client URLs ("https://etcd1:2379").
 	Endpoints []string `yaml:"endpoints"`
@@ -178,10 +171,12 @@ type Etcd struct {
 	// "/failoverd".
 	Prefix string `yaml:"prefix"`
 	// LeaseTTL is the TTL of the etcd lease that holds this node's
-	// candidacy. Default 5s.
+	// candidacy and bounds a leader's term (see package etcdcluster).
+	// Default 5s; whole seconds, at least MinEtcdLeaseTTL, and long enough
+	// for the demote budget (etcdcluster.LeaseFits).
 	LeaseTTL Duration `yaml:"lease_ttl"`
 	// DialTimeout bounds establishing a connection. 0 (unset): the etcd
-	// backend's default.
+	// backend's default, 5s.
 	DialTimeout Duration `yaml:"dial_timeout"`
 	// TLS, when set, connects over TLS. Optional.
 	TLS *EtcdTLS `yaml:"tls,omitempty"`
@@ -670,13 +665,17 @@ func (c *Config) ReadCredentials() (Secret, error) {
 // ZooKeeper server (a server restart, a rolling upgrade, a reset
 // connection) can cost its leadership, because the lease leaves less than
 // a new connection needs to renew it (lease.Timing.RidesOutReconnect); an
-// admin URL on loopback that peers' rpc fencers cannot reach.
+// admin URL on loopback that peers' rpc fencers cannot reach; an
+// etcd.lease_ttl below etcd's advice.
 func (c *Config) Warnings() []string {
 	var w []string
 	if s := c.loopbackAdminWarning(); s != "" {
 		w = append(w, s)
 	}
-	if s := c.reconnectWarning(); s != "" {
+	if s := c.reconnectWarning(); s != "" && c.Coordination.Backend == BackendZooKeeper {
+		w = append(w, s)
+	}
+	if s := c.etcdLeaseWarning(); s != "" {
 		w = append(w, s)
 	}
 	return w

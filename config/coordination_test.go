@@ -95,19 +95,21 @@ func TestBackendErrors(t *testing.T) {
 		want      []string // exactly these errors, in order
 	}{
 		{"unknown backend", nil, "coordination: {backend: consul}\n",
-			[]string{`coordination.backend: "consul" is not one of zookeeper`}},
+			[]string{`coordination.backend: "consul" is not one of zookeeper, etcd`}},
 		{"backend in capitals", nil, "coordination: {backend: ZooKeeper}\n",
 			[]string{`coordination.backend: "ZooKeeper" is not one of zookeeper`}},
 		{"empty backend", nil, "coordination: {backend: \"\"}\n",
 			[]string{`coordination.backend: "" is not one of zookeeper`}},
 		{"unknown backend, no blocks", &none, "coordination: {backend: consul}\n",
 			[]string{`coordination.backend: "consul" is not one of zookeeper`}},
-		{"etcd refused", &none, "coordination: {backend: etcd}\n" + etcdBlock,
-			[]string{"coordination.backend: etcd is not supported by this build yet (the etcd block is reserved for a later version); use zookeeper"}},
-		{"etcd refused, without its block", &none, "coordination: {backend: etcd}\n",
-			[]string{"coordination.backend: etcd is not supported by this build yet"}},
-		{"etcd refused, beside a zookeeper block", nil, "coordination: {backend: etcd}\n" + etcdBlock,
-			[]string{"coordination.backend: etcd is not supported by this build yet"}},
+		{"missing etcd block", &none, "coordination: {backend: etcd}\n",
+			[]string{"etcd: missing: coordination.backend is etcd"}},
+		{"extra zookeeper block", nil, "coordination: {backend: etcd}\n" + etcdBlock,
+			[]string{"zookeeper: set, but coordination.backend is etcd (remove the block or change the backend)"}},
+		{"empty etcd block", &none, "coordination: {backend: etcd}\netcd:\n",
+			[]string{"etcd.endpoints: required: list the cluster's client URLs"}},
+		{"election.lease with etcd", &none, "coordination: {backend: etcd}\n" + etcdBlock + "election: {lease: 2s}\n",
+			[]string{"election.lease: applies to the zookeeper backend only"}},
 		{"missing zookeeper block", &none, "coordination: {backend: zookeeper}\n",
 			[]string{"zookeeper: missing: coordination.backend is zookeeper"}},
 		{"missing zookeeper block, default backend", &none, "",
@@ -147,8 +149,19 @@ func TestBackendFiles(t *testing.T) {
 			`log.level: "loud" is not one of debug, info, warn, error`,
 		}, []string{"zookeeper", "etcd", "log.level"}},
 		{"backend_etcd", []string{
-			"coordination.backend: etcd is not supported by this build yet (the etcd block is reserved for a later version); use zookeeper",
-		}, []string{"coordination.backend"}},
+			`etcd.endpoints[1]: "etcd2" is not host:port`,
+			`etcd.endpoints[2]: "http://etcd3:2379" is plain http, but etcd.tls is set: use https://`,
+			`etcd.endpoints[3]: "https://etcd1:2379" repeats etcd.endpoints[0]`,
+			"etcd.endpoints: mixes http and https endpoints",
+			`etcd.prefix: "failoverd/" must be absolute`,
+			"etcd.lease_ttl: 1.5s is shorter than etcd grants",
+			"etcd.dial_timeout: must be > 0",
+			"etcd.tls.ca_file: file not found: ",
+			"etcd.tls.cert_file: required with etcd.tls.key_file",
+			"etcd.password_file: required with etcd.username",
+			"election.lease: applies to the zookeeper backend only",
+		}, []string{"etcd.endpoints[1]", "etcd.endpoints[2]", "etcd.endpoints[3]", "etcd.endpoints", "etcd.prefix", "etcd.lease_ttl",
+			"etcd.dial_timeout", "etcd.tls.ca_file", "etcd.tls.cert_file", "etcd.password_file", "election.lease"}},
 		{"backend_unknown", []string{`coordination.backend: "consul" is not one of zookeeper`}, []string{"coordination.backend"}},
 		{"etcd_unknown_key", []string{
 			"coordination.backnd: unknown key; did you mean backend? (line 4)",
@@ -235,6 +248,9 @@ func TestValidateBuiltConfigCoordination(t *testing.T) {
 
 	cfg = build()
 	cfg.Coordination.Backend = BackendEtcd
-	cfg.Etcd = &Etcd{Endpoints: []string{"http://127.0.0.1:2379"}}
-	checkErrors(t, fieldErrors(t, cfg.Validate()), []string{"coordination.backend: etcd is not supported by this build yet"})
+	checkErrors(t, fieldErrors(t, cfg.Validate()), []string{"etcd: missing: coordination.backend is etcd"})
+	cfg.Etcd = &Etcd{Endpoints: []string{"http://127.0.0.1:2379"}, Prefix: DefaultEtcdPrefix, LeaseTTL: Duration(DefaultEtcdLeaseTTL)}
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("Validate() with an etcd block = %v, want nil", err)
+	}
 }

@@ -154,3 +154,44 @@ func TestReferenceShowsTheDefaults(t *testing.T) {
 		}
 	}
 }
+
+// The reference config's commented etcd block, uncommented in place of the
+// zookeeper block with backend etcd, is a valid config.
+func TestReferenceEtcdBlockValidates(t *testing.T) {
+	data, err := os.ReadFile("../configs/failoverd.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	skipping, inEtcd := false, false
+	for _, line := range strings.Split(string(data), "\n") {
+		switch {
+		case line == "zookeeper:":
+			skipping = true
+			continue
+		case skipping && (line == "" || strings.HasPrefix(line, " ")):
+			if line == "" {
+				skipping = false
+			}
+			continue
+		case line == "# etcd:":
+			inEtcd = true
+			out = append(out, "etcd:")
+			continue
+		case inEtcd && strings.HasPrefix(line, "#   "):
+			out = append(out, strings.TrimPrefix(line, "# "))
+			continue
+		case inEtcd:
+			inEtcd = false
+		}
+		out = append(out, strings.Replace(line, "backend: zookeeper", "backend: etcd", 1))
+	}
+	cfg, err := (LoadOptions{SkipFileChecks: true}).Parse([]byte(strings.Join(out, "\n")), "")
+	if err != nil {
+		t.Fatalf("the reference config on etcd: %v", err)
+	}
+	if cfg.Coordination.Backend != BackendEtcd || cfg.Etcd == nil || len(cfg.Etcd.Endpoints) != 3 || cfg.Etcd.Username != "failoverd" ||
+		cfg.Etcd.TLS == nil || cfg.Etcd.TLS.KeyFile != "/etc/failoverd/etcd.key" || cfg.Etcd.LeaseTTL.Std() != DefaultEtcdLeaseTTL {
+		t.Errorf("etcd block %+v", cfg.Etcd)
+	}
+}

@@ -120,7 +120,9 @@ func (c *Config) validate(opts LoadOptions, set written) error {
 	if zk := &c.ZooKeeper; zk.TickTime != 0 {
 		v.duration("zookeeper.tick_time", zk.TickTime, time.Millisecond)
 	}
-	v.lease(c, sessionOK)
+	if c.Coordination.Backend != BackendEtcd {
+		v.lease(c, sessionOK)
+	}
 	if d := c.Election.FailoverCooldown; d < 0 {
 		v.add("election.failover_cooldown", "must not be negative (0 turns the cooldown off), got %s", fmtDur(time.Duration(d)))
 	} else if d != 0 {
@@ -219,28 +221,37 @@ func (c *Config) validate(opts LoadOptions, set written) error {
 }
 
 // coordination checks coordination.backend, and that the block of the
-// backend it names is set and the block of another backend is not.
-// backendSet says whether the file sets the backend (else it is the
-// default), zkSet whether it has a zookeeper block. The etcd backend is
-// refused with one error, whatever the blocks: this build cannot run it.
+// backend it names is set and the block of another backend is not; it
+// checks the etcd block when that backend is chosen. backendSet says
+// whether the file sets the backend (else it is the default), zkSet
+// whether it has a zookeeper block.
 func (v *validator) coordination(c *Config, backendSet, zkSet bool) {
 	const p = "coordination.backend"
 	b := c.Coordination.Backend
+	why := "coordination.backend is " + b
+	if !backendSet {
+		why += " (the default)"
+	}
 	switch b {
 	case BackendZooKeeper:
 		if !zkSet {
-			why := "coordination.backend is " + b
-			if !backendSet {
-				why += " (the default)"
-			}
 			v.add("zookeeper", "missing: %s", why)
 		}
 		if c.Etcd != nil {
 			v.add("etcd", "set, but coordination.backend is %s (remove the block or change the backend)", b)
 		}
 	case BackendEtcd:
-		v.add(p, "%s is not supported by this build yet (the etcd block is reserved for a later version); use %s",
-			b, strings.Join(supportedBackends, " or "))
+		if zkSet {
+			v.add("zookeeper", "set, but coordination.backend is %s (remove the block or change the backend)", b)
+		}
+		if c.Etcd == nil {
+			v.add("etcd", "missing: %s", why)
+		} else {
+			v.etcd(c) // etcd.go
+		}
+		if c.Election.Lease != 0 {
+			v.add("election.lease", "applies to the zookeeper backend only; with etcd a leader's lease follows etcd.lease_ttl (remove election.lease)")
+		}
 	default:
 		v.add(p, "%q is not one of %s", b, strings.Join(supportedBackends, ", "))
 	}

@@ -9,14 +9,12 @@ import (
 	"os"
 	"strings"
 	"syscall"
-	"time"
 
 	oklog "github.com/oklog/run"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/failoverd/failoverd/admin"
 	"github.com/failoverd/failoverd/cluster"
-	"github.com/failoverd/failoverd/cluster/zkcluster"
 	"github.com/failoverd/failoverd/config"
 	"github.com/failoverd/failoverd/controller"
 	"github.com/failoverd/failoverd/election"
@@ -79,16 +77,11 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 // daemon is every component of a running node.
 type daemon struct {
 	log     *slog.Logger
-	client  *zk.Client
+	backend *backend
 	ctrl    *controller.Controller
 	monitor *healthcheck.Monitor
 	server  *admin.Server
 	leaders *leaderView // GET /v1/leader
-}
-
-// layoutOf is where cfg's cluster lives in ZooKeeper.
-func layoutOf(cfg *config.Config) cluster.Layout {
-	return cluster.Layout{Root: cfg.ZooKeeper.Root, Cluster: cfg.Cluster}
 }
 
 func zkConfig(cfg *config.Config) (zk.Config, error) {
@@ -191,26 +184,27 @@ func electionConfig(cfg *config.Config, ccfg controller.Config) election.Config 
 // port in use fails before the node joins an election it could not be
 // fenced in.
 func build(cfg *config.Config, logger *slog.Logger) (*daemon, error) {
-	// ZooKeeper client and elector.
-	zc, err := zkConfig(cfg)
-	if err != nil {
-		return nil, err
-	}
-	client, err := zk.NewClient(zc, zk.Deps{Logger: logger})
-	if err != nil {
-		return nil, err
-	}
+	// Coordination backend: the store of our cluster and our candidate.
 	ccfg := controllerConfig(cfg)
-	el, err := election.New(electionConfig(cfg, ccfg), election.Deps{Client: client, Logger: logger})
+	be, err := openBackend(cfg, cfg.Node.ID, ccfg.Instance, logger)
 	if err != nil {
 		return nil, err
 	}
-	store, err := zkcluster.New(zkcluster.Config{Layout: layoutOf(cfg), NodeID: cfg.Node.ID, Instance: ccfg.Instance},
-		zkcluster.Deps{Client: client, Logger: logger})
+	el, err := be.elector(ccfg)
 	if err != nil {
+		be.close()
 		return nil, err
 	}
+	d, err := buildOn(cfg, logger, ccfg, be, el)
+	if err != nil {
+		be.close()
+		return nil, err
+	}
+	return d, nil
+}
 
+// buildOn is build's part after the coordination backend.
+func buildOn(cfg *config.Config, logger *slog.Logger, ccfg controller.Config, be *backend, el cluster.Elector) (*daemon, error) {
 	// Metrics, on our own registry; the status gauges follow the controller.
 	reg := prometheus.NewRegistry()
 	m := metrics.New(reg, version)
@@ -221,7 +215,7 @@ func build(cfg *config.Config, logger *slog.Logger) (*daemon, error) {
 		return nil, err
 	}
 	ctrl, err := controller.New(ccfg, controller.Deps{
-		Elector: store.Elector(el), Records: store, Fencer: fence, Metrics: m, Logger: logger,
+		Elector: el, Records: be.records, Fencer: fence, Metrics: m, Logger: logger,
 		Hooks:    controller.ProcHooks{Promote: ccfg.Promote, Demote: ccfg.Demote, Follow: followHook(ccfg), PrePromote: prePromoteHook(ccfg), Cluster: cfg.Cluster, NodeID: cfg.Node.ID, Logger: logger},
 		Position: positionReader(cfg, logger),
 	})
@@ -237,15 +231,15 @@ func build(cfg *config.Config, logger *slog.Logger) (*daemon, error) {
 	}
 
 	// Admin API, answering GET /v1/leader from the leader view.
-	leaders := newLeaderView(store, cfg.ZooKeeper.SessionTimeout.Std())
-	server, err := buildAdmin(cfg, logger, reg, ctrl, leaders, store, store)
+	leaders := newLeaderView(be.store, be.stale, be.etcdName())
+	server, err := buildAdmin(cfg, logger, reg, ctrl, leaders, be.store, be.store)
 	if err != nil {
 		return nil, err
 	}
 	if err := server.Listen(); err != nil {
 		return nil, err
 	}
-	return &daemon{log: logger, client: client, ctrl: ctrl, monitor: monitor, server: server, leaders: leaders}, nil
+	return &daemon{log: logger, backend: be, ctrl: ctrl, monitor: monitor, server: server, leaders: leaders}, nil
 }
 
 // buildFencer returns the fencing chain of cfg, or nil (no fencing) when
@@ -396,9 +390,10 @@ func (d *daemon) run() error {
 	// Leader view (GET /v1/leader), after the admin API that answers it.
 	d.add(&g, "leader view", d.leaders.run, false)
 
-	// ZooKeeper session, last: it holds our ephemeral znodes, which must go
-	// only after the controller is done with them.
-	d.add(&g, "zookeeper session", d.zkSession, false)
+	// Coordination session (ZooKeeper's session, etcd's lease), last: it
+	// holds our ephemeral records, which must go only after the controller
+	// is done with them.
+	d.add(&g, d.backend.name()+" session", d.session, false)
 
 	err := g.Run()
 	if errors.Is(err, oklog.ErrSignal) {
@@ -432,39 +427,19 @@ func (d *daemon) add(g *oklog.Group, name string, run func(context.Context) erro
 	})
 }
 
-// zkSession waits for the first ZooKeeper session and then holds the
-// client open until ctx ends, when it closes it. With zookeeper.auth, a
-// first session that finds others able to change a znode at or above the
-// cluster, one not ours to fix (zk.ErrUnsafeACL), is a setup error: it is
-// returned, which stops every actor (the controller demotes as it stops)
-// and makes the daemon exit 2. Found later, on a new session, the same
-// refusal is retried and shown in status like any ZooKeeper failure.
-func (d *daemon) zkSession(ctx context.Context) error {
-	defer d.client.Close()
-	if err := d.firstSession(ctx); err != nil {
+// session waits for the first session with the coordination service and
+// then holds the connection open until ctx ends, when it closes it. With
+// zookeeper.auth, a first session that finds others able to change a
+// znode at or above the cluster, one not ours to fix (zk.ErrUnsafeACL),
+// is a setup error: it is returned, which stops every actor (the
+// controller demotes as it stops) and makes the daemon exit 2. Found
+// later, on a new session, the same refusal is retried and shown in status
+// like any ZooKeeper failure.
+func (d *daemon) session(ctx context.Context) error {
+	defer d.backend.close()
+	if err := d.backend.session(ctx); err != nil {
 		return err
 	}
 	<-ctx.Done()
-	return nil
-}
-
-// firstSession waits for the first ZooKeeper session, retrying every
-// second, and returns zk.ErrUnsafeACL at once (see zkSession).
-func (d *daemon) firstSession(ctx context.Context) error {
-	for ctx.Err() == nil {
-		_, err := d.client.Session(ctx)
-		if err == nil {
-			return nil
-		}
-		if errors.Is(err, zk.ErrUnsafeACL) {
-			return err
-		}
-		t := time.NewTimer(time.Second)
-		select {
-		case <-ctx.Done():
-		case <-t.C:
-		}
-		t.Stop()
-	}
 	return nil
 }

@@ -26,11 +26,11 @@ func cmdHistory(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "failoverd history: --limit must be >= 0")
 		return exitUsage
 	}
-	_, client, store, code := connect(f.config, stderr)
+	_, store, closeStore, code := connect(f.config, stderr)
 	if code >= 0 {
 		return code
 	}
-	defer client.Close()
+	defer closeStore()
 	ctx, cancel := withTimeout(10 * time.Second)
 	defer cancel()
 	h, err := store.History(ctx)

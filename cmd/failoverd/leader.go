@@ -14,7 +14,6 @@ import (
 
 	"github.com/failoverd/failoverd/admin"
 	"github.com/failoverd/failoverd/cluster"
-	"github.com/failoverd/failoverd/cluster/zkcluster"
 )
 
 // cmdLeader prints the promoted leader (see cluster.LeaderOf) once, or with
@@ -28,11 +27,11 @@ func cmdLeader(args []string, stdout, stderr io.Writer) int {
 	if code := f.parse(args); code >= 0 {
 		return code
 	}
-	_, client, store, code := connect(f.config, stderr)
+	_, store, closeStore, code := connect(f.config, stderr)
 	if code >= 0 {
 		return code
 	}
-	defer client.Close()
+	defer closeStore()
 	if *watch {
 		return watchLeader(store, stdout, *asJSON)
 	}
@@ -53,7 +52,7 @@ func cmdLeader(args []string, stdout, stderr io.Writer) int {
 // watchLeader prints every change of the leader until SIGINT or SIGTERM.
 // While ZooKeeper is unreachable nothing is printed: the last line stands
 // until the leader is read again (and a line follows only if it changed).
-func watchLeader(store *zkcluster.Store, stdout io.Writer, asJSON bool) int {
+func watchLeader(store operatorStore, stdout io.Writer, asJSON bool) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	_ = store.WatchLeader(ctx, func(l *cluster.Leader) { printLeader(stdout, l, asJSON) })
@@ -98,9 +97,11 @@ func printLeader(w io.Writer, l *cluster.Leader, asJSON bool) {
 type leaderView struct {
 	watch func(context.Context, func(*cluster.Leader)) error // Store.WatchLeader
 	fresh func(context.Context) error                        // Store.Fresh
-	stale time.Duration                                      // the session timeout
-	poll  time.Duration                                      // how often run asks for a sync
-	now   func() time.Time
+	stale time.Duration                                      // the session timeout (etcd: the lease TTL)
+	// service names the coordination service in errors ("": ZooKeeper).
+	service string
+	poll    time.Duration // how often run asks for a sync
+	now     func() time.Time
 
 	mu      sync.Mutex
 	known   bool // the leader was read at least once
@@ -109,8 +110,8 @@ type leaderView struct {
 	stopped bool
 }
 
-func newLeaderView(store *zkcluster.Store, sessionTimeout time.Duration) *leaderView {
-	return &leaderView{watch: store.WatchLeader, fresh: store.Fresh, stale: sessionTimeout,
+func newLeaderView(store operatorStore, sessionTimeout time.Duration, service string) *leaderView {
+	return &leaderView{watch: store.WatchLeader, fresh: store.Fresh, stale: sessionTimeout, service: service,
 		poll: max(sessionTimeout/5, 200*time.Millisecond), now: time.Now}
 }
 
@@ -160,6 +161,13 @@ func (v *leaderView) checkFresh(ctx context.Context) {
 	}
 }
 
+func (v *leaderView) serviceName() string {
+	if v.service == "" {
+		return "ZooKeeper"
+	}
+	return v.service
+}
+
 // Leader implements admin.LeaderSource.
 func (v *leaderView) Leader() (*cluster.Leader, error) {
 	v.mu.Lock()
@@ -168,9 +176,14 @@ func (v *leaderView) Leader() (*cluster.Leader, error) {
 	case v.stopped:
 		return nil, errors.New("the daemon is stopping")
 	case !v.known:
-		return nil, errors.New("the leader has not been read from ZooKeeper yet")
+		return nil, fmt.Errorf("the leader has not been read from %s yet", v.serviceName())
+	case v.freshAt.IsZero() && v.service == "etcd":
+		return nil, errors.New("etcd has not answered a linearizable read yet")
 	case v.freshAt.IsZero():
 		return nil, errors.New("no ZooKeeper server has answered a sync yet")
+	case v.now().Sub(v.freshAt) > v.stale && v.service == "etcd":
+		return nil, fmt.Errorf("no linearizable read answered by etcd for %v, longer than the lease TTL (%v): the last leader seen may be stale",
+			v.now().Sub(v.freshAt).Round(time.Millisecond), v.stale)
 	case v.now().Sub(v.freshAt) > v.stale:
 		return nil, fmt.Errorf("no sync answered by the ZooKeeper quorum for %v, longer than the session timeout (%v): the last leader seen may be stale",
 			v.now().Sub(v.freshAt).Round(time.Millisecond), v.stale)

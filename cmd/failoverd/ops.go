@@ -18,12 +18,11 @@ import (
 
 	"github.com/failoverd/failoverd/breadcrumb"
 	"github.com/failoverd/failoverd/cluster"
-	"github.com/failoverd/failoverd/cluster/zkcluster"
 	"github.com/failoverd/failoverd/config"
-	"github.com/failoverd/failoverd/zk"
 )
 
-// clusterView is what status prints: the cluster as ZooKeeper sees it.
+// clusterView is what status prints: the cluster as its coordination
+// service sees it.
 type clusterView struct {
 	Cluster    string             `json:"cluster"`
 	Members    []cluster.Member   `json:"members"`
@@ -39,41 +38,39 @@ type clusterView struct {
 	Pause *cluster.Pause `json:"pause,omitempty"`
 }
 
-// connect loads the config and opens a ZooKeeper session for a CLI command;
-// the commands read and write the cluster's records through the Store.
-func connect(path string, stderr io.Writer) (*config.Config, *zk.Client, *zkcluster.Store, int) {
+// connect loads the config and opens a session with its coordination
+// service for a CLI command; the commands read and write the cluster's
+// records through the store. closeStore ends the session.
+func connect(path string, stderr io.Writer) (cfg *config.Config, store operatorStore, closeStore func(), code int) {
 	cfg, err := config.Load(path)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return nil, nil, nil, exitUsage
 	}
-	zc, err := zkConfig(cfg)
+	be, err := openBackend(cfg, "", "", nil)
 	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return nil, nil, nil, exitUsage
-	}
-	client, err := zk.NewClient(zc, zk.Deps{})
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return nil, nil, nil, exitUsage
-	}
-	store, err := zkcluster.New(zkcluster.Config{Layout: layoutOf(cfg)}, zkcluster.Deps{Client: client})
-	if err != nil {
-		client.Close()
+		var ue *unreachableError
+		if errors.As(err, &ue) {
+			fmt.Fprintln(stderr, "failoverd:", err)
+			return nil, nil, nil, exitRuntime
+		}
 		fmt.Fprintln(stderr, err)
 		return nil, nil, nil, exitUsage
 	}
 	ctx, cancel := withTimeout(10 * time.Second)
 	defer cancel()
-	if _, err := client.Session(ctx); err != nil {
-		client.Close()
-		fmt.Fprintf(stderr, "failoverd: cannot reach zookeeper %v: %v\n", cfg.ZooKeeper.Servers, err)
+	if err := be.session(ctx); err != nil || ctx.Err() != nil {
+		be.close()
+		if err == nil {
+			err = ctx.Err()
+		}
+		fmt.Fprintf(stderr, "failoverd: cannot reach %s: %v\n", be.desc, err)
 		return nil, nil, nil, exitRuntime
 	}
-	return cfg, client, store, -1
+	return cfg, be.store, be.close, -1
 }
 
-func readView(ctx context.Context, cfg *config.Config, store *zkcluster.Store) (clusterView, error) {
+func readView(ctx context.Context, cfg *config.Config, store operatorStore) (clusterView, error) {
 	v := clusterView{Cluster: cfg.Cluster}
 	var err error
 	if v.Members, err = store.Members(ctx); err != nil {
@@ -102,11 +99,11 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 	if code := f.parse(args); code >= 0 {
 		return code
 	}
-	cfg, client, store, code := connect(f.config, stderr)
+	cfg, store, closeStore, code := connect(f.config, stderr)
 	if code >= 0 {
 		return code
 	}
-	defer client.Close()
+	defer closeStore()
 	ctx, cancel := withTimeout(10 * time.Second)
 	defer cancel()
 	v, err := readView(ctx, cfg, store)
@@ -243,11 +240,11 @@ func cmdBreadcrumb(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "failoverd breadcrumb: want 'show' or 'clear'")
 		return exitUsage
 	}
-	cfg, client, store, code := connect(f.config, stderr)
+	cfg, store, closeStore, code := connect(f.config, stderr)
 	if code >= 0 {
 		return code
 	}
-	defer client.Close()
+	defer closeStore()
 	ctx, cancel := withTimeout(10 * time.Second)
 	defer cancel()
 	if action == "clear" {
@@ -292,11 +289,11 @@ func cmdFailover(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "failoverd failover: --timeout must be > 0 and <= %s, got %s\n", cluster.MaxFailoverTimeout, *timeout)
 		return exitUsage
 	}
-	cfg, client, store, code := connect(f.config, stderr)
+	cfg, store, closeStore, code := connect(f.config, stderr)
 	if code >= 0 {
 		return code
 	}
-	defer client.Close()
+	defer closeStore()
 	// Ctrl-C or SIGTERM withdraws the request before we exit.
 	sigCtx, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stopSignals()

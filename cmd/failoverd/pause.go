@@ -25,11 +25,11 @@ func cmdPause(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "failoverd pause:", err)
 		return exitUsage
 	}
-	cfg, client, store, code := connect(f.config, stderr)
+	cfg, store, closeStore, code := connect(f.config, stderr)
 	if code >= 0 {
 		return code
 	}
-	defer client.Close()
+	defer closeStore()
 	ctx, cancel := withTimeout(10 * time.Second)
 	defer cancel()
 	cur, created, err := store.SetPause(ctx, p)
@@ -50,11 +50,11 @@ func cmdResume(args []string, stdout, stderr io.Writer) int {
 	if code := f.parse(args); code >= 0 {
 		return code
 	}
-	cfg, client, store, code := connect(f.config, stderr)
+	cfg, store, closeStore, code := connect(f.config, stderr)
 	if code >= 0 {
 		return code
 	}
-	defer client.Close()
+	defer closeStore()
 	ctx, cancel := withTimeout(10 * time.Second)
 	defer cancel()
 	was, err := store.ClearPause(ctx)

@@ -9,6 +9,9 @@
 #   TOY_PORT_BASE    toy service of node N on base+N  (default 18080)
 #   ADMIN_PORT_BASE  failoverd admin API on base+N    (default 19100)
 #   SCRIPTS_DIR      hook scripts directory           (default ../scripts, absolute)
+#   ETCD_ENDPOINTS   comma-separated etcd client URLs: run on etcd instead of
+#                    ZooKeeper (the zookeeper block becomes an etcd block)
+#   ETCD_LEASE_TTL   etcd.lease_ttl with ETCD_ENDPOINTS   (default 3s)
 # Writes OUTDIR/node-{a,b,c}.yaml, OUTDIR/token (a fresh random admin token,
 # mode 600, kept if it exists) and OUTDIR/toys.map ("node-id toy-url" lines,
 # the format fence.sh also reads).
@@ -40,11 +43,34 @@ if ((toy_base + 3 > admin_base && admin_base + 3 > toy_base)); then
   exit 2
 fi
 
+# to_etcd: the zookeeper block (up to the blank line after it) replaced by
+# the coordination and etcd blocks, when ETCD_ENDPOINTS is set.
+etcd="${ETCD_ENDPOINTS:-}"
+etcd="${etcd// /}"
+to_etcd() {
+  if [[ -z "$etcd" ]]; then
+    cat
+    return
+  fi
+  awk -v eps="${etcd//,/, }" -v ttl="${ETCD_LEASE_TTL:-3s}" '
+    /^zookeeper:/ {
+      print "coordination:\n  backend: etcd\n\netcd:\n  endpoints: [" eps "]\n  prefix: /failoverd"
+      print "  # Whole seconds, at least 2s; 3s keeps the demo quick (validate warns"
+      print "  # below the 5s etcd advises). The demote budget (1.1s) must fit."
+      print "  lease_ttl: " ttl
+      skip = 1
+      next
+    }
+    skip && /^$/ { skip = 0 }
+    !skip
+  '
+}
+
 mkdir -p "$out"
 for n in a b c; do
   {
     echo "# Rendered by examples/cluster/render.sh from node-$n.yaml; edit the template."
-    sed '1,/^$/d' "$here/node-$n.yaml" | sed "${args[@]}" # minus the template's header
+    sed '1,/^$/d' "$here/node-$n.yaml" | sed "${args[@]}" | to_etcd # minus the template's header
   } >"$out/node-$n.yaml"
 done
 i=0
@@ -55,4 +81,6 @@ done >"$out/toys.map"
 if [[ ! -s "$out/token" ]]; then
   (umask 077 && od -An -N24 -tx1 /dev/urandom | tr -d ' \n' >"$out/token")
 fi
-echo "rendered $out/node-a.yaml node-b.yaml node-c.yaml (zookeeper $zk, toy ports $((toy_base + 1))-$((toy_base + 3)), admin ports $((admin_base + 1))-$((admin_base + 3)))"
+coord="zookeeper $zk"
+[[ -z "$etcd" ]] || coord="etcd $etcd"
+echo "rendered $out/node-a.yaml node-b.yaml node-c.yaml ($coord, toy ports $((toy_base + 1))-$((toy_base + 3)), admin ports $((admin_base + 1))-$((admin_base + 3)))"

@@ -84,3 +84,31 @@ func TestRenderedConfigsLoad(t *testing.T) {
 		t.Errorf("toys.map: %q, %v", m, err)
 	}
 }
+
+// With ETCD_ENDPOINTS, render.sh puts an etcd block in place of the
+// zookeeper one (make demo BACKEND=etcd), and the configs load.
+func TestRenderedEtcdConfigsLoad(t *testing.T) {
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Fatal("bash is required to run render.sh")
+	}
+	out := t.TempDir()
+	cmd := exec.Command("./render.sh", out)
+	cmd.Env = append(os.Environ(), "ETCD_ENDPOINTS=http://127.0.0.1:23791,http://127.0.0.1:23792", "ETCD_LEASE_TTL=4s",
+		"TOY_PORT_BASE=28080", "ADMIN_PORT_BASE=29100")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("render.sh: %v\n%s", err, b)
+	}
+	for _, n := range []string{"a", "b", "c"} {
+		cfg, err := config.Load(filepath.Join(out, "node-"+n+".yaml"))
+		if err != nil {
+			t.Fatalf("node-%s: %v", n, err)
+		}
+		if cfg.Coordination.Backend != config.BackendEtcd || cfg.Etcd == nil ||
+			!slices.Equal(cfg.Etcd.Endpoints, []string{"http://127.0.0.1:23791", "http://127.0.0.1:23792"}) || cfg.Etcd.LeaseTTL.String() != "4s" {
+			t.Errorf("node-%s: backend %q, etcd block %+v", n, cfg.Coordination.Backend, cfg.Etcd)
+		}
+		if cfg.Node.ID != "node-"+n || cfg.Health.HTTP == nil || len(cfg.Fencing.Methods) != 2 {
+			t.Errorf("node-%s: the rest of the config changed: %+v", n, cfg)
+		}
+	}
+}

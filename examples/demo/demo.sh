@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # make demo: failoverd on one machine, in about 30 seconds.
 #
-# Starts a local ZooKeeper, a shared fenced store, three toy services and a
+# Starts a local ZooKeeper (or, with BACKEND=etcd, a local etcd), a shared fenced store, three toy services and a
 # failoverd beside each (cluster "toy", see examples/README.md), waits for a
 # leader, kills the leader's failoverd with SIGKILL and shows the successor
 # fencing it and taking over with a higher epoch. Everything runs on
@@ -13,7 +13,11 @@
 #   DEMO_KEEP=1        keep the work directory (configs, logs, events log)
 #   DEMO_PAUSE=1       wait for Enter between the steps
 #   DEMO_SKIP_DEPS=1   do not run scripts/deps.sh
-#   ZK_PORT            ZooKeeper client port            (default: a free port)
+#   BACKEND            zookeeper (default) or etcd: the coordination service
+#   ETCD_BIN           the etcd server with BACKEND=etcd (default: the one
+#                      scripts/deps.sh builds, else /usr/bin/etcd)
+#   ZK_PORT            ZooKeeper or etcd client port (etcd's peer port is
+#                      the next one)                    (default: a free port)
 #   TOY_PORT_BASE      store on BASE, toy services on BASE+1..3   (free ports)
 #   ADMIN_PORT_BASE    failoverd admin APIs on BASE+1..3          (free ports)
 #   ZOOKEEPER_JAR      the ZooKeeper server jar  (/usr/share/java/zookeeper.jar)
@@ -34,6 +38,16 @@ PAUSE="${DEMO_PAUSE:-0}"
 ZK_JAR="${ZOOKEEPER_JAR:-/usr/share/java/zookeeper.jar}"
 JAVA_CP_EXTRA=/usr/share/java/slf4j-log4j12.jar:/usr/share/java/log4j-1.2.jar
 NODES=(node-a node-b node-c)
+BACKEND="${BACKEND:-zookeeper}"
+case "$BACKEND" in
+  zookeeper) COORD=ZooKeeper ;;
+  etcd) COORD=etcd ;;
+  *)
+    echo "demo.sh: BACKEND must be zookeeper or etcd, got '$BACKEND'" >&2
+    exit 2
+    ;;
+esac
+ETCD_LEASE_TTL=3s
 
 # ---------------------------------------------------------------- output ---
 
@@ -41,7 +55,7 @@ NODES=(node-a node-b node-c)
 show_logs() {
   [[ -n "${WORK:-}" && -d "${WORK:-}" ]] || return 0
   local f
-  for f in "$WORK"/zookeeper/server.log "$WORK"/events.log "$WORK"/node-*/failoverd.log "$WORK"/node-*/toy.log; do
+  for f in "$WORK"/zookeeper/server.log "$WORK"/etcd/etcd.log "$WORK"/events.log "$WORK"/node-*/failoverd.log "$WORK"/node-*/toy.log; do
     [[ -s "$f" ]] || continue
     printf '\n%s--- last lines of %s ---%s\n' "$DIM" "${f#"$WORK"/}" "$RESET"
     tail -n 15 "$f"
@@ -52,7 +66,7 @@ show_logs() {
 
 WORK='' BUILD_TMP=''
 declare -A FD_PID=() TOY_PID=()
-ZK_PID='' STORE_PID=''
+ZK_PID='' STORE_PID='' # ZK_PID: the ZooKeeper or etcd server
 
 
 
@@ -66,12 +80,12 @@ cleanup() {
   for p in "${TOY_PID[@]}" "$STORE_PID"; do alive "$p" && toys+=("$p"); done
   if ((${#fds[@]} + ${#toys[@]})) || alive "$ZK_PID"; then
     section "Cleaning up"
-    # failoverd first, while ZooKeeper is still up: SIGTERM makes a leader
+    # failoverd first, while ZooKeeper (or etcd) is still up: SIGTERM makes a leader
     # demote its service and delete its breadcrumb (a graceful stop).
     ((${#fds[@]})) && stop TERM 12 "${fds[@]}" 2>/dev/null
     ((${#toys[@]})) && stop TERM 3 "${toys[@]}" 2>/dev/null
     alive "$ZK_PID" && stop TERM 5 "$ZK_PID" 2>/dev/null
-    ok "stopped the failoverd daemons, the toy services, the store and ZooKeeper"
+    ok "stopped the failoverd daemons, the toy services, the store and $COORD"
   fi
   if [[ -n "$WORK" && -d "$WORK" ]]; then
     if [[ "$KEEP" == 1 ]]; then
@@ -119,7 +133,7 @@ pick_ports() {
   for _ in $(seq 1 50); do
     base=$((20000 + (RANDOM % 1000) * 10))
     busy=0
-    for p in "$base" $(seq $((base + 10)) $((base + 13))) $(seq $((base + 21)) $((base + 23))); do
+    for p in "$base" $((base + 1)) $(seq $((base + 10)) $((base + 13))) $(seq $((base + 21)) $((base + 23))); do
       if tcp_open "$p"; then busy=1 && break; fi
     done
     if ((!busy)); then
@@ -130,6 +144,37 @@ pick_ports() {
     fi
   done
   die "no free loopback ports found (set ZK_PORT, TOY_PORT_BASE, ADMIN_PORT_BASE)"
+}
+
+# etcd_bin: the etcd server to run (ETCD_BIN, else the release line that
+# scripts/deps.sh builds, else Debian's).
+etcd_bin() {
+  local cache="${FAILOVERD_CACHE:-$HOME/.cache/failoverd}" f
+  for f in "${ETCD_BIN:-}" "$cache"/etcd-v*/etcd /usr/bin/etcd; do
+    [[ -n "$f" && -x "$f" ]] && echo "$f" && return 0
+  done
+  return 1
+}
+
+# start_etcd starts a one-member etcd on 127.0.0.1:$ZK_PORT (peers on the
+# next port) under $WORK/etcd (ZK_PID) and waits until it serves.
+start_etcd() {
+  local dir="$WORK/etcd" t0 bin
+  bin=$(etcd_bin) || die "no etcd server found (set ETCD_BIN, or run 'make deps')"
+  mkdir -p "$dir"
+  "$bin" --name demo --data-dir "$dir/data" \
+    --listen-client-urls "http://127.0.0.1:$ZK_PORT" --advertise-client-urls "http://127.0.0.1:$ZK_PORT" \
+    --listen-peer-urls "http://127.0.0.1:$((ZK_PORT + 1))" --initial-advertise-peer-urls "http://127.0.0.1:$((ZK_PORT + 1))" \
+    --initial-cluster "demo=http://127.0.0.1:$((ZK_PORT + 1))" --initial-cluster-state new \
+    >"$dir/etcd.log" 2>&1 </dev/null &
+  ZK_PID=$!
+  t0=$(date +%s%N)
+  until http GET "127.0.0.1:$ZK_PORT" /health 2>/dev/null | grep -q '"health":"true"'; do
+    alive "$ZK_PID" || die "etcd exited (see $dir/etcd.log)"
+    (($(ms_since "$t0") < 60000)) || die "etcd did not answer /health within 60s"
+    sleep 0.2
+  done
+  ok "etcd serves on 127.0.0.1:$ZK_PORT ($("$bin" --version | head -n 1), one member, up in $(ms_since "$t0") ms)"
 }
 
 toy_addr() { echo "127.0.0.1:$((TOY_PORT_BASE + $1 + 1))"; } # by index 0..2
@@ -147,7 +192,7 @@ print_status() {
 
 # ------------------------------------------------------------------ demo ---
 
-printf '%sfailoverd demo%s: three nodes of a primary/standby service, one ZooKeeper,\n' "$BOLD" "$RESET"
+printf '%sfailoverd demo%s: three nodes of a primary/standby service, one %s,\n' "$BOLD" "$RESET" "$COORD"
 printf 'and a leader that crashes. Everything runs on 127.0.0.1 and is removed at the end.\n'
 
 section "Checking dependencies"
@@ -158,11 +203,17 @@ if [[ "${DEMO_SKIP_DEPS:-0}" != 1 ]]; then
 fi
 missing=()
 command -v "$GO" >/dev/null 2>&1 || missing+=("go ($GO)")
-command -v java >/dev/null 2>&1 || missing+=(java)
 command -v timeout >/dev/null 2>&1 || missing+=(timeout)
-for f in "$ZK_JAR" ${JAVA_CP_EXTRA//:/ }; do [[ -f "$f" ]] || missing+=("$f"); done
-((${#missing[@]} == 0)) || die "missing: ${missing[*]}; run 'sudo make deps' (Debian packages zookeeper, default-jre-headless)"
-ok "go, java and ZooKeeper ($ZK_JAR) are here"
+if [[ "$BACKEND" == etcd ]]; then
+  etcd_bin >/dev/null || missing+=("an etcd server (ETCD_BIN)")
+  ((${#missing[@]} == 0)) || die "missing: ${missing[*]}; run 'make deps'"
+  ok "go and etcd ($(etcd_bin)) are here"
+else
+  command -v java >/dev/null 2>&1 || missing+=(java)
+  for f in "$ZK_JAR" ${JAVA_CP_EXTRA//:/ }; do [[ -f "$f" ]] || missing+=("$f"); done
+  ((${#missing[@]} == 0)) || die "missing: ${missing[*]}; run 'sudo make deps' (Debian packages zookeeper, default-jre-headless)"
+  ok "go, java and ZooKeeper ($ZK_JAR) are here"
+fi
 
 section "Building failoverd and the toy service"
 mkdir -p bin
@@ -184,15 +235,21 @@ export FAILOVERD_EVENTS_LOG="$WORK/events.log" # every hook appends one line her
 say "work directory: $WORK"
 pause
 
-section "Starting ZooKeeper"
+section "Starting $COORD"
 pick_ports
-start_zookeeper
+if [[ "$BACKEND" == etcd ]]; then
+  start_etcd
+  render_env=(ETCD_ENDPOINTS="http://127.0.0.1:$ZK_PORT" ETCD_LEASE_TTL="$ETCD_LEASE_TTL")
+else
+  start_zookeeper
+  render_env=()
+fi
 
 section "Starting three toy services and a failoverd beside each"
 say "The toy service is a stand-in for a database: each node runs one, as"
 say "standby until failoverd promotes it. The primary writes to a shared store"
 say "every 100ms with its epoch; the store rejects writes from an older epoch."
-ZK_SERVERS="127.0.0.1:$ZK_PORT" TOY_PORT_BASE="$TOY_PORT_BASE" ADMIN_PORT_BASE="$ADMIN_PORT_BASE" \
+env "${render_env[@]}" ZK_SERVERS="127.0.0.1:$ZK_PORT" TOY_PORT_BASE="$TOY_PORT_BASE" ADMIN_PORT_BASE="$ADMIN_PORT_BASE" \
   examples/cluster/render.sh "$WORK/cluster" | indent
 for n in "${NODES[@]}"; do
   out=$("$FAILOVERD" validate -c "$(cfg_of "$n")" 2>&1) || die "failoverd validate $n.yaml: $out"
@@ -253,8 +310,13 @@ ok "Leader: $leader at epoch $epoch, elected and promoted $(ms_since "$t0") ms a
 say "Each failoverd joined the election once its toy service was healthy. The"
 say "winner fenced nobody (there was no previous leader), wrote the breadcrumb"
 say "and ran its promote hook with FAILOVERD_EPOCH=$epoch, the fencing token."
-note "(An epoch is the ZooKeeper zxid of the winning election znode: it only"
-note " grows, though not one by one.)"
+if [[ "$BACKEND" == etcd ]]; then
+  note "(An epoch is the etcd create revision of the winning election key: it"
+  note " only grows, though not one by one.)"
+else
+  note "(An epoch is the ZooKeeper zxid of the winning election znode: it only"
+  note " grows, though not one by one.)"
+fi
 echo
 say "${BOLD}failoverd status${RESET}"
 print_status
@@ -274,7 +336,11 @@ events_before=$(wc -l <"$FAILOVERD_EVENTS_LOG")
 kill_ns=$(date +%s%N)
 { kill -KILL "${FD_PID[$old]}" && wait "${FD_PID[$old]}"; } 2>/dev/null || true
 ok "killed failoverd of $old with SIGKILL at $(date -u +%Y-%m-%dT%H:%M:%S.%3NZ)"
-say "Waiting for ZooKeeper to expire its session (session_timeout 2s)..."
+if [[ "$BACKEND" == etcd ]]; then
+  say "Waiting for etcd to expire its lease (lease_ttl $ETCD_LEASE_TTL)..."
+else
+  say "Waiting for ZooKeeper to expire its session (session_timeout 2s)..."
+fi
 
 promote_line=''
 while [[ -z "$promote_line" ]]; do
@@ -297,7 +363,7 @@ fi
 pause
 
 section "Fencing: $new makes sure $old cannot act any more"
-say "$new won the election at epoch $new_epoch. The breadcrumb in ZooKeeper said"
+say "$new won the election at epoch $new_epoch. The breadcrumb in $COORD said"
 say "$old led at epoch $old_epoch, so before promoting, $new fenced $old,"
 say "trying the methods of fencing.methods in order:"
 while IFS= read -r line; do
@@ -325,8 +391,13 @@ pause
 section "The new leader"
 printf '   %s✓ New leader: %s at epoch %s%s (previous: %s at epoch %s)\n' "$BOLD$GREEN" "$new" "$new_epoch" "$RESET" "$old" "$old_epoch"
 printf '   %s✓ Failover took %s ms%s from the SIGKILL to the promote hook finishing on %s\n' "$BOLD$GREEN" "$failover_ms" "$RESET" "$new"
-note "  Most of it is ZooKeeper waiting out the dead session (2s): failoverd on"
-note "  $new is elected the moment $old's election znode disappears."
+if [[ "$BACKEND" == etcd ]]; then
+  note "  Most of it is etcd waiting out the dead lease ($ETCD_LEASE_TTL): failoverd on"
+  note "  $new is elected the moment $old's election key disappears."
+else
+  note "  Most of it is ZooKeeper waiting out the dead session (2s): failoverd on"
+  note "  $new is elected the moment $old's election znode disappears."
+fi
 t0=$(date +%s%N)
 until [[ "$(status_rows || true)" == *"$new leader "* ]]; do
   (($(ms_since "$t0") < 10000)) || die "failoverd status does not show $new as leader"
@@ -336,7 +407,7 @@ sleep 0.5 # let the new primary write to the store
 echo
 say "${BOLD}failoverd status${RESET}"
 print_status
-note "  ($old has no row: its failoverd is dead, so its member znode went with its session.)"
+note "  ($old has no row: its failoverd is dead, so its member record went with its session.)"
 echo
 say "${BOLD}the toy services${RESET} (GET /role):"
 for i in 0 1 2; do

@@ -25,12 +25,25 @@ import (
 	"testing"
 	"time"
 
+	"github.com/failoverd/failoverd/cluster/etcdcluster"
 	"github.com/failoverd/failoverd/controller"
+	"github.com/failoverd/failoverd/internal/lease"
+	"github.com/failoverd/failoverd/test/etcdtest"
 	"github.com/failoverd/failoverd/test/zktest"
 )
 
 // Options shape a cluster.
 type Options struct {
+	// Backend is the coordination service: BackendZooKeeper (""; the
+	// default) or BackendEtcd, a 3-member etcdtest cluster. The options
+	// about ZooKeeper (ZooKeepers, SessionTimeout, Auth, the proxies,
+	// tickTime and sync limit) apply to ZooKeeper only; Start refuses
+	// those that would silently mean nothing on etcd.
+	Backend string
+	// EtcdLeaseTTL is etcd.lease_ttl (0: 3s, which etcdtest's 1s
+	// election timeout lets etcd grant). The demote timeout is derived
+	// from it as from SessionTimeout on ZooKeeper.
+	EtcdLeaseTTL   time.Duration
 	Nodes          int           // default 3
 	ZooKeepers     int           // 1 (standalone, default) or 3
 	SessionTimeout time.Duration // default 2s
@@ -113,6 +126,8 @@ type Options struct {
 
 // Cluster is a running test cluster.
 type Cluster struct {
+	// Etcd is the etcd cluster with Backend etcd (ZK is then nil).
+	Etcd       *etcdtest.Cluster
 	t          testing.TB
 	Opts       Options
 	Dir        string
@@ -190,10 +205,48 @@ func repoRoot() string {
 	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
 }
 
+// Backend names for Options.Backend.
+const (
+	BackendZooKeeper = "zookeeper"
+	BackendEtcd      = "etcd"
+)
+
+// Backends are the coordination backends, for tests that run on each
+// (as subtests named by backend).
+var Backends = []string{BackendZooKeeper, BackendEtcd}
+
+// ForEachBackend runs test as a subtest per backend, named by it, with
+// opts.Backend set.
+func ForEachBackend(t *testing.T, opts Options, test func(t *testing.T, opts Options)) {
+	for _, b := range Backends {
+		t.Run(b, func(t *testing.T) {
+			o := opts
+			o.Backend = b
+			test(t, o)
+		})
+	}
+}
+
 // Start runs a cluster and waits until it has a promoted leader.
 func Start(t testing.TB, o Options) *Cluster {
 	t.Helper()
-	zktest.Require(t)
+	if o.Backend == "" {
+		o.Backend = BackendZooKeeper
+	}
+	switch o.Backend {
+	case BackendZooKeeper:
+		zktest.Require(t)
+	case BackendEtcd:
+		if o.ZooKeepers != 0 || o.Auth || o.ThroughProxy || o.ProxyEnsemble || o.QuorumProxies || o.LossProxies ||
+			o.ZKServersOf != nil || o.ZKTickTime != 0 || o.ZKSyncLimit != 0 || o.TickTimeUnknown {
+			t.Fatalf("clustertest: options for ZooKeeper set on the etcd backend: %+v", o)
+		}
+		if o.EtcdLeaseTTL == 0 {
+			o.EtcdLeaseTTL = 3 * time.Second
+		}
+	default:
+		t.Fatalf("clustertest: unknown backend %q", o.Backend)
+	}
 	if _, err := exec.LookPath("curl"); err != nil {
 		if os.Getenv("CI") == "true" {
 			t.Fatal("curl is required (make deps)")
@@ -215,7 +268,11 @@ func Start(t testing.TB, o Options) *Cluster {
 	fd, toy := Binaries(t)
 	c := &Cluster{t: t, Opts: o, Dir: t.TempDir(), Token: "test-token-" + strconv.Itoa(os.Getpid())}
 	c.EventsPath = filepath.Join(c.Dir, "events.log")
-	c.ZK = zktest.StartOpts(t, zktest.Options{Servers: o.ZooKeepers, TickTime: o.ZKTickTime, SyncLimit: o.ZKSyncLimit, ProxyQuorum: o.QuorumProxies})
+	if o.Backend == BackendEtcd {
+		c.Etcd = etcdtest.Start(t, etcdtest.Options{})
+	} else {
+		c.ZK = zktest.StartOpts(t, zktest.Options{Servers: o.ZooKeepers, TickTime: o.ZKTickTime, SyncLimit: o.ZKSyncLimit, ProxyQuorum: o.QuorumProxies})
+	}
 	must(t, os.WriteFile(filepath.Join(c.Dir, "token"), []byte(c.Token+"\n"), 0o600))
 	must(t, os.WriteFile(filepath.Join(c.Dir, "zk.cred"), []byte("failoverd:s3cret\n"), 0o600))
 	c.writeScripts()
@@ -365,7 +422,10 @@ ev fence node=$FAILOVERD_NODE_ID target=$FAILOVERD_TARGET_ID target_epoch=$FAILO
 func (n *Node) writeConfig(failoverd string) {
 	c := n.c
 	o := c.Opts
-	servers := c.ZK.Addrs()
+	var servers []string
+	if c.ZK != nil {
+		servers = c.ZK.Addrs()
+	}
 	if n.Proxy != nil {
 		servers = []string{n.Proxy.Addr()}
 	}
@@ -398,13 +458,20 @@ func (n *Node) writeConfig(failoverd string) {
 	if tick == 0 {
 		tick = zktest.TickTime
 	}
-	// The ensemble's real tickTime: the lease arithmetic relies on it.
-	fmt.Fprintf(&b, "zookeeper:\n  servers: [%s]\n  root: /failoverd\n  session_timeout: %s\n", strings.Join(servers, ", "), o.SessionTimeout)
-	if !o.TickTimeUnknown {
-		fmt.Fprintf(&b, "  tick_time: %s\n", tick)
-	}
-	if o.Auth {
-		fmt.Fprintf(&b, "  auth:\n    scheme: digest\n    credentials_file: %s\n", filepath.Join(c.Dir, "zk.cred"))
+	demoteTimeout := (o.SessionTimeout - o.SessionTimeout*2/3) * 9 / 10
+	if o.Backend == BackendEtcd {
+		fmt.Fprintf(&b, "coordination:\n  backend: etcd\netcd:\n  endpoints: [%s]\n  prefix: /failoverd\n  lease_ttl: %s\n  dial_timeout: 2s\n",
+			strings.Join(c.Etcd.Endpoints(), ", "), o.EtcdLeaseTTL)
+		demoteTimeout = etcdDemoteTimeout(o.EtcdLeaseTTL)
+	} else {
+		// The ensemble's real tickTime: the lease arithmetic relies on it.
+		fmt.Fprintf(&b, "zookeeper:\n  servers: [%s]\n  root: /failoverd\n  session_timeout: %s\n", strings.Join(servers, ", "), o.SessionTimeout)
+		if !o.TickTimeUnknown {
+			fmt.Fprintf(&b, "  tick_time: %s\n", tick)
+		}
+		if o.Auth {
+			fmt.Fprintf(&b, "  auth:\n    scheme: digest\n    credentials_file: %s\n", filepath.Join(c.Dir, "zk.cred"))
+		}
 	}
 	fmt.Fprintf(&b, "election:\n  mode: %s\n", o.Mode)
 	if o.ColdStandby {
@@ -412,7 +479,6 @@ func (n *Node) writeConfig(failoverd string) {
 	}
 	b.WriteString(o.ElectionYAML)
 	fmt.Fprintf(&b, "health:\n  interval: 200ms\n  timeout: 500ms\n  rise: 2\n  fall: 2\n  http:\n    url: http://%s/health\n", n.ToyAddr)
-	demoteTimeout := (o.SessionTimeout - o.SessionTimeout*2/3) * 9 / 10
 	fmt.Fprintf(&b, "service:\n  promote:\n    command: [%s]\n    timeout: 5s\n  demote:\n    command: [%s]\n    timeout: %s\n",
 		filepath.Join(c.Dir, "promote.sh"), filepath.Join(c.Dir, "demote.sh"), demoteTimeout.Round(time.Millisecond))
 	if o.PrePromote {
@@ -440,9 +506,18 @@ func (n *Node) writeConfig(failoverd string) {
 	_ = failoverd
 }
 
+// etcdDemoteTimeout is 9/10 of the longest demote timeout that a lease of
+// TTL ttl holds (etcdcluster.LeaseFits, renewed every third): what is left
+// after the margin, the renew interval and the tolerance, less the kill
+// graces of a running promote and of the demote.
+func etcdDemoteTimeout(ttl time.Duration) time.Duration {
+	left := ttl - ttl/etcdcluster.RateDiv - ttl/3 - etcdcluster.MinTolerance - 2*lease.KillGrace
+	return (left * 9 / 10).Round(time.Millisecond)
+}
+
 // serverSubset applies Options.ZKServersOf to a server list in server order.
 func (n *Node) serverSubset(servers []string) []string {
-	if n.c.Opts.ZKServersOf == nil || len(servers) != len(n.c.ZK.Servers) {
+	if n.c.Opts.ZKServersOf == nil || n.c.ZK == nil || len(servers) != len(n.c.ZK.Servers) {
 		return servers
 	}
 	var out []string

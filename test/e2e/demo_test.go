@@ -12,15 +12,29 @@ import (
 	"testing"
 	"time"
 
+	"github.com/failoverd/failoverd/test/clustertest"
+	"github.com/failoverd/failoverd/test/etcdtest"
 	"github.com/failoverd/failoverd/test/zktest"
 )
 
 // TestDemo runs `make demo`'s script, examples/demo/demo.sh, as an operator
-// would, and checks that it exits 0 after a crashed leader was fenced and a
-// successor took over with a higher epoch. Under CI (CI=true) a missing
-// ZooKeeper or java fails the test instead of skipping it.
+// would, on each backend (BACKEND=zookeeper, BACKEND=etcd), and checks that
+// it exits 0 after a crashed leader was fenced and a successor took over
+// with a higher epoch. Under CI (CI=true) a missing ZooKeeper, java or etcd
+// fails the test instead of skipping it.
 func TestDemo(t *testing.T) {
-	zktest.Require(t)
+	for _, backend := range clustertest.Backends {
+		t.Run(backend, func(t *testing.T) { testDemo(t, backend) })
+	}
+}
+
+func testDemo(t *testing.T, backend string) {
+	env := []string{"BACKEND=" + backend}
+	if backend == clustertest.BackendEtcd {
+		env = append(env, "ETCD_BIN="+etcdtest.Default(t).Path)
+	} else {
+		zktest.Require(t)
+	}
 	if _, err := exec.LookPath("bash"); err != nil {
 		t.Fatal("bash is required to run examples/demo/demo.sh")
 	}
@@ -33,11 +47,12 @@ func TestDemo(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", "examples/demo/demo.sh")
 	cmd.Dir = root
-	// deps are checked by zktest.Require above; a test installs nothing.
-	cmd.Env = append(os.Environ(), "DEMO_SKIP_DEPS=1", "DEMO_PAUSE=0", "DEMO_KEEP=0", "NO_COLOR=1")
+	// deps are checked by zktest.Require or etcdtest.Default above; a test
+	// installs nothing.
+	cmd.Env = append(append(os.Environ(), env...), "DEMO_SKIP_DEPS=1", "DEMO_PAUSE=0", "DEMO_KEEP=0", "NO_COLOR=1")
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	// Its own process group, so that ZooKeeper, the daemons and the toy
+	// Its own process group, so that ZooKeeper or etcd, the daemons and the toy
 	// services can all be stopped if the script hangs: SIGTERM first (the
 	// script's trap cleans up), SIGKILL for anything left afterwards.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

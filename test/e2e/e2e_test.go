@@ -37,79 +37,83 @@ func promotesOf(c *clustertest.Cluster, node string) []clustertest.Event {
 func TestExactlyOnePromotedAndGracefulHandover(t *testing.T) {
 	// A 6s session gives the demote hook 1.8s (with the default 2s, 600ms:
 	// under load the shutdown demote could time out, and a handover that is
-	// graceful by design needed fencing).
-	c := clustertest.Start(t, clustertest.Options{SessionTimeout: 6 * time.Second})
-	old := c.Leader()
-	if old == nil {
-		t.Fatal("no leader")
-	}
-	time.Sleep(time.Second) // settle: nobody else promotes
-	if n := len(clustertest.Find(c.Events(), "promote")); n != 1 {
-		t.Fatalf("%d promotions at start, want 1", n)
-	}
-	if old.Role() != "primary" {
-		t.Errorf("leader's service role = %q, want primary", old.Role())
-	}
-	oldEpoch := epochOf(t, old)
+	// graceful by design needed fencing). On etcd a 5s lease gives it 2.2s.
+	clustertest.ForEachBackend(t, clustertest.Options{SessionTimeout: 6 * time.Second, EtcdLeaseTTL: 5 * time.Second}, func(t *testing.T, o clustertest.Options) {
+		c := clustertest.Start(t, o)
+		old := c.Leader()
+		if old == nil {
+			t.Fatal("no leader")
+		}
+		time.Sleep(time.Second) // settle: nobody else promotes
+		if n := len(clustertest.Find(c.Events(), "promote")); n != 1 {
+			t.Fatalf("%d promotions at start, want 1", n)
+		}
+		if old.Role() != "primary" {
+			t.Errorf("leader's service role = %q, want primary", old.Role())
+		}
+		oldEpoch := epochOf(t, old)
 
-	start := time.Now()
-	old.Signal(syscall.SIGTERM)
-	err, exited := old.Wait(20 * time.Second)
-	if !exited {
-		t.Fatal("leader did not exit within 20s of SIGTERM")
-	}
-	if err != nil {
-		t.Errorf("leader exited with %v, want 0", err)
-	}
-	next := c.WaitLeader(old.ID, 20*time.Second)
-	t.Logf("graceful handover %s -> %s in %v", old.ID, next.ID, time.Since(start))
-	if ep := epochOf(t, next); ep <= oldEpoch {
-		t.Errorf("new epoch %d not above %d", ep, oldEpoch)
-	}
-	evs := c.Events()
-	if f := clustertest.Find(evs, "fence_attempt"); len(f) != 0 {
-		t.Errorf("graceful handover fenced: %v", f)
-	}
-	if d := clustertest.Find(evs, "demote", "node", old.ID, "reason", "shutdown"); len(d) != 1 {
-		t.Errorf("old leader demote events with reason shutdown: %d, want 1", len(d))
-	}
-	if old.Role() != "standby" {
-		t.Errorf("old service role = %q, want standby", old.Role())
-	}
-	c.CheckNoOverlap()
+		start := time.Now()
+		old.Signal(syscall.SIGTERM)
+		err, exited := old.Wait(20 * time.Second)
+		if !exited {
+			t.Fatal("leader did not exit within 20s of SIGTERM")
+		}
+		if err != nil {
+			t.Errorf("leader exited with %v, want 0", err)
+		}
+		next := c.WaitLeader(old.ID, 20*time.Second)
+		t.Logf("graceful handover %s -> %s in %v", old.ID, next.ID, time.Since(start))
+		if ep := epochOf(t, next); ep <= oldEpoch {
+			t.Errorf("new epoch %d not above %d", ep, oldEpoch)
+		}
+		evs := c.Events()
+		if f := clustertest.Find(evs, "fence_attempt"); len(f) != 0 {
+			t.Errorf("graceful handover fenced: %v", f)
+		}
+		if d := clustertest.Find(evs, "demote", "node", old.ID, "reason", "shutdown"); len(d) != 1 {
+			t.Errorf("old leader demote events with reason shutdown: %d, want 1", len(d))
+		}
+		if old.Role() != "standby" {
+			t.Errorf("old service role = %q, want standby", old.Role())
+		}
+		c.CheckNoOverlap()
+	})
 }
 
 func TestCrashedLeaderIsFencedBeforeSuccessorPromotes(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{})
-	old := c.Leader()
-	oldEpoch := epochOf(t, old)
-	old.Kill(syscall.SIGKILL)
-	next := c.WaitLeader(old.ID, 30*time.Second)
-	evs := c.Events()
-	fences := clustertest.Find(evs, "fence", "target", old.ID)
-	if len(fences) == 0 {
-		t.Fatal("crashed leader was not fenced")
-	}
-	f := fences[0]
-	if f.KV["target_epoch"] != strconv.FormatInt(oldEpoch, 10) || f.KV["node"] != next.ID {
-		t.Errorf("fence event %v, want target_epoch=%d by %s", f.KV, oldEpoch, next.ID)
-	}
-	p := promotesOf(c, next.ID)
-	if len(p) == 0 || p[len(p)-1].At.Before(f.At) {
-		t.Fatalf("successor promoted before fencing finished: %v / %v", p, f)
-	}
-	last := p[len(p)-1]
-	if last.KV["prev"] != old.ID || last.KV["prev_epoch"] != strconv.FormatInt(oldEpoch, 10) {
-		t.Errorf("promote env prev=%s prev_epoch=%s, want %s/%d", last.KV["prev"], last.KV["prev_epoch"], old.ID, oldEpoch)
-	}
-	if ep, _ := strconv.ParseInt(last.KV["epoch"], 10, 64); ep <= oldEpoch {
-		t.Errorf("new epoch %d not above %d", ep, oldEpoch)
-	}
-	// The old service was stood down by the fence.
-	if old.Role() != "standby" {
-		t.Errorf("old service role %q after fencing, want standby", old.Role())
-	}
-	c.CheckNoOverlap()
+	clustertest.ForEachBackend(t, clustertest.Options{}, func(t *testing.T, o clustertest.Options) {
+		c := clustertest.Start(t, o)
+		old := c.Leader()
+		oldEpoch := epochOf(t, old)
+		old.Kill(syscall.SIGKILL)
+		next := c.WaitLeader(old.ID, 30*time.Second)
+		evs := c.Events()
+		fences := clustertest.Find(evs, "fence", "target", old.ID)
+		if len(fences) == 0 {
+			t.Fatal("crashed leader was not fenced")
+		}
+		f := fences[0]
+		if f.KV["target_epoch"] != strconv.FormatInt(oldEpoch, 10) || f.KV["node"] != next.ID {
+			t.Errorf("fence event %v, want target_epoch=%d by %s", f.KV, oldEpoch, next.ID)
+		}
+		p := promotesOf(c, next.ID)
+		if len(p) == 0 || p[len(p)-1].At.Before(f.At) {
+			t.Fatalf("successor promoted before fencing finished: %v / %v", p, f)
+		}
+		last := p[len(p)-1]
+		if last.KV["prev"] != old.ID || last.KV["prev_epoch"] != strconv.FormatInt(oldEpoch, 10) {
+			t.Errorf("promote env prev=%s prev_epoch=%s, want %s/%d", last.KV["prev"], last.KV["prev_epoch"], old.ID, oldEpoch)
+		}
+		if ep, _ := strconv.ParseInt(last.KV["epoch"], 10, 64); ep <= oldEpoch {
+			t.Errorf("new epoch %d not above %d", ep, oldEpoch)
+		}
+		// The old service was stood down by the fence.
+		if old.Role() != "standby" {
+			t.Errorf("old service role %q after fencing, want standby", old.Role())
+		}
+		c.CheckNoOverlap()
+	})
 }
 
 func TestPausedLeaderIsFencedAndNeverActsAgain(t *testing.T) {
@@ -146,29 +150,31 @@ func TestPausedLeaderIsFencedAndNeverActsAgain(t *testing.T) {
 }
 
 func TestUnhealthyLeaderStepsDownAndRejoins(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{})
-	old := c.Leader()
-	old.SetHealthy(false)
-	next := c.WaitLeader(old.ID, 30*time.Second)
-	if d := clustertest.Find(c.Events(), "demote", "node", old.ID, "reason", "unhealthy"); len(d) == 0 {
-		t.Error("no demote with reason unhealthy")
-	}
-	old.SetHealthy(true)
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		s, _ := old.Status()
-		if s.State == controller.StateStandby && s.Health == "healthy" {
-			break
+	clustertest.ForEachBackend(t, clustertest.Options{}, func(t *testing.T, o clustertest.Options) {
+		c := clustertest.Start(t, o)
+		old := c.Leader()
+		old.SetHealthy(false)
+		next := c.WaitLeader(old.ID, 30*time.Second)
+		if d := clustertest.Find(c.Events(), "demote", "node", old.ID, "reason", "unhealthy"); len(d) == 0 {
+			t.Error("no demote with reason unhealthy")
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("old leader did not rejoin as standby: %+v", s)
+		old.SetHealthy(true)
+		deadline := time.Now().Add(15 * time.Second)
+		for {
+			s, _ := old.Status()
+			if s.State == controller.StateStandby && s.Health == "healthy" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("old leader did not rejoin as standby: %+v", s)
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if l := c.Leader(); l == nil || l.ID != next.ID {
-		t.Errorf("leader changed when the old one rejoined: %v", l)
-	}
-	c.CheckNoOverlap()
+		if l := c.Leader(); l == nil || l.ID != next.ID {
+			t.Errorf("leader changed when the old one rejoined: %v", l)
+		}
+		c.CheckNoOverlap()
+	})
 }
 
 func TestZooKeeperOutageDemotesWithinLease(t *testing.T) {
@@ -204,70 +210,74 @@ func TestZooKeeperOutageDemotesWithinLease(t *testing.T) {
 }
 
 func TestFailedFencingBlocksPromotionUntilItWorks(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{NoRPCFence: true})
-	failFile := filepath.Join(c.Dir, "fence-fail")
-	if err := os.WriteFile(failFile, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	old := c.Leader()
-	old.Kill(syscall.SIGKILL)
-	// Fencing fails: nobody may promote.
-	deadline := time.Now().Add(8 * time.Second)
-	for time.Now().Before(deadline) {
-		if l := c.Leader(); l != nil {
-			t.Fatalf("%s promoted although fencing fails", l.ID)
+	clustertest.ForEachBackend(t, clustertest.Options{NoRPCFence: true}, func(t *testing.T, o clustertest.Options) {
+		c := clustertest.Start(t, o)
+		failFile := filepath.Join(c.Dir, "fence-fail")
+		if err := os.WriteFile(failFile, nil, 0o644); err != nil {
+			t.Fatal(err)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if n := len(clustertest.Find(c.Events(), "fence_failed")); n == 0 {
-		t.Fatal("no fencing attempt failed; the test proves nothing")
-	}
-	os.Remove(failFile)
-	next := c.WaitLeader(old.ID, 60*time.Second)
-	if len(clustertest.Find(c.Events(), "fence", "target", old.ID)) == 0 {
-		t.Errorf("%s promoted without a successful fence", next.ID)
-	}
-	c.CheckNoOverlap()
+		old := c.Leader()
+		old.Kill(syscall.SIGKILL)
+		// Fencing fails: nobody may promote.
+		deadline := time.Now().Add(8 * time.Second)
+		for time.Now().Before(deadline) {
+			if l := c.Leader(); l != nil {
+				t.Fatalf("%s promoted although fencing fails", l.ID)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if n := len(clustertest.Find(c.Events(), "fence_failed")); n == 0 {
+			t.Fatal("no fencing attempt failed; the test proves nothing")
+		}
+		os.Remove(failFile)
+		next := c.WaitLeader(old.ID, 60*time.Second)
+		if len(clustertest.Find(c.Events(), "fence", "target", old.ID)) == 0 {
+			t.Errorf("%s promoted without a successful fence", next.ID)
+		}
+		c.CheckNoOverlap()
+	})
 }
 
 func TestManualFailover(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{})
-	old := c.Leader()
-	var target *clustertest.Node
-	for _, n := range c.Nodes {
-		if n != old {
-			target = n
+	clustertest.ForEachBackend(t, clustertest.Options{}, func(t *testing.T, o clustertest.Options) {
+		c := clustertest.Start(t, o)
+		old := c.Leader()
+		var target *clustertest.Node
+		for _, n := range c.Nodes {
+			if n != old {
+				target = n
+			}
 		}
-	}
-	// Wait until every member is published healthy.
-	time.Sleep(time.Second)
-	out, code := old.CLI("failover", "--to", target.ID, "--timeout", "20s")
-	if code != 0 {
-		t.Fatalf("failover exit %d: %s", code, out)
-	}
-	t.Logf("failover: %s", strings.TrimSpace(out))
-	if l := c.Leader(); l == nil || l.ID != target.ID {
-		t.Fatalf("leader after failover = %v, want %s", l, target.ID)
-	}
-	evs := c.Events()
-	if f := clustertest.Find(evs, "fence_attempt"); len(f) != 0 {
-		t.Errorf("manual failover needed fencing: %v", f)
-	}
-	// No third node grabbed leadership in between.
-	for _, p := range clustertest.Find(evs, "promote") {
-		if p.KV["node"] != old.ID && p.KV["node"] != target.ID {
-			t.Errorf("third node %s promoted during the failover", p.KV["node"])
+		// Wait until every member is published healthy.
+		time.Sleep(time.Second)
+		out, code := old.CLI("failover", "--to", target.ID, "--timeout", "20s")
+		if code != 0 {
+			t.Fatalf("failover exit %d: %s", code, out)
 		}
-	}
-	// Refusals: unknown node, and status output.
-	if out, code := old.CLI("failover", "--to", "nope", "--timeout", "2s"); code == 0 || !strings.Contains(out, "not a member") {
-		t.Errorf("failover to unknown node: exit %d, %s", code, out)
-	}
-	out, code = old.CLI("status")
-	if code != 0 || !strings.Contains(out, target.ID) || !strings.Contains(out, "leader") || !strings.Contains(out, "Breadcrumb: "+target.ID) {
-		t.Errorf("status exit %d:\n%s", code, out)
-	}
-	c.CheckNoOverlap()
+		t.Logf("failover: %s", strings.TrimSpace(out))
+		if l := c.Leader(); l == nil || l.ID != target.ID {
+			t.Fatalf("leader after failover = %v, want %s", l, target.ID)
+		}
+		evs := c.Events()
+		if f := clustertest.Find(evs, "fence_attempt"); len(f) != 0 {
+			t.Errorf("manual failover needed fencing: %v", f)
+		}
+		// No third node grabbed leadership in between.
+		for _, p := range clustertest.Find(evs, "promote") {
+			if p.KV["node"] != old.ID && p.KV["node"] != target.ID {
+				t.Errorf("third node %s promoted during the failover", p.KV["node"])
+			}
+		}
+		// Refusals: unknown node, and status output.
+		if out, code := old.CLI("failover", "--to", "nope", "--timeout", "2s"); code == 0 || !strings.Contains(out, "not a member") {
+			t.Errorf("failover to unknown node: exit %d, %s", code, out)
+		}
+		out, code = old.CLI("status")
+		if code != 0 || !strings.Contains(out, target.ID) || !strings.Contains(out, "leader") || !strings.Contains(out, "Breadcrumb: "+target.ID) {
+			t.Errorf("status exit %d:\n%s", code, out)
+		}
+		c.CheckNoOverlap()
+	})
 }
 
 func TestAdminAPIRefusesMutatingCallsWithoutToken(t *testing.T) {

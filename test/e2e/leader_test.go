@@ -120,168 +120,170 @@ type watchLine struct {
 // printed the old leader, then possibly "no leader", then the new one, and
 // exits 0 on SIGINT.
 func TestLeaderDiscoveryThroughACrash(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{})
-	old := c.Leader()
-	if old == nil {
-		t.Fatal("no leader")
-	}
-	oldEpoch := epochOf(t, old)
-	waitAllAnswer(t, c.Nodes, 30*time.Second, "the leader", func(a leaderAnswer) bool {
-		return a.code == 200 && names(a.leader, old, oldEpoch)
-	})
-
-	// The watching CLI, with a survivor's config (any node's would do).
-	survivor := otherThan(c, old, nil)
-	fd, _ := clustertest.Binaries(t)
-	watch := exec.Command(fd, "leader", "-c", survivor.Config, "--watch", "--json")
-	stdout, err := watch.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr strings.Builder
-	watch.Stderr = &stderr
-	if err := watch.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer watch.Process.Kill()
-	var wmu sync.Mutex
-	var lines []watchLine
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			l := watchLine{at: time.Now(), raw: sc.Text()}
-			var v adminapi.Leader
-			if err := json.Unmarshal(sc.Bytes(), &v); err == nil && v.NodeID != "" {
-				l.leader = &v
-			}
-			wmu.Lock()
-			lines = append(lines, l)
-			wmu.Unlock()
+	clustertest.ForEachBackend(t, clustertest.Options{}, func(t *testing.T, o clustertest.Options) {
+		c := clustertest.Start(t, o)
+		old := c.Leader()
+		if old == nil {
+			t.Fatal("no leader")
 		}
-	}()
-	watched := func() []watchLine {
-		wmu.Lock()
-		defer wmu.Unlock()
-		return append([]watchLine(nil), lines...)
-	}
-	waitFor(t, 30*time.Second, "the watch to print the leader", func() bool { return len(watched()) > 0 })
+		oldEpoch := epochOf(t, old)
+		waitAllAnswer(t, c.Nodes, 30*time.Second, "the leader", func(a leaderAnswer) bool {
+			return a.code == 200 && names(a.leader, old, oldEpoch)
+		})
 
-	// Poll every node throughout the failover.
-	stop := make(chan struct{})
-	var pmu sync.Mutex
-	var answers []leaderAnswer
-	var pollers sync.WaitGroup
-	for _, n := range c.Nodes {
-		pollers.Add(1)
+		// The watching CLI, with a survivor's config (any node's would do).
+		survivor := otherThan(c, old, nil)
+		fd, _ := clustertest.Binaries(t)
+		watch := exec.Command(fd, "leader", "-c", survivor.Config, "--watch", "--json")
+		stdout, err := watch.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var stderr strings.Builder
+		watch.Stderr = &stderr
+		if err := watch.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer watch.Process.Kill()
+		var wmu sync.Mutex
+		var lines []watchLine
 		go func() {
-			defer pollers.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				case <-time.After(20 * time.Millisecond):
+			sc := bufio.NewScanner(stdout)
+			for sc.Scan() {
+				l := watchLine{at: time.Now(), raw: sc.Text()}
+				var v adminapi.Leader
+				if err := json.Unmarshal(sc.Bytes(), &v); err == nil && v.NodeID != "" {
+					l.leader = &v
 				}
-				a := askLeader(n)
-				pmu.Lock()
-				answers = append(answers, a)
-				pmu.Unlock()
+				wmu.Lock()
+				lines = append(lines, l)
+				wmu.Unlock()
 			}
 		}()
-	}
-	defer func() {
-		select {
-		case <-stop:
-		default:
-			close(stop)
+		watched := func() []watchLine {
+			wmu.Lock()
+			defer wmu.Unlock()
+			return append([]watchLine(nil), lines...)
 		}
-		pollers.Wait()
-	}()
+		waitFor(t, 30*time.Second, "the watch to print the leader", func() bool { return len(watched()) > 0 })
 
-	killed := time.Now()
-	old.Kill(syscall.SIGKILL)
-	next := c.WaitLeader(old.ID, 60*time.Second)
-	newEpoch := epochOf(t, next)
-	if newEpoch <= oldEpoch {
-		t.Fatalf("new epoch %d not above %d", newEpoch, oldEpoch)
-	}
-	survivors := []*clustertest.Node{next, otherThan(c, old, next)}
-	waitAllAnswer(t, survivors, 30*time.Second, "the new leader", func(a leaderAnswer) bool {
-		return a.code == 200 && names(a.leader, next, newEpoch)
-	})
-	t.Logf("every survivor names %s (epoch %d) %v after %s was killed", next.ID, newEpoch, time.Since(killed).Round(time.Millisecond), old.ID)
-	close(stop)
-	pollers.Wait()
-
-	// The new leader counts as promoted from its promote hook's start (its
-	// member record says leader only after the hook succeeded), which is
-	// after it fenced the old one.
-	var promotedAt time.Time
-	for _, p := range promotesOf(c, next.ID) {
-		if p.KV["epoch"] == strconv.FormatInt(newEpoch, 10) {
-			promotedAt = p.At
+		// Poll every node throughout the failover.
+		stop := make(chan struct{})
+		var pmu sync.Mutex
+		var answers []leaderAnswer
+		var pollers sync.WaitGroup
+		for _, n := range c.Nodes {
+			pollers.Add(1)
+			go func() {
+				defer pollers.Done()
+				for {
+					select {
+					case <-stop:
+						return
+					case <-time.After(20 * time.Millisecond):
+					}
+					a := askLeader(n)
+					pmu.Lock()
+					answers = append(answers, a)
+					pmu.Unlock()
+				}
+			}()
 		}
-	}
-	if promotedAt.IsZero() {
-		t.Fatalf("no promote event of %s at epoch %d", next.ID, newEpoch)
-	}
-	fences := clustertest.Find(c.Events(), "fence", "target", old.ID)
-	if len(fences) == 0 || fences[0].At.After(promotedAt) {
-		t.Fatalf("fence of %s %v, promote of %s at %v", old.ID, fences, next.ID, promotedAt)
-	}
-	lastEpoch := map[string]int64{}
-	counts := map[string]int{}
-	for _, a := range answers {
-		switch {
-		case a.code == 0:
-			counts["no answer"]++ // the killed node
-			continue
-		case a.code == 503 && a.err != "":
-			counts["503"]++
-			continue
-		case a.code != 200 || a.err != "":
-			t.Errorf("%s answered %d %q", a.node, a.code, a.err)
-			continue
-		case names(a.leader, old, oldEpoch):
-			counts["old"]++
-		case names(a.leader, next, newEpoch):
-			counts["new"]++
-			if a.at.Before(promotedAt) {
-				t.Errorf("%s named %s at %s, before its promote hook ran at %s (still fencing)",
-					a.node, next.ID, a.at.Format("15:04:05.000000"), promotedAt.Format("15:04:05.000000"))
+		defer func() {
+			select {
+			case <-stop:
+			default:
+				close(stop)
 			}
-		default:
-			t.Errorf("%s named %+v, neither the old leader nor the new one", a.node, a.leader)
-		}
-		if a.leader.Epoch < lastEpoch[a.node] {
-			t.Errorf("%s named epoch %d after %d", a.node, a.leader.Epoch, lastEpoch[a.node])
-		}
-		lastEpoch[a.node] = a.leader.Epoch
-	}
-	t.Logf("answers during the failover: %v", counts)
+			pollers.Wait()
+		}()
 
-	// The watch: the old leader, then maybe "no leader", then the new one.
-	waitFor(t, 30*time.Second, "the watch to print the new leader", func() bool {
-		ls := watched()
-		l := ls[len(ls)-1].leader
-		return l != nil && l.NodeID == next.ID
-	})
-	ls := watched()
-	for i, l := range ls {
-		switch {
-		case i == 0 && (l.leader == nil || l.leader.NodeID != old.ID || l.leader.Epoch != oldEpoch):
-			t.Errorf("watch line %d %q, want the old leader %s", i, l.raw, old.ID)
-		case i == len(ls)-1 && (l.leader == nil || l.leader.NodeID != next.ID || l.leader.Epoch != newEpoch ||
-			l.leader.Since.IsZero() || l.at.Before(promotedAt)):
-			t.Errorf("watch line %d %q at %v, want the new leader %s after its promotion", i, l.raw, l.at, next.ID)
-		case i > 0 && i < len(ls)-1 && l.raw != `{"error":"no leader"}`:
-			t.Errorf("watch line %d %q, want no leader between the two", i, l.raw)
+		killed := time.Now()
+		old.Kill(syscall.SIGKILL)
+		next := c.WaitLeader(old.ID, 60*time.Second)
+		newEpoch := epochOf(t, next)
+		if newEpoch <= oldEpoch {
+			t.Fatalf("new epoch %d not above %d", newEpoch, oldEpoch)
 		}
-	}
-	watch.Process.Signal(syscall.SIGINT)
-	if err := watch.Wait(); err != nil {
-		t.Errorf("leader --watch after SIGINT: %v (stderr %q), want exit 0", err, stderr.String())
-	}
-	c.CheckNoOverlap()
+		survivors := []*clustertest.Node{next, otherThan(c, old, next)}
+		waitAllAnswer(t, survivors, 30*time.Second, "the new leader", func(a leaderAnswer) bool {
+			return a.code == 200 && names(a.leader, next, newEpoch)
+		})
+		t.Logf("every survivor names %s (epoch %d) %v after %s was killed", next.ID, newEpoch, time.Since(killed).Round(time.Millisecond), old.ID)
+		close(stop)
+		pollers.Wait()
+
+		// The new leader counts as promoted from its promote hook's start (its
+		// member record says leader only after the hook succeeded), which is
+		// after it fenced the old one.
+		var promotedAt time.Time
+		for _, p := range promotesOf(c, next.ID) {
+			if p.KV["epoch"] == strconv.FormatInt(newEpoch, 10) {
+				promotedAt = p.At
+			}
+		}
+		if promotedAt.IsZero() {
+			t.Fatalf("no promote event of %s at epoch %d", next.ID, newEpoch)
+		}
+		fences := clustertest.Find(c.Events(), "fence", "target", old.ID)
+		if len(fences) == 0 || fences[0].At.After(promotedAt) {
+			t.Fatalf("fence of %s %v, promote of %s at %v", old.ID, fences, next.ID, promotedAt)
+		}
+		lastEpoch := map[string]int64{}
+		counts := map[string]int{}
+		for _, a := range answers {
+			switch {
+			case a.code == 0:
+				counts["no answer"]++ // the killed node
+				continue
+			case a.code == 503 && a.err != "":
+				counts["503"]++
+				continue
+			case a.code != 200 || a.err != "":
+				t.Errorf("%s answered %d %q", a.node, a.code, a.err)
+				continue
+			case names(a.leader, old, oldEpoch):
+				counts["old"]++
+			case names(a.leader, next, newEpoch):
+				counts["new"]++
+				if a.at.Before(promotedAt) {
+					t.Errorf("%s named %s at %s, before its promote hook ran at %s (still fencing)",
+						a.node, next.ID, a.at.Format("15:04:05.000000"), promotedAt.Format("15:04:05.000000"))
+				}
+			default:
+				t.Errorf("%s named %+v, neither the old leader nor the new one", a.node, a.leader)
+			}
+			if a.leader.Epoch < lastEpoch[a.node] {
+				t.Errorf("%s named epoch %d after %d", a.node, a.leader.Epoch, lastEpoch[a.node])
+			}
+			lastEpoch[a.node] = a.leader.Epoch
+		}
+		t.Logf("answers during the failover: %v", counts)
+
+		// The watch: the old leader, then maybe "no leader", then the new one.
+		waitFor(t, 30*time.Second, "the watch to print the new leader", func() bool {
+			ls := watched()
+			l := ls[len(ls)-1].leader
+			return l != nil && l.NodeID == next.ID
+		})
+		ls := watched()
+		for i, l := range ls {
+			switch {
+			case i == 0 && (l.leader == nil || l.leader.NodeID != old.ID || l.leader.Epoch != oldEpoch):
+				t.Errorf("watch line %d %q, want the old leader %s", i, l.raw, old.ID)
+			case i == len(ls)-1 && (l.leader == nil || l.leader.NodeID != next.ID || l.leader.Epoch != newEpoch ||
+				l.leader.Since.IsZero() || l.at.Before(promotedAt)):
+				t.Errorf("watch line %d %q at %v, want the new leader %s after its promotion", i, l.raw, l.at, next.ID)
+			case i > 0 && i < len(ls)-1 && l.raw != `{"error":"no leader"}`:
+				t.Errorf("watch line %d %q, want no leader between the two", i, l.raw)
+			}
+		}
+		watch.Process.Signal(syscall.SIGINT)
+		if err := watch.Wait(); err != nil {
+			t.Errorf("leader --watch after SIGINT: %v (stderr %q), want exit 0", err, stderr.String())
+		}
+		c.CheckNoOverlap()
+	})
 }
 
 // With no leader (every service unhealthy) every node answers GET

@@ -1,0 +1,234 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/failoverd/failoverd/breadcrumb"
+	"github.com/failoverd/failoverd/cluster"
+	"github.com/failoverd/failoverd/cluster/etcdcluster"
+	"github.com/failoverd/failoverd/cluster/zkcluster"
+	"github.com/failoverd/failoverd/config"
+	"github.com/failoverd/failoverd/controller"
+	"github.com/failoverd/failoverd/election"
+	"github.com/failoverd/failoverd/zk"
+)
+
+// operatorStore is what the CLI commands and the admin API use of a
+// cluster's records beyond the coordination contract: the operator
+// methods zkcluster.Store and etcdcluster.Store both have, with the same
+// signatures.
+type operatorStore interface {
+	Members(ctx context.Context) ([]cluster.Member, error)
+	WatchMembers(ctx context.Context, fn func([]cluster.Member)) error
+	Queue(ctx context.Context) ([]string, error)
+	Leader(ctx context.Context) (*cluster.Leader, error)
+	WatchLeader(ctx context.Context, fn func(*cluster.Leader)) error
+	// Fresh returns once the backend proved it is in touch with its
+	// quorum (see leaderView).
+	Fresh(ctx context.Context) error
+	ReadBreadcrumb(ctx context.Context) (breadcrumb.Record, cluster.Revision, error)
+	ReadBreadcrumbData(ctx context.Context) ([]byte, error)
+	ClearBreadcrumb(ctx context.Context) error
+	ReadLeaderPosition(ctx context.Context) (*cluster.LeaderPosition, error)
+	ReadPause(ctx context.Context) (*cluster.Pause, error)
+	SetPause(ctx context.Context, p cluster.Pause) (cluster.Pause, bool, error)
+	ClearPause(ctx context.Context) (bool, error)
+	History(ctx context.Context) ([]cluster.HistoryEntry, error)
+	RequestFailover(ctx context.Context, r cluster.FailoverRequest) error
+	WithdrawFailover(ctx context.Context, id string) error
+}
+
+var (
+	_ operatorStore = (*zkcluster.Store)(nil)
+	_ operatorStore = (*etcdcluster.Store)(nil)
+)
+
+// backend is a connection to the coordination service cfg names, with
+// the store of cfg's cluster on it.
+type backend struct {
+	// kind is config.BackendZooKeeper or config.BackendEtcd.
+	kind string
+	// desc names the service in messages ("zookeeper [a:2181]").
+	desc  string
+	store operatorStore
+	// records is store as the controller's cluster.Records.
+	records cluster.Records
+	// stale is how old the last answered Fresh may be before the leader
+	// view stops answering: the session timeout or the lease TTL.
+	stale time.Duration
+	// session waits for the first session; an error it returns is a setup
+	// error (ZooKeeper's unsafe ACLs), else it retries until ctx ends.
+	session func(ctx context.Context) error
+	// elector builds the daemon's candidate.
+	elector func(ccfg controller.Config) (cluster.Elector, error)
+	close   func()
+}
+
+// name is the service's name in log lines and messages.
+func (b *backend) name() string { return b.kind }
+
+// etcdName is "etcd" on etcd, "" on ZooKeeper (leaderView's service).
+func (b *backend) etcdName() string {
+	if b.kind == config.BackendEtcd {
+		return "etcd"
+	}
+	return ""
+}
+
+// layoutOf is where cfg's cluster lives in its coordination service: the
+// zookeeper root, or the etcd prefix.
+func layoutOf(cfg *config.Config) cluster.Layout {
+	if cfg.Coordination.Backend == config.BackendEtcd && cfg.Etcd != nil {
+		return cluster.Layout{Root: cfg.Etcd.Prefix, Cluster: cfg.Cluster}
+	}
+	return cluster.Layout{Root: cfg.ZooKeeper.Root, Cluster: cfg.Cluster}
+}
+
+// openBackend connects to cfg's coordination service; nodeID and instance
+// are empty for a CLI command. Nothing is awaited: session does that.
+func openBackend(cfg *config.Config, nodeID, instance string, logger *slog.Logger) (*backend, error) {
+	if cfg.Coordination.Backend == config.BackendEtcd {
+		return openEtcd(cfg, nodeID, instance, logger)
+	}
+	return openZooKeeper(cfg, nodeID, instance, logger)
+}
+
+func openZooKeeper(cfg *config.Config, nodeID, instance string, logger *slog.Logger) (*backend, error) {
+	zc, err := zkConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	client, err := zk.NewClient(zc, zk.Deps{Logger: logger})
+	if err != nil {
+		return nil, err
+	}
+	store, err := zkcluster.New(zkcluster.Config{Layout: layoutOf(cfg), NodeID: nodeID, Instance: instance},
+		zkcluster.Deps{Client: client, Logger: logger})
+	if err != nil {
+		client.Close()
+		return nil, err
+	}
+	return &backend{
+		kind: config.BackendZooKeeper, desc: fmt.Sprintf("zookeeper %v", cfg.ZooKeeper.Servers), store: store, records: store,
+		stale:   cfg.ZooKeeper.SessionTimeout.Std(),
+		session: func(ctx context.Context) error { return firstZKSession(ctx, client) },
+		elector: func(ccfg controller.Config) (cluster.Elector, error) {
+			el, err := election.New(electionConfig(cfg, ccfg), election.Deps{Client: client, Logger: logger})
+			if err != nil {
+				return nil, err
+			}
+			return store.Elector(el), nil
+		},
+		close: client.Close,
+	}, nil
+}
+
+// etcdDial is the client setup of cfg's etcd block: TLS, and the user
+// with the password read from its file.
+func etcdDial(cfg *config.Config) (etcdcluster.DialConfig, error) {
+	e := cfg.Etcd
+	dc := etcdcluster.DialConfig{Endpoints: e.Endpoints, DialTimeout: e.DialTimeout.Std(), Username: e.Username}
+	tc, err := e.ClientTLS()
+	if err != nil {
+		return dc, err
+	}
+	dc.TLS = tc
+	if e.Username != "" {
+		pass, err := e.ReadPassword()
+		if err != nil {
+			return dc, err
+		}
+		dc.Password = pass.Reveal()
+	}
+	return dc, nil
+}
+
+func openEtcd(cfg *config.Config, nodeID, instance string, logger *slog.Logger) (*backend, error) {
+	if cfg.Etcd == nil {
+		return nil, errors.New("coordination.backend is etcd but there is no etcd block")
+	}
+	dc, err := etcdDial(cfg)
+	if err != nil {
+		return nil, err
+	}
+	desc := fmt.Sprintf("etcd %v", cfg.Etcd.Endpoints)
+	cli, err := etcdcluster.Dial(dc)
+	if err != nil {
+		return nil, &unreachableError{desc: desc, err: err}
+	}
+	conn, err := etcdcluster.NewConn(cli, etcdcluster.ConnConfig{LeaseTTL: cfg.Etcd.LeaseTTL.Std(), Logger: logger})
+	if err != nil {
+		cli.Close()
+		return nil, err
+	}
+	closeAll := func() { conn.Close(); cli.Close() }
+	store, err := etcdcluster.New(etcdcluster.Config{Layout: layoutOf(cfg), NodeID: nodeID, Instance: instance},
+		etcdcluster.Deps{Conn: conn, Logger: logger})
+	if err != nil {
+		closeAll()
+		return nil, err
+	}
+	return &backend{
+		kind: config.BackendEtcd, desc: desc, store: store, records: store,
+		stale:   cfg.Etcd.LeaseTTL.Std(),
+		session: func(ctx context.Context) error { return firstEtcdSession(ctx, conn) },
+		elector: func(ccfg controller.Config) (cluster.Elector, error) {
+			mode := etcdcluster.Fair
+			if cfg.Election.Mode == config.ModeUnfair {
+				mode = etcdcluster.Unfair
+			}
+			return store.Elector(etcdcluster.ElectorConfig{NodeID: cfg.Node.ID, Mode: mode, DemoteBudget: controller.DemoteBudget(ccfg)})
+		},
+		close: closeAll,
+	}, nil
+}
+
+// unreachableError: the coordination service could not be reached (etcd's
+// client authenticates when it is made, so a user's client needs etcd).
+type unreachableError struct {
+	desc string
+	err  error
+}
+
+func (e *unreachableError) Error() string { return fmt.Sprintf("cannot reach %s: %v", e.desc, e.err) }
+func (e *unreachableError) Unwrap() error { return e.err }
+
+// firstZKSession waits for the first ZooKeeper session, retrying every
+// second, and returns zk.ErrUnsafeACL at once: others able to change a
+// znode at or above the cluster, one not ours to fix, is a setup error.
+func firstZKSession(ctx context.Context, client *zk.Client) error {
+	for ctx.Err() == nil {
+		_, err := client.Session(ctx)
+		if err == nil {
+			return nil
+		}
+		if errors.Is(err, zk.ErrUnsafeACL) {
+			return err
+		}
+		sleepCtx(ctx, time.Second)
+	}
+	return nil
+}
+
+// firstEtcdSession waits for the first etcd lease of conn; the Conn
+// retries on its own.
+func firstEtcdSession(ctx context.Context, conn *etcdcluster.Conn) error {
+	_, err := conn.Session(ctx)
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
