@@ -77,7 +77,7 @@ func TestIsolateMember(t *testing.T) {
 			}
 		}
 		if r, err := get(c.Client(victim), key, 5*time.Second, clientv3.WithSerializable()); err != nil || len(r.Kvs) != 0 {
-			t.Errorf("serializable read on the isolated member: %v, %d keys; want an answer from its own copy, without the write", err, len(r.Kvs))
+			t.Errorf("serializable read on the isolated member: %v, %d keys; want an answer from its own copy, without the write", err, kvs(r))
 		}
 		if _, err := get(c.Client(victim), key, 3*time.Second); err == nil {
 			t.Errorf("linearizable read on the isolated member %s succeeded; it must need its leader", c.Members[victim].Name)
