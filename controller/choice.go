@@ -10,7 +10,7 @@ import (
 	"github.com/failoverd/failoverd/cluster"
 )
 
-// Who should lead (issue 13): the decision a node takes when it wins the
+// Who should lead: the decision a node takes when it wins the
 // election, and the preemption of a running leader by a healthier node of
 // a higher priority. Both only ever END a term or ask another node to take
 // over through a failover request; neither skips or weakens a step of the

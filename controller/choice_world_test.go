@@ -13,7 +13,7 @@ import (
 	"github.com/failoverd/failoverd/controller/controllertest"
 )
 
-// Issue 13, who should lead: the decision at a win (handover to a better
+// Who should lead: the decision at a win (handover to a better
 // candidate, lag refusal) and the preemption of a running leader, in the
 // in-memory world.
 

@@ -16,7 +16,7 @@ import (
 	"github.com/failoverd/failoverd/internal/proc"
 )
 
-// Issue 13's promotion policy: node.priority 0 and the pre_promote veto.
+// The promotion policy: node.priority 0 and the pre_promote veto.
 
 func priority(p int) opt {
 	return func(_ *node, cfg *controller.Config, _ *controller.Deps) { cfg.Priority = &p }

@@ -12,7 +12,7 @@ import (
 	"github.com/failoverd/failoverd/controller/controllertest"
 )
 
-// Findings of the issue 13 review, each pinned by a test that failed on
+// Regressions of the promotion policy, each pinned by a test that failed on
 // the code before its fix.
 
 // A preferred node (priority 2) that always fails its takeover (its
@@ -68,13 +68,13 @@ func TestPreemptionDoesNotReplaceAnOperatorsRequest(t *testing.T) {
 	})
 }
 
-// FuzzIssue13 drives three nodes through random sequences of issue 13's
+// FuzzPromotionPolicy drives three nodes through random sequences of the policy
 // inputs (pause and resume, operators' and nodes' failover requests,
 // positions and the leader position under election.max_lag, preemption)
 // next to the classic faults, and checks FuzzLoop's invariants after every
 // step; at the end, with the faults healed and the cluster resumed, one
 // node must lead (nothing may leave the cluster leaderless for good).
-func FuzzIssue13(f *testing.F) {
+func FuzzPromotionPolicy(f *testing.F) {
 	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15})
 	f.Add([]byte{12, 25, 27, 30, 3, 40, 13, 9, 28, 29, 33, 1, 18, 21})
 	f.Add([]byte{27, 31, 34, 4, 24, 30, 36, 39, 1, 15, 16, 5, 13})

@@ -91,7 +91,7 @@ func TestCorruptBreadcrumbIsRefused(t *testing.T) {
 	s := bcSession(t, zks)
 	ctx := t.Context()
 	for _, data := range []string{"", "garbage", `{"version":2,"node_id":"a","epoch":1}`, `{"version":1,"node_id":"","epoch":1}`,
-		// A node id no hook or fencer can be started with (issue 10, item 12).
+		// A node id no hook or fencer can be started with.
 		`{"version":1,"node_id":"a\u0000b","host":"127.0.0.1","epoch":1}`} {
 		s.Delete(ctx, bcPath, -1)
 		if _, _, err := s.Create(ctx, bcPath, []byte(data), zk.Persistent); err != nil {

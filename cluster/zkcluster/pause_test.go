@@ -75,7 +75,7 @@ func TestPauseRecordAndWatch(t *testing.T) {
 	zkc.WaitServing(30 * time.Second)
 	// The server serving does not mean the operator's client is back on
 	// it yet: a request sent before it is fails with a connection loss
-	// (the CI run of stop 18 hit that). Wait for the reconnect, and send
+	// (a CI run hit that). Wait for the reconnect, and send
 	// again on a connection loss (setting the pause is idempotent).
 	connected(t, opc)
 	for deadline := time.Now().Add(30 * time.Second); ; {
