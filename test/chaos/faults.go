@@ -18,7 +18,7 @@ import (
 	"github.com/failoverd/failoverd/test/clustertest"
 )
 
-// Tools for the nemeses of issue 10: a private name service for the
+// Tools for the nemeses: a private name service for the
 // daemons (zk-names), a holder that makes hook processes unreapable
 // (hook-unkillable), and a check that a node can still lead after a fault.
 

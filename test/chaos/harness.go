@@ -151,7 +151,7 @@ func NewEnvPolicy(t testing.TB, seed uint64, mode string, pol Policy) *Env {
 		ColdStandby: os.Getenv("CHAOS_COLD") != "",
 		// The follow hook runs under every fault (checkFollow judges it).
 		Follow: true,
-		// Issue 13: seeded priorities, and a pre_promote hook that vetoes
+		// seeded priorities, and a pre_promote hook that vetoes
 		// while the nemesis says so (checkPolicy judges both).
 		Priority: pol.Priority, PrePromote: true,
 		// Data freshness: every node's position is a file the harness

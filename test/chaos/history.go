@@ -171,7 +171,7 @@ var daemonMessages = map[string]string{
 	"previous term of this node fenced by a local demote": KindFenced,
 	// A follow run the controller no longer wants (why=elected, ...).
 	"stopping the follow hook": KindFollowStopped,
-	// Issue 13's decisions (policy.go): a won term handed over or declined
+	// The promotion decisions (policy.go): a won term handed over or declined
 	// (lagging), and a leader handing over to a higher priority.
 	"elected while a better candidate waits: handing over without fencing or promoting": KindHandoverAtWin,
 	"elected but not promoting":                                 KindDeclined,

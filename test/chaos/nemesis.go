@@ -82,7 +82,7 @@ const (
 	// ZooKeeper follower that lags behind it: the leaver's Term.Finish
 	// (variant 0) or the successor's breadcrumb write (1). See lagging.go.
 	LostReplyLagging = "lost-reply-lagging"
-	// Issue 13: a standby that may lead lags (its position frozen) while
+	// a standby that may lead lags (its position frozen) while
 	// the leader's failoverd is SIGKILLed: it must not promote (see
 	// positions.go).
 	LaggingFailover = "lagging-failover"
@@ -453,7 +453,7 @@ func (m *Nemesis) Step(kind string) bool {
 
 	case LostReplies:
 		// variant 0: the lock's delete never reaches the server and the
-		// reply to the next create of it is lost (issue 10, item 7);
+		// reply to the next create of it is lost;
 		// 1: both replies lost (both applied); 2: the delete's reply only.
 		variant := id % 3
 		isLock := func(op int32, path string) bool { return strings.HasSuffix(path, "/election/lock") }

@@ -12,7 +12,7 @@ import (
 	"github.com/failoverd/failoverd/test/clustertest"
 )
 
-// Issue 13's promotion policy under faults: node priorities and a
+// The promotion policy under faults: node priorities and a
 // pre_promote hook that vetoes now and then, both drawn from the run's seed.
 //
 // Priorities: in a share of runs (every slice run) one node has priority 0

@@ -19,7 +19,7 @@ import (
 	"github.com/failoverd/failoverd/zk"
 )
 
-// Data freshness under faults (issue 13: service.position, election.max_lag).
+// Data freshness under faults (service.position, election.max_lag).
 //
 // Every node's service.position is `cat <positions dir>/<node id>`, a file
 // the harness owns. The harness stands in for replication: every

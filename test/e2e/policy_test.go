@@ -12,7 +12,7 @@ import (
 	"github.com/failoverd/failoverd/test/clustertest"
 )
 
-// Issue 13: a priority-0 node never leads. The leader is killed twice; the
+// a priority-0 node never leads. The leader is killed twice; the
 // priority-0 node never promotes, and once it is the only healthy node
 // left there is no leader and status says why. A failover to it is refused.
 func TestPriorityZeroNodeNeverLeads(t *testing.T) {
@@ -49,7 +49,7 @@ func TestPriorityZeroNodeNeverLeads(t *testing.T) {
 	}
 }
 
-// Issue 13: a pre_promote that exits 1 vetoes the promotion; another
+// a pre_promote that exits 1 vetoes the promotion; another
 // healthy node takes over instead, and the vetoing node never promotes.
 func TestPrePromoteVetoLetsAnotherNodeTakeOver(t *testing.T) {
 	c := clustertest.Start(t, clustertest.Options{PrePromote: true})

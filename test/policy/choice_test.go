@@ -11,7 +11,7 @@ import (
 	"github.com/failoverd/failoverd/test/clustertest"
 )
 
-// Issue 13, who should lead: priorities A=2, B=1, C=1.
+// Who should lead: priorities A=2, B=1, C=1.
 
 // A leads; kill -9 A: B or C leads; A restarts healthy: election.
 // preempt_after (3s) later the leader hands over to it gracefully (it

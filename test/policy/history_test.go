@@ -1,4 +1,4 @@
-// Package policy holds issue 13's end-to-end tests (real ZooKeeper, real
+// Package policy holds the promotion policy's end-to-end tests (real ZooKeeper, real
 // failoverd processes), one file per rule, apart from test/e2e so that
 // both run in parallel.
 package policy
@@ -16,7 +16,7 @@ import (
 	"github.com/failoverd/failoverd/test/clustertest"
 )
 
-// Issue 13: every completed leadership change is in the cluster's history.
+// every completed leadership change is in the cluster's history.
 // The first leader's start, a kill -9 failover (the successor fences the
 // dead leader: rpc finds nobody, the shell method cuts its toy), a
 // graceful stop (nothing to fence; the old leader comes from the history)

@@ -11,7 +11,7 @@ import (
 	"github.com/failoverd/failoverd/test/clustertest"
 )
 
-// Issue 13, maintenance mode and the failover cooldown, end to end (real
+// Maintenance mode and the failover cooldown, end to end (real
 // ZooKeeper, real failoverd processes, the toy service).
 
 // session is the clusters' session timeout: 4 s, so that a loaded machine

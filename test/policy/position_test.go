@@ -19,7 +19,7 @@ import (
 // exampleMaxLag is election.max_lag in the shipped Redis example configs.
 const exampleMaxLag = 1 << 20
 
-// Issue 13, data freshness, with the Redis example (service.position:
+// Data freshness, with the Redis example (service.position:
 // hooks/position.sh, election.max_lag 1 MiB): one replica stops
 // replicating (REPLICAOF the parking address: its follow hook runs only
 // when the leader changes, so nothing repairs it meanwhile), the primary
