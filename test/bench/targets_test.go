@@ -1,6 +1,6 @@
 package bench
 
-// The targets of issues 6 and 11, checked against the figures of this run and
+// The performance targets, checked against the figures of this run and
 // printed after the table. Never asserted: a missed target is reported.
 
 import (
@@ -113,7 +113,7 @@ func printTargets(ts []Target) {
 	if len(ts) == 0 {
 		return
 	}
-	fmt.Println("\n### Targets (issues 6 and 11)")
+	fmt.Println("\n### Targets")
 	fmt.Println()
 	fmt.Println("| goal | case | measured | met |")
 	fmt.Println("|---|---|---|---|")
