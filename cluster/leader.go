@@ -45,3 +45,13 @@ func (a *Leader) Same(b *Leader) bool {
 	}
 	return a.NodeID == b.NodeID && a.Epoch == b.Epoch
 }
+
+// Equal reports whether a and b are equal in every field (nil: none), for
+// watches that deliver the leader whenever any of it changed.
+func (a *Leader) Equal(b *Leader) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	return a.Same(b) && a.Host == b.Host && a.ServiceAddress == b.ServiceAddress &&
+		a.AdminURL == b.AdminURL && a.Since.Equal(b.Since)
+}

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"encoding/json"
 	"fmt"
 	"time"
 )
@@ -193,4 +194,46 @@ func (e *ModeMismatchError) Error() string {
 	return fmt.Sprintf("election.mode is %q but %s: refusing to join the election (nodes of different modes could both lead); "+
 		"use the same election.mode on every node (to change it, stop every node and delete the cluster record %s)",
 		e.Mode, e.Why, e.Cluster)
+}
+
+// DecodeFailover decodes a stored failover request (nil: none, or
+// unreadable, which keeps nobody out). Every backend decodes with it.
+func DecodeFailover(data []byte) *FailoverRequest {
+	var r FailoverRequest
+	if data == nil || json.Unmarshal(data, &r) != nil || r.To == "" {
+		return nil
+	}
+	return &r
+}
+
+// SameRequest reports whether a and b are equal in every field (nil: none),
+// for watches that deliver a request only when it changed.
+func SameRequest(a, b *FailoverRequest) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.To == b.To && a.Deadline.Equal(b.Deadline) && a.TimeoutMS == b.TimeoutMS &&
+		a.ID == b.ID && a.By == b.By && a.Done == b.Done && a.Epoch == b.Epoch && a.Reason == b.Reason
+}
+
+// DecodePause decodes a stored pause record. An unreadable one is still a
+// pause (its record exists), shown with what it held.
+func DecodePause(data []byte) *Pause {
+	var p Pause
+	if err := json.Unmarshal(data, &p); err != nil {
+		s := string(data)
+		if len(s) > 80 {
+			s = s[:80] + "..."
+		}
+		return &Pause{By: "unknown", Reason: fmt.Sprintf("unreadable pause record (%v): %q", err, s)}
+	}
+	return &p
+}
+
+// SamePause reports whether a and b are equal in every field (nil: none).
+func SamePause(a, b *Pause) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.By == b.By && a.Reason == b.Reason && a.At.Equal(b.At)
 }

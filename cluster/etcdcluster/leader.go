@@ -24,7 +24,7 @@ func (s *Store) Leader(ctx context.Context) (*cluster.Leader, error) {
 // of reach shows at the next read.
 func (s *Store) WatchLeader(ctx context.Context, fn func(*cluster.Leader)) error {
 	keys := []watchKey{{dir(s.layout.MembersDir()), true}, {key: s.layout.Breadcrumb()}}
-	return watchReads(ctx, s, keys, s.leader, sameLeader, fn)
+	return watchReads(ctx, s, keys, s.leader, (*cluster.Leader).Equal, fn)
 }
 
 // leader reads the member records and the breadcrumb in one transaction,
@@ -50,15 +50,6 @@ func (s *Store) leader(ctx context.Context) (*cluster.Leader, int64, error) {
 		}
 	}
 	return cluster.LeaderOf(bc, ms), resp.Header.Revision, nil
-}
-
-// sameLeader reports whether a and b are equal in every field (nil: none).
-func sameLeader(a, b *cluster.Leader) bool {
-	if a == nil || b == nil {
-		return a == nil && b == nil
-	}
-	return a.Same(b) && a.Host == b.Host && a.ServiceAddress == b.ServiceAddress &&
-		a.AdminURL == b.AdminURL && a.Since.Equal(b.Since)
 }
 
 // Fresh returns once etcd answered a linearizable read, proof that the

@@ -70,33 +70,15 @@ func (s *Store) readPause(ctx context.Context) (*cluster.Pause, int64, error) {
 // WatchPause calls fn with the pause in force (nil: none) now and after
 // every change, until ctx ends (see watchReads).
 func (s *Store) WatchPause(ctx context.Context, fn func(*cluster.Pause)) error {
-	return watchReads(ctx, s, []watchKey{{key: s.layout.Pause()}}, s.readPause, equalPause, fn)
+	return watchReads(ctx, s, []watchKey{{key: s.layout.Pause()}}, s.readPause, cluster.SamePause, fn)
 }
 
 // decodePause parses a pause record (present). One that cannot be read
 // still pauses the cluster: someone meant to stop automatic failover, and
 // a resume (which deletes whatever is there) ends it.
 func decodePause(k *kv) *cluster.Pause {
-	var p cluster.Pause
 	if k == nil {
 		return &cluster.Pause{By: "unknown", Reason: "the pause record went while it was read"}
 	}
-	if err := json.Unmarshal(k.value, &p); err != nil {
-		return &cluster.Pause{By: "unknown", Reason: fmt.Sprintf("unreadable pause record (%v): %q", err, cut(k.value, 80))}
-	}
-	return &p
-}
-
-func cut(b []byte, n int) string {
-	if len(b) > n {
-		return string(b[:n]) + "..."
-	}
-	return string(b)
-}
-
-func equalPause(a, b *cluster.Pause) bool {
-	if a == nil || b == nil {
-		return a == b
-	}
-	return a.By == b.By && a.Reason == b.Reason && a.At.Equal(b.At)
+	return cluster.DecodePause(k.value)
 }

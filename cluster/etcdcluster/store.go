@@ -309,11 +309,10 @@ func foreignCandidate(name, mode string) bool {
 // decodeFailover parses a failover request; one that cannot be read (or
 // names no target) counts as none: it must not keep anybody out.
 func decodeFailover(k *kv) *cluster.FailoverRequest {
-	var r cluster.FailoverRequest
-	if k == nil || json.Unmarshal(k.value, &r) != nil || r.To == "" {
+	if k == nil {
 		return nil
 	}
-	return &r
+	return cluster.DecodeFailover(k.value)
 }
 
 // RequestFailover replaces whatever request is there with r, bound to the
@@ -418,15 +417,7 @@ func (s *Store) readFailover(ctx context.Context) (*cluster.FailoverRequest, int
 // or unreadable) now and after every change, until ctx ends (see
 // watchReads).
 func (s *Store) WatchFailover(ctx context.Context, fn func(*cluster.FailoverRequest)) error {
-	return watchReads(ctx, s, []watchKey{{key: s.layout.Failover()}}, s.readFailover, equalRequest, fn)
-}
-
-func equalRequest(a, b *cluster.FailoverRequest) bool {
-	if a == nil || b == nil {
-		return a == b
-	}
-	return a.To == b.To && a.Deadline.Equal(b.Deadline) && a.TimeoutMS == b.TimeoutMS &&
-		a.ID == b.ID && a.By == b.By && a.Done == b.Done && a.Epoch == b.Epoch && a.Reason == b.Reason
+	return watchReads(ctx, s, []watchKey{{key: s.layout.Failover()}}, s.readFailover, cluster.SameRequest, fn)
 }
 
 // ExpireFailover deletes the failover request whose Key is id if it is

@@ -28,7 +28,7 @@ func (s *Store) Leader(ctx context.Context) (*cluster.Leader, error) {
 // again. Read failures are retried and do not reach fn: a lost connection
 // is not "no leader", the last value stands until a read succeeds again.
 func (s *Store) WatchLeader(ctx context.Context, fn func(*cluster.Leader)) error {
-	return watchReads(ctx, s, s.leader, sameLeader, fn)
+	return watchReads(ctx, s, s.leader, (*cluster.Leader).Equal, fn)
 }
 
 // leader reads the member records, then the breadcrumb, on sess (arming
@@ -90,13 +90,4 @@ func (s *Store) breadcrumbRecord(ctx context.Context, sess *zk.Session, w *watch
 		return nil, nil
 	}
 	return &r, nil
-}
-
-// sameLeader reports whether a and b are equal in every field (nil: none).
-func sameLeader(a, b *cluster.Leader) bool {
-	if a == nil || b == nil {
-		return a == nil && b == nil
-	}
-	return a.Same(b) && a.Host == b.Host && a.ServiceAddress == b.ServiceAddress &&
-		a.AdminURL == b.AdminURL && a.Since.Equal(b.Since)
 }

@@ -88,7 +88,7 @@ func (s *Store) ReadPause(ctx context.Context) (*cluster.Pause, error) {
 // connection is down the last value delivered stands. Consecutive equal
 // values are delivered once.
 func (s *Store) WatchPause(ctx context.Context, fn func(*cluster.Pause)) error {
-	return watchReads(ctx, s, s.readPause, equalPause, fn)
+	return watchReads(ctx, s, s.readPause, cluster.SamePause, fn)
 }
 
 // readPause reads the pause record; with w, it arms a watch on it (on its
@@ -123,30 +123,5 @@ func (s *Store) readPause(ctx context.Context, sess *zk.Session, w *watchSet) (*
 	if err != nil {
 		return nil, fmt.Errorf("reading the pause record %s: %w", path, err)
 	}
-	return decodePause(data), nil
-}
-
-// decodePause parses a pause record. One that cannot be read still pauses
-// the cluster: someone meant to stop automatic failover, and a resume
-// (which deletes whatever is there) ends it.
-func decodePause(data []byte) *cluster.Pause {
-	var p cluster.Pause
-	if err := json.Unmarshal(data, &p); err != nil {
-		return &cluster.Pause{By: "unknown", Reason: fmt.Sprintf("unreadable pause record (%v): %q", err, truncate(data, 80))}
-	}
-	return &p
-}
-
-func truncate(b []byte, n int) string {
-	if len(b) > n {
-		return string(b[:n]) + "..."
-	}
-	return string(b)
-}
-
-func equalPause(a, b *cluster.Pause) bool {
-	if a == nil || b == nil {
-		return a == b
-	}
-	return a.By == b.By && a.Reason == b.Reason && a.At.Equal(b.At)
+	return cluster.DecodePause(data), nil
 }

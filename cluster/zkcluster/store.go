@@ -650,17 +650,7 @@ func (s *Store) getFailover(ctx context.Context, sess *zk.Session) (*cluster.Fai
 	if err != nil {
 		return nil, zk.Stat{}, fmt.Errorf("reading the failover request %s: %w", path, err)
 	}
-	return decodeFailover(data), st, nil
-}
-
-// decodeFailover parses a failover request; one that cannot be read (or
-// names no target) counts as none: it must not keep anybody out.
-func decodeFailover(data []byte) *cluster.FailoverRequest {
-	var r cluster.FailoverRequest
-	if data == nil || json.Unmarshal(data, &r) != nil || r.To == "" {
-		return nil
-	}
-	return &r
+	return cluster.DecodeFailover(data), st, nil
 }
 
 // ReadFailover reads the standing failover request (nil: none or
@@ -705,8 +695,8 @@ func (s *Store) WatchFailover(ctx context.Context, fn func(*cluster.FailoverRequ
 			sleepCtx(ctx, 500*time.Millisecond)
 			continue
 		}
-		r := decodeFailover(data)
-		if first || !equalRequest(r, last) {
+		r := cluster.DecodeFailover(data)
+		if first || !cluster.SameRequest(r, last) {
 			first, last = false, r
 			fn(r)
 		}
@@ -720,14 +710,6 @@ func (s *Store) WatchFailover(ctx context.Context, fn func(*cluster.FailoverRequ
 		}
 	}
 	return ctx.Err()
-}
-
-func equalRequest(a, b *cluster.FailoverRequest) bool {
-	if a == nil || b == nil {
-		return a == b
-	}
-	return a.To == b.To && a.Deadline.Equal(b.Deadline) && a.TimeoutMS == b.TimeoutMS &&
-		a.ID == b.ID && a.By == b.By && a.Done == b.Done && a.Epoch == b.Epoch && a.Reason == b.Reason
 }
 
 // ExpireFailover deletes the failover request whose Key is id if it is
