@@ -292,6 +292,9 @@ func (v *validator) zooKeeper(zk *ZooKeeper) (sessionOK bool) {
 			v.secretFile("zookeeper.auth.credentials_file", a.CredentialsFile)
 		}
 	}
+	if t := zk.TLS; t != nil {
+		v.clientTLS("zookeeper.tls", t)
+	}
 	return sessionOK
 }
 
