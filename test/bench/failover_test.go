@@ -512,9 +512,10 @@ func crashFailover(b *testing.B, backend string) {
 				res.Extra["p50_over_timeout"] = res.P50ms / to
 				res.Extra["p99_over_timeout"] = res.P99ms / to
 			}
-			res.Notes = fmt.Sprintf("%s: sessions expire on tick boundaries", zkDesc(c.ZK))
 			if c.Etcd != nil {
 				res.Notes = c.desc() + ": the etcd leader's lessor revokes expired leases (checked every 500 ms)"
+			} else {
+				res.Notes = zkDesc(c.ZK) + ": sessions expire on tick boundaries"
 			}
 			record(b, res)
 		})
