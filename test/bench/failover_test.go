@@ -95,6 +95,7 @@ func gracefulHandoff(b *testing.B, backend string) {
 			n := runs("GRACEFUL", 30)
 			s := series{}
 			settle := envDuration("BENCH_SETTLE", 1500*time.Millisecond)
+			restarts := 0
 			for i := 0; i < n; i++ {
 				old := c.ready(60 * time.Second)
 				// Both handoffs start on a quiet cluster: the restarted
@@ -115,7 +116,18 @@ func gracefulHandoff(b *testing.B, backend string) {
 				}
 				w, err := c.watchHandoff(old.ID, false)
 				if err != nil {
-					b.Fatalf("run %d: setting the watches: %v", i, err)
+					// The leader's term ended while the cluster settled
+					// (a lease lost on a loaded host): run again, without
+					// this run's bare sample, so the two stay paired.
+					if restarts++; restarts > 5 {
+						b.Fatalf("run %d: setting the watches: %v", i, err)
+					}
+					b.Logf("run %d: setting the watches: %v; running it again", i, err)
+					if bare != nil {
+						s["bare"] = s["bare"][:len(s["bare"])-1]
+					}
+					i--
+					continue
 				}
 				t0 := time.Now()
 				old.Signal(syscall.SIGTERM)
@@ -176,6 +188,9 @@ func gracefulHandoff(b *testing.B, backend string) {
 				"to_running_hook_log_p50_ms": s.p50ms("sigterm_to_running_hook_log"),
 			}
 			breakdown(s, res.Extra, gracefulSteps...)
+			if restarts > 0 {
+				res.Extra["runs_restarted"] = float64(restarts)
+			}
 			if f := len(s["fenced"]); f > 0 {
 				res.Extra["runs_fenced"] = float64(f)
 			}
@@ -320,7 +335,7 @@ func manualFailover(b *testing.B, backend, mode string) {
 	timeout := envDuration("BENCH_FAILOVER_TIMEOUT", 20*time.Second)
 	n := runs("MANUAL", 20)
 	s := series{}
-	failed, thirdElected, fenced, slow := 0, 0, 0, 0
+	failed, thirdElected, fenced, slow, restarts := 0, 0, 0, 0, 0
 	// BENCH_MANUAL_BACK_TO_BACK=1: the next run starts as soon as the CLI
 	// returned, as a script switching over in a loop would, instead of
 	// once every node campaigns again.
@@ -339,7 +354,15 @@ func manualFailover(b *testing.B, backend, mode string) {
 		}
 		w, err := c.watchHandoff(old.ID, true)
 		if err != nil {
-			b.Fatalf("run %d: setting the watches: %v", i, err)
+			// The leader's term ended before the run (see the graceful
+			// handoff): run again.
+			if restarts++; restarts > 5 {
+				b.Fatalf("run %d: setting the watches: %v", i, err)
+			}
+			b.Logf("run %d: setting the watches: %v; running it again", i, err)
+			old = nil
+			i--
+			continue
 		}
 		t0 := time.Now()
 		out, code := old.CLI("failover", "--to", target.ID, "--timeout", timeout.String())
@@ -393,6 +416,9 @@ func manualFailover(b *testing.B, backend, mode string) {
 	wall.Extra = map[string]float64{"runs_other_node_elected": float64(thirdElected), "runs_fenced": float64(fenced), "runs_over_3s": float64(slow)}
 	if failed > 0 {
 		wall.Extra["failed_runs"] = float64(failed)
+	}
+	if restarts > 0 {
+		wall.Extra["runs_restarted"] = float64(restarts)
 	}
 	breakdown(s, wall.Extra, manualSteps...)
 	wall.Notes = "CLI connects, reads members, writes the request, polls member status every 50ms; offsets tNN_* from the CLI's start; " + c.desc()
