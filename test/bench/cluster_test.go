@@ -17,11 +17,12 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/failoverd/failoverd/controller"
 	"github.com/failoverd/failoverd/test/clustertest"
 	"github.com/failoverd/failoverd/test/zktest"
 	"github.com/failoverd/failoverd/zk"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 func init() {

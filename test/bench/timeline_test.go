@@ -20,10 +20,11 @@ import (
 	"sync"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	fdcluster "github.com/failoverd/failoverd/cluster"
 	"github.com/failoverd/failoverd/test/clustertest"
 	"github.com/failoverd/failoverd/zk"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // Timeline steps, named as the breakdown prints them (offsets from the
