@@ -42,9 +42,10 @@ const scIdle = "idle load per failoverd cluster (3 daemons; runs = seconds watch
 //   - etcd: requests = the sum over the members of
 //     grpc_server_msg_received_total (a unary call is one message, every
 //     keepalive or watch request on a stream one more), less one per
-//     stream that closed cleanly (etcd's interceptor counts the client's
-//     half-close as a message: a keepalive on a stream of its own, as the
-//     daemon sends them, counts two), by method; writes
+//     stream that ended (etcd's interceptor counts a stream's last
+//     receive, the client's half-close or cancel, as a message: a
+//     keepalive on a stream of its own, as the daemon sends them, counts
+//     two), by method; writes
 //     = the advance of the leader's etcd_server_proposals_committed_total
 //     (raft entries: puts, deletes, transactions, lease grants and
 //     revokes; keepalives are not raft writes) and of the store's revision
@@ -139,7 +140,7 @@ func idleLoad(b *testing.B, backend string) {
 	}
 	if backend == clustertest.BackendEtcd {
 		res.Name = fmt.Sprintf("3 daemons idle, lease_ttl %v, health 1s", c.Opts.EtcdLeaseTTL)
-		res.Notes = "requests: Σ members' grpc_server_msg_received_total less their streams closed OK; writes: the leader's etcd_server_proposals_committed_total; net of a window without daemons; " + c.desc()
+		res.Notes = "requests: Σ members' grpc_server_msg_received_total less one per stream that ended; writes: the leader's etcd_server_proposals_committed_total; net of a window without daemons; " + c.desc()
 	} else {
 		res.Name = "3 daemons idle, session 5s, tick_time unset, health 1s"
 		res.Notes = "requests: Σ servers' mntr zk_packets_received (pings included); writes: zxid advance; net of a window without daemons; " + c.desc()
@@ -192,13 +193,14 @@ func (c *cluster) idleCounters() (idleCounters, error) {
 			}
 			for k, v := range mt {
 				if meth, ok := strings.CutPrefix(k, "grpc_server_msg_received_total|"); ok {
-					// etcd 3.5+ counts a stream's clean close (the
-					// client's half-close read as EOF) as a message
-					// received: a keepalive on a stream of its own is
-					// two. Each stream closed OK is one less request.
-					// (etcd 3.4's interceptor does not.)
+					// etcd 3.5+ counts a stream's last receive (the
+					// client's half-close read as EOF, or its cancel)
+					// as a message received: a keepalive on a stream of
+					// its own is two. Each stream that ended is one
+					// less request. (etcd 3.4's interceptor counts
+					// only the messages.)
 					if !strings.HasPrefix(version, "3.4.") {
-						v -= mt["stream_closed_ok|"+meth]
+						v -= mt["stream_ended|"+meth]
 					}
 					out.requests += v
 					out.byMethod[meth] += v
@@ -276,8 +278,8 @@ func scrapeMetrics(url string) (map[string]float64, error) {
 		if name == "grpc_server_msg_received_total" {
 			out[name+"|"+label(labels, "grpc_method")] += v
 		}
-		if name == "grpc_server_handled_total" && label(labels, "grpc_type") != "unary" && label(labels, "grpc_code") == "OK" {
-			out["stream_closed_ok|"+label(labels, "grpc_method")] += v
+		if name == "grpc_server_handled_total" && label(labels, "grpc_type") != "unary" {
+			out["stream_ended|"+label(labels, "grpc_method")] += v
 		}
 	}
 	return out, sc.Err()
