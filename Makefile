@@ -32,7 +32,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzLoadConfig -fuzztime 30s ./config
 
 bench: deps
-	@echo ">> benchmarks (real ZooKeeper, loopback)"
+	@echo ">> benchmarks (real ZooKeeper and etcd, loopback)"
 	BENCH_JSON=$(CURDIR)/bench-results.json $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 90m ./test/bench/
 
 demo:
