@@ -221,8 +221,9 @@ type Term interface {
 	// for what it fills in and the bounds), guarded by the term: a term
 	// that is over appends nothing. A concurrent change of the history is
 	// read again and retried; an unreadable history is replaced by a list
-	// that starts with e.
-	AppendHistory(ctx context.Context, e HistoryEntry) error
+	// that starts with e. It returns the entry as stored (old leader and
+	// reason filled in; the one already there for a retried append).
+	AppendHistory(ctx context.Context, e HistoryEntry) (HistoryEntry, error)
 	// Finish ends the term gracefully, after a successful demote: it
 	// deletes the breadcrumb (if still at rev) and the term's election
 	// entry, in one atomic step. If the term is already over, or the

@@ -160,7 +160,7 @@ func testGuardedWrites(t *testing.T, b Backend, f fault) {
 	if err := ha.Term.WriteLeaderPosition(ctx, position("a", e, 20)); err == nil {
 		failed = append(failed, "WriteLeaderPosition succeeded")
 	}
-	if err := ha.Term.AppendHistory(ctx, historyEntry("a", e)); err == nil {
+	if _, err := ha.Term.AppendHistory(ctx, historyEntry("a", e)); err == nil {
 		failed = append(failed, "AppendHistory succeeded")
 	}
 	if err := ha.Term.Finish(ctx, rev); err == nil {
@@ -187,7 +187,7 @@ func testGuardedWrites(t *testing.T, b Backend, f fault) {
 		t.Errorf("history %+v; want none (a's append came after its entry went)", h)
 	}
 	// The history is read back for real: the successor's append shows.
-	if err := hb.Term.AppendHistory(ctx, historyEntry("b", hb.Epoch())); err != nil {
+	if _, err := hb.Term.AppendHistory(ctx, historyEntry("b", hb.Epoch())); err != nil {
 		t.Fatalf("AppendHistory of the successor: %v", err)
 	}
 	if h := b.History(t); len(h) != 1 || h[0].NewLeader != "b" || h[0].NewEpoch != hb.Epoch() {

@@ -989,18 +989,19 @@ func (w *World) PositionWrites() []cluster.LeaderPosition {
 
 // AppendHistory appends e (cluster.AppendHistory) guarded by the term's
 // entry, as zkcluster's does, unless SetHistoryError says otherwise.
-func (t *Term) AppendHistory(ctx context.Context, e cluster.HistoryEntry) error {
+func (t *Term) AppendHistory(ctx context.Context, e cluster.HistoryEntry) (cluster.HistoryEntry, error) {
 	w := t.w
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	switch {
 	case w.historyErr != nil:
-		return w.historyErr
+		return e, w.historyErr
 	case !t.present():
-		return ErrGone
+		return e, ErrGone
 	}
-	w.history, _ = cluster.AppendHistory(w.history, e)
-	return nil
+	var stored cluster.HistoryEntry
+	w.history, stored, _ = cluster.AppendHistory(w.history, e)
+	return stored, nil
 }
 
 // History lists the history entries, oldest first.
