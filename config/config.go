@@ -662,7 +662,8 @@ func (c *Config) ReadCredentials() (Secret, error) {
 // connection) can cost its leadership, because the lease leaves less than
 // a new connection needs to renew it (lease.Timing.RidesOutReconnect); an
 // admin URL on loopback that peers' rpc fencers cannot reach; an
-// etcd.lease_ttl below etcd's advice.
+// etcd.lease_ttl below etcd's advice; an rpc fencing timeout shorter than
+// the demote timeout it waits for.
 func (c *Config) Warnings() []string {
 	var w []string
 	if s := c.loopbackAdminWarning(); s != "" {
@@ -674,6 +675,7 @@ func (c *Config) Warnings() []string {
 	if s := c.etcdLeaseWarning(); s != "" {
 		w = append(w, s)
 	}
+	w = append(w, c.rpcTimeoutWarnings()...)
 	return w
 }
 
