@@ -19,6 +19,12 @@ command -v redis-cli >/dev/null 2>&1 || need+=(redis-tools)
 # deploy/: promtool checks and unit-tests the alert rules; Debian ships it
 # only in prometheus, whose server deps.sh then keeps from running.
 command -v promtool >/dev/null 2>&1 || need+=(prometheus)
+# packaging/: the package test checks the unit with systemd-analyze and
+# reads the man page (man, groff).
+command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
+command -v man >/dev/null 2>&1 || need+=(man-db)
+command -v groff >/dev/null 2>&1 || need+=(groff-base)
+command -v adduser >/dev/null 2>&1 || need+=(adduser)
 
 # Optional: kazoo, the reference recipe of make bench (test/bench skips it
 # when no python3 imports it). Installed along with the rest, or alone when
