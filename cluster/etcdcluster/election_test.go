@@ -221,12 +221,30 @@ func (f fault) apply(t *testing.T, adm *clientv3.Client, w *won) {
 	}
 }
 
-// cause is what the term's context must end with after f.
-func (f fault) cause() error {
+// checkEnded waits for w's term to end after f and checks its cause: the
+// key's deletion for a delete; for a revoke, which deletes the key with the
+// lease, whichever its elector sees first, the deletion (at once) or a
+// renewal refused. After a revoke the session must end too (a renewal tells it the lease is
+// gone), so that the next candidacy takes a new lease.
+func checkEnded(t *testing.T, w *won, f fault) {
+	t.Helper()
+	cause := waitEnded(t, w)
 	if f == faultDeleteKey {
-		return cluster.ErrEntryDeleted
+		if !errors.Is(cause, cluster.ErrEntryDeleted) {
+			t.Errorf("after %s the term ended with %v; want %v", f, cause, cluster.ErrEntryDeleted)
+		}
+		return
 	}
-	return cluster.ErrSessionExpired
+	if !errors.Is(cause, cluster.ErrEntryDeleted) && !errors.Is(cause, cluster.ErrSessionExpired) {
+		t.Errorf("after %s the term ended with %v; want %v or %v", f, cause, cluster.ErrEntryDeleted, cluster.ErrSessionExpired)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !errors.Is(w.t.sess.Err(), cluster.ErrSessionExpired) {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s the session still has no error (%v) 10s later; want %v", f, w.t.sess.Err(), cluster.ErrSessionExpired)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // waitEnded waits for w's context to end and returns its cause.

@@ -529,10 +529,12 @@ func (e *Elector) watch(ctx context.Context, sess *Session, en entry, done <-cha
 		case <-sess.Done():
 			return sess.Err()
 		case <-gone:
-			// Deleted, or gone with the lease (revoked): a renewal tells.
-			if err := e.s.conn.check(sess); err != nil {
-				return err
-			}
+			// Deleted, or gone with the lease (revoked). The term ends
+			// now: a successor may already have won. Whether the lease
+			// went too, a renewal tells the session afterwards (in the
+			// background: under load that round trip took seconds, and
+			// the old leader acted on meanwhile).
+			go e.s.conn.check(sess)
 			return fmt.Errorf("%w: %s (create revision %d)", cluster.ErrEntryDeleted, en.key, en.rev)
 		case <-timer.C:
 		}

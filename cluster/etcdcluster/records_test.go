@@ -45,9 +45,7 @@ func testGuardedWrites(t *testing.T, c *etcdtest.Cluster, adm *clientv3.Client, 
 	before, _ := adm.Get(ctx, l.Dir()+"/", clientv3.WithPrefix())
 
 	f.apply(t, adm, w)
-	if cause := waitEnded(t, w); !errors.Is(cause, f.cause()) {
-		t.Errorf("after %s the term ended with %v; want %v", f, cause, f.cause())
-	}
+	checkEnded(t, w, f)
 	if _, err := tm.Expiry(); !isAny(err, cluster.ErrEntryDeleted, cluster.ErrSessionExpired) {
 		t.Errorf("Expiry after %s: %v; want it to fail", f, err)
 	}
