@@ -54,7 +54,9 @@ type Options struct {
 	// over TLS, with a client certificate (Cluster.ZKTLS is the PKI).
 	ZooKeeperTLS bool
 	// ThroughProxy puts a fault proxy between every failoverd and ZooKeeper
-	// (standalone only): Node.Proxy can then partition one node.
+	// (standalone only), or one per etcd member between every failoverd and
+	// etcd: Node.CutOff (or Node.Proxy on ZooKeeper) can then partition one
+	// node.
 	ThroughProxy bool
 	// ExtraYAML is appended to every node's config.
 	ExtraYAML string
@@ -153,6 +155,9 @@ type Node struct {
 	AdminAddr string
 	ToyAddr   string
 	Proxy     *zktest.Proxy
+	// EtcdProxies (Options.ThroughProxy on etcd) are this node's proxies,
+	// one per etcd member, in member order.
+	EtcdProxies []*zktest.Proxy
 	// ZKProxies (Options.ProxyEnsemble) are this node's proxies, one per
 	// ZooKeeper server, in server order.
 	ZKProxies []*zktest.Proxy
@@ -245,7 +250,7 @@ func Start(t testing.TB, o Options) *Cluster {
 	case BackendZooKeeper:
 		zktest.Require(t)
 	case BackendEtcd:
-		if o.ZooKeepers != 0 || o.Auth || o.ZooKeeperTLS || o.ThroughProxy || o.ProxyEnsemble || o.QuorumProxies || o.LossProxies ||
+		if o.ZooKeepers != 0 || o.Auth || o.ZooKeeperTLS || o.ProxyEnsemble || o.QuorumProxies || o.LossProxies ||
 			o.ZKServersOf != nil || o.ZKTickTime != 0 || o.ZKSyncLimit != 0 || o.TickTimeUnknown {
 			t.Fatalf("clustertest: options for ZooKeeper set on the etcd backend: %+v", o)
 		}
@@ -302,8 +307,13 @@ func Start(t testing.TB, o Options) *Cluster {
 			ToyAddr:   fmt.Sprintf("127.0.0.1:%d", ports[2*i+1])}
 		n.dir = filepath.Join(c.Dir, n.ID)
 		must(t, os.MkdirAll(n.dir, 0o755))
-		if o.ThroughProxy {
+		if o.ThroughProxy && c.ZK != nil {
 			n.Proxy = zktest.NewProxy(t, func() string { return c.ZK.Servers[0].Addr() })
+		}
+		if o.ThroughProxy && c.Etcd != nil {
+			for _, m := range c.Etcd.Members {
+				n.EtcdProxies = append(n.EtcdProxies, zktest.NewProxy(t, m.ClientAddr))
+			}
 		}
 		if o.ProxyEnsemble {
 			for _, s := range c.ZK.Servers {
@@ -480,8 +490,15 @@ func (n *Node) writeConfig(failoverd string) {
 	}
 	demoteTimeout := (o.SessionTimeout - o.SessionTimeout*2/3) * 9 / 10
 	if o.Backend == BackendEtcd {
+		endpoints := c.Etcd.Endpoints()
+		if len(n.EtcdProxies) > 0 {
+			endpoints = nil
+			for _, p := range n.EtcdProxies {
+				endpoints = append(endpoints, "http://"+p.Addr())
+			}
+		}
 		fmt.Fprintf(&b, "coordination:\n  backend: etcd\netcd:\n  endpoints: [%s]\n  prefix: /failoverd\n  lease_ttl: %s\n  dial_timeout: 2s\n",
-			strings.Join(c.Etcd.Endpoints(), ", "), o.EtcdLeaseTTL)
+			strings.Join(endpoints, ", "), o.EtcdLeaseTTL)
 		demoteTimeout = etcdDemoteTimeout(o.EtcdLeaseTTL)
 	} else {
 		// The ensemble's real tickTime: the lease arithmetic relies on it.
