@@ -93,6 +93,10 @@ type Options struct {
 	// (indexes into ZK.Servers) instead of all of them: to pin a node to
 	// one server, for example.
 	ZKServersOf func(zk *zktest.Cluster, n *Node) []int
+	// EtcdMembersOf, when set, gives a node only these etcd members
+	// (indexes into Etcd.Members) instead of all of them: to pin a node to
+	// one member, for example.
+	EtcdMembersOf func(ec *etcdtest.Cluster, n *Node) []int
 	// LossProxies (with ProxyEnsemble) puts a zktest.LossProxy
 	// in front of each of a node's fault proxies and gives the node those:
 	// Node.ZKLossProxies can then lose the reply to chosen requests.
@@ -249,6 +253,9 @@ func Start(t testing.TB, o Options) *Cluster {
 	switch o.Backend {
 	case BackendZooKeeper:
 		zktest.Require(t)
+		if o.EtcdMembersOf != nil {
+			t.Fatalf("clustertest: EtcdMembersOf set on the ZooKeeper backend")
+		}
 	case BackendEtcd:
 		if o.ZooKeepers != 0 || o.Auth || o.ZooKeeperTLS || o.ProxyEnsemble || o.QuorumProxies || o.LossProxies ||
 			o.ZKServersOf != nil || o.ZKTickTime != 0 || o.ZKSyncLimit != 0 || o.TickTimeUnknown {
@@ -311,7 +318,7 @@ func Start(t testing.TB, o Options) *Cluster {
 			n.Proxy = zktest.NewProxy(t, func() string { return c.ZK.Servers[0].Addr() })
 		}
 		if o.ThroughProxy && c.Etcd != nil {
-			for _, m := range c.Etcd.Members {
+			for _, m := range n.etcdMembers() {
 				n.EtcdProxies = append(n.EtcdProxies, zktest.NewProxy(t, m.ClientAddr))
 			}
 		}
@@ -490,7 +497,10 @@ func (n *Node) writeConfig(failoverd string) {
 	}
 	demoteTimeout := (o.SessionTimeout - o.SessionTimeout*2/3) * 9 / 10
 	if o.Backend == BackendEtcd {
-		endpoints := c.Etcd.Endpoints()
+		var endpoints []string
+		for _, m := range n.etcdMembers() {
+			endpoints = append(endpoints, m.Endpoint())
+		}
 		if len(n.EtcdProxies) > 0 {
 			endpoints = nil
 			for _, p := range n.EtcdProxies {
@@ -553,6 +563,26 @@ func (n *Node) writeConfig(failoverd string) {
 func etcdDemoteTimeout(ttl time.Duration) time.Duration {
 	left := ttl - ttl/etcdcluster.RateDiv - ttl/3 - etcdcluster.MinTolerance - 2*lease.KillGrace
 	return (left * 9 / 10).Round(time.Millisecond)
+}
+
+// etcdMembers are the etcd members the node is given (Options.EtcdMembersOf),
+// in member order.
+func (n *Node) etcdMembers() []*etcdtest.Member {
+	all := n.c.Etcd.Members
+	if n.c.Opts.EtcdMembersOf == nil {
+		return all
+	}
+	var out []*etcdtest.Member
+	for _, i := range n.c.Opts.EtcdMembersOf(n.c.Etcd, n) {
+		if i < 0 || i >= len(all) {
+			n.c.t.Fatalf("EtcdMembersOf(%s): no member %d", n.ID, i)
+		}
+		out = append(out, all[i])
+	}
+	if len(out) == 0 {
+		n.c.t.Fatalf("EtcdMembersOf(%s): no members", n.ID)
+	}
+	return out
 }
 
 // serverSubset applies Options.ZKServersOf to a server list in server order.
