@@ -468,30 +468,44 @@ func TestUnreadableBreadcrumbBlocksPromotionUntilCleared(t *testing.T) {
 			t.Fatal(err)
 		}
 		old.Kill(syscall.SIGKILL)
-		time.Sleep(c.SessionTimeout() + 4*time.Second) // session expiry and several attempts
-		if l := c.Leader(); l != nil {
-			t.Fatalf("%s promoted over an unreadable breadcrumb", l.ID)
-		}
-		refused := false
-		for _, n := range c.Nodes {
-			if n == old {
-				continue
-			}
-			resp, err := http.Get("http://" + n.AdminAddr + "/metrics")
-			if err != nil {
-				continue
-			}
-			b := new(strings.Builder)
-			_, _ = io.Copy(b, resp.Body)
-			resp.Body.Close()
-			for _, line := range strings.Split(b.String(), "\n") {
-				if strings.HasPrefix(line, "failoverd_breadcrumb_unreadable_total ") && !strings.HasSuffix(line, " 0") {
-					refused = true
+		killed := time.Now()
+		counted := func() bool {
+			for _, n := range c.Nodes {
+				if n == old {
+					continue
+				}
+				resp, err := http.Get("http://" + n.AdminAddr + "/metrics")
+				if err != nil {
+					continue
+				}
+				b := new(strings.Builder)
+				_, _ = io.Copy(b, resp.Body)
+				resp.Body.Close()
+				for _, line := range strings.Split(b.String(), "\n") {
+					if strings.HasPrefix(line, "failoverd_breadcrumb_unreadable_total ") && !strings.HasSuffix(line, " 0") {
+						return true
+					}
 				}
 			}
+			return false
+		}
+		// Nobody may promote: for the session expiry and several attempts,
+		// and (on a loaded machine the first attempt can come later) until
+		// a node counted the unreadable breadcrumb, within a minute.
+		hold, deadline := c.SessionTimeout()+4*time.Second, killed.Add(60*time.Second)
+		refused := false
+		for {
+			if l := c.Leader(); l != nil {
+				t.Fatalf("%s promoted over an unreadable breadcrumb", l.ID)
+			}
+			refused = refused || counted()
+			if (refused && time.Since(killed) >= hold) || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
 		}
 		if !refused {
-			t.Error("no node counted the unreadable breadcrumb")
+			t.Errorf("no node counted the unreadable breadcrumb within %v", deadline.Sub(killed))
 		}
 		out, code := c.Nodes[1].CLI("breadcrumb", "show")
 		if code == 0 || !strings.Contains(out, "garbage") {
