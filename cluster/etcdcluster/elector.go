@@ -499,8 +499,12 @@ func (e *Elector) lead(ctx context.Context, sess *Session, en entry, won func(co
 }
 
 // watch returns why the term ended: won returned, ctx ended, the session
-// ended, our key was deleted, or the deadline passed without a renewal
-// (checked by the clock, whatever any call is doing).
+// ended, our key was deleted, or the deadline less the demote budget
+// passed without a renewal (checked by the clock, whatever any call is
+// doing). The term ends a demote budget before Expiry, as ZooKeeper's
+// lease does, so that the controller's demote, which starts when the term
+// ends, is over by Expiry: ending it at Expiry would leave the service
+// primary for up to the budget after a successor may have won.
 func (e *Elector) watch(ctx context.Context, sess *Session, en entry, done <-chan struct{}) error {
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -510,12 +514,14 @@ func (e *Elector) watch(ctx context.Context, sess *Session, en entry, done <-cha
 			close(gone)
 		}
 	}()
-	timer := time.NewTimer(time.Until(sess.Deadline()))
+	actUntil := func() time.Time { return sess.Deadline().Add(-e.cfg.DemoteBudget) }
+	timer := time.NewTimer(time.Until(actUntil()))
 	defer timer.Stop()
 	for {
-		left := time.Until(sess.Deadline())
+		left := time.Until(actUntil())
 		if left <= 0 {
-			return fmt.Errorf("%w: no renewal of etcd lease %x answered in time", cluster.ErrLeaseExpired, int64(sess.ID))
+			return fmt.Errorf("%w: no renewal of etcd lease %x answered in time (the deadline less the demote budget %v passed)",
+				cluster.ErrLeaseExpired, int64(sess.ID), e.cfg.DemoteBudget)
 		}
 		timer.Reset(left)
 		select {

@@ -54,7 +54,9 @@ type Options struct {
 	// over TLS, with a client certificate (Cluster.ZKTLS is the PKI).
 	ZooKeeperTLS bool
 	// ThroughProxy puts a fault proxy between every failoverd and ZooKeeper
-	// (standalone only): Node.Proxy can then partition one node.
+	// (standalone only), or one per etcd member between every failoverd and
+	// etcd: Node.CutOff (or Node.Proxy on ZooKeeper) can then partition one
+	// node.
 	ThroughProxy bool
 	// ExtraYAML is appended to every node's config.
 	ExtraYAML string
@@ -91,6 +93,10 @@ type Options struct {
 	// (indexes into ZK.Servers) instead of all of them: to pin a node to
 	// one server, for example.
 	ZKServersOf func(zk *zktest.Cluster, n *Node) []int
+	// EtcdMembersOf, when set, gives a node only these etcd members
+	// (indexes into Etcd.Members) instead of all of them: to pin a node to
+	// one member, for example.
+	EtcdMembersOf func(ec *etcdtest.Cluster, n *Node) []int
 	// LossProxies (with ProxyEnsemble) puts a zktest.LossProxy
 	// in front of each of a node's fault proxies and gives the node those:
 	// Node.ZKLossProxies can then lose the reply to chosen requests.
@@ -153,6 +159,9 @@ type Node struct {
 	AdminAddr string
 	ToyAddr   string
 	Proxy     *zktest.Proxy
+	// EtcdProxies (Options.ThroughProxy on etcd) are this node's proxies,
+	// one per etcd member, in member order.
+	EtcdProxies []*zktest.Proxy
 	// ZKProxies (Options.ProxyEnsemble) are this node's proxies, one per
 	// ZooKeeper server, in server order.
 	ZKProxies []*zktest.Proxy
@@ -244,8 +253,11 @@ func Start(t testing.TB, o Options) *Cluster {
 	switch o.Backend {
 	case BackendZooKeeper:
 		zktest.Require(t)
+		if o.EtcdMembersOf != nil {
+			t.Fatalf("clustertest: EtcdMembersOf set on the ZooKeeper backend")
+		}
 	case BackendEtcd:
-		if o.ZooKeepers != 0 || o.Auth || o.ZooKeeperTLS || o.ThroughProxy || o.ProxyEnsemble || o.QuorumProxies || o.LossProxies ||
+		if o.ZooKeepers != 0 || o.Auth || o.ZooKeeperTLS || o.ProxyEnsemble || o.QuorumProxies || o.LossProxies ||
 			o.ZKServersOf != nil || o.ZKTickTime != 0 || o.ZKSyncLimit != 0 || o.TickTimeUnknown {
 			t.Fatalf("clustertest: options for ZooKeeper set on the etcd backend: %+v", o)
 		}
@@ -302,8 +314,13 @@ func Start(t testing.TB, o Options) *Cluster {
 			ToyAddr:   fmt.Sprintf("127.0.0.1:%d", ports[2*i+1])}
 		n.dir = filepath.Join(c.Dir, n.ID)
 		must(t, os.MkdirAll(n.dir, 0o755))
-		if o.ThroughProxy {
+		if o.ThroughProxy && c.ZK != nil {
 			n.Proxy = zktest.NewProxy(t, func() string { return c.ZK.Servers[0].Addr() })
+		}
+		if o.ThroughProxy && c.Etcd != nil {
+			for _, m := range n.etcdMembers() {
+				n.EtcdProxies = append(n.EtcdProxies, zktest.NewProxy(t, m.ClientAddr))
+			}
 		}
 		if o.ProxyEnsemble {
 			for _, s := range c.ZK.Servers {
@@ -480,8 +497,18 @@ func (n *Node) writeConfig(failoverd string) {
 	}
 	demoteTimeout := (o.SessionTimeout - o.SessionTimeout*2/3) * 9 / 10
 	if o.Backend == BackendEtcd {
+		var endpoints []string
+		for _, m := range n.etcdMembers() {
+			endpoints = append(endpoints, m.Endpoint())
+		}
+		if len(n.EtcdProxies) > 0 {
+			endpoints = nil
+			for _, p := range n.EtcdProxies {
+				endpoints = append(endpoints, "http://"+p.Addr())
+			}
+		}
 		fmt.Fprintf(&b, "coordination:\n  backend: etcd\netcd:\n  endpoints: [%s]\n  prefix: /failoverd\n  lease_ttl: %s\n  dial_timeout: 2s\n",
-			strings.Join(c.Etcd.Endpoints(), ", "), o.EtcdLeaseTTL)
+			strings.Join(endpoints, ", "), o.EtcdLeaseTTL)
 		demoteTimeout = etcdDemoteTimeout(o.EtcdLeaseTTL)
 	} else {
 		// The ensemble's real tickTime: the lease arithmetic relies on it.
@@ -536,6 +563,26 @@ func (n *Node) writeConfig(failoverd string) {
 func etcdDemoteTimeout(ttl time.Duration) time.Duration {
 	left := ttl - ttl/etcdcluster.RateDiv - ttl/3 - etcdcluster.MinTolerance - 2*lease.KillGrace
 	return (left * 9 / 10).Round(time.Millisecond)
+}
+
+// etcdMembers are the etcd members the node is given (Options.EtcdMembersOf),
+// in member order.
+func (n *Node) etcdMembers() []*etcdtest.Member {
+	all := n.c.Etcd.Members
+	if n.c.Opts.EtcdMembersOf == nil {
+		return all
+	}
+	var out []*etcdtest.Member
+	for _, i := range n.c.Opts.EtcdMembersOf(n.c.Etcd, n) {
+		if i < 0 || i >= len(all) {
+			n.c.t.Fatalf("EtcdMembersOf(%s): no member %d", n.ID, i)
+		}
+		out = append(out, all[i])
+	}
+	if len(out) == 0 {
+		n.c.t.Fatalf("EtcdMembersOf(%s): no members", n.ID)
+	}
+	return out
 }
 
 // serverSubset applies Options.ZKServersOf to a server list in server order.

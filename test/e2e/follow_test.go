@@ -43,97 +43,99 @@ func without(nodes []*clustertest.Node, ids ...string) []*clustertest.Node {
 // the new leader's promote hook ended; no node's follow runs while that
 // node promotes, and none towards itself.
 func TestStandbysFollowTheNewLeaderAfterACrash(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{Nodes: 4, Follow: true})
-	old := c.Leader()
-	oldEpoch := epochOf(t, old)
-	waitFollowed(t, c, without(c.Nodes, old.ID), old.ID, oldEpoch, 30*time.Second)
-	for _, e := range clustertest.Find(c.Events(), "follow") {
-		if e.KV["reason"] != "startup" || e.KV["role"] != "standby" || e.KV["cluster"] != "e2e" {
-			t.Errorf("first follow %v, want reason startup, role standby, cluster e2e", e.KV)
-		}
-	}
-
-	old.Kill(syscall.SIGKILL)
-	next := c.WaitLeader(old.ID, 30*time.Second)
-	nextEpoch := epochOf(t, next)
-	survivors := without(c.Nodes, old.ID, next.ID)
-	followed := waitFollowed(t, c, survivors, next.ID, nextEpoch, 30*time.Second)
-
-	evs := c.Events()
-	promoted := clustertest.Find(evs, "promote_done", "node", next.ID, "epoch", strconv.FormatInt(nextEpoch, 10))
-	if len(promoted) != 1 {
-		t.Fatalf("promote_done events of %s at epoch %d: %v", next.ID, nextEpoch, promoted)
-	}
-	if a := promoted[0].KV["prev_address"]; a != old.ToyAddr {
-		t.Errorf("the new leader's promote got FAILOVERD_PREVIOUS_ADDRESS=%q, want %s", a, old.ToyAddr)
-	}
-	var last time.Duration
-	for _, n := range survivors {
-		runs := clustertest.Find(evs, "follow", "node", n.ID, "leader", next.ID)
-		if len(runs) == 0 {
-			t.Fatalf("%s: no follow run towards %s", n.ID, next.ID)
-		}
-		f := runs[0]
-		if !f.At.After(promoted[0].At) {
-			t.Errorf("%s followed %s at %s, before its promote ended at %s", n.ID, next.ID,
-				f.At.Format("15:04:05.000000"), promoted[0].At.Format("15:04:05.000000"))
-		}
-		want := map[string]string{"reason": "leader_changed", "role": "standby", "leader_host": "127.0.0.1",
-			"leader_address": next.ToyAddr, "leader_epoch": strconv.FormatInt(nextEpoch, 10), "cluster": "e2e"}
-		for k, v := range want {
-			if f.KV[k] != v {
-				t.Errorf("%s's follow got %s=%q, want %q (%v)", n.ID, k, f.KV[k], v, f.KV)
+	clustertest.ForEachBackend(t, clustertest.Options{Nodes: 4, Follow: true}, func(t *testing.T, o clustertest.Options) {
+		c := clustertest.Start(t, o)
+		old := c.Leader()
+		oldEpoch := epochOf(t, old)
+		waitFollowed(t, c, without(c.Nodes, old.ID), old.ID, oldEpoch, 30*time.Second)
+		for _, e := range clustertest.Find(c.Events(), "follow") {
+			if e.KV["reason"] != "startup" || e.KV["role"] != "standby" || e.KV["cluster"] != "e2e" {
+				t.Errorf("first follow %v, want reason startup, role standby, cluster e2e", e.KV)
 			}
 		}
-		last = max(last, followed[n.ID].At.Sub(promoted[0].At))
-	}
-	t.Logf("new leader's promote end to the last standby's follow end: %v", last)
 
-	// No follow while its own node promotes, none towards itself.
-	for _, n := range c.Nodes {
-		for _, e := range clustertest.Find(evs, "follow", "leader", n.ID) {
-			if e.KV["node"] == n.ID {
-				t.Errorf("%s followed itself: %v", n.ID, e.KV)
-			}
+		old.Kill(syscall.SIGKILL)
+		next := c.WaitLeader(old.ID, 30*time.Second)
+		nextEpoch := epochOf(t, next)
+		survivors := without(c.Nodes, old.ID, next.ID)
+		followed := waitFollowed(t, c, survivors, next.ID, nextEpoch, 30*time.Second)
+
+		evs := c.Events()
+		promoted := clustertest.Find(evs, "promote_done", "node", next.ID, "epoch", strconv.FormatInt(nextEpoch, 10))
+		if len(promoted) != 1 {
+			t.Fatalf("promote_done events of %s at epoch %d: %v", next.ID, nextEpoch, promoted)
 		}
-		promotes := clustertest.Find(evs, "promote", "node", n.ID)
-		dones := clustertest.Find(evs, "promote_done", "node", n.ID)
-		for i, p := range promotes {
-			end := time.Now()
-			if i < len(dones) {
-				end = dones[i].At
+		if a := promoted[0].KV["prev_address"]; a != old.ToyAddr {
+			t.Errorf("the new leader's promote got FAILOVERD_PREVIOUS_ADDRESS=%q, want %s", a, old.ToyAddr)
+		}
+		var last time.Duration
+		for _, n := range survivors {
+			runs := clustertest.Find(evs, "follow", "node", n.ID, "leader", next.ID)
+			if len(runs) == 0 {
+				t.Fatalf("%s: no follow run towards %s", n.ID, next.ID)
 			}
-			for _, kind := range []string{"follow", "follow_done"} {
-				for _, f := range clustertest.Find(evs, kind, "node", n.ID) {
-					if !f.At.Before(p.At) && !f.At.After(end) {
-						t.Errorf("%s: %s at %s while its promote ran (%s..%s)", n.ID, kind, f.At.Format("15:04:05.000000"),
-							p.At.Format("15:04:05.000000"), end.Format("15:04:05.000000"))
+			f := runs[0]
+			if !f.At.After(promoted[0].At) {
+				t.Errorf("%s followed %s at %s, before its promote ended at %s", n.ID, next.ID,
+					f.At.Format("15:04:05.000000"), promoted[0].At.Format("15:04:05.000000"))
+			}
+			want := map[string]string{"reason": "leader_changed", "role": "standby", "leader_host": "127.0.0.1",
+				"leader_address": next.ToyAddr, "leader_epoch": strconv.FormatInt(nextEpoch, 10), "cluster": "e2e"}
+			for k, v := range want {
+				if f.KV[k] != v {
+					t.Errorf("%s's follow got %s=%q, want %q (%v)", n.ID, k, f.KV[k], v, f.KV)
+				}
+			}
+			last = max(last, followed[n.ID].At.Sub(promoted[0].At))
+		}
+		t.Logf("new leader's promote end to the last standby's follow end: %v", last)
+
+		// No follow while its own node promotes, none towards itself.
+		for _, n := range c.Nodes {
+			for _, e := range clustertest.Find(evs, "follow", "leader", n.ID) {
+				if e.KV["node"] == n.ID {
+					t.Errorf("%s followed itself: %v", n.ID, e.KV)
+				}
+			}
+			promotes := clustertest.Find(evs, "promote", "node", n.ID)
+			dones := clustertest.Find(evs, "promote_done", "node", n.ID)
+			for i, p := range promotes {
+				end := time.Now()
+				if i < len(dones) {
+					end = dones[i].At
+				}
+				for _, kind := range []string{"follow", "follow_done"} {
+					for _, f := range clustertest.Find(evs, kind, "node", n.ID) {
+						if !f.At.Before(p.At) && !f.At.After(end) {
+							t.Errorf("%s: %s at %s while its promote ran (%s..%s)", n.ID, kind, f.At.Format("15:04:05.000000"),
+								p.At.Format("15:04:05.000000"), end.Format("15:04:05.000000"))
+						}
 					}
 				}
 			}
 		}
-	}
 
-	// Status and `failoverd status` show whom each node follows.
-	deadline := time.Now().Add(10 * time.Second)
-	for _, n := range survivors {
-		for {
-			s, ok := n.Status()
-			if ok && s.Following == next.ID && s.FollowingEpoch == nextEpoch && !s.FollowingSince.IsZero() && s.ServiceAddress == n.ToyAddr {
-				break
+		// Status and `failoverd status` show whom each node follows.
+		deadline := time.Now().Add(10 * time.Second)
+		for _, n := range survivors {
+			for {
+				s, ok := n.Status()
+				if ok && s.Following == next.ID && s.FollowingEpoch == nextEpoch && !s.FollowingSince.IsZero() && s.ServiceAddress == n.ToyAddr {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%s status %+v, want following %s at epoch %d", n.ID, s, next.ID, nextEpoch)
+				}
+				time.Sleep(50 * time.Millisecond)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s status %+v, want following %s at epoch %d", n.ID, s, next.ID, nextEpoch)
-			}
-			time.Sleep(50 * time.Millisecond)
 		}
-	}
-	out, code := next.CLI("status")
-	want := next.ID + "@" + strconv.FormatInt(nextEpoch, 10)
-	if code != 0 || !strings.Contains(out, "FOLLOWING") || strings.Count(out, want) < len(survivors) {
-		t.Errorf("failoverd status (exit %d) does not show %d nodes following %s:\n%s", code, len(survivors), want, out)
-	}
-	c.CheckNoOverlap()
+		out, code := next.CLI("status")
+		want := next.ID + "@" + strconv.FormatInt(nextEpoch, 10)
+		if code != 0 || !strings.Contains(out, "FOLLOWING") || strings.Count(out, want) < len(survivors) {
+			t.Errorf("failoverd status (exit %d) does not show %d nodes following %s:\n%s", code, len(survivors), want, out)
+		}
+		c.CheckNoOverlap()
+	})
 }
 
 // A leader that demotes (its service turned unhealthy) follows its
@@ -143,50 +145,52 @@ func TestStandbysFollowTheNewLeaderAfterACrash(t *testing.T) {
 func TestDemotedAndRestartedNodesFollow(t *testing.T) {
 	// A 6s session gives the demote hook 1.8s (with the default 2s, 600ms,
 	// which a loaded machine can overrun: the demote event is then missing).
-	c := clustertest.Start(t, clustertest.Options{Follow: true, SessionTimeout: 6 * time.Second})
-	old := c.Leader()
-	old.SetHealthy(false)
-	next := c.WaitLeader(old.ID, 30*time.Second)
-	nextEpoch := epochOf(t, next)
-	done := waitFollowed(t, c, []*clustertest.Node{old}, next.ID, nextEpoch, 30*time.Second)[old.ID]
-	evs := c.Events()
-	runs := clustertest.Find(evs, "follow", "node", old.ID, "leader", next.ID)
-	demotes := clustertest.Find(evs, "demote", "node", old.ID, "reason", "unhealthy")
-	promoted := clustertest.Find(evs, "promote_done", "node", next.ID, "epoch", strconv.FormatInt(nextEpoch, 10))
-	if len(runs) == 0 || len(demotes) == 0 || len(promoted) == 0 {
-		t.Fatalf("follow runs %v, demotes %v, promote_done %v", runs, demotes, promoted)
-	}
-	if f := runs[0]; f.KV["reason"] != "demoted" || !f.At.After(demotes[0].At) || !f.At.After(promoted[0].At) {
-		t.Errorf("old leader's follow %v at %s; want reason demoted after its demote (%s) and the successor's promote end (%s)", f.KV,
-			f.At.Format("15:04:05.000000"), demotes[0].At.Format("15:04:05.000000"), promoted[0].At.Format("15:04:05.000000"))
-	}
-	t.Logf("successor's promote end to the demoted leader's follow end: %v", done.At.Sub(promoted[0].At))
+	clustertest.ForEachBackend(t, clustertest.Options{Follow: true, SessionTimeout: 6 * time.Second, EtcdLeaseTTL: 5 * time.Second}, func(t *testing.T, o clustertest.Options) {
+		c := clustertest.Start(t, o)
+		old := c.Leader()
+		old.SetHealthy(false)
+		next := c.WaitLeader(old.ID, 30*time.Second)
+		nextEpoch := epochOf(t, next)
+		done := waitFollowed(t, c, []*clustertest.Node{old}, next.ID, nextEpoch, 30*time.Second)[old.ID]
+		evs := c.Events()
+		runs := clustertest.Find(evs, "follow", "node", old.ID, "leader", next.ID)
+		demotes := clustertest.Find(evs, "demote", "node", old.ID, "reason", "unhealthy")
+		promoted := clustertest.Find(evs, "promote_done", "node", next.ID, "epoch", strconv.FormatInt(nextEpoch, 10))
+		if len(runs) == 0 || len(demotes) == 0 || len(promoted) == 0 {
+			t.Fatalf("follow runs %v, demotes %v, promote_done %v", runs, demotes, promoted)
+		}
+		if f := runs[0]; f.KV["reason"] != "demoted" || !f.At.After(demotes[0].At) || !f.At.After(promoted[0].At) {
+			t.Errorf("old leader's follow %v at %s; want reason demoted after its demote (%s) and the successor's promote end (%s)", f.KV,
+				f.At.Format("15:04:05.000000"), demotes[0].At.Format("15:04:05.000000"), promoted[0].At.Format("15:04:05.000000"))
+		}
+		t.Logf("successor's promote end to the demoted leader's follow end: %v", done.At.Sub(promoted[0].At))
 
-	// A crash and restart of a standby: it demotes at start-up, then follows.
-	old.SetHealthy(true)
-	old.Kill(syscall.SIGKILL)
-	if _, ok := old.Wait(10 * time.Second); !ok {
-		t.Fatal("killed daemon did not exit")
-	}
-	before := len(clustertest.Find(c.Events(), "follow", "node", old.ID))
-	old.Start()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		evs = c.Events()
-		runs = clustertest.Find(evs, "follow", "node", old.ID)
-		if len(runs) > before {
-			break
+		// A crash and restart of a standby: it demotes at start-up, then follows.
+		old.SetHealthy(true)
+		old.Kill(syscall.SIGKILL)
+		if _, ok := old.Wait(10 * time.Second); !ok {
+			t.Fatal("killed daemon did not exit")
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("restarted %s never followed: %v", old.ID, runs)
+		before := len(clustertest.Find(c.Events(), "follow", "node", old.ID))
+		old.Start()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			evs = c.Events()
+			runs = clustertest.Find(evs, "follow", "node", old.ID)
+			if len(runs) > before {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("restarted %s never followed: %v", old.ID, runs)
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	f := runs[before]
-	startup := clustertest.Find(evs, "demote", "node", old.ID, "reason", "startup")
-	if f.KV["reason"] != "startup" || f.KV["leader"] != next.ID || len(startup) == 0 || !f.At.After(startup[len(startup)-1].At) {
-		t.Errorf("restarted node's follow %v at %s, startup demotes %v: want reason startup towards %s after its startup demote", f.KV,
-			f.At.Format("15:04:05.000000"), startup, next.ID)
-	}
-	c.CheckNoOverlap()
+		f := runs[before]
+		startup := clustertest.Find(evs, "demote", "node", old.ID, "reason", "startup")
+		if f.KV["reason"] != "startup" || f.KV["leader"] != next.ID || len(startup) == 0 || !f.At.After(startup[len(startup)-1].At) {
+			t.Errorf("restarted node's follow %v at %s, startup demotes %v: want reason startup towards %s after its startup demote", f.KV,
+				f.At.Format("15:04:05.000000"), startup, next.ID)
+		}
+		c.CheckNoOverlap()
+	})
 }

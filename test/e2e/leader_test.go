@@ -287,55 +287,58 @@ func TestLeaderDiscoveryThroughACrash(t *testing.T) {
 }
 
 // With no leader (every service unhealthy) every node answers GET
-// /v1/leader with 503 "no leader" and failoverd leader exits 3; once
-// ZooKeeper has been gone for longer than the session timeout, the nodes
-// answer 503 "cannot tell" and failoverd leader fails (exit 1).
+// /v1/leader with 503 "no leader" and failoverd leader exits 3; once the
+// coordination service (ZooKeeper or etcd) has been gone for longer than
+// the session timeout (etcd: the lease TTL), the nodes answer 503 "cannot
+// tell" and failoverd leader fails (exit 1).
 func TestLeaderNoneAndZooKeeperGone(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{})
-	old := c.Leader()
-	for _, n := range c.Nodes {
-		if n != old {
-			n.SetHealthy(false)
+	clustertest.ForEachBackend(t, clustertest.Options{}, func(t *testing.T, o clustertest.Options) {
+		c := clustertest.Start(t, o)
+		old := c.Leader()
+		for _, n := range c.Nodes {
+			if n != old {
+				n.SetHealthy(false)
+			}
 		}
-	}
-	for _, n := range c.Nodes {
-		if n != old {
-			waitState(t, n, 30*time.Second, controller.StateOut, false)
+		for _, n := range c.Nodes {
+			if n != old {
+				waitState(t, n, 30*time.Second, controller.StateOut, false)
+			}
 		}
-	}
-	old.SetHealthy(false)
-	waitState(t, old, 30*time.Second, controller.StateOut, false)
-	waitAllAnswer(t, c.Nodes, 30*time.Second, "503 no leader", func(a leaderAnswer) bool {
-		return a.code == 503 && a.err == "no leader"
-	})
-	if out, code := old.CLI("leader"); code != 3 || out != "no leader\n" {
-		t.Fatalf("failoverd leader without a leader: exit %d, %q; want 3", code, out)
-	}
+		old.SetHealthy(false)
+		waitState(t, old, 30*time.Second, controller.StateOut, false)
+		waitAllAnswer(t, c.Nodes, 30*time.Second, "503 no leader", func(a leaderAnswer) bool {
+			return a.code == 503 && a.err == "no leader"
+		})
+		if out, code := old.CLI("leader"); code != 3 || out != "no leader\n" {
+			t.Fatalf("failoverd leader without a leader: exit %d, %q; want 3", code, out)
+		}
 
-	// A healthy node again: it leads, and everybody says so.
-	old.SetHealthy(true)
-	next := c.WaitLeader("", 60*time.Second)
-	epoch := epochOf(t, next)
-	waitAllAnswer(t, c.Nodes, 30*time.Second, "the leader", func(a leaderAnswer) bool {
-		return a.code == 200 && names(a.leader, next, epoch)
-	})
-	if out, code := old.CLI("leader"); code != 0 || !strings.HasPrefix(out, "leader "+next.ID+" host=127.0.0.1 address= epoch="+strconv.FormatInt(epoch, 10)+" since=") {
-		t.Fatalf("failoverd leader: exit %d, %q", code, out)
-	}
+		// A healthy node again: it leads, and everybody says so.
+		old.SetHealthy(true)
+		next := c.WaitLeader("", 60*time.Second)
+		epoch := epochOf(t, next)
+		waitAllAnswer(t, c.Nodes, 30*time.Second, "the leader", func(a leaderAnswer) bool {
+			return a.code == 200 && names(a.leader, next, epoch)
+		})
+		if out, code := old.CLI("leader"); code != 0 || !strings.HasPrefix(out, "leader "+next.ID+" host=127.0.0.1 address= epoch="+strconv.FormatInt(epoch, 10)+" since=") {
+			t.Fatalf("failoverd leader: exit %d, %q", code, out)
+		}
 
-	// ZooKeeper goes: for a session timeout after their last answered
-	// sync (asked every T/5) the nodes may still answer their last view;
-	// after it they cannot tell.
-	stopped := time.Now()
-	c.ZK.StopAll()
-	waitAllAnswer(t, c.Nodes, 30*time.Second, "503 cannot tell", func(a leaderAnswer) bool {
-		return a.code == 503 && strings.Contains(a.err, "cannot tell")
+		// The coordination service goes: for a session timeout (etcd: the
+		// lease TTL) after their last answered sync (asked every T/5) the
+		// nodes may still answer their last view; after it they cannot tell.
+		stopped := time.Now()
+		c.StopCoordination()
+		waitAllAnswer(t, c.Nodes, 30*time.Second, "503 cannot tell", func(a leaderAnswer) bool {
+			return a.code == 503 && strings.Contains(a.err, "cannot tell")
+		})
+		if d, min := time.Since(stopped), c.SessionTimeout()*4/5; d < min {
+			t.Errorf("a node could not tell %v after %s stopped, before the session timeout less one sync interval (%v)", d, c.BackendName(), min)
+		}
+		start := time.Now()
+		if out, code := old.CLI("leader"); code != 1 || !strings.Contains(out, "cannot reach "+c.BackendName()) || time.Since(start) > 30*time.Second {
+			t.Fatalf("failoverd leader without %s: exit %d after %v, %q", c.BackendName(), code, time.Since(start), out)
+		}
 	})
-	if d, min := time.Since(stopped), c.Opts.SessionTimeout*4/5; d < min {
-		t.Errorf("a node could not tell %v after ZooKeeper stopped, before the session timeout less one sync interval (%v)", d, min)
-	}
-	start := time.Now()
-	if out, code := old.CLI("leader"); code != 1 || !strings.Contains(out, "cannot reach zookeeper") || time.Since(start) > 30*time.Second {
-		t.Fatalf("failoverd leader without ZooKeeper: exit %d after %v, %q", code, time.Since(start), out)
-	}
 }

@@ -118,74 +118,74 @@ func (p *positionFiles) yaml(n *clustertest.Node) string {
 // priority campaigning it would only hand over, for the more advanced
 // position, which is why that one is kept out).
 func TestLaggingWinnerDeclinesAndACaughtUpNodeTakesOver(t *testing.T) {
-	pos := newPositionFiles(t)
-	c := clustertest.Start(t, clustertest.Options{
-		ServiceYAML:  pos.yaml,
-		ElectionYAML: fmt.Sprintf("  max_lag: %d\n", e2eMaxLag),
-	})
-	// On a loaded machine a leader can lose its lease while the test
-	// waits; the roles are then drawn again (at most three times).
-	var leader, lagging, caughtUp *clustertest.Node
-	var v int64
-	for attempt := 1; ; attempt++ {
-		leader = c.WaitLeader("", 30*time.Second)
-		lagging, caughtUp = nil, nil
-		for _, n := range c.Nodes {
-			switch {
-			case n == leader:
-			case lagging == nil:
-				lagging = n
-			default:
-				caughtUp = n
+	clustertest.ForEachBackend(t, clustertest.Options{ElectionYAML: fmt.Sprintf("  max_lag: %d\n", e2eMaxLag)}, func(t *testing.T, o clustertest.Options) {
+		pos := newPositionFiles(t)
+		o.ServiceYAML = pos.yaml
+		c := clustertest.Start(t, o)
+		// On a loaded machine a leader can lose its lease while the test
+		// waits; the roles are then drawn again (at most three times).
+		var leader, lagging, caughtUp *clustertest.Node
+		var v int64
+		for attempt := 1; ; attempt++ {
+			leader = c.WaitLeader("", 30*time.Second)
+			lagging, caughtUp = nil, nil
+			for _, n := range c.Nodes {
+				switch {
+				case n == leader:
+				case lagging == nil:
+					lagging = n
+				default:
+					caughtUp = n
+				}
 			}
+			v = pos.freeze(lagging.ID)
+			// The caught-up node rejoins behind the lagging one, so that the
+			// lagging one is next in the fair queue.
+			cedeNode(t, c, caughtUp, 300*time.Millisecond)
+			waitState(t, caughtUp, 15*time.Second, controller.StateStandby, true)
+			// The leader publishes a position more than max_lag ahead (sampled
+			// and written once an interval): 1.5 s of lag, two intervals, slack.
+			time.Sleep(e2eMaxLag*time.Millisecond + 2*e2ePosInterval + 1500*time.Millisecond)
+			if c.Leader() == leader {
+				break
+			}
+			if attempt == 3 {
+				t.Fatalf("the leader changed while the test waited, three times")
+			}
+			t.Logf("leader moved away from %s while the test waited (attempt %d); again", leader.ID, attempt)
+			pos.thaw(lagging.ID)
+			time.Sleep(2 * time.Second)
 		}
-		v = pos.freeze(lagging.ID)
-		// The caught-up node rejoins behind the lagging one, so that the
-		// lagging one is next in the fair queue.
-		cedeNode(t, c, caughtUp, 300*time.Millisecond)
-		waitState(t, caughtUp, 15*time.Second, controller.StateStandby, true)
-		// The leader publishes a position more than max_lag ahead (sampled
-		// and written once an interval): 1.5 s of lag, two intervals, slack.
-		time.Sleep(e2eMaxLag*time.Millisecond + 2*e2ePosInterval + 1500*time.Millisecond)
-		if c.Leader() == leader {
-			break
-		}
-		if attempt == 3 {
-			t.Fatalf("the leader changed while the test waited, three times")
-		}
-		t.Logf("leader moved away from %s while the test waited (attempt %d); again", leader.ID, attempt)
-		pos.thaw(lagging.ID)
-		time.Sleep(2 * time.Second)
-	}
-	// Out well past the lagging node's win: the session timeout after the
-	// kill, its decision, a retry.
-	const out = 14 * time.Second
-	cedeNode(t, c, caughtUp, out)
-	t0 := time.Now()
-	leader.Kill(syscall.SIGKILL)
+		// Out well past the lagging node's win: the session timeout after the
+		// kill, its decision, a retry.
+		const out = 14 * time.Second
+		cedeNode(t, c, caughtUp, out)
+		t0 := time.Now()
+		leader.Kill(syscall.SIGKILL)
 
-	// The lagging node wins and declines.
-	var declined []logLine
-	waitFor(t, out-2*time.Second, lagging.ID+" declining its win as lagging", func() bool {
+		// The lagging node wins and declines.
+		var declined []logLine
+		waitFor(t, out-2*time.Second, lagging.ID+" declining its win as lagging", func() bool {
+			if p := since(c, t0, "promote", "node", lagging.ID); len(p) != 0 {
+				t.Fatalf("%s promoted although it lagged more than max_lag (frozen at %d): %+v", lagging.ID, v, p)
+			}
+			declined = daemonLog(t, lagging, t0, "elected but not promoting")
+			return len(declined) > 0
+		})
+		t.Logf("%s (frozen at %d) declined: %s", lagging.ID, v, declined[0].Text)
 		if p := since(c, t0, "promote", "node", lagging.ID); len(p) != 0 {
-			t.Fatalf("%s promoted although it lagged more than max_lag (frozen at %d): %+v", lagging.ID, v, p)
+			t.Fatalf("%s promoted although it lagged more than max_lag: %+v", lagging.ID, p)
 		}
-		declined = daemonLog(t, lagging, t0, "elected but not promoting")
-		return len(declined) > 0
+		// The caught-up node takes over once it is back.
+		next := c.WaitLeader(leader.ID, out+30*time.Second)
+		if next != caughtUp {
+			t.Fatalf("%s leads, want the caught-up %s", next.ID, caughtUp.ID)
+		}
+		if p := since(c, t0, "promote", "node", lagging.ID); len(p) != 0 {
+			t.Fatalf("%s promoted although it lagged more than max_lag: %+v", lagging.ID, p)
+		}
+		c.CheckNoOverlap()
 	})
-	t.Logf("%s (frozen at %d) declined: %s", lagging.ID, v, declined[0].Text)
-	if p := since(c, t0, "promote", "node", lagging.ID); len(p) != 0 {
-		t.Fatalf("%s promoted although it lagged more than max_lag: %+v", lagging.ID, p)
-	}
-	// The caught-up node takes over once it is back.
-	next := c.WaitLeader(leader.ID, out+30*time.Second)
-	if next != caughtUp {
-		t.Fatalf("%s leads, want the caught-up %s", next.ID, caughtUp.ID)
-	}
-	if p := since(c, t0, "promote", "node", lagging.ID); len(p) != 0 {
-		t.Fatalf("%s promoted although it lagged more than max_lag: %+v", lagging.ID, p)
-	}
-	c.CheckNoOverlap()
 }
 
 // since lists the events of kind (with key=value filters) at or after t0.
@@ -213,65 +213,67 @@ func waitPaused(t *testing.T, c *clustertest.Cluster, on bool) {
 	})
 }
 
-// While the cluster is paused, the leader is cut off from ZooKeeper: its
-// lease ends and it demotes (cut off, it cannot know whether the pause
+// While the cluster is paused, the leader is cut off from the coordination
+// service (ZooKeeper or etcd): its lease ends and it demotes (cut off, it cannot know whether the pause
 // still holds), and for three session timeouts nobody else fences or
 // promotes (the standbys stay out of the election, though the leader's
 // session expires). After the resume a standby fences the old leader and
 // promotes. A build that ignores the pause fails over a session timeout
 // after the cut.
 func TestPausedClusterDoesNotReplaceALeaderThatLostItsLease(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{ThroughProxy: true})
-	// On a loaded machine a leader can lose its lease around the pause;
-	// the test then resumes and pauses again (at most three times).
-	var leader *clustertest.Node
-	for attempt := 1; ; attempt++ {
-		leader = c.WaitLeader("", 30*time.Second)
-		if out, code := leader.CLI("pause", "--reason", "e2e maintenance"); code != 0 {
-			t.Fatalf("failoverd pause: exit %d\n%s", code, out)
+	clustertest.ForEachBackend(t, clustertest.Options{ThroughProxy: true}, func(t *testing.T, o clustertest.Options) {
+		c := clustertest.Start(t, o)
+		// On a loaded machine a leader can lose its lease around the pause;
+		// the test then resumes and pauses again (at most three times).
+		var leader *clustertest.Node
+		for attempt := 1; ; attempt++ {
+			leader = c.WaitLeader("", 30*time.Second)
+			if out, code := leader.CLI("pause", "--reason", "e2e maintenance"); code != 0 {
+				t.Fatalf("failoverd pause: exit %d\n%s", code, out)
+			}
+			waitPaused(t, c, true)
+			time.Sleep(time.Second) // a takeover under way ends either way
+			if c.Leader() == leader {
+				break
+			}
+			if attempt == 3 {
+				t.Fatalf("the leader changed around the pause, three times")
+			}
+			t.Logf("leader moved away from %s around the pause (attempt %d); resuming to try again", leader.ID, attempt)
+			if out, code := leader.CLI("resume"); code != 0 {
+				t.Fatalf("failoverd resume: exit %d\n%s", code, out)
+			}
+			waitPaused(t, c, false)
 		}
-		waitPaused(t, c, true)
-		time.Sleep(time.Second) // a takeover under way ends either way
-		if c.Leader() == leader {
-			break
+		t0 := time.Now()
+		leader.CutOff(true)
+		if _, ok := waitEvent(t, c, t0, 10*time.Second, "demote", "node", leader.ID, "reason", "lease_expired"); !ok {
+			t.Fatalf("%s did not demote when its lease ended while paused", leader.ID)
 		}
-		if attempt == 3 {
-			t.Fatalf("the leader changed around the pause, three times")
+		hold := 3*c.SessionTimeout() + time.Second
+		time.Sleep(hold)
+		for _, kind := range []string{"pre_promote", "promote", "fence_attempt", "fence"} {
+			if ev := since(c, t0, kind); len(ev) != 0 {
+				t.Fatalf("%s while paused, %v after the leader was cut off: %+v", kind, hold, ev)
+			}
 		}
-		t.Logf("leader moved away from %s around the pause (attempt %d); resuming to try again", leader.ID, attempt)
-		if out, code := leader.CLI("resume"); code != 0 {
+		if l := c.Leader(); l != nil {
+			t.Fatalf("%s leads while paused", l.ID)
+		}
+		var other *clustertest.Node
+		for _, n := range c.Nodes {
+			if n != leader {
+				other = n
+			}
+		}
+		if out, code := other.CLI("resume"); code != 0 {
 			t.Fatalf("failoverd resume: exit %d\n%s", code, out)
 		}
-		waitPaused(t, c, false)
-	}
-	t0 := time.Now()
-	leader.Proxy.Blackhole(true)
-	if _, ok := waitEvent(t, c, t0, 10*time.Second, "demote", "node", leader.ID, "reason", "lease_expired"); !ok {
-		t.Fatalf("%s did not demote when its lease ended while paused", leader.ID)
-	}
-	hold := 3*c.Opts.SessionTimeout + time.Second
-	time.Sleep(hold)
-	for _, kind := range []string{"pre_promote", "promote", "fence_attempt", "fence"} {
-		if ev := since(c, t0, kind); len(ev) != 0 {
-			t.Fatalf("%s while paused, %v after the leader was cut off: %+v", kind, hold, ev)
+		next := c.WaitLeader(leader.ID, 30*time.Second)
+		if len(since(c, t0, "promote", "node", next.ID)) == 0 {
+			t.Fatalf("%s leads without a promote after the resume", next.ID)
 		}
-	}
-	if l := c.Leader(); l != nil {
-		t.Fatalf("%s leads while paused", l.ID)
-	}
-	var other *clustertest.Node
-	for _, n := range c.Nodes {
-		if n != leader {
-			other = n
-		}
-	}
-	if out, code := other.CLI("resume"); code != 0 {
-		t.Fatalf("failoverd resume: exit %d\n%s", code, out)
-	}
-	next := c.WaitLeader(leader.ID, 30*time.Second)
-	if len(since(c, t0, "promote", "node", next.ID)) == 0 {
-		t.Fatalf("%s leads without a promote after the resume", next.ID)
-	}
-	leader.Proxy.Blackhole(false)
-	c.CheckNoOverlap()
+		leader.CutOff(false)
+		c.CheckNoOverlap()
+	})
 }

@@ -1,6 +1,6 @@
-// Package policy holds the promotion policy's end-to-end tests (real ZooKeeper, real
-// failoverd processes), one file per rule, apart from test/e2e so that
-// both run in parallel.
+// Package policy holds the promotion policy's end-to-end tests (real
+// ZooKeeper or etcd, real failoverd processes), one file per rule, apart
+// from test/e2e so that both run in parallel.
 package policy
 
 import (
@@ -26,75 +26,77 @@ import (
 func TestHistoryListsEachChange(t *testing.T) {
 	// A 4 s session (not 2 s) keeps a loaded machine from adding a
 	// leadership change of its own: the test wants exactly four.
-	c := clustertest.Start(t, clustertest.Options{SessionTimeout: 4 * time.Second})
-	first := c.Leader()
-	e1 := epoch(t, first)
-	h := waitHistory(t, first, 1)
-	want := []cluster.HistoryEntry{{NewLeader: first.ID, NewEpoch: e1, Reason: cluster.HistoryStart, FenceMethod: cluster.FenceNone}}
-	checkHistory(t, h, want)
+	clustertest.ForEachBackend(t, clustertest.Options{SessionTimeout: 4 * time.Second, EtcdLeaseTTL: 4 * time.Second}, func(t *testing.T, o clustertest.Options) {
+		c := clustertest.Start(t, o)
+		first := c.Leader()
+		e1 := epoch(t, first)
+		h := waitHistory(t, first, 1)
+		want := []cluster.HistoryEntry{{NewLeader: first.ID, NewEpoch: e1, Reason: cluster.HistoryStart, FenceMethod: cluster.FenceNone}}
+		checkHistory(t, h, want)
 
-	first.Kill(syscall.SIGKILL)
-	second := c.WaitLeader(first.ID, 30*time.Second)
-	e2 := epoch(t, second)
-	want = append(want, cluster.HistoryEntry{OldLeader: first.ID, OldEpoch: e1, NewLeader: second.ID, NewEpoch: e2,
-		Reason: cluster.HistoryFailover, FenceMethod: "shell"})
-	checkHistory(t, waitHistory(t, second, 2), want)
+		first.Kill(syscall.SIGKILL)
+		second := c.WaitLeader(first.ID, 30*time.Second)
+		e2 := epoch(t, second)
+		want = append(want, cluster.HistoryEntry{OldLeader: first.ID, OldEpoch: e1, NewLeader: second.ID, NewEpoch: e2,
+			Reason: cluster.HistoryFailover, FenceMethod: "shell"})
+		checkHistory(t, waitHistory(t, second, 2), want)
 
-	second.Signal(syscall.SIGTERM)
-	if err, exited := second.Wait(20 * time.Second); !exited || err != nil {
-		t.Fatalf("%s after SIGTERM: exited %v, %v", second.ID, exited, err)
-	}
-	var third *clustertest.Node
-	for _, n := range c.Nodes {
-		if n != first && n != second {
-			third = n
+		second.Signal(syscall.SIGTERM)
+		if err, exited := second.Wait(20 * time.Second); !exited || err != nil {
+			t.Fatalf("%s after SIGTERM: exited %v, %v", second.ID, exited, err)
 		}
-	}
-	if l := c.WaitLeader(second.ID, 30*time.Second); l != third {
-		t.Fatalf("%s leads, want %s", l.ID, third.ID)
-	}
-	e3 := epoch(t, third)
-	want = append(want, cluster.HistoryEntry{OldLeader: second.ID, OldEpoch: e2, NewLeader: third.ID, NewEpoch: e3,
-		Reason: cluster.HistoryHandoff, FenceMethod: cluster.FenceNone})
-	checkHistory(t, waitHistory(t, third, 3), want)
-
-	// The gracefully stopped node comes back and is asked to lead.
-	second.Start()
-	if !second.WaitState(30*time.Second, "standby") {
-		t.Fatalf("%s did not become a standby again", second.ID)
-	}
-	if out, code := third.CLI("failover", "--to", second.ID, "--timeout", "20s"); code != 0 {
-		t.Fatalf("failover --to %s: exit %d\n%s", second.ID, code, out)
-	}
-	e4 := epoch(t, second)
-	want = append(want, cluster.HistoryEntry{OldLeader: third.ID, OldEpoch: e3, NewLeader: second.ID, NewEpoch: e4,
-		Reason: cluster.HistorySwitchover, FenceMethod: cluster.FenceNone})
-	h = waitHistory(t, third, 4)
-	checkHistory(t, h, want)
-	for i, e := range h {
-		if e.DurationMS <= 0 || e.At.IsZero() || e.NewHost == "" || (i > 0 && e.At.Before(h[i-1].At)) {
-			t.Errorf("entry %d: at %v, took %d ms, host %q", i, e.At, e.DurationMS, e.NewHost)
+		var third *clustertest.Node
+		for _, n := range c.Nodes {
+			if n != first && n != second {
+				third = n
+			}
 		}
-	}
-
-	var api []cluster.HistoryEntry
-	if err := getJSON("http://"+third.AdminAddr+"/v1/history", &api); err != nil || len(api) != len(h) {
-		t.Errorf("GET /v1/history: %d entries, %v; want the %d the CLI lists", len(api), err, len(h))
-	} else {
-		checkHistory(t, api, want)
-	}
-
-	out, code := third.CLI("history")
-	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if code != 0 || len(lines) != 5 || !strings.HasPrefix(lines[0], "TIME") {
-		t.Fatalf("history: exit %d\n%s\nwant a header and four rows", code, out)
-	}
-	for i, w := range want {
-		row := strings.Join(strings.Fields(lines[i+1]), " ")
-		if !strings.Contains(row, fmt.Sprintf("%s %d %s %s", w.NewLeader, w.NewEpoch, w.Reason, w.FenceMethod)) {
-			t.Errorf("history row %d %q, want %s at epoch %d, %s, fence %s", i, row, w.NewLeader, w.NewEpoch, w.Reason, w.FenceMethod)
+		if l := c.WaitLeader(second.ID, 30*time.Second); l != third {
+			t.Fatalf("%s leads, want %s", l.ID, third.ID)
 		}
-	}
+		e3 := epoch(t, third)
+		want = append(want, cluster.HistoryEntry{OldLeader: second.ID, OldEpoch: e2, NewLeader: third.ID, NewEpoch: e3,
+			Reason: cluster.HistoryHandoff, FenceMethod: cluster.FenceNone})
+		checkHistory(t, waitHistory(t, third, 3), want)
+
+		// The gracefully stopped node comes back and is asked to lead.
+		second.Start()
+		if !second.WaitState(30*time.Second, "standby") {
+			t.Fatalf("%s did not become a standby again", second.ID)
+		}
+		if out, code := third.CLI("failover", "--to", second.ID, "--timeout", "20s"); code != 0 {
+			t.Fatalf("failover --to %s: exit %d\n%s", second.ID, code, out)
+		}
+		e4 := epoch(t, second)
+		want = append(want, cluster.HistoryEntry{OldLeader: third.ID, OldEpoch: e3, NewLeader: second.ID, NewEpoch: e4,
+			Reason: cluster.HistorySwitchover, FenceMethod: cluster.FenceNone})
+		h = waitHistory(t, third, 4)
+		checkHistory(t, h, want)
+		for i, e := range h {
+			if e.DurationMS <= 0 || e.At.IsZero() || e.NewHost == "" || (i > 0 && e.At.Before(h[i-1].At)) {
+				t.Errorf("entry %d: at %v, took %d ms, host %q", i, e.At, e.DurationMS, e.NewHost)
+			}
+		}
+
+		var api []cluster.HistoryEntry
+		if err := getJSON("http://"+third.AdminAddr+"/v1/history", &api); err != nil || len(api) != len(h) {
+			t.Errorf("GET /v1/history: %d entries, %v; want the %d the CLI lists", len(api), err, len(h))
+		} else {
+			checkHistory(t, api, want)
+		}
+
+		out, code := third.CLI("history")
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if code != 0 || len(lines) != 5 || !strings.HasPrefix(lines[0], "TIME") {
+			t.Fatalf("history: exit %d\n%s\nwant a header and four rows", code, out)
+		}
+		for i, w := range want {
+			row := strings.Join(strings.Fields(lines[i+1]), " ")
+			if !strings.Contains(row, fmt.Sprintf("%s %d %s %s", w.NewLeader, w.NewEpoch, w.Reason, w.FenceMethod)) {
+				t.Errorf("history row %d %q, want %s at epoch %d, %s, fence %s", i, row, w.NewLeader, w.NewEpoch, w.Reason, w.FenceMethod)
+			}
+		}
+	})
 }
 
 // getJSON decodes the 200 answer of GET url into v.

@@ -12,7 +12,7 @@ import (
 )
 
 // Maintenance mode and the failover cooldown, end to end (real
-// ZooKeeper, real failoverd processes, the toy service).
+// ZooKeeper or etcd, real failoverd processes, the toy service).
 
 // session is the clusters' session timeout: 4 s, so that a loaded machine
 // does not add a leadership change of its own (a lease lost to a stalled
@@ -127,43 +127,45 @@ func metric(t *testing.T, n *clustertest.Node, name string) string {
 // status and the metric show the pause), and resume lets the failover
 // happen. On the old code the standbys take over within a second.
 func TestPauseKeepsUnhealthyLeaderUntilResume(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{SessionTimeout: session})
-	l := pausedLeader(t, c)
-	for _, n := range c.Nodes {
-		if n != l && !n.WaitState(10*time.Second, "out") {
-			t.Fatalf("%s is not out of the election while paused", n.ID)
+	clustertest.ForEachBackend(t, clustertest.Options{SessionTimeout: session, EtcdLeaseTTL: session}, func(t *testing.T, o clustertest.Options) {
+		c := clustertest.Start(t, o)
+		l := pausedLeader(t, c)
+		for _, n := range c.Nodes {
+			if n != l && !n.WaitState(10*time.Second, "out") {
+				t.Fatalf("%s is not out of the election while paused", n.ID)
+			}
 		}
-	}
-	t0 := time.Now()
-	l.SetHealthy(false)
-	if !waitHealth(l, "unhealthy", 10*time.Second) {
-		t.Fatalf("%s never reported itself unhealthy", l.ID)
-	}
-	time.Sleep(holdFor)
-	if got := c.Leader(); got != l {
-		c.DumpLogs()
-		t.Fatalf("leader %s after %v paused with an unhealthy leader, want %s kept", nodeID(got), holdFor, l.ID)
-	}
-	if ev := since(c, t0, "promote"); len(ev) != 0 {
-		t.Fatalf("promotions while paused: %+v", ev)
-	}
-	if ev := since(c, t0, "demote", "node", l.ID); len(ev) != 0 {
-		t.Fatalf("the paused leader demoted: %+v", ev)
-	}
-	out, _ := l.CLI("status")
-	if !strings.Contains(out, "PAUSED since ") || !strings.Contains(out, "e2e maintenance") || !strings.Contains(out, "unhealthy") {
-		t.Errorf("status while paused:\n%s", out)
-	}
-	if m := metric(t, l, "failoverd_paused"); m != "failoverd_paused 1" {
-		t.Errorf("metric %q, want failoverd_paused 1", m)
-	}
+		t0 := time.Now()
+		l.SetHealthy(false)
+		if !waitHealth(l, "unhealthy", 10*time.Second) {
+			t.Fatalf("%s never reported itself unhealthy", l.ID)
+		}
+		time.Sleep(holdFor)
+		if got := c.Leader(); got != l {
+			c.DumpLogs()
+			t.Fatalf("leader %s after %v paused with an unhealthy leader, want %s kept", nodeID(got), holdFor, l.ID)
+		}
+		if ev := since(c, t0, "promote"); len(ev) != 0 {
+			t.Fatalf("promotions while paused: %+v", ev)
+		}
+		if ev := since(c, t0, "demote", "node", l.ID); len(ev) != 0 {
+			t.Fatalf("the paused leader demoted: %+v", ev)
+		}
+		out, _ := l.CLI("status")
+		if !strings.Contains(out, "PAUSED since ") || !strings.Contains(out, "e2e maintenance") || !strings.Contains(out, "unhealthy") {
+			t.Errorf("status while paused:\n%s", out)
+		}
+		if m := metric(t, l, "failoverd_paused"); m != "failoverd_paused 1" {
+			t.Errorf("metric %q, want failoverd_paused 1", m)
+		}
 
-	resume(t, c, l)
-	next := c.WaitLeader(l.ID, 30*time.Second)
-	if m := metric(t, next, "failoverd_paused"); m != "failoverd_paused 0" {
-		t.Errorf("metric %q after resume, want failoverd_paused 0", m)
-	}
-	c.CheckNoOverlap()
+		resume(t, c, l)
+		next := c.WaitLeader(l.ID, 30*time.Second)
+		if m := metric(t, next, "failoverd_paused"); m != "failoverd_paused 0" {
+			t.Errorf("metric %q after resume, want failoverd_paused 0", m)
+		}
+		c.CheckNoOverlap()
+	})
 }
 
 // A leader killed while paused is not replaced (its session expires, no
@@ -171,72 +173,76 @@ func TestPauseKeepsUnhealthyLeaderUntilResume(t *testing.T) {
 // promotes. On the old code a standby takes over one session timeout
 // after the kill.
 func TestPauseKilledLeaderNotReplacedUntilResume(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{SessionTimeout: session})
-	l := pausedLeader(t, c)
-	t0 := time.Now()
-	l.Kill(syscall.SIGKILL)
-	hold := 3*session + time.Second // its session is gone after one
-	time.Sleep(hold)
-	if got := c.Leader(); got != nil {
-		t.Fatalf("%s leads %v after the paused leader was killed, want nobody", got.ID, hold)
-	}
-	if ev := since(c, t0, "promote"); len(ev) != 0 {
-		t.Fatalf("promotions while paused: %+v", ev)
-	}
-	if ev := since(c, t0, "fence_attempt"); len(ev) != 0 {
-		t.Fatalf("fencing while paused: %+v", ev)
-	}
-	var other *clustertest.Node
-	for _, n := range c.Nodes {
-		if n != l {
-			other = n
+	clustertest.ForEachBackend(t, clustertest.Options{SessionTimeout: session, EtcdLeaseTTL: session}, func(t *testing.T, o clustertest.Options) {
+		c := clustertest.Start(t, o)
+		l := pausedLeader(t, c)
+		t0 := time.Now()
+		l.Kill(syscall.SIGKILL)
+		hold := 3*session + time.Second // its session is gone after one
+		time.Sleep(hold)
+		if got := c.Leader(); got != nil {
+			t.Fatalf("%s leads %v after the paused leader was killed, want nobody", got.ID, hold)
 		}
-	}
-	out, _ := other.CLI("status")
-	if !strings.Contains(out, "Leader: none while paused") {
-		t.Errorf("status while paused without a leader:\n%s", out)
-	}
-	resume(t, c, other)
-	next := c.WaitLeader(l.ID, 30*time.Second)
-	if ev := since(c, t0, "fence", "node", next.ID, "target", l.ID); len(ev) != 1 {
-		c.DumpLogs()
-		t.Fatalf("%s's fences of %s after resume: %+v, want one", next.ID, l.ID, ev)
-	}
-	c.CheckNoOverlap()
+		if ev := since(c, t0, "promote"); len(ev) != 0 {
+			t.Fatalf("promotions while paused: %+v", ev)
+		}
+		if ev := since(c, t0, "fence_attempt"); len(ev) != 0 {
+			t.Fatalf("fencing while paused: %+v", ev)
+		}
+		var other *clustertest.Node
+		for _, n := range c.Nodes {
+			if n != l {
+				other = n
+			}
+		}
+		out, _ := other.CLI("status")
+		if !strings.Contains(out, "Leader: none while paused") {
+			t.Errorf("status while paused without a leader:\n%s", out)
+		}
+		resume(t, c, other)
+		next := c.WaitLeader(l.ID, 30*time.Second)
+		if ev := since(c, t0, "fence", "node", next.ID, "target", l.ID); len(ev) != 1 {
+			c.DumpLogs()
+			t.Fatalf("%s's fences of %s after resume: %+v, want one", next.ID, l.ID, ev)
+		}
+		c.CheckNoOverlap()
+	})
 }
 
 // failover --to works while paused: the leader hands over, the target
 // promotes, the cluster stays paused, and the third node stays out.
 func TestPauseFailoverToStillWorks(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{SessionTimeout: session})
-	l := pausedLeader(t, c)
-	var to, third *clustertest.Node
-	for _, n := range c.Nodes {
-		switch {
-		case n == l:
-		case to == nil:
-			to = n
-		default:
-			third = n
+	clustertest.ForEachBackend(t, clustertest.Options{SessionTimeout: session, EtcdLeaseTTL: session}, func(t *testing.T, o clustertest.Options) {
+		c := clustertest.Start(t, o)
+		l := pausedLeader(t, c)
+		var to, third *clustertest.Node
+		for _, n := range c.Nodes {
+			switch {
+			case n == l:
+			case to == nil:
+				to = n
+			default:
+				third = n
+			}
 		}
-	}
-	if out, code := l.CLI("failover", "--to", to.ID, "--timeout", "20s"); code != 0 {
-		c.DumpLogs()
-		t.Fatalf("failover --to %s while paused: exit %d\n%s", to.ID, code, out)
-	}
-	if got := c.Leader(); got != to {
-		t.Fatalf("leader %s after failover --to %s while paused", nodeID(got), to.ID)
-	}
-	if st, _ := to.Status(); st.Paused == nil {
-		t.Error("the cluster is no longer paused after the failover")
-	}
-	time.Sleep(2 * time.Second)
-	for _, n := range []*clustertest.Node{l, third} {
-		if st, ok := n.Status(); !ok || st.State != "out" {
-			t.Errorf("%s is %s after the failover while paused, want out", n.ID, st.State)
+		if out, code := l.CLI("failover", "--to", to.ID, "--timeout", "20s"); code != 0 {
+			c.DumpLogs()
+			t.Fatalf("failover --to %s while paused: exit %d\n%s", to.ID, code, out)
 		}
-	}
-	c.CheckNoOverlap()
+		if got := c.Leader(); got != to {
+			t.Fatalf("leader %s after failover --to %s while paused", nodeID(got), to.ID)
+		}
+		if st, _ := to.Status(); st.Paused == nil {
+			t.Error("the cluster is no longer paused after the failover")
+		}
+		time.Sleep(2 * time.Second)
+		for _, n := range []*clustertest.Node{l, third} {
+			if st, ok := n.Status(); !ok || st.State != "out" {
+				t.Errorf("%s is %s after the failover while paused, want out", n.ID, st.State)
+			}
+		}
+		c.CheckNoOverlap()
+	})
 }
 
 // Daemons restarted while paused leave their service alone: a standby
@@ -245,66 +251,68 @@ func TestPauseFailoverToStillWorks(t *testing.T) {
 // After resume each runs its deferred startup demote before joining, and
 // the cluster gets a leader again.
 func TestPauseRestartLeavesServiceAlone(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{Follow: true, SessionTimeout: session})
-	first := c.WaitLeader("", 30*time.Second)
-	// Let the standbys' first follow runs finish before the pause.
-	deadline := time.Now().Add(20 * time.Second)
-	for len(clustertest.Find(c.Events(), "follow_done", "leader", first.ID)) < len(c.Nodes)-1 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the standbys never followed %s", first.ID)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	l := pausedLeader(t, c)
-	var s *clustertest.Node
-	for _, n := range c.Nodes {
-		if n != l {
-			s = n
-		}
-	}
-	t0 := time.Now()
-	for _, n := range []*clustertest.Node{s, l} {
-		n.Signal(syscall.SIGTERM)
-		if err, exited := n.Wait(20 * time.Second); !exited || err != nil {
-			t.Fatalf("%s after SIGTERM: exited %v, %v", n.ID, exited, err)
-		}
-		n.Start()
-	}
-	for _, n := range []*clustertest.Node{s, l} {
-		if !n.WaitState(20*time.Second, "out") {
-			t.Fatalf("%s did not come back (out) while paused", n.ID)
-		}
-	}
-	waitAll(t, c, "the pause after the restarts", func(st pausedStatus) bool { return st.paused })
-	time.Sleep(3 * time.Second)
-	if ev := since(c, t0, "demote"); len(ev) != 0 {
-		c.DumpLogs()
-		t.Fatalf("demotes while paused (stop or startup): %+v", ev)
-	}
-	if ev := since(c, t0, "follow"); len(ev) != 0 {
-		t.Fatalf("follow hooks while paused: %+v", ev)
-	}
-	if r := l.Role(); r != "primary" {
-		t.Errorf("%s's service is %q after its daemon restarted while paused, want primary (left alone)", l.ID, r)
-	}
-
-	t1 := time.Now()
-	resume(t, c, s)
-	next := c.WaitLeader("", 30*time.Second)
-	// Each runs its deferred startup demote (retried after a hook timeout
-	// on a loaded machine: one that succeeded is what counts).
-	deadline = time.Now().Add(20 * time.Second)
-	for _, n := range []*clustertest.Node{s, l} {
-		for len(since(c, t1, "demote", "node", n.ID, "reason", "startup")) != 1 {
+	clustertest.ForEachBackend(t, clustertest.Options{Follow: true, SessionTimeout: session, EtcdLeaseTTL: session}, func(t *testing.T, o clustertest.Options) {
+		c := clustertest.Start(t, o)
+		first := c.WaitLeader("", 30*time.Second)
+		// Let the standbys' first follow runs finish before the pause.
+		deadline := time.Now().Add(20 * time.Second)
+		for len(clustertest.Find(c.Events(), "follow_done", "leader", first.ID)) < len(c.Nodes)-1 {
 			if time.Now().After(deadline) {
-				c.DumpLogs()
-				t.Fatalf("%s's startup demotes after resume: %+v, want one", n.ID, since(c, t1, "demote", "node", n.ID))
+				t.Fatalf("the standbys never followed %s", first.ID)
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
-	}
-	t.Logf("%s leads after resume", next.ID)
-	c.CheckNoOverlap()
+		l := pausedLeader(t, c)
+		var s *clustertest.Node
+		for _, n := range c.Nodes {
+			if n != l {
+				s = n
+			}
+		}
+		t0 := time.Now()
+		for _, n := range []*clustertest.Node{s, l} {
+			n.Signal(syscall.SIGTERM)
+			if err, exited := n.Wait(20 * time.Second); !exited || err != nil {
+				t.Fatalf("%s after SIGTERM: exited %v, %v", n.ID, exited, err)
+			}
+			n.Start()
+		}
+		for _, n := range []*clustertest.Node{s, l} {
+			if !n.WaitState(20*time.Second, "out") {
+				t.Fatalf("%s did not come back (out) while paused", n.ID)
+			}
+		}
+		waitAll(t, c, "the pause after the restarts", func(st pausedStatus) bool { return st.paused })
+		time.Sleep(3 * time.Second)
+		if ev := since(c, t0, "demote"); len(ev) != 0 {
+			c.DumpLogs()
+			t.Fatalf("demotes while paused (stop or startup): %+v", ev)
+		}
+		if ev := since(c, t0, "follow"); len(ev) != 0 {
+			t.Fatalf("follow hooks while paused: %+v", ev)
+		}
+		if r := l.Role(); r != "primary" {
+			t.Errorf("%s's service is %q after its daemon restarted while paused, want primary (left alone)", l.ID, r)
+		}
+
+		t1 := time.Now()
+		resume(t, c, s)
+		next := c.WaitLeader("", 30*time.Second)
+		// Each runs its deferred startup demote (retried after a hook timeout
+		// on a loaded machine: one that succeeded is what counts).
+		deadline = time.Now().Add(20 * time.Second)
+		for _, n := range []*clustertest.Node{s, l} {
+			for len(since(c, t1, "demote", "node", n.ID, "reason", "startup")) != 1 {
+				if time.Now().After(deadline) {
+					c.DumpLogs()
+					t.Fatalf("%s's startup demotes after resume: %+v, want one", n.ID, since(c, t1, "demote", "node", n.ID))
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		}
+		t.Logf("%s leads after resume", next.ID)
+		c.CheckNoOverlap()
+	})
 }
 
 // The cooldown holds an unhealthy new leader after an automatic failover
@@ -314,35 +322,39 @@ func TestPauseRestartLeavesServiceAlone(t *testing.T) {
 // second of turning unhealthy.
 func TestCooldownHoldsUnhealthyNewLeader(t *testing.T) {
 	const cooldown = 10 * time.Second
-	c := clustertest.Start(t, clustertest.Options{ElectionYAML: "  failover_cooldown: 10s\n", SessionTimeout: session})
-	first := c.WaitLeader("", 30*time.Second)
-	first.Kill(syscall.SIGKILL)
-	l := c.WaitLeader(first.ID, 30*time.Second)
-	st, _ := l.Status()
-	promoted := time.Now()
-	if st.CooldownUntil.IsZero() || st.CooldownUntil.Sub(promoted) > cooldown || st.CooldownUntil.Sub(promoted) < cooldown-5*time.Second {
-		t.Fatalf("%s's cooldown_until %v (now %v), want about %v after its promotion", l.ID, st.CooldownUntil, promoted, cooldown)
-	}
-	l.SetHealthy(false)
-	if !waitHealth(l, "unhealthy", 5*time.Second) {
-		t.Fatalf("%s never reported itself unhealthy", l.ID)
-	}
-	time.Sleep(time.Until(st.CooldownUntil) - 2*time.Second)
-	if got := c.Leader(); got != l {
-		c.DumpLogs()
-		t.Fatalf("leader %s inside the cooldown, want %s kept although unhealthy", nodeID(got), l.ID)
-	}
-	if m := metric(t, l, "failoverd_cooldown_holds_total"); m != "failoverd_cooldown_holds_total 1" {
-		t.Errorf("metric %q, want failoverd_cooldown_holds_total 1", m)
-	}
-	if out, _ := l.CLI("status"); !strings.Contains(out, "cooldown until") {
-		t.Errorf("status inside the cooldown:\n%s", out)
-	}
-	next := c.WaitLeader(l.ID, 20*time.Second)
-	if at := time.Now(); at.Before(st.CooldownUntil) {
-		t.Errorf("%s took over at %v, before %s's cooldown ended (%v)", next.ID, at, l.ID, st.CooldownUntil)
-	}
-	c.CheckNoOverlap()
+	clustertest.ForEachBackend(t, clustertest.Options{ElectionYAML: "  failover_cooldown: 10s\n", SessionTimeout: session, EtcdLeaseTTL: session}, func(t *testing.T, o clustertest.Options) {
+		c := clustertest.Start(t, o)
+		first := c.WaitLeader("", 30*time.Second)
+		first.Kill(syscall.SIGKILL)
+		l := c.WaitLeader(first.ID, 30*time.Second)
+		st, _ := l.Status()
+		promoted := time.Now()
+		if st.CooldownUntil.IsZero() || st.CooldownUntil.Sub(promoted) > cooldown || st.CooldownUntil.Sub(promoted) < cooldown-5*time.Second {
+			t.Fatalf("%s's cooldown_until %v (now %v), want about %v after its promotion", l.ID, st.CooldownUntil, promoted, cooldown)
+		}
+		l.SetHealthy(false)
+		if !waitHealth(l, "unhealthy", 5*time.Second) {
+			t.Fatalf("%s never reported itself unhealthy", l.ID)
+		}
+		// failoverd status first: on a loaded machine the CLI can take
+		// longer than the 2 s left at the check below.
+		if out, _ := l.CLI("status"); !strings.Contains(out, "cooldown until") {
+			t.Errorf("status inside the cooldown:\n%s", out)
+		}
+		time.Sleep(time.Until(st.CooldownUntil) - 2*time.Second)
+		if got := c.Leader(); got != l {
+			c.DumpLogs()
+			t.Fatalf("leader %s inside the cooldown, want %s kept although unhealthy", nodeID(got), l.ID)
+		}
+		if m := metric(t, l, "failoverd_cooldown_holds_total"); m != "failoverd_cooldown_holds_total 1" {
+			t.Errorf("metric %q, want failoverd_cooldown_holds_total 1", m)
+		}
+		next := c.WaitLeader(l.ID, 20*time.Second)
+		if at := time.Now(); at.Before(st.CooldownUntil) {
+			t.Errorf("%s took over at %v, before %s's cooldown ended (%v)", next.ID, at, l.ID, st.CooldownUntil)
+		}
+		c.CheckNoOverlap()
+	})
 }
 
 // waitHealth waits until n's admin API reports health.
