@@ -88,6 +88,9 @@ func Summary(r Report, seed uint64, replay string) string {
 	if r.ExpiredZnodeEnds > 0 {
 		fmt.Fprintf(&b, "leaderships ended for 'znode deleted' by the node's own session expiry while its daemon was paused (not failed): %d\n", r.ExpiredZnodeEnds)
 	}
+	if r.RevokedEnds > 0 {
+		fmt.Fprintf(&b, "leaderships ended for a deleted election entry while the operator revoked the node's lease (not failed): %d\n", r.RevokedEnds)
+	}
 	if len(r.KnownRaces) > 0 {
 		fmt.Fprintf(&b, "known dependency data races (reported, not failing): %s\n", strings.Join(r.KnownRaces, ", "))
 		for _, k := range KnownRaces {
@@ -199,6 +202,7 @@ func Combine(a, b Report) Report {
 	r.LeaderPositions += b.LeaderPositions
 	r.LaggingWins += b.LaggingWins
 	r.ExpiredZnodeEnds += b.ExpiredZnodeEnds
+	r.RevokedEnds += b.RevokedEnds
 	r.LaggingDeclined += b.LaggingDeclined
 	r.Judged = map[string]int{}
 	for _, m := range []map[string]int{a.Judged, b.Judged} {

@@ -122,6 +122,11 @@ type Options struct {
 	// which ExtraYAML cannot add without a second service section.
 	ServiceYAML  func(n *Node) string
 	ElectionYAML string
+	// EtcdClientProxies (etcd) puts, per node, an etcdtest.DelayProxy in
+	// front of every member's client port and gives the node only those
+	// endpoints: Node.EtcdProxies can then cut one node off from one
+	// member or from all of them (Blackhole) while the cluster is whole.
+	EtcdClientProxies bool
 }
 
 // Cluster is a running test cluster.
@@ -152,6 +157,9 @@ type Node struct {
 	ZKLossProxies []*zktest.LossProxy
 	// PeerProxy (Options.PeerProxy) fronts this node's admin API for peers.
 	PeerProxy *zktest.Proxy
+	// EtcdProxies (Options.EtcdClientProxies) are this node's proxies, one
+	// per etcd member, in member order.
+	EtcdProxies []*etcdtest.DelayProxy
 	// peerTarget, when set, is where PeerProxy sends new connections
 	// instead of the admin API (SetPeerTarget).
 	peerTarget atomic.Value
@@ -296,6 +304,11 @@ func Start(t testing.TB, o Options) *Cluster {
 				for _, p := range n.ZKProxies {
 					n.ZKLossProxies = append(n.ZKLossProxies, zktest.NewLossProxy(t, p.Addr))
 				}
+			}
+		}
+		if o.EtcdClientProxies && c.Etcd != nil {
+			for _, m := range c.Etcd.Members {
+				n.EtcdProxies = append(n.EtcdProxies, etcdtest.NewDelayProxy(t, m.ClientAddr()))
 			}
 		}
 		if o.PeerProxy {
@@ -460,8 +473,15 @@ func (n *Node) writeConfig(failoverd string) {
 	}
 	demoteTimeout := (o.SessionTimeout - o.SessionTimeout*2/3) * 9 / 10
 	if o.Backend == BackendEtcd {
+		endpoints := c.Etcd.Endpoints()
+		if len(n.EtcdProxies) > 0 {
+			endpoints = nil
+			for _, p := range n.EtcdProxies {
+				endpoints = append(endpoints, "http://"+p.Addr())
+			}
+		}
 		fmt.Fprintf(&b, "coordination:\n  backend: etcd\netcd:\n  endpoints: [%s]\n  prefix: /failoverd\n  lease_ttl: %s\n  dial_timeout: 2s\n",
-			strings.Join(c.Etcd.Endpoints(), ", "), o.EtcdLeaseTTL)
+			strings.Join(endpoints, ", "), o.EtcdLeaseTTL)
 		demoteTimeout = etcdDemoteTimeout(o.EtcdLeaseTTL)
 	} else {
 		// The ensemble's real tickTime: the lease arithmetic relies on it.
