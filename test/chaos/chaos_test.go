@@ -134,7 +134,7 @@ func chaosLong(t *testing.T, backend string, d time.Duration, ds string, seed ui
 	}
 	kinds, unfairKinds := AllKinds, UnfairKinds
 	if backend == clustertest.BackendEtcd {
-		kinds, unfairKinds = EtcdKinds, EtcdUnfairKinds
+		kinds, unfairKinds = EtcdLongKinds, EtcdUnfairKinds
 	}
 	replay := fmt.Sprintf("CHAOS_BACKEND=%s make chaos DURATION=%s SEED=%d", backend, ds, seed)
 	r := run(t, schedule{backend: backend, seed: seed, d: d - unfair, mode: "fair", kinds: kinds, replay: replay})

@@ -9,6 +9,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/failoverd/failoverd/cluster"
+	"github.com/failoverd/failoverd/controller"
 	"github.com/failoverd/failoverd/test/clustertest"
 )
 
@@ -71,6 +72,11 @@ var DaemonKinds = []string{KillDaemon, KillService, PauseDaemon, PauseService, P
 // EtcdKinds is the fair-mode schedule on etcd: every daemon kind and every
 // etcd nemesis.
 var EtcdKinds = append(append([]string(nil), DaemonKinds...), EtcdNemeses...)
+
+// EtcdLongKinds is the block of the long fair-mode run on etcd: every
+// daemon kind once and every etcd nemesis twice (they are what the etcd
+// run exists for, and most take a few seconds).
+var EtcdLongKinds = append(append([]string(nil), EtcdKinds...), EtcdNemeses...)
 
 // EtcdUnfairKinds is the schedule of the unfair-mode etcd cluster: the
 // faults that end terms there.
@@ -181,8 +187,10 @@ func (e *Env) etcdAny(f func(ctx context.Context, cli *clientv3.Client) error) e
 // lock), as `etcdctl lease revoke` would.
 func (e *Env) revokeLeaderLease(n *clustertest.Node) {
 	st, ok := n.Status()
-	if !ok {
-		e.Log(KindEtcdRevoke, "node", n.ID, "ok", false, "err", "no_status")
+	if !ok || st.State != controller.StateLeader {
+		// Nobody led when the fault began (the schedule fell back to any
+		// node): the fault does not apply.
+		e.Log(KindEtcdRevoke, "node", n.ID, "ok", false, "err", "not_leading")
 		return
 	}
 	prefix := cluster.Layout{Root: zkRoot, Cluster: clusterName}.ElectionDir() + "/"

@@ -223,7 +223,8 @@ func NewEnvBackend(t testing.TB, backend string, seed uint64, mode string, pol P
 	go e.monitor()
 	// Runs before the cluster's cleanup (LIFO): exits from the teardown's
 	// SIGKILLs are not reported.
-	t.Cleanup(func() { e.StopMonitor(); e.events.Close() })
+	// The position poller stops first: it logs into the events file.
+	t.Cleanup(func() { e.StopMonitor(); e.pos.close(); e.events.Close() })
 	return e
 }
 

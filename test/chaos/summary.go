@@ -22,7 +22,10 @@ func Summary(r Report, seed uint64, replay string) string {
 	}
 	var allRec, allGap []time.Duration
 	total, totalRec, totalChanged := 0, 0, 0
-	kinds := append(append([]string(nil), AllKinds...), LostReplies)
+	// Rows for the kinds the run injected, in schedule order (a backend's
+	// run leaves the other backend's kinds out).
+	kinds := append(append(append([]string(nil), AllKinds...), LostReplies), EtcdNemeses...)
+	kinds = slices.DeleteFunc(kinds, func(k string) bool { return len(byKind[k]) == 0 })
 	for k := range byKind {
 		if !contains(kinds, k) {
 			kinds = append(kinds, k)
