@@ -35,8 +35,12 @@ const (
 	ZKTick      = 200 * time.Millisecond
 	ZKSyncLimit = 30
 	// EtcdLeaseTTL is the daemons' etcd.lease_ttl on the etcd backend: the
-	// shortest etcdtest's election timeout (1s) lets etcd grant.
-	EtcdLeaseTTL = 3 * time.Second
+	// lower bound etcd's maintainers advise. 3s (the shortest etcdtest's
+	// 1s election timeout lets etcd grant) ended leases every few seconds
+	// on this loaded 2-core machine (load average 50: renewals unanswered
+	// for 3s, 1.125s demote hooks timing out), so that no leader was
+	// elected within clustertest's 60s at the start of a long run.
+	EtcdLeaseTTL = 5 * time.Second
 )
 
 // LivenessBound is how long after a fault heals a promoted leader must be
