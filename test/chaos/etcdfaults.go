@@ -281,7 +281,7 @@ func (m *Nemesis) etcdStep(kind string, id int, leader, anyNode *clustertest.Nod
 		if kind == EtcdKillLeader || kind == EtcdKillMember {
 			et.Kill(i)
 			time.Sleep(holdIn(500*time.Millisecond, 4*time.Second))
-			et.StartMember(i)
+			et.Launch(i) // healEtcd waits for it to serve
 		} else {
 			et.Pause(i)
 			time.Sleep(holdIn(1500*time.Millisecond, e.Session+3*time.Second))
