@@ -34,13 +34,20 @@ const (
 	// even a successor elected late on a loaded machine finds it serving.
 	ZKTick      = 200 * time.Millisecond
 	ZKSyncLimit = 30
-	// EtcdLeaseTTL is the daemons' etcd.lease_ttl on the etcd backend: the
-	// lower bound etcd's maintainers advise. 3s (the shortest etcdtest's
-	// 1s election timeout lets etcd grant) ended leases every few seconds
-	// on this loaded 2-core machine (load average 50: renewals unanswered
-	// for 3s, 1.125s demote hooks timing out), so that no leader was
-	// elected within clustertest's 60s at the start of a long run.
-	EtcdLeaseTTL = 5 * time.Second
+	// EtcdLeaseTTL and EtcdDemoteTimeout are the daemons' etcd.lease_ttl
+	// and service.demote.timeout on the etcd backend. A won term may act
+	// until its expiry (the last answered renewal's send time + TTL -
+	// TTL/20) less the demote budget (the demote timeout and two kill
+	// graces); renewals go every TTL/3. With clustertest's default (the
+	// longest demote timeout the lease holds) that leaves renewals a few
+	// hundred ms: on this 2-core machine at load average 80 they took
+	// longer, and terms ended before their promotion again and again (3s:
+	// no leader within 60s of the start; 5s: a third of the faults
+	// without recovery within the liveness bound). 8s with a 2.2s demote
+	// (budget 2.7s) leaves a renewal 2.4s. The demote stays above 2s: the
+	// demote hook itself took over 2s there.
+	EtcdLeaseTTL      = 8 * time.Second
+	EtcdDemoteTimeout = 2200 * time.Millisecond
 )
 
 // LivenessBound is how long after a fault heals a promoted leader must be
@@ -202,7 +209,7 @@ func NewEnvBackend(t testing.TB, backend string, seed uint64, mode string, pol P
 		},
 	}
 	if backend == clustertest.BackendEtcd {
-		opts.EtcdLeaseTTL, opts.EtcdClientProxies = EtcdLeaseTTL, true
+		opts.EtcdLeaseTTL, opts.EtcdDemoteTimeout, opts.EtcdClientProxies = EtcdLeaseTTL, EtcdDemoteTimeout, true
 	} else {
 		opts.ZooKeepers, opts.SessionTimeout, opts.Auth = 3, SessionTimeout, true
 		opts.ZKTickTime, opts.ZKSyncLimit, opts.QuorumProxies = ZKTick, ZKSyncLimit, true

@@ -127,6 +127,10 @@ type Options struct {
 	// endpoints: Node.EtcdProxies can then cut one node off from one
 	// member or from all of them (Blackhole) while the cluster is whole.
 	EtcdClientProxies bool
+	// EtcdDemoteTimeout (etcd), when set, is service.demote.timeout
+	// instead of the longest the lease holds: a shorter one leaves the
+	// lease room for slow renewals on a loaded machine.
+	EtcdDemoteTimeout time.Duration
 }
 
 // Cluster is a running test cluster.
@@ -483,6 +487,9 @@ func (n *Node) writeConfig(failoverd string) {
 		fmt.Fprintf(&b, "coordination:\n  backend: etcd\netcd:\n  endpoints: [%s]\n  prefix: /failoverd\n  lease_ttl: %s\n  dial_timeout: 2s\n",
 			strings.Join(endpoints, ", "), o.EtcdLeaseTTL)
 		demoteTimeout = etcdDemoteTimeout(o.EtcdLeaseTTL)
+		if o.EtcdDemoteTimeout > 0 {
+			demoteTimeout = o.EtcdDemoteTimeout
+		}
 	} else {
 		// The ensemble's real tickTime: the lease arithmetic relies on it.
 		fmt.Fprintf(&b, "zookeeper:\n  servers: [%s]\n  root: /failoverd\n  session_timeout: %s\n", strings.Join(servers, ", "), o.SessionTimeout)
