@@ -43,16 +43,19 @@ demo:
 demo-redis:
 	@GO="$(GO)" bash examples/redis/demo.sh
 
-# make chaos DURATION=30m SEED=7: the long chaos schedule (test/chaos),
-# summary table at the end; artifacts (history, logs) in CHAOS_ARTIFACTS or
-# $TMPDIR/failoverd-chaos-seed<SEED>-<time>. Without SEED a random one is
-# drawn and printed.
+# make chaos DURATION=30m SEED=7: the long chaos schedule (test/chaos) on
+# each backend CHAOS_BACKEND names (zookeeper, etcd, or both: the default,
+# one after the other, each for DURATION), summary table at the end;
+# artifacts (history, logs) in CHAOS_ARTIFACTS/<backend> or
+# $TMPDIR/failoverd-chaos-<backend>-seed<SEED>-<time>. Without SEED a
+# random one is drawn and printed.
 DURATION ?= 30m
 SEED ?=
+CHAOS_BACKEND ?= both
 CHAOS_TIMEOUT ?= 6h
 chaos: deps
-	@echo ">> chaos: long schedule, DURATION=$(DURATION) SEED=$(SEED)"
-	CHAOS_DURATION=$(DURATION) CHAOS_SEED=$(SEED) $(GO) test -run '^TestChaosLong$$' -count=1 -v -timeout $(CHAOS_TIMEOUT) ./test/chaos/
+	@echo ">> chaos: long schedule, DURATION=$(DURATION) SEED=$(SEED) CHAOS_BACKEND=$(CHAOS_BACKEND)"
+	CHAOS_BACKEND=$(CHAOS_BACKEND) CHAOS_DURATION=$(DURATION) CHAOS_SEED=$(SEED) $(GO) test -run '^TestChaosLong$$' -count=1 -v -timeout $(CHAOS_TIMEOUT) ./test/chaos/
 
 # make mutants: builds deliberately broken copies of the daemon (skip fencing,
 # skip the startup demote, a lease that never expires, a constant epoch, an

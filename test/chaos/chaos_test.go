@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/failoverd/failoverd/test/clustertest"
 )
 
 // SliceSeed is the CI slice's fixed seed.
@@ -42,9 +44,26 @@ func TestChaosSliceUnfair(t *testing.T) {
 	report(t, r)
 }
 
+// TestChaosSliceEtcd is the etcd backend's slice: every etcd nemesis once
+// and the daemon kinds that end a term by a crash or a pause, in a seeded
+// order, on a 3-member etcd cluster of separate processes. It fails (does
+// not skip) without etcd under CI=true.
+func TestChaosSliceEtcd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("chaos slice: real etcd cluster, about 3 minutes")
+	}
+	r := run(t, schedule{backend: clustertest.BackendEtcd, seed: SliceSeed, mode: "fair", kinds: EtcdSliceKinds,
+		replay: fmt.Sprintf("go test -run 'TestChaosSliceEtcd$' ./test/chaos/ (seed %d, every etcd nemesis once)", SliceSeed)})
+	report(t, r)
+}
+
+// EtcdSliceKinds is TestChaosSliceEtcd's schedule.
+var EtcdSliceKinds = append([]string{KillDaemon, PauseDaemon}, EtcdNemeses...)
+
 // TestChaosKinds runs chosen kinds once each, in order, for working on a
 // nemesis: CHAOS_KINDS=hook-unkillable,zk-names (CHAOS_MODE=unfair for an
-// unfair cluster, CHAOS_SEED). Skipped without CHAOS_KINDS.
+// unfair cluster, CHAOS_SEED, CHAOS_BACKEND=etcd for the etcd backend).
+// Skipped without CHAOS_KINDS.
 func TestChaosKinds(t *testing.T) {
 	ks := os.Getenv("CHAOS_KINDS")
 	if ks == "" {
@@ -55,14 +74,35 @@ func TestChaosKinds(t *testing.T) {
 	if mode == "" {
 		mode = "fair"
 	}
-	r := run(t, schedule{seed: seed, mode: mode, kinds: strings.Split(ks, ","), fixed: true,
-		replay: fmt.Sprintf("CHAOS_KINDS=%s CHAOS_MODE=%s CHAOS_SEED=%d go test -run TestChaosKinds -v ./test/chaos/", ks, mode, seed)})
+	backend := os.Getenv("CHAOS_BACKEND")
+	if backend == "" {
+		backend = clustertest.BackendZooKeeper
+	}
+	r := run(t, schedule{backend: backend, seed: seed, mode: mode, kinds: strings.Split(ks, ","), fixed: true,
+		replay: fmt.Sprintf("CHAOS_BACKEND=%s CHAOS_KINDS=%s CHAOS_MODE=%s CHAOS_SEED=%d go test -run TestChaosKinds -v ./test/chaos/", backend, ks, mode, seed)})
 	report(t, r)
 }
 
+// chaosBackends reads CHAOS_BACKEND: zookeeper, etcd, or both (the
+// default), in that order.
+func chaosBackends(t *testing.T) []string {
+	switch b := os.Getenv("CHAOS_BACKEND"); b {
+	case "", "both":
+		return []string{clustertest.BackendZooKeeper, clustertest.BackendEtcd}
+	case clustertest.BackendZooKeeper, clustertest.BackendEtcd:
+		return []string{b}
+	default:
+		t.Fatalf("CHAOS_BACKEND=%q: want zookeeper, etcd or both", b)
+		return nil
+	}
+}
+
 // TestChaosLong runs the long schedule of `make chaos` (CHAOS_DURATION, e.g.
-// 30m, and CHAOS_SEED; a random seed is drawn and printed without one). It
-// is opt-in: skipped unless CHAOS_DURATION is set.
+// 30m, and CHAOS_SEED; a random seed is drawn and printed without one) on
+// each backend CHAOS_BACKEND names (zookeeper, etcd, or both: the
+// default), one after the other, each for the whole duration, as a
+// subtest named by the backend. It is opt-in: skipped unless
+// CHAOS_DURATION is set.
 func TestChaosLong(t *testing.T) {
 	ds := os.Getenv("CHAOS_DURATION")
 	if ds == "" {
@@ -78,16 +118,27 @@ func TestChaosLong(t *testing.T) {
 			t.Fatalf("CHAOS_SEED=%q: want a number", s)
 		}
 	}
-	// Most of the time on the fair-mode cluster with every fair kind, the
-	// rest on an unfair-mode one (lost replies around leave and join, and
-	// the faults that end terms there).
+	for _, backend := range chaosBackends(t) {
+		t.Run(backend, func(t *testing.T) { chaosLong(t, backend, d, ds, seed) })
+	}
+}
+
+// chaosLong is TestChaosLong on one backend. Most of the time runs on the
+// fair-mode cluster with every fair kind, the rest on an unfair-mode one
+// (on ZooKeeper: lost replies around leave and join; on both: the faults
+// that end terms there).
+func chaosLong(t *testing.T, backend string, d time.Duration, ds string, seed uint64) {
 	unfair := max(d/8, 2*time.Minute)
 	if unfair > d/2 {
 		unfair = d / 2
 	}
-	replay := fmt.Sprintf("make chaos DURATION=%s SEED=%d", ds, seed)
-	r := run(t, schedule{seed: seed, d: d - unfair, mode: "fair", kinds: AllKinds, replay: replay})
-	ru := run(t, schedule{seed: seed + 1, d: unfair, mode: "unfair", kinds: UnfairKinds, replay: replay + " (unfair part)"})
+	kinds, unfairKinds := AllKinds, UnfairKinds
+	if backend == clustertest.BackendEtcd {
+		kinds, unfairKinds = EtcdLongKinds, EtcdUnfairKinds
+	}
+	replay := fmt.Sprintf("CHAOS_BACKEND=%s make chaos DURATION=%s SEED=%d", backend, ds, seed)
+	r := run(t, schedule{backend: backend, seed: seed, d: d - unfair, mode: "fair", kinds: kinds, replay: replay})
+	ru := run(t, schedule{backend: backend, seed: seed + 1, d: unfair, mode: "unfair", kinds: unfairKinds, replay: replay + " (unfair part)"})
 	all := Combine(r.r, ru.r)
 	t.Log("\n" + Summary(all, seed, replay+" (both parts)"))
 	report(t, r)
@@ -96,13 +147,14 @@ func TestChaosLong(t *testing.T) {
 
 // schedule is one run of the nemesis.
 type schedule struct {
-	seed   uint64
-	d      time.Duration // 0: one block
-	mode   string
-	kinds  []string
-	fixed  bool // kinds in the order given, not shuffled
-	zero   bool // one node has priority 0 whatever the seed draws
-	replay string
+	backend string // "": ZooKeeper
+	seed    uint64
+	d       time.Duration // 0: one block
+	mode    string
+	kinds   []string
+	fixed   bool // kinds in the order given, not shuffled
+	zero    bool // one node has priority 0 whatever the seed draws
+	replay  string
 }
 
 // ran is what run hands to report.
@@ -118,8 +170,12 @@ type ran struct {
 func run(t *testing.T, s schedule) ran {
 	seed, d, replay := s.seed, s.d, s.replay
 	pol := DrawPolicy(seed, s.zero)
-	t.Logf("chaos: seed %d, %s mode, priorities %s, replay with: %s", seed, s.mode, pol, replay)
-	e := NewEnvPolicy(t, seed, s.mode, pol)
+	backend := s.backend
+	if backend == "" {
+		backend = clustertest.BackendZooKeeper
+	}
+	t.Logf("chaos: %s, seed %d, %s mode, priorities %s, replay with: %s", backend, seed, s.mode, pol, replay)
+	e := NewEnvBackend(t, backend, seed, s.mode, pol)
 	m := NewNemesis(e, seed)
 	m.kinds = s.kinds
 	if !e.WaitRecovered(LivenessBound) {
@@ -186,9 +242,9 @@ func run(t *testing.T, s schedule) ran {
 	}
 	dir := os.Getenv("CHAOS_ARTIFACTS")
 	if dir == "" && (d > 0 || len(r.Violations) > 0 || t.Failed()) {
-		dir = filepath.Join(os.TempDir(), fmt.Sprintf("failoverd-chaos-seed%d-%s", seed, time.Now().Format("20060102-150405")))
+		dir = filepath.Join(os.TempDir(), fmt.Sprintf("failoverd-chaos-%s-seed%d-%s", backend, seed, time.Now().Format("20060102-150405")))
 	} else if dir != "" {
-		dir = filepath.Join(dir, s.mode)
+		dir = filepath.Join(dir, backend, s.mode)
 	}
 	if dir != "" {
 		if err := e.SaveArtifacts(dir, h); err != nil {

@@ -163,6 +163,9 @@ type Report struct {
 	// ExpiredZnodeEnds: leaderships that ended for "znode deleted" which
 	// the node's own session expiry during a pause explains (not failed).
 	ExpiredZnodeEnds int
+	// RevokedEnds: leaderships that ended for a deleted election entry
+	// while an operator revoked that node's lease (etcd-lease-revoke).
+	RevokedEnds int
 	// The promotion policy (policy.go): every node's priority as the
 	// harness logged it ("node=priority"), the priority-0 nodes, elections
 	// won by others while a priority-0 node stood out, pre_promote runs,
@@ -699,6 +702,7 @@ func checkZnodesDeleted(h History, r *Report, add func(string, time.Time, string
 		paused   = map[string][]span{} // node -> its pause-daemon spans
 		injected = map[string]Event{}  // fault id -> its injection
 		gone     = map[string][]time.Time{}
+		revoked  = map[string][]span{} // node -> its etcd-lease-revoke spans
 	)
 	for _, e := range h {
 		switch {
@@ -710,7 +714,22 @@ func checkZnodesDeleted(h History, r *Report, add func(string, time.Time, string
 			}
 		case e.Kind == KindMemberPosition && e.Get("position") == "none":
 			gone[e.Get("node")] = append(gone[e.Get("node")], e.At)
+		case e.Kind == KindFault && e.Get("kind") == EtcdLeaseRevoke && e.Get("phase") == "inject":
+			injected[e.Get("id")] = e
+		case e.Kind == KindFault && e.Get("kind") == EtcdLeaseRevoke && e.Get("phase") == "heal":
+			if in, ok := injected[e.Get("id")]; ok {
+				revoked[in.Get("target")] = append(revoked[in.Get("target")], span{in.At, e.At})
+			}
 		}
+	}
+	// The operator deleted it: the entry goes with the revoked lease.
+	byOperator := func(node string, at time.Time) bool {
+		for _, p := range revoked[node] {
+			if !at.Before(p.from) && !at.After(p.to.Add(ZnodeExpiredSlack)) {
+				return true
+			}
+		}
+		return false
 	}
 	expired := func(node string, at time.Time) bool {
 		for _, p := range paused[node] {
@@ -729,16 +748,27 @@ func checkZnodesDeleted(h History, r *Report, add func(string, time.Time, string
 		if e.Kind == KindLeadershipEnd {
 			r.judge(VZnodeDeleted, 1)
 		}
-		if e.Kind != KindLeadershipEnd || !strings.Contains(e.Get("reason"), "znode_deleted") {
+		if e.Kind != KindLeadershipEnd || !entryDeleted(e.Get("reason")) {
 			continue
 		}
 		if expired(e.Get("node"), e.At) {
 			r.ExpiredZnodeEnds++
 			continue
 		}
+		if byOperator(e.Get("node"), e.At) {
+			r.RevokedEnds++
+			continue
+		}
 		add(VZnodeDeleted, e.At, "%s's leadership at epoch %d ended because its election znode was deleted by another session (%s)",
 			e.Get("node"), e.Int("epoch"), e.Get("reason"))
 	}
+}
+
+// entryDeleted reports whether a leadership's end reason is the deletion
+// of its election entry: ZooKeeper's znode_deleted, or etcd's "election
+// entry was deleted" (cluster.ErrEntryDeleted, spaces as underscores).
+func entryDeleted(reason string) bool {
+	return strings.Contains(reason, "znode_deleted") || strings.Contains(reason, "election_entry_was_deleted")
 }
 
 // ZnodeExpiredSlack: how long after waking a paused daemon may still be

@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -8,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/failoverd/failoverd/cluster"
 )
 
 var t0 = time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)
@@ -790,5 +793,38 @@ func TestParseDaemonLogFollowStopped(t *testing.T) {
 	evs := ParseDaemonLog(strings.NewReader(b.String()), "node-a")
 	if len(evs) != 1 || evs[0].Kind != KindFollowStopped || evs[0].Get("why") != "elected" || evs[0].Get("node") != "node-a" {
 		t.Errorf("parsed %+v", evs)
+	}
+}
+
+// On etcd a leadership ended by the deletion of its election entry is a
+// violation too (the reason is read from a real log line, as the etcd
+// elector words it), except while an operator revoked that node's lease
+// (etcd-lease-revoke): the entry went with the lease.
+func TestCheckEntryDeletedEtcd(t *testing.T) {
+	var b strings.Builder
+	log := slog.New(slog.NewJSONHandler(&b, nil))
+	log.Info("leadership ended", "epoch", 7, "reason",
+		fmt.Errorf("%w: /failoverd/e2e/election/c_1 (create revision 7)", cluster.ErrEntryDeleted).Error())
+	h := Merge(ParseDaemonLog(strings.NewReader(b.String()), "node-b"))
+	wantOnly(t, Check(h, cfg), VZnodeDeleted)
+
+	const revoked = `
+0 nemesis fault phase=inject kind=etcd-lease-revoke id=4 target=node-a
+1500 nemesis fault phase=heal kind=etcd-lease-revoke id=4 target=node-a
+`
+	end := func(at int, node string) string {
+		return fmt.Sprintf("%d daemon leadership_ended node=%s epoch=5 reason=cluster:_the_term's_election_entry_was_deleted:_/failoverd/e2e/election/c_1\n", at, node)
+	}
+	r := Check(hist(t, revoked+end(40, "node-a")), cfg)
+	wantClean(t, r)
+	if r.RevokedEnds != 1 {
+		t.Errorf("ends by the operator's revoke %d, want 1", r.RevokedEnds)
+	}
+	for name, h := range map[string]string{
+		"another node":     revoked + end(40, "node-b"),
+		"long after":       revoked + end(5000, "node-a"),
+		"no revoke at all": end(40, "node-a"),
+	} {
+		t.Run(name, func(t *testing.T) { wantOnly(t, Check(hist(t, h), cfg), VZnodeDeleted) })
 	}
 }

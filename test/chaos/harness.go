@@ -34,6 +34,20 @@ const (
 	// even a successor elected late on a loaded machine finds it serving.
 	ZKTick      = 200 * time.Millisecond
 	ZKSyncLimit = 30
+	// EtcdLeaseTTL and EtcdDemoteTimeout are the daemons' etcd.lease_ttl
+	// and service.demote.timeout on the etcd backend. A won term may act
+	// until its expiry (the last answered renewal's send time + TTL -
+	// TTL/20) less the demote budget (the demote timeout and two kill
+	// graces); renewals go every TTL/3. With clustertest's default (the
+	// longest demote timeout the lease holds) that leaves renewals a few
+	// hundred ms: on this 2-core machine at load average 80 they took
+	// longer, and terms ended before their promotion again and again (3s:
+	// no leader within 60s of the start; 5s: a third of the faults
+	// without recovery within the liveness bound). 8s with a 2.2s demote
+	// (budget 2.7s) leaves a renewal 2.4s. The demote stays above 2s: the
+	// demote hook itself took over 2s there.
+	EtcdLeaseTTL      = 8 * time.Second
+	EtcdDemoteTimeout = 2200 * time.Millisecond
 )
 
 // LivenessBound is how long after a fault heals a promoted leader must be
@@ -55,6 +69,13 @@ type Env struct {
 	StoreURL string
 	StoreDir string
 	Seed     uint64
+	// Backend is the coordination backend: clustertest.BackendZooKeeper
+	// or clustertest.BackendEtcd.
+	Backend string
+	// Session is how long a daemon cut off from the coordination service
+	// keeps its session: SessionTimeout on ZooKeeper, EtcdLeaseTTL on etcd.
+	// The nemeses size their holds by it.
+	Session time.Duration
 
 	store     *exec.Cmd
 	storeDone chan struct{}
@@ -102,9 +123,25 @@ func NewEnvMode(t testing.TB, seed uint64, mode string) *Env {
 // then).
 func NewEnvPolicy(t testing.TB, seed uint64, mode string, pol Policy) *Env {
 	t.Helper()
-	zktest.Require(t)
+	return NewEnvBackend(t, clustertest.BackendZooKeeper, seed, mode, pol)
+}
+
+// NewEnvBackend is NewEnvPolicy on a coordination backend. On etcd the
+// cluster is a 3-member etcdtest cluster of separate processes (peer
+// links through proxies: Isolate), each node reaching every member
+// through its own etcdtest.DelayProxy (client partitions), with a lease
+// TTL of EtcdLeaseTTL; the options that exist only on ZooKeeper (auth,
+// loss proxies, quorum proxies, tickTime) are left out.
+func NewEnvBackend(t testing.TB, backend string, seed uint64, mode string, pol Policy) *Env {
+	t.Helper()
+	if backend == clustertest.BackendZooKeeper {
+		zktest.Require(t)
+	}
 	_, toy := clustertest.Binaries(t)
-	e := &Env{t: t, Seed: seed, expectExit: map[int]bool{}, Policy: pol}
+	e := &Env{t: t, Seed: seed, expectExit: map[int]bool{}, Policy: pol, Backend: backend, Session: SessionTimeout}
+	if backend == clustertest.BackendEtcd {
+		e.Session = EtcdLeaseTTL
+	}
 	e.StoreDir = filepath.Join(t.TempDir(), "store")
 	port := zktest.FreePorts(t, 1)[0]
 	e.StoreURL = fmt.Sprintf("http://127.0.0.1:%d", port)
@@ -143,11 +180,10 @@ func NewEnvPolicy(t testing.TB, seed uint64, mode string, pol Policy) *Env {
 		t.Logf("zk-names will not run: %v", e.namesErr)
 	}
 	e.initPositions()
-	e.C = clustertest.Start(t, clustertest.Options{
-		ZooKeepers: 3, SessionTimeout: SessionTimeout, Mode: mode, Auth: true,
-		ZKTickTime: ZKTick, ZKSyncLimit: ZKSyncLimit, QuorumProxies: true,
+	opts := clustertest.Options{
+		Backend: backend, Mode: mode,
 		StoreURL: e.StoreURL, WriteInterval: WriteInterval,
-		ProxyEnsemble: true, PeerProxy: true, LossProxies: true, LogFormat: "json",
+		PeerProxy: true, LogFormat: "json",
 		ColdStandby: os.Getenv("CHAOS_COLD") != "",
 		// The follow hook runs under every fault (checkFollow judges it).
 		Follow: true,
@@ -171,7 +207,15 @@ func NewEnvPolicy(t testing.TB, seed uint64, mode string, pol Policy) *Env {
 			}
 			return e.names.wrap(argv)
 		},
-	})
+	}
+	if backend == clustertest.BackendEtcd {
+		opts.EtcdLeaseTTL, opts.EtcdDemoteTimeout, opts.EtcdClientProxies = EtcdLeaseTTL, EtcdDemoteTimeout, true
+	} else {
+		opts.ZooKeepers, opts.SessionTimeout, opts.Auth = 3, SessionTimeout, true
+		opts.ZKTickTime, opts.ZKSyncLimit, opts.QuorumProxies = ZKTick, ZKSyncLimit, true
+		opts.ProxyEnsemble, opts.LossProxies = true, true
+	}
+	e.C = clustertest.Start(t, opts)
 	e.events, err = os.OpenFile(e.C.EventsPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 	if err != nil {
 		t.Fatal(err)
@@ -190,7 +234,8 @@ func NewEnvPolicy(t testing.TB, seed uint64, mode string, pol Policy) *Env {
 	go e.monitor()
 	// Runs before the cluster's cleanup (LIFO): exits from the teardown's
 	// SIGKILLs are not reported.
-	t.Cleanup(func() { e.StopMonitor(); e.events.Close() })
+	// The position poller stops first: it logs into the events file.
+	t.Cleanup(func() { e.StopMonitor(); e.pos.close(); e.events.Close() })
 	return e
 }
 

@@ -196,7 +196,7 @@ func (m *Nemesis) Step(kind string) bool {
 	case PauseDaemon:
 		inject(leader.ID)
 		leader.Signal(syscall.SIGSTOP)
-		time.Sleep(holdIn(SessionTimeout+500*time.Millisecond, SessionTimeout+4*time.Second))
+		time.Sleep(holdIn(e.Session+500*time.Millisecond, e.Session+4*time.Second))
 		leader.Signal(syscall.SIGCONT)
 		heal(leader.ID)
 
@@ -204,7 +204,7 @@ func (m *Nemesis) Step(kind string) bool {
 		inject(leader.ID)
 		pid := leader.ToyPid()
 		syscall.Kill(pid, syscall.SIGSTOP)
-		time.Sleep(holdIn(SessionTimeout+2*time.Second, SessionTimeout+5*time.Second))
+		time.Sleep(holdIn(e.Session+2*time.Second, e.Session+5*time.Second))
 		syscall.Kill(pid, syscall.SIGCONT)
 		heal(leader.ID)
 
@@ -227,14 +227,14 @@ func (m *Nemesis) Step(kind string) bool {
 	case ZKOutage:
 		inject("all")
 		e.C.ZK.StopAll()
-		time.Sleep(holdIn(SessionTimeout, SessionTimeout+4*time.Second))
+		time.Sleep(holdIn(e.Session, e.Session+4*time.Second))
 		e.C.ZK.StartAll()
 		heal("all")
 
 	case PartitionZK:
 		inject(anyNode.ID)
 		setBlackhole(anyNode.ZKProxies, true)
-		time.Sleep(holdIn(500*time.Millisecond, SessionTimeout+3*time.Second))
+		time.Sleep(holdIn(500*time.Millisecond, e.Session+3*time.Second))
 		setBlackhole(anyNode.ZKProxies, false)
 		heal(anyNode.ID)
 
@@ -262,11 +262,11 @@ func (m *Nemesis) Step(kind string) bool {
 
 	case PartitionPeer:
 		inject(leader.ID)
-		setBlackhole(leader.ZKProxies, true)
+		e.cutOff(leader, true)
 		leader.PeerProxy.Blackhole(true)
-		time.Sleep(holdIn(SessionTimeout+time.Second, SessionTimeout+5*time.Second))
+		time.Sleep(holdIn(e.Session+time.Second, e.Session+5*time.Second))
 		leader.PeerProxy.Blackhole(false)
-		setBlackhole(leader.ZKProxies, false)
+		e.cutOff(leader, false)
 		heal(leader.ID)
 
 	case FenceFail:
@@ -275,7 +275,7 @@ func (m *Nemesis) Step(kind string) bool {
 		touch(e.t, failFile)
 		e.expectKill(leader)
 		leader.Kill(syscall.SIGKILL)
-		time.Sleep(holdIn(SessionTimeout+time.Second, SessionTimeout+5*time.Second))
+		time.Sleep(holdIn(e.Session+time.Second, e.Session+5*time.Second))
 		os.Remove(failFile)
 		leader.Start()
 		heal(leader.ID)
@@ -327,7 +327,7 @@ func (m *Nemesis) Step(kind string) bool {
 		e.Log(KindFault, "phase", "kill", "kind", kind, "id", id, "target", succ.ID, "variant", variant)
 		e.expectKill(succ)
 		succ.Kill(syscall.SIGKILL)
-		time.Sleep(holdIn(SessionTimeout+time.Second, SessionTimeout+3*time.Second))
+		time.Sleep(holdIn(e.Session+time.Second, e.Session+3*time.Second))
 		succ.Start()
 		heal(leader.ID)
 
@@ -335,9 +335,9 @@ func (m *Nemesis) Step(kind string) bool {
 		f := filepath.Join(leader.Dir(), "demote-hang")
 		inject(leader.ID)
 		touch(e.t, f)
-		setBlackhole(leader.ZKProxies, true)
-		time.Sleep(holdIn(SessionTimeout+time.Second, SessionTimeout+4*time.Second))
-		setBlackhole(leader.ZKProxies, false)
+		e.cutOff(leader, true)
+		time.Sleep(holdIn(e.Session+time.Second, e.Session+4*time.Second))
+		e.cutOff(leader, false)
 		os.Remove(f)
 		heal(leader.ID)
 
@@ -351,7 +351,7 @@ func (m *Nemesis) Step(kind string) bool {
 			e.Log(k, append([]any{"node", leader.ID}, kv...)...)
 		})
 		touch(e.t, marker)
-		go cede(e, leader, SessionTimeout)
+		go cede(e, leader, e.Session)
 		// Hold until another node leads, or long enough to be sure none will.
 		end := time.Now().Add(holdIn(UnkillableHold, UnkillableHold+2*time.Second))
 		for time.Now().Before(end) {
@@ -434,7 +434,7 @@ func (m *Nemesis) Step(kind string) bool {
 		n := e.leadable(anyNode) // it must lead again: not a priority-0 node
 		inject(n.ID)
 		setBlackhole(n.ZKProxies, true)
-		time.Sleep(holdIn(SessionTimeout+1500*time.Millisecond, SessionTimeout+3*time.Second))
+		time.Sleep(holdIn(e.Session+1500*time.Millisecond, e.Session+3*time.Second))
 		before := lostCount(n)
 		for _, p := range n.ZKLossProxies {
 			p.LoseReplies(1, func(op int32, _ string) bool { return op == zktest.OpSetAuth })
@@ -538,13 +538,13 @@ func (m *Nemesis) Step(kind string) bool {
 			// timeout after the kill, plus its decision).
 			for _, y := range others {
 				if y != l {
-					cede(e, y, SessionTimeout+4*time.Second)
+					cede(e, y, e.Session+4*time.Second)
 				}
 			}
 		}
 		e.expectKill(l)
 		l.Kill(syscall.SIGKILL)
-		time.Sleep(holdIn(SessionTimeout+2*time.Second, SessionTimeout+4*time.Second))
+		time.Sleep(holdIn(e.Session+2*time.Second, e.Session+4*time.Second))
 		l.Start()
 		e.pos.thaw(x, id)
 		heal(l.ID)
@@ -574,7 +574,7 @@ func (m *Nemesis) Step(kind string) bool {
 		e.C.ZK.Isolate(s)
 		// Long enough for the isolated server to give up on its peers and
 		// for the rest to expire the pinned leader's session and elect.
-		time.Sleep(holdIn(ZKSyncLimit*ZKTick+SessionTimeout+time.Second, ZKSyncLimit*ZKTick+SessionTimeout+4*time.Second))
+		time.Sleep(holdIn(ZKSyncLimit*ZKTick+e.Session+time.Second, ZKSyncLimit*ZKTick+e.Session+4*time.Second))
 		e.C.ZK.Heal(s)
 		for _, p := range leader.ZKLossProxies {
 			p.Refuse(false)
@@ -582,7 +582,9 @@ func (m *Nemesis) Step(kind string) bool {
 		heal(target)
 
 	default:
-		e.t.Fatalf("unknown fault kind %q", kind)
+		if !m.etcdStep(kind, id, leader, anyNode, pick, holdIn, inject, heal) {
+			e.t.Fatalf("unknown fault kind %q", kind)
+		}
 	}
 
 	ok := e.WaitRecovered(LivenessBound)

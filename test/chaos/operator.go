@@ -146,14 +146,14 @@ func (m *Nemesis) pauseCluster(id int, leader *clustertest.Node, holdIn func(lo,
 		// restarted daemon runs no startup demote.
 		e.expectKill(leader)
 		leader.Kill(syscall.SIGKILL)
-		time.Sleep(holdIn(SessionTimeout+2*time.Second, SessionTimeout+3*time.Second))
+		time.Sleep(holdIn(e.Session+2*time.Second, e.Session+3*time.Second))
 		leader.Start()
 		time.Sleep(2 * time.Second)
 	case 1:
 		// The leader's service dies: the paused leader keeps its term
 		// although its health fails, and nobody takes over.
 		leader.KillToy()
-		time.Sleep(holdIn(SessionTimeout+2*time.Second, SessionTimeout+4*time.Second))
+		time.Sleep(holdIn(e.Session+2*time.Second, e.Session+4*time.Second))
 	}
 	e.Log(KindPause, "phase", "off", "fault", id)
 	if err := e.adminPost(e.anyOther(leader), adminapi.ResumePath); err != nil {
@@ -291,7 +291,7 @@ func (m *Nemesis) fenceWrongAnswer(id int, leader *clustertest.Node, holdIn func
 	leader.Kill(syscall.SIGKILL)
 	// Until another node leads (it fenced the leader by another method),
 	// or long enough to be sure none will.
-	for end := time.Now().Add(SessionTimeout + 20*time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+	for end := time.Now().Add(e.Session + 20*time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
 		if l := e.Leader(); l != nil && l != leader {
 			break
 		}

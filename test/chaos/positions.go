@@ -17,6 +17,8 @@ import (
 	"github.com/failoverd/failoverd/controller"
 	"github.com/failoverd/failoverd/test/clustertest"
 	"github.com/failoverd/failoverd/zk"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 )
 
 // Data freshness under faults (service.position, election.max_lag).
@@ -219,24 +221,18 @@ func (p *positions) thaw(n *clustertest.Node, fault int) {
 
 // poller reads the leader position and the member records every
 // PollInterval on its own session (after a sync, so a lagging server
-// shows nothing old) and logs what changed.
+// shows nothing old; on etcd every read is linearizable) and logs what
+// changed.
 func (p *positions) poller() {
 	defer p.done.Done()
 	e := p.e
 	layout := cluster.Layout{Root: zkRoot, Cluster: clusterName}
-	cred, err := os.ReadFile(filepath.Join(e.C.Dir, "zk.cred")) // clustertest's digest credentials
+	get, closeReader, err := p.reader(layout)
 	if err != nil {
 		e.t.Errorf("position poller: %v", err)
 		return
 	}
-	user, pass, _ := strings.Cut(strings.TrimSpace(string(cred)), ":")
-	cl, err := zk.NewClient(zk.Config{Servers: e.C.ZK.Addrs(), SessionTimeout: 4 * time.Second,
-		Auth: &zk.Auth{User: user, Password: pass}}, zk.Deps{})
-	if err != nil {
-		e.t.Errorf("position poller: %v", err)
-		return
-	}
-	defer cl.Close()
+	defer closeReader()
 	last := map[string]string{} // record -> what was logged
 	known := false
 	tick := time.NewTicker(PollInterval)
@@ -247,7 +243,7 @@ func (p *positions) poller() {
 			return
 		case <-tick.C:
 		}
-		now, err := p.read(cl, layout)
+		now, err := p.read(get, layout)
 		if err != nil {
 			if known {
 				e.Log(KindPositionPoll, "ok", false, "err", err)
@@ -260,37 +256,78 @@ func (p *positions) poller() {
 	}
 }
 
+// getRecord reads one record of the layout: its data, or found false.
+// The first call of a poll (sync true) may first bring the reader up to
+// date.
+type getRecord func(ctx context.Context, key string, sync bool) (data []byte, found bool, err error)
+
+// reader connects the poller to the run's coordination service.
+func (p *positions) reader(l cluster.Layout) (getRecord, func(), error) {
+	e := p.e
+	if e.Backend == clustertest.BackendEtcd {
+		cli, err := clientv3.New(clientv3.Config{Endpoints: e.C.Etcd.Endpoints(), DialTimeout: 2 * time.Second,
+			DialKeepAliveTime: 2 * time.Second, DialKeepAliveTimeout: 2 * time.Second, Logger: zap.NewNop()})
+		if err != nil {
+			return nil, nil, err
+		}
+		return func(ctx context.Context, key string, _ bool) ([]byte, bool, error) {
+			resp, err := cli.Get(ctx, key)
+			if err != nil || len(resp.Kvs) == 0 {
+				return nil, false, err
+			}
+			return resp.Kvs[0].Value, true, nil
+		}, func() { cli.Close() }, nil
+	}
+	cred, err := os.ReadFile(filepath.Join(e.C.Dir, "zk.cred")) // clustertest's digest credentials
+	if err != nil {
+		return nil, nil, err
+	}
+	user, pass, _ := strings.Cut(strings.TrimSpace(string(cred)), ":")
+	cl, err := zk.NewClient(zk.Config{Servers: e.C.ZK.Addrs(), SessionTimeout: 4 * time.Second,
+		Auth: &zk.Auth{User: user, Password: pass}}, zk.Deps{})
+	if err != nil {
+		return nil, nil, err
+	}
+	return func(ctx context.Context, key string, sync bool) ([]byte, bool, error) {
+		sess, err := cl.Session(ctx)
+		if err != nil {
+			return nil, false, err
+		}
+		if sync {
+			if err := sess.Sync(ctx, l.Dir()); err != nil {
+				return nil, false, err
+			}
+		}
+		data, _, err := sess.Get(ctx, key)
+		if errors.Is(err, zk.ErrNoNode) {
+			return nil, false, nil
+		}
+		return data, err == nil, err
+	}, cl.Close, nil
+}
+
 // read is one poll: "leader" -> "node epoch position", "member:<id>" ->
 // "position" or "none".
-func (p *positions) read(cl *zk.Client, l cluster.Layout) (map[string]string, error) {
+func (p *positions) read(get getRecord, l cluster.Layout) (map[string]string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	sess, err := cl.Session(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if err := sess.Sync(ctx, l.Dir()); err != nil {
-		return nil, err
-	}
 	out := map[string]string{}
-	data, _, err := sess.Get(ctx, l.LeaderPosition())
+	data, found, err := get(ctx, l.LeaderPosition(), true)
 	switch {
-	case errors.Is(err, zk.ErrNoNode):
 	case err != nil:
 		return nil, err
-	default:
+	case found:
 		var lp cluster.LeaderPosition
 		if err := json.Unmarshal(data, &lp); err != nil {
 			return nil, fmt.Errorf("leader position %q: %w", data, err)
 		}
 		out["leader"] = fmt.Sprintf("%s %d %d", lp.NodeID, lp.Epoch, lp.Position)
 	}
-	data, _, err = sess.Get(ctx, l.Failover())
+	data, found, err = get(ctx, l.Failover(), false)
 	switch {
-	case errors.Is(err, zk.ErrNoNode):
 	case err != nil:
 		return nil, err
-	default:
+	case found:
 		var fr cluster.FailoverRequest
 		if err := json.Unmarshal(data, &fr); err != nil {
 			return nil, fmt.Errorf("failover request %q: %w", data, err)
@@ -303,12 +340,12 @@ func (p *positions) read(cl *zk.Client, l cluster.Layout) (map[string]string, er
 	}
 	for _, n := range p.e.C.Nodes {
 		out["member:"+n.ID] = "none"
-		data, _, err := sess.Get(ctx, l.Member(n.ID))
-		if errors.Is(err, zk.ErrNoNode) {
-			continue
-		}
+		data, found, err := get(ctx, l.Member(n.ID), false)
 		if err != nil {
 			return nil, err
+		}
+		if !found {
+			continue
 		}
 		var m cluster.Member
 		if err := json.Unmarshal(data, &m); err == nil && m.Position != nil {

@@ -22,7 +22,10 @@ func Summary(r Report, seed uint64, replay string) string {
 	}
 	var allRec, allGap []time.Duration
 	total, totalRec, totalChanged := 0, 0, 0
-	kinds := append(append([]string(nil), AllKinds...), LostReplies)
+	// Rows for the kinds the run injected, in schedule order (a backend's
+	// run leaves the other backend's kinds out).
+	kinds := append(append(append([]string(nil), AllKinds...), LostReplies), EtcdNemeses...)
+	kinds = slices.DeleteFunc(kinds, func(k string) bool { return len(byKind[k]) == 0 })
 	for k := range byKind {
 		if !contains(kinds, k) {
 			kinds = append(kinds, k)
@@ -87,6 +90,9 @@ func Summary(r Report, seed uint64, replay string) string {
 		r.PauseWindows, r.WrongFenceAnswers, r.WrongAnswerFellBack)
 	if r.ExpiredZnodeEnds > 0 {
 		fmt.Fprintf(&b, "leaderships ended for 'znode deleted' by the node's own session expiry while its daemon was paused (not failed): %d\n", r.ExpiredZnodeEnds)
+	}
+	if r.RevokedEnds > 0 {
+		fmt.Fprintf(&b, "leaderships ended for a deleted election entry while the operator revoked the node's lease (not failed): %d\n", r.RevokedEnds)
 	}
 	if len(r.KnownRaces) > 0 {
 		fmt.Fprintf(&b, "known dependency data races (reported, not failing): %s\n", strings.Join(r.KnownRaces, ", "))
@@ -199,6 +205,7 @@ func Combine(a, b Report) Report {
 	r.LeaderPositions += b.LeaderPositions
 	r.LaggingWins += b.LaggingWins
 	r.ExpiredZnodeEnds += b.ExpiredZnodeEnds
+	r.RevokedEnds += b.RevokedEnds
 	r.LaggingDeclined += b.LaggingDeclined
 	r.Judged = map[string]int{}
 	for _, m := range []map[string]int{a.Judged, b.Judged} {

@@ -132,6 +132,15 @@ type Options struct {
 	// which ExtraYAML cannot add without a second service section.
 	ServiceYAML  func(n *Node) string
 	ElectionYAML string
+	// EtcdClientProxies (etcd) puts, per node, an etcdtest.DelayProxy in
+	// front of every member's client port and gives the node only those
+	// endpoints: Node.EtcdDelayProxies can then cut one node off from one
+	// member or from all of them (Blackhole) while the cluster is whole.
+	EtcdClientProxies bool
+	// EtcdDemoteTimeout (etcd), when set, is service.demote.timeout
+	// instead of the longest the lease holds: a shorter one leaves the
+	// lease room for slow renewals on a loaded machine.
+	EtcdDemoteTimeout time.Duration
 }
 
 // Cluster is a running test cluster.
@@ -169,6 +178,9 @@ type Node struct {
 	ZKLossProxies []*zktest.LossProxy
 	// PeerProxy (Options.PeerProxy) fronts this node's admin API for peers.
 	PeerProxy *zktest.Proxy
+	// EtcdDelayProxies (Options.EtcdClientProxies) are this node's
+	// proxies, one per etcd member, in member order.
+	EtcdDelayProxies []*etcdtest.DelayProxy
 	// peerTarget, when set, is where PeerProxy sends new connections
 	// instead of the admin API (SetPeerTarget).
 	peerTarget atomic.Value
@@ -330,6 +342,11 @@ func Start(t testing.TB, o Options) *Cluster {
 				for _, p := range n.ZKProxies {
 					n.ZKLossProxies = append(n.ZKLossProxies, zktest.NewLossProxy(t, p.Addr))
 				}
+			}
+		}
+		if o.EtcdClientProxies && c.Etcd != nil {
+			for _, m := range c.Etcd.Members {
+				n.EtcdDelayProxies = append(n.EtcdDelayProxies, etcdtest.NewDelayProxy(t, m.ClientAddr()))
 			}
 		}
 		if o.PeerProxy {
@@ -507,9 +524,18 @@ func (n *Node) writeConfig(failoverd string) {
 				endpoints = append(endpoints, "http://"+p.Addr())
 			}
 		}
+		if len(n.EtcdDelayProxies) > 0 {
+			endpoints = nil
+			for _, p := range n.EtcdDelayProxies {
+				endpoints = append(endpoints, "http://"+p.Addr())
+			}
+		}
 		fmt.Fprintf(&b, "coordination:\n  backend: etcd\netcd:\n  endpoints: [%s]\n  prefix: /failoverd\n  lease_ttl: %s\n  dial_timeout: 2s\n",
 			strings.Join(endpoints, ", "), o.EtcdLeaseTTL)
 		demoteTimeout = etcdDemoteTimeout(o.EtcdLeaseTTL)
+		if o.EtcdDemoteTimeout > 0 {
+			demoteTimeout = o.EtcdDemoteTimeout
+		}
 	} else {
 		// The ensemble's real tickTime: the lease arithmetic relies on it.
 		fmt.Fprintf(&b, "zookeeper:\n  servers: [%s]\n  root: /failoverd\n  session_timeout: %s\n", strings.Join(servers, ", "), o.SessionTimeout)
