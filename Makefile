@@ -20,7 +20,7 @@ lint:
 
 test: deps lint
 	@echo ">> running unit and integration tests (real ZooKeeper, real sshd)"
-	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+	$(GO) test -race -count=1 -timeout 40m $(PKGS)
 
 test-short: lint
 	@echo ">> running unit tests only"
