@@ -122,6 +122,12 @@ type Options struct {
 	// which ExtraYAML cannot add without a second service section.
 	ServiceYAML  func(n *Node) string
 	ElectionYAML string
+
+	// EtcdSecure (etcd only) serves etcd's clients over TLS with client
+	// certificates and turns its auth on (etcdtest.Security); the daemons
+	// connect with the CA, a client certificate and a user limited to
+	// their prefix.
+	EtcdSecure bool
 }
 
 // Cluster is a running test cluster.
@@ -135,6 +141,9 @@ type Cluster struct {
 	Nodes      []*Node
 	EventsPath string // the shared events log
 	Token      string
+
+	// EtcdSecurity is the etcd cluster's TLS and users (Options.EtcdSecure).
+	EtcdSecurity *etcdtest.Security
 }
 
 // Node is one failoverd plus its toy service.
@@ -269,7 +278,12 @@ func Start(t testing.TB, o Options) *Cluster {
 	c := &Cluster{t: t, Opts: o, Dir: t.TempDir(), Token: "test-token-" + strconv.Itoa(os.Getpid())}
 	c.EventsPath = filepath.Join(c.Dir, "events.log")
 	if o.Backend == BackendEtcd {
-		c.Etcd = etcdtest.Start(t, etcdtest.Options{})
+		eo := etcdtest.Options{}
+		if o.EtcdSecure {
+			c.EtcdSecurity = etcdtest.NewSecurity(t, "/failoverd/")
+			eo.Security = c.EtcdSecurity
+		}
+		c.Etcd = etcdtest.Start(t, eo)
 	} else {
 		c.ZK = zktest.StartOpts(t, zktest.Options{Servers: o.ZooKeepers, TickTime: o.ZKTickTime, SyncLimit: o.ZKSyncLimit, ProxyQuorum: o.QuorumProxies})
 	}
@@ -462,6 +476,10 @@ func (n *Node) writeConfig(failoverd string) {
 	if o.Backend == BackendEtcd {
 		fmt.Fprintf(&b, "coordination:\n  backend: etcd\netcd:\n  endpoints: [%s]\n  prefix: /failoverd\n  lease_ttl: %s\n  dial_timeout: 2s\n",
 			strings.Join(c.Etcd.Endpoints(), ", "), o.EtcdLeaseTTL)
+		if sec := c.EtcdSecurity; sec != nil {
+			fmt.Fprintf(&b, "  username: %s\n  password_file: %s\n  tls:\n    ca_file: %s\n    cert_file: %s\n    key_file: %s\n",
+				sec.User, sec.PasswordFile, sec.CAFile, sec.CertFile, sec.KeyFile)
+		}
 		demoteTimeout = etcdDemoteTimeout(o.EtcdLeaseTTL)
 	} else {
 		// The ensemble's real tickTime: the lease arithmetic relies on it.
