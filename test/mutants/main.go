@@ -193,6 +193,16 @@ func mutantUpsert(ctx context.Context, s *zk.Session, path string, b []byte, _ z
 		Tests: []selection{{"./cluster/etcdcluster/", "TestDeadlineIsOurs/SendTime"}},
 	},
 	{
+		Name: "etcd-serializable-leader-view",
+		What: "etcd: the leader view reads the member records and the breadcrumb from the member's own copy (serializable)",
+		Edits: []edit{{
+			File: "cluster/etcdcluster/leader.go",
+			Old:  "clientv3.OpGet(dir(s.layout.MembersDir()), clientv3.WithPrefix()),\n\t\tclientv3.OpGet(s.layout.Breadcrumb()),",
+			New:  "clientv3.OpGet(dir(s.layout.MembersDir()), clientv3.WithPrefix(), clientv3.WithSerializable()),\n\t\tclientv3.OpGet(s.layout.Breadcrumb(), clientv3.WithSerializable()),",
+		}},
+		Tests: []selection{{"./cluster/etcdcluster/", "TestReadsNeedTheQuorum"}},
+	},
+	{
 		Name: "promote-after-failed-fence",
 		What: "a failed fence is logged, then the node promotes anyway",
 		Edits: []edit{{
