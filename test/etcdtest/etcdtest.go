@@ -432,7 +432,8 @@ func (c *Cluster) pids() []int {
 
 // Client returns a client connected to member i only (no other endpoint),
 // closed when the test ends. Its requests do not use "require leader"
-// unless their context says so.
+// unless their context says so. With Options.Security it is etcd's root
+// user, by its client certificate.
 func (c *Cluster) Client(i int) *clientv3.Client {
 	c.t.Helper()
 	c.clientMu.Lock()
