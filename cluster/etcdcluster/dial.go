@@ -176,7 +176,7 @@ func Check(ctx context.Context, cli *clientv3.Client, cfg DialConfig) error {
 	if cfg.Username == "" || cfg.Password == "" {
 		return nil
 	}
-	actx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	actx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	_, err := cli.Auth.Authenticate(actx, cfg.Username, cfg.Password)
 	if errors.Is(err, rpctypes.ErrAuthFailed) {
