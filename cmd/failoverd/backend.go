@@ -188,8 +188,8 @@ func openEtcd(cfg *config.Config, nodeID, instance string, logger *slog.Logger) 
 	}, nil
 }
 
-// unreachableError: the coordination service could not be reached (etcd's
-// client authenticates when it is made, so a user's client needs etcd).
+// unreachableError: the coordination service could not be reached (the
+// etcd client is made without I/O, also with a user, so this is rare).
 type unreachableError struct {
 	desc string
 	err  error
