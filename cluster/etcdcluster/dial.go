@@ -77,14 +77,22 @@ const authenticateMethod = "/etcdserverpb.Auth/Authenticate"
 // userAuth gives every request of a client the token of a user, asking
 // etcd for one (Authenticate) when it has none; a request that etcd
 // answers "invalid auth token" (an expired token, or auth changed) drops
-// it, and etcd's client sends that request again, with a new one.
+// it, and etcd's client sends that request again, with a new one. One
+// Authenticate runs at a time, on its own deadline rather than the
+// request's: etcd hashes the password (bcrypt), and on a loaded etcd that
+// may outlast a short request (a lease renewal), which must not restart it.
 type userAuth struct {
 	user, password string
 	auth           clientv3.Auth // set once the client exists, before any request
 
-	mu    sync.Mutex // held while authenticating: one Authenticate at a time
-	token string
+	mu      sync.Mutex
+	token   string
+	err     error         // the last Authenticate's error
+	pending chan struct{} // closed when the running Authenticate returns (nil: none)
 }
+
+// authTimeout bounds one Authenticate.
+const authTimeout = 30 * time.Second
 
 // GetRequestMetadata is the token of the user (credentials.PerRPCCredentials).
 func (a *userAuth) GetRequestMetadata(ctx context.Context, _ ...string) (map[string]string, error) {
@@ -92,15 +100,44 @@ func (a *userAuth) GetRequestMetadata(ctx context.Context, _ ...string) (map[str
 		return nil, nil
 	}
 	a.mu.Lock()
+	if a.token != "" {
+		tok := a.token
+		a.mu.Unlock()
+		return map[string]string{rpctypes.TokenFieldNameGRPC: tok}, nil
+	}
+	if a.pending == nil {
+		a.pending = make(chan struct{})
+		go a.authenticate(a.pending)
+	}
+	p := a.pending
+	a.mu.Unlock()
+	select {
+	case <-p:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.token == "" {
-		resp, err := a.auth.Authenticate(ctx, a.user, a.password)
-		if err != nil {
-			return nil, fmt.Errorf("authenticating to etcd as %q: %w", a.user, err)
-		}
-		a.token = resp.Token
+		return nil, a.err
 	}
 	return map[string]string{rpctypes.TokenFieldNameGRPC: a.token}, nil
+}
+
+// authenticate asks etcd for a token and closes done.
+func (a *userAuth) authenticate(done chan struct{}) {
+	ctx, cancel := context.WithTimeout(context.Background(), authTimeout)
+	defer cancel()
+	resp, err := a.auth.Authenticate(ctx, a.user, a.password)
+	a.mu.Lock()
+	if err != nil {
+		a.err = fmt.Errorf("authenticating to etcd as %q: %w", a.user, err)
+	} else {
+		a.token, a.err = resp.Token, nil
+	}
+	a.pending = nil
+	a.mu.Unlock()
+	close(done)
 }
 
 // RequireTransportSecurity is false: etcd serves users over plain TCP too.
