@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/failoverd/failoverd/breadcrumb"
@@ -177,7 +178,7 @@ func openEtcd(cfg *config.Config, nodeID, instance string, logger *slog.Logger) 
 	return &backend{
 		kind: config.BackendEtcd, desc: desc, store: store, records: store,
 		stale:   cfg.Etcd.LeaseTTL.Std(),
-		session: func(ctx context.Context) error { return firstEtcdSession(ctx, conn) },
+		session: func(ctx context.Context) error { return firstEtcdSession(ctx, conn, dc, logger) },
 		elector: func(ccfg controller.Config) (cluster.Elector, error) {
 			mode := etcdcluster.Fair
 			if cfg.Election.Mode == config.ModeUnfair {
@@ -189,8 +190,8 @@ func openEtcd(cfg *config.Config, nodeID, instance string, logger *slog.Logger) 
 	}, nil
 }
 
-// unreachableError: the coordination service could not be reached (etcd's
-// client authenticates when it is made, so a user's client needs etcd).
+// unreachableError: the coordination service could not be reached (the
+// etcd client is made without I/O, also with a user, so this is rare).
 type unreachableError struct {
 	desc string
 	err  error
@@ -216,14 +217,40 @@ func firstZKSession(ctx context.Context, client *zk.Client) error {
 	return nil
 }
 
+// errEtcdSetup marks what keeps a daemon from etcd that retrying will not
+// fix: the configuration must change.
+var errEtcdSetup = errors.New("the etcd client setup is refused")
+
 // firstEtcdSession waits for the first etcd lease of conn; the Conn
-// retries on its own.
-func firstEtcdSession(ctx context.Context, conn *etcdcluster.Conn) error {
-	_, err := conn.Session(ctx)
-	if ctx.Err() != nil {
-		return nil
+// retries on its own, so an etcd out of reach (also with a user: the
+// client authenticates at its first request) is waited out, logged every
+// few seconds, while the daemon runs without a session: not connected,
+// never a candidate. What retrying cannot fix is returned as a setup error
+// (errEtcdSetup, naming the setting): a member's certificate the CA does
+// not verify, a password etcd refuses (etcdcluster.Check).
+func firstEtcdSession(ctx context.Context, conn *etcdcluster.Conn, dc etcdcluster.DialConfig, log *slog.Logger) error {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
 	}
-	return err
+	start := time.Now()
+	for {
+		wctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		_, err := conn.Session(wctx)
+		cancel()
+		if err == nil || ctx.Err() != nil {
+			return nil
+		}
+		switch err := etcdcluster.Check(ctx, conn.Client(), dc); {
+		case errors.Is(err, etcdcluster.ErrUntrustedServer):
+			return fmt.Errorf("%w: etcd.tls.ca_file does not verify etcd's certificate: %w", errEtcdSetup, err)
+		case errors.Is(err, etcdcluster.ErrAuthFailed):
+			return fmt.Errorf("%w: etcd refused etcd.username with the password in etcd.password_file: %w", errEtcdSetup, err)
+		case ctx.Err() != nil:
+			return nil
+		}
+		log.Warn("etcd not reachable yet: no session, not campaigning; retrying", "endpoints", strings.Join(dc.Endpoints, ","),
+			"waited", time.Since(start).Round(time.Second).String())
+	}
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) {

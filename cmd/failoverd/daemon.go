@@ -67,6 +67,10 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 			logger.Error("refusing to run: others may change the znodes failoverd relies on; fix their ACLs and start again", "err", err)
 			return exitUsage
 		}
+		if errors.Is(err, errEtcdSetup) {
+			logger.Error("refusing to run: fix the etcd block and start again", "err", err)
+			return exitUsage
+		}
 		logger.Error("failoverd stopped", "err", err)
 		return exitRuntime
 	}

@@ -141,6 +141,12 @@ type Options struct {
 	// instead of the longest the lease holds: a shorter one leaves the
 	// lease room for slow renewals on a loaded machine.
 	EtcdDemoteTimeout time.Duration
+
+	// EtcdSecure (etcd only) serves etcd's clients over TLS with client
+	// certificates and turns its auth on (etcdtest.Security); the daemons
+	// connect with the CA, a client certificate and a user limited to
+	// their prefix.
+	EtcdSecure bool
 }
 
 // Cluster is a running test cluster.
@@ -158,6 +164,9 @@ type Cluster struct {
 	Nodes         []*Node
 	EventsPath    string // the shared events log
 	Token         string
+
+	// EtcdSecurity is the etcd cluster's TLS and users (Options.EtcdSecure).
+	EtcdSecurity *etcdtest.Security
 }
 
 // Node is one failoverd plus its toy service.
@@ -301,7 +310,12 @@ func Start(t testing.TB, o Options) *Cluster {
 	c := &Cluster{t: t, Opts: o, Dir: t.TempDir(), Token: "test-token-" + strconv.Itoa(os.Getpid())}
 	c.EventsPath = filepath.Join(c.Dir, "events.log")
 	if o.Backend == BackendEtcd {
-		c.Etcd = etcdtest.Start(t, etcdtest.Options{})
+		eo := etcdtest.Options{}
+		if o.EtcdSecure {
+			c.EtcdSecurity = etcdtest.NewSecurity(t, "/failoverd/")
+			eo.Security = c.EtcdSecurity
+		}
+		c.Etcd = etcdtest.Start(t, eo)
 	} else {
 		zo := zktest.Options{Servers: o.ZooKeepers, TickTime: o.ZKTickTime, SyncLimit: o.ZKSyncLimit, ProxyQuorum: o.QuorumProxies}
 		if o.ZooKeeperTLS {
@@ -532,6 +546,10 @@ func (n *Node) writeConfig(failoverd string) {
 		}
 		fmt.Fprintf(&b, "coordination:\n  backend: etcd\netcd:\n  endpoints: [%s]\n  prefix: /failoverd\n  lease_ttl: %s\n  dial_timeout: 2s\n",
 			strings.Join(endpoints, ", "), o.EtcdLeaseTTL)
+		if sec := c.EtcdSecurity; sec != nil {
+			fmt.Fprintf(&b, "  username: %s\n  password_file: %s\n  tls:\n    ca_file: %s\n    cert_file: %s\n    key_file: %s\n",
+				sec.User, sec.PasswordFile, sec.CAFile, sec.CertFile, sec.KeyFile)
+		}
 		demoteTimeout = etcdDemoteTimeout(o.EtcdLeaseTTL)
 		if o.EtcdDemoteTimeout > 0 {
 			demoteTimeout = o.EtcdDemoteTimeout

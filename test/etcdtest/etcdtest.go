@@ -148,12 +148,16 @@ type Options struct {
 	// loaded test machine elect for nothing). The smallest lease TTL
 	// etcd grants is 1.5 election timeouts, rounded up to seconds.
 	Heartbeat, Election time.Duration
+	// Security, when set, serves clients over TLS with client
+	// certificates and turns etcd's auth on (see Security).
+	Security *Security
 }
 
 // Member is one etcd server process.
 type Member struct {
 	Index      int
 	Name       string
+	scheme     string // of the client URL: http, or https with Security
 	ClientPort int
 	peerPort   int // the real listener; peers reach it through proxy
 	proxy      *peerProxy
@@ -166,7 +170,7 @@ type Member struct {
 }
 
 // Endpoint is the member's client URL.
-func (m *Member) Endpoint() string { return "http://" + loopback(m.ClientPort) }
+func (m *Member) Endpoint() string { return m.scheme + "://" + loopback(m.ClientPort) }
 
 // ClientAddr is the member's client address, 127.0.0.1:port.
 func (m *Member) ClientAddr() string { return loopback(m.ClientPort) }
@@ -215,7 +219,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 	base := t.TempDir()
 	ports := zktest.FreePorts(t, 2*n)
 	for i := range n {
-		m := &Member{Index: i, Name: fmt.Sprintf("m%d", i), ClientPort: ports[2*i], peerPort: ports[2*i+1]}
+		m := &Member{Index: i, Name: fmt.Sprintf("m%d", i), ClientPort: ports[2*i], peerPort: ports[2*i+1], scheme: scheme(opts.Security)}
 		m.dir = filepath.Join(base, m.Name)
 		m.log = filepath.Join(m.dir, "etcd.log")
 		if err := os.MkdirAll(m.dir, 0o700); err != nil {
@@ -243,6 +247,9 @@ func Start(t testing.TB, opts Options) *Cluster {
 		c.launch(m)
 	}
 	c.WaitServing(60 * time.Second)
+	if opts.Security != nil {
+		c.enableAuth()
+	}
 	return c
 }
 
@@ -287,6 +294,7 @@ func (c *Cluster) launch(m *Member) {
 		"--election-timeout", strconv.FormatInt(c.opts.Election.Milliseconds(), 10),
 		"--logger", "zap", "--log-outputs", "stderr",
 	}
+	args = append(args, c.opts.Security.serverArgs()...)
 	cmd := exec.Command(c.opts.Server.Path, args...)
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
@@ -424,7 +432,8 @@ func (c *Cluster) pids() []int {
 
 // Client returns a client connected to member i only (no other endpoint),
 // closed when the test ends. Its requests do not use "require leader"
-// unless their context says so.
+// unless their context says so. With Options.Security it is etcd's root
+// user, by its client certificate.
 func (c *Cluster) Client(i int) *clientv3.Client {
 	c.t.Helper()
 	c.clientMu.Lock()
@@ -435,6 +444,7 @@ func (c *Cluster) Client(i int) *clientv3.Client {
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:   []string{c.Members[i].Endpoint()},
 		DialTimeout: 5 * time.Second,
+		TLS:         c.opts.Security.rootTLS(),
 		Logger:      zap.NewNop(),
 	})
 	if err != nil {

@@ -156,6 +156,53 @@ func mutantUpsert(ctx context.Context, s *zk.Session, path string, b []byte, _ z
 		Tests: []selection{{e2e, "TestLeaderThatLostItsZnodeBeforeTheBreadcrumbWriteCannotWriteIt"}},
 	},
 	{
+		Name: "etcd-unguarded-breadcrumb",
+		What: "etcd: the breadcrumb write compares only the breadcrumb's revision, not the writer's election key create revision",
+		Edits: []edit{{
+			File: "cluster/etcdcluster/term.go",
+			Old:  `resp, err := t.commit(ctx, "writing breadcrumb "+key, []clientv3.Cmp{casOn(key, rev)}, clientv3.OpPut(key, string(b)))`,
+			New: `resp, err := t.s.cli.Txn(ctx).If(casOn(key, rev)).Then(clientv3.OpPut(key, string(b))).Commit()
+	if err == nil && !resp.Succeeded {
+		err = ErrConflict
+	}`,
+		}},
+		Tests: []selection{{"./cluster/etcdcluster/", "TestOnSharedCluster/GuardedWrites"}},
+	},
+	{
+		Name: "etcd-unguarded-complete-failover",
+		What: "etcd: marking a failover request done compares only the request, not the writer's election key create revision",
+		Edits: []edit{{
+			File: "cluster/etcdcluster/term.go",
+			Old:  `_, err = t.commit(ctx, "marking the failover request "+key+" done", []clientv3.Cmp{unchanged(key, cur)},`,
+			New:  `_, err = t.s.cli.Txn(ctx).If(unchanged(key, cur)).Then(`,
+		}, {
+			File: "cluster/etcdcluster/term.go",
+			Old:  "\t\tclientv3.OpPut(key, string(b), clientv3.WithIgnoreLease()))\n\treturn err",
+			New:  "\t\tclientv3.OpPut(key, string(b), clientv3.WithIgnoreLease())).Commit()\n\treturn err",
+		}},
+		Tests: []selection{{"./cluster/etcdcluster/", "TestOnSharedCluster/GuardedWrites"}},
+	},
+	{
+		Name: "etcd-deadline-from-answer",
+		What: "etcd: the lease deadline counts from a renewal's answer arriving instead of from its send time",
+		Edits: []edit{{
+			File: "cluster/etcdcluster/conn.go",
+			Old:  "func (s *Session) renewed(sent time.Time, ttl time.Duration) {\n",
+			New:  "func (s *Session) renewed(sent time.Time, ttl time.Duration) {\n\tsent = time.Now()\n",
+		}},
+		Tests: []selection{{"./cluster/etcdcluster/", "TestDeadlineIsOurs/SendTime"}},
+	},
+	{
+		Name: "etcd-serializable-leader-view",
+		What: "etcd: the leader view reads the member records and the breadcrumb from the member's own copy (serializable)",
+		Edits: []edit{{
+			File: "cluster/etcdcluster/leader.go",
+			Old:  "clientv3.OpGet(dir(s.layout.MembersDir()), clientv3.WithPrefix()),\n\t\tclientv3.OpGet(s.layout.Breadcrumb()),",
+			New:  "clientv3.OpGet(dir(s.layout.MembersDir()), clientv3.WithPrefix(), clientv3.WithSerializable()),\n\t\tclientv3.OpGet(s.layout.Breadcrumb(), clientv3.WithSerializable()),",
+		}},
+		Tests: []selection{{"./cluster/etcdcluster/", "TestReadsNeedTheQuorum"}},
+	},
+	{
 		Name: "promote-after-failed-fence",
 		What: "a failed fence is logged, then the node promotes anyway",
 		Edits: []edit{{
@@ -428,6 +475,16 @@ func (r runner) run(m mutant) (res result) {
 	return res
 }
 
+// runPattern anchors each level of a -run selection ("TestA/Sub" matches
+// exactly the subtest Sub of TestA).
+func runPattern(run string) string {
+	levels := strings.Split(run, "/")
+	for i, l := range levels {
+		levels[i] = "^(" + l + ")$"
+	}
+	return strings.Join(levels, "/")
+}
+
 var (
 	failRE    = regexp.MustCompile(`(?m)^\s*--- FAIL: (\S+)`)
 	timeoutRE = regexp.MustCompile(`(?m)^panic: test timed out after \S+\s*\n\s*running tests:\s*\n\s*(\S+)`)
@@ -437,7 +494,7 @@ var (
 // all passed); err is set when go test failed without a failing test (a
 // build error, for example).
 func (r runner) goTest(dir string, s selection) (failed string, out []byte, err error) {
-	cmd := r.command(dir, "go", "test", "-count=1", "-p", "1", "-timeout", r.timeout.String(), "-run", "^("+s.Run+")$", s.Pkg)
+	cmd := r.command(dir, "go", "test", "-count=1", "-p", "1", "-timeout", r.timeout.String(), "-run", runPattern(s.Run), s.Pkg)
 	out, err = cmd.CombinedOutput()
 	if err == nil {
 		if !bytes.Contains(out, []byte("ok ")) || bytes.Contains(out, []byte("no tests to run")) {
