@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# failoverd health.exec command for PostgreSQL. Exit 0 (healthy) when
+#   - this PostgreSQL is a primary that accepts writes (not in recovery,
+#     not read-only), or
+#   - it is a standby that follow.sh saw streaming from a leader on that
+#     leader's timeline (failoverd.follow), and it is not streaming on an
+#     older timeline than the one recorded there.
+# A standby without that record (a demoted or crashed primary that has not
+# followed yet, a standby that diverged) is unhealthy: it may hold WAL the
+# leader never had, so it must not be elected before follow.sh has
+# rewound it. A standby whose leader went away stays healthy: it is what
+# failoverd elects next.
+#
+# Usage: health.sh NODE_ENV_FILE   (no event line: it runs every interval)
+set -euo pipefail
+# shellcheck source=lib.sh source-path=SCRIPTDIR
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+(($# == 1)) || usage "NODE_ENV_FILE"
+load_env "$1"
+if ! lsql "SELECT pg_is_in_recovery(), current_setting('default_transaction_read_only'), coalesce((SELECT status || '|' || received_tli FROM pg_stat_wal_receiver), '|')"; then
+  echo "health: $SQL_ERR" >&2
+  exit 1
+fi
+IFS='|' read -r recovery ro status rtli <<<"$SQL_OUT"
+if [[ "$recovery" == f ]]; then
+  [[ "$ro" == off ]] || {
+    echo "health: a primary with default_transaction_read_only=$ro" >&2
+    exit 1
+  }
+  exit 0
+fi
+state=''
+[[ -r "$PG_FOLLOW_STATE" ]] && read -r state <"$PG_FOLLOW_STATE"
+if [[ -z "$state" ]]; then
+  echo "health: a standby that has not followed a leader yet (no $PG_FOLLOW_STATE)" >&2
+  exit 1
+fi
+want=${state##*timeline=}
+if [[ "$status" == streaming && "$rtli" =~ ^[0-9]+$ && "$want" =~ ^[0-9]+$ ]] && ((rtli < want)); then
+  echo "health: streaming on timeline $rtli, older than the leader's $want" >&2
+  exit 1
+fi
+exit 0
