@@ -16,6 +16,10 @@ command -v curl >/dev/null 2>&1 || need+=(curl)
 # examples/redis, make demo-redis and test/e2e's Redis tests.
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 command -v redis-cli >/dev/null 2>&1 || need+=(redis-tools)
+# examples/postgresql, make demo-postgres and test/e2e's PostgreSQL tests
+# (Debian's server: initdb, pg_ctl, pg_rewind, pg_basebackup; psql).
+compgen -G '/usr/lib/postgresql/*/bin/pg_rewind' >/dev/null || need+=(postgresql)
+command -v psql >/dev/null 2>&1 || need+=(postgresql-client)
 
 # Optional: kazoo, the reference recipe of make bench (test/bench skips it
 # when no python3 imports it). Installed along with the rest, or alone when

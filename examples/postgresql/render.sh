@@ -41,6 +41,8 @@ if ((pg_base + 3 > admin_base && admin_base + 3 > pg_base)); then
 fi
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
+# PostgreSQL's user must reach its node directory.
+if ((EUID == 0)); then chmod go+x "$out"; fi
 
 esc() { printf '%s' "$1" | sed -e 's/[|&\\]/\\&/g'; }
 

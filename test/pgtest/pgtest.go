@@ -142,15 +142,14 @@ func must(t testing.TB, err error) {
 }
 
 // openUp lets the postgres user reach dir: every directory from dir up to
-// the first one that others may enter gets o+x (t.TempDir makes 0700 ones).
+// the root that others may not enter gets go+x (t.TempDir makes 0700 ones).
 func openUp(t testing.TB, dir string) {
 	for d := dir; d != "/" && d != "."; d = filepath.Dir(d) {
 		st, err := os.Stat(d)
 		must(t, err)
-		if st.Mode().Perm()&0o001 != 0 {
-			return
+		if st.Mode().Perm()&0o011 != 0o011 {
+			must(t, os.Chmod(d, st.Mode().Perm()|0o011))
 		}
-		must(t, os.Chmod(d, st.Mode().Perm()|0o011))
 	}
 }
 
@@ -177,6 +176,9 @@ func Start(t testing.TB, o Options) *Cluster {
 	out := filepath.Join(c.Dir, "cluster")
 	c.script("render.sh", []string{"ZK_SERVERS=" + strings.Join(c.ZK.Addrs(), ","),
 		"PG_PORT_BASE=" + strconv.Itoa(pgBase), "ADMIN_PORT_BASE=" + strconv.Itoa(adminBase), "PG_BINDIR=" + BinDir()}, out)
+	if os.Geteuid() == 0 {
+		openUp(t, out)
+	}
 	for i, id := range []string{"node-a", "node-b", "node-c"} {
 		n := &Node{c: c, ID: id,
 			Config:    filepath.Join(out, id+".yaml"),
