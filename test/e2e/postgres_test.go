@@ -294,4 +294,3 @@ func pgFormat(fs []pgFigures) string {
 	}
 	return b.String()
 }
-

@@ -19,7 +19,7 @@
 # shutdown begins: a primary in shutdown accepts no new transactions.
 set -euo pipefail
 # shellcheck source=lib.sh source-path=SCRIPTDIR
-. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+case ${BASH_SOURCE[0]} in */*) . "${BASH_SOURCE[0]%/*}/lib.sh" ;; *) . ./lib.sh ;; esac
 
 deadline_s=${PG_DEMOTE_TIMEOUT:-3}
 if [[ "${1:-}" == -t ]]; then
@@ -55,13 +55,11 @@ if ! pm_pid; then
   ok
 fi
 cluster_state || fail "pg_controldata: cannot read $PGDATA"
-case "$CLUSTER_STATE" in
-"in archive recovery" | "shut down in recovery")
+if [[ "$CLUSTER_STATE" == "in archive recovery" ]]; then
   park
   ev_add how already-standby
   ok
-  ;;
-esac
+fi
 
 # A primary (or one starting up). standby.signal first: whatever happens
 # next, the next start is a standby's.

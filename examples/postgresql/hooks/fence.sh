@@ -22,7 +22,7 @@
 # there, so a start is a standby's).
 set -euo pipefail
 # shellcheck source=lib.sh source-path=SCRIPTDIR
-. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+case ${BASH_SOURCE[0]} in */*) . "${BASH_SOURCE[0]%/*}/lib.sh" ;; *) . ./lib.sh ;; esac
 
 target=${FAILOVERD_TARGET_ID:-}
 ev_add cluster "${FAILOVERD_CLUSTER:-}" node "${FAILOVERD_NODE_ID:-}" target "$target" \

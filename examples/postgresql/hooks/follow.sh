@@ -30,7 +30,7 @@
 # to a primary, and leaves a standby alone.
 set -euo pipefail
 # shellcheck source=lib.sh source-path=SCRIPTDIR
-. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+case ${BASH_SOURCE[0]} in */*) . "${BASH_SOURCE[0]%/*}/lib.sh" ;; *) . ./lib.sh ;; esac
 
 (($# == 1)) || usage "NODE_ENV_FILE"
 load_env "$1"

@@ -14,7 +14,7 @@
 # Usage: health.sh NODE_ENV_FILE   (no event line: it runs every interval)
 set -euo pipefail
 # shellcheck source=lib.sh source-path=SCRIPTDIR
-. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+case ${BASH_SOURCE[0]} in */*) . "${BASH_SOURCE[0]%/*}/lib.sh" ;; *) . ./lib.sh ;; esac
 
 (($# == 1)) || usage "NODE_ENV_FILE"
 load_env "$1"

@@ -100,14 +100,14 @@ load_env() {
   PG_SUPERUSER=${PG_SUPERUSER:-postgres}
   PG_REPL_USER=${PG_REPL_USER:-postgres}
   PG_START_OPTS=${PG_START_OPTS:-}
-  PG_LOG=${PG_LOG:-$(dirname "$PGDATA")/postgresql.log}
+  PG_LOG=${PG_LOG:-${PGDATA%/*}/postgresql.log}
   PG_ALLOW_RECLONE=${PG_ALLOW_RECLONE:-no}
   PG_FOLLOW_WAIT=${PG_FOLLOW_WAIT:-10}
   # The file the hooks own, included by postgresql.conf
   # (include_if_exists = 'failoverd.conf'): primary_conninfo.
   PG_HOOK_CONF="$PGDATA/failoverd.conf"
   # Commands run as PG_OS_USER need a working directory it may enter.
-  cd "$(dirname "$PGDATA")" 2>/dev/null || cd /
+  cd "${PGDATA%/*}" 2>/dev/null || cd /
   # Written by follow.sh when this standby streams from the leader on the
   # leader's timeline; removed by every hook that changes the role or the
   # data (promote, demote of a primary, rewind, clone). health.sh calls a
@@ -144,6 +144,7 @@ sql() {
 lsql() { sql "$PG_HOST" "$PG_PORT" "$1"; }
 
 # pm_pid: the running postmaster's pid in PM_PID; returns 1 when none.
+# Builtins only: the demote hook must be quick on a busy host.
 pm_pid() {
   PM_PID=''
   local f="$PGDATA/postmaster.pid" pid comm
@@ -160,11 +161,14 @@ pm_pid() {
 # archive recovery", "shut down", "shut down in recovery", ...), and
 # CONTROL_TLI, the timeline of its latest checkpoint.
 cluster_state() {
-  local out
+  local out line
   CLUSTER_STATE='' CONTROL_TLI=''
   out=$(LC_ALL=C "$PG_BINDIR/pg_controldata" -D "$PGDATA" 2>&1) || return 1
-  CLUSTER_STATE=$(sed -n 's/^Database cluster state: *//p' <<<"$out")
-  CONTROL_TLI=$(sed -n "s/^Latest checkpoint's TimeLineID: *//p" <<<"$out")
+  while IFS= read -r line; do
+    [[ "$line" =~ ^Database\ cluster\ state:\ +(.*)$ ]] && CLUSTER_STATE=${BASH_REMATCH[1]}
+    [[ "$line" =~ ^Latest\ checkpoint\'s\ TimeLineID:\ +([0-9]+) ]] && CONTROL_TLI=${BASH_REMATCH[1]}
+  done <<<"$out"
+  [[ -n "$CLUSTER_STATE" ]]
 }
 
 has_data() { [[ -s "$PGDATA/PG_VERSION" ]]; }

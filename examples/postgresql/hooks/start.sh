@@ -10,7 +10,7 @@
 #   --park-only  only create standby.signal (a unit's ExecStartPre)
 set -euo pipefail
 # shellcheck source=lib.sh source-path=SCRIPTDIR
-. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+case ${BASH_SOURCE[0]} in */*) . "${BASH_SOURCE[0]%/*}/lib.sh" ;; *) . ./lib.sh ;; esac
 
 only=0
 if [[ "${1:-}" == --park-only ]]; then
