@@ -29,9 +29,11 @@ if [[ "${1:-}" == -t ]]; then
 fi
 (($# == 1)) || usage "[-t SECONDS] NODE_ENV_FILE"
 load_env "$1"
-start_ms=$(now_ms)
+now_ms
+start_ms=$NOW_MS
+secs_ms "$deadline_s"
 # The fast shutdown may last until one second before the deadline.
-fast_until=$((start_ms + $(secs_ms "$deadline_s") - 1000))
+fast_until=$((start_ms + MS - 1000))
 ev_add cluster "${FAILOVERD_CLUSTER:-}" node "${FAILOVERD_NODE_ID:-}" pg "$PG_HOST:$PG_PORT" \
   epoch "${FAILOVERD_EPOCH:-}" reason "${FAILOVERD_REASON:-}"
 
@@ -65,9 +67,11 @@ fi
 # next, the next start is a standby's.
 park
 rm -f "$PG_FOLLOW_STATE"
-left=$((fast_until - $(now_ms)))
+now_ms
+left=$((fast_until - NOW_MS))
 stop_pg $((left > 0 ? left : 0)) || fail "PostgreSQL (pid $PM_PID) still runs after an immediate shutdown"
-ev_add how "stopped-$STOPPED" stop_ms "$(($(now_ms) - start_ms))"
+now_ms
+ev_add how "stopped-$STOPPED" stop_ms "$((NOW_MS - start_ms))"
 # Back as a standby of nobody; pg_ctl does not wait for it.
 set_conninfo
 start_pg || fail "pg_ctl start as a standby failed (see $PG_LOG)"

@@ -36,13 +36,15 @@ case ${BASH_SOURCE[0]} in */*) . "${BASH_SOURCE[0]%/*}/lib.sh" ;; *) . ./lib.sh 
 load_env "$1"
 leader=${FAILOVERD_LEADER_ID:-}
 leader_addr=${FAILOVERD_LEADER_ADDRESS:-}
-start_ms=$(now_ms)
+now_ms
+start_ms=$NOW_MS
 ev_add cluster "${FAILOVERD_CLUSTER:-}" node "${FAILOVERD_NODE_ID:-}" pg "$PG_HOST:$PG_PORT" \
   leader "$leader" leader_address "$leader_addr" leader_epoch "${FAILOVERD_LEADER_EPOCH:-}" \
   reason "${FAILOVERD_REASON:-}"
 
 done_ok() {
-  ev_add how "$1" rewound "${REWOUND:-no}" ms "$(($(now_ms) - start_ms))"
+  now_ms
+  ev_add how "$1" rewound "${REWOUND:-no}" ms "$((NOW_MS - start_ms))"
   ok
 }
 
@@ -82,8 +84,9 @@ streaming() {
 
 # wait_streaming SECONDS
 wait_streaming() {
-  local until=$(($(now_ms) + $1 * 1000))
-  while (($(now_ms) < until)); do
+  now_ms
+  local until=$((NOW_MS + $1 * 1000))
+  while now_ms && ((NOW_MS < until)); do
     streaming && return 0
     sleep 0.2
   done

@@ -30,21 +30,26 @@ HOOK="${0##*/}"
 HOOK="${HOOK%.sh}"
 EV_FIELDS=()
 
+# ev_quote VALUE: sets QUOTED to VALUE, quoted when it must be. (No
+# command substitutions in the hooks' hot paths: each is a fork, and a fork
+# takes long on a busy host.)
 ev_quote() {
+  QUOTED=$1
   if [[ "$1" =~ [[:space:]\"=] ]]; then
     local v=${1//\\/\\\\}
     v=${v//\"/\\\"}
     v=${v//$'\n'/ }
-    printf '"%s"' "$v"
-  else
-    printf '%s' "$1"
+    QUOTED="\"$v\""
   fi
 }
 
 # ev_add KEY VALUE...: fields for the event line (empty values left out).
 ev_add() {
   while (($# >= 2)); do
-    [[ -n "$2" ]] && EV_FIELDS+=("$1=$(ev_quote "$2")")
+    if [[ -n "$2" ]]; then
+      ev_quote "$2"
+      EV_FIELDS+=("$1=$QUOTED")
+    fi
     shift 2
   done
 }
@@ -53,7 +58,10 @@ ev_emit() {
   local line now=$EPOCHREALTIME ts
   TZ=UTC0 printf -v ts '%(%Y-%m-%dT%H:%M:%S)T' "${now%.*}"
   line="$ts.${now#*.}Z event=$HOOK ${EV_FIELDS[*]} result=$1"
-  [[ -n "${2:-}" ]] && line+=" err=$(ev_quote "$2")"
+  if [[ -n "${2:-}" ]]; then
+    ev_quote "$2"
+    line+=" err=$QUOTED"
+  fi
   printf '%s\n' "$line"
   if [[ -n "${FAILOVERD_EVENTS_LOG:-}" ]]; then
     printf '%s\n' "$line" >>"$FAILOVERD_EVENTS_LOG" || true
@@ -76,10 +84,10 @@ usage() {
   exit 2
 }
 
-# now_ms: milliseconds since the epoch, without a fork.
+# now_ms: sets NOW_MS to the milliseconds since the epoch.
 now_ms() {
   local t=$EPOCHREALTIME
-  echo $((${t%.*} * 1000 + 10#${t#*.} / 1000))
+  NOW_MS=$((${t%.*} * 1000 + 10#${t#*.} / 1000))
 }
 
 # load_env FILE: sources a node's environment file and fills in defaults.
@@ -205,12 +213,13 @@ start_pg() {
     -o "-p $PG_PORT -c cluster_name=$PG_NAME $PG_START_OPTS" >/dev/null
 }
 
-# secs_ms SECONDS: prints SECONDS (a decimal like 3 or 2.5) in milliseconds.
+# secs_ms SECONDS: sets MS to SECONDS (a decimal like 3 or 2.5) in
+# milliseconds.
 secs_ms() {
   local i=${1%.*} f=''
   [[ "$1" == *.* ]] && f=${1#*.}
   f="${f}000"
-  echo $((10#${i:-0} * 1000 + 10#${f:0:3}))
+  MS=$((10#${i:-0} * 1000 + 10#${f:0:3}))
 }
 
 # stop_pg MILLISECONDS: stops the running PostgreSQL: a fast shutdown
@@ -224,14 +233,16 @@ stop_pg() {
   pm_pid || return 0
   local pid=$PM_PID
   kill -INT "$pid" 2>/dev/null || true # SIGINT: a fast shutdown
-  deadline=$(($(now_ms) + $1))
-  while kill -0 "$pid" 2>/dev/null && (($(now_ms) < deadline)); do sleep 0.05; done
+  now_ms
+  deadline=$((NOW_MS + $1))
+  while kill -0 "$pid" 2>/dev/null && now_ms && ((NOW_MS < deadline)); do sleep 0.05; done
   STOPPED=fast
   kill -0 "$pid" 2>/dev/null || return 0
   STOPPED=immediate
   kill -QUIT "$pid" 2>/dev/null || true
-  deadline=$(($(now_ms) + 5000))
-  while kill -0 "$pid" 2>/dev/null && (($(now_ms) < deadline)); do sleep 0.02; done
+  now_ms
+  deadline=$((NOW_MS + 5000))
+  while kill -0 "$pid" 2>/dev/null && now_ms && ((NOW_MS < deadline)); do sleep 0.02; done
   ! kill -0 "$pid" 2>/dev/null
 }
 
