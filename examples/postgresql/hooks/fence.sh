@@ -41,6 +41,7 @@ if [[ -z "$envf" ]]; then
   addr=${FAILOVERD_TARGET_ADDRESS:-}
   [[ -n "$addr" ]] || fail "no environment file and no service_address for node $target"
   PG_SUPERUSER=${PG_SUPERUSER:-postgres}
+  command -v "$PSQL" >/dev/null 2>&1 || fail "psql not found (Debian: apt-get install postgresql-client)"
   split_addr "$addr"
   sql "$HOST" "$PORT" "SELECT pg_is_in_recovery()" || fail "$addr: $SQL_ERR (without its data directory that is not fenced)"
   [[ "$SQL_OUT" == t ]] || fail "$addr is a primary, and this method cannot stop it without its data directory"

@@ -110,6 +110,10 @@ load_env() {
   PG_START_OPTS=${PG_START_OPTS:-}
   PG_LOG=${PG_LOG:-${PGDATA%/*}/postgresql.log}
   PG_ALLOW_RECLONE=${PG_ALLOW_RECLONE:-no}
+  # PG_BINDIR's psql: Debian's /usr/bin/psql is a Perl wrapper that takes
+  # long to start on a busy host.
+  PSQL=$PG_BINDIR/psql
+  [[ -x "$PSQL" ]] || PSQL=psql
   PG_FOLLOW_WAIT=${PG_FOLLOW_WAIT:-10}
   # The file the hooks own, included by postgresql.conf
   # (include_if_exists = 'failoverd.conf'): primary_conninfo.
@@ -138,7 +142,7 @@ as_pg() {
 sql() {
   local h=$1 p=$2 q=$3 rc
   SQL_OUT='' SQL_ERR='' SQL_REFUSED=0
-  SQL_OUT=$(PGCONNECT_TIMEOUT=${PGCONNECT_TIMEOUT:-3} psql -X -q -A -t -F '|' -v ON_ERROR_STOP=1 \
+  SQL_OUT=$(PGCONNECT_TIMEOUT=${PGCONNECT_TIMEOUT:-3} "$PSQL" -X -q -A -t -F '|' -v ON_ERROR_STOP=1 \
     -h "$h" -p "$p" -U "$PG_SUPERUSER" -d postgres -c "$q" 2>&1) && rc=0 || rc=$?
   ((rc != 0)) || return 0
   SQL_ERR="${h}:${p}: ${SQL_OUT//$'\n'/ }"
@@ -263,7 +267,4 @@ split_addr() {
   [[ -n "$HOST" && "$PORT" =~ ^[0-9]+$ ]] || fail "bad address \"$a\" (want host:port)"
 }
 
-command -v psql >/dev/null 2>&1 || {
-  echo "$HOOK: psql not found (Debian: apt-get install postgresql-client)" >&2
-  exit 1
-}
+PSQL=${PSQL:-psql}
