@@ -66,7 +66,6 @@ fi
 # A primary (or one starting up). standby.signal first: whatever happens
 # next, the next start is a standby's.
 park
-rm -f "$PG_FOLLOW_STATE"
 now_ms
 left=$((fast_until - NOW_MS))
 stop_pg $((left > 0 ? left : 0)) || fail "PostgreSQL (pid $PM_PID) still runs after an immediate shutdown"

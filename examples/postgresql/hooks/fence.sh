@@ -65,7 +65,6 @@ if [[ "$CLUSTER_STATE" == "in archive recovery" ]]; then
   ev_add how standby
   ok
 fi
-as_pg rm -f "$PG_FOLLOW_STATE"
 stop_pg 0 || fail "PostgreSQL (pid $PM_PID) still runs after an immediate shutdown"
 ev_add how stopped
 ok

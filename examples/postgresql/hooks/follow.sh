@@ -52,7 +52,6 @@ if [[ -z "$leader" ]]; then
   # No leader: nobody to follow, but nobody may write here either.
   if pm_pid && cluster_state && [[ "$CLUSTER_STATE" != *recovery* ]]; then
     park
-    as_pg rm -f "$PG_FOLLOW_STATE"
     set_conninfo
     stop_pg 2000 || fail "PostgreSQL still runs after an immediate shutdown"
     start_pg || fail "pg_ctl start as a standby failed (see $PG_LOG)"
@@ -123,7 +122,9 @@ clone() {
     as_pg find "$PGDATA" -mindepth 1 -delete 2>/dev/null || true
     fail "pg_basebackup from $leader_addr: $e"
   }
-  as_pg rm -f "$PGDATA/failoverd.follow" "$PGDATA/postmaster.pid"
+  # (The copy has the leader's failoverd.follow, "primary ...": unhealthy
+  # until followed().)
+  as_pg rm -f "$PGDATA/postmaster.pid"
   REWOUND=$1
   start_following "cloned" || fail "cloned from $leader_addr, but $START_ERR"
 }
@@ -148,7 +149,6 @@ fi
 
 # 2. Stop, rewind, start as a standby of the leader.
 park
-as_pg rm -f "$PG_FOLLOW_STATE"
 set_conninfo
 stop_pg 5000 || fail "PostgreSQL still runs after an immediate shutdown"
 # The leader's control file must show its promotion before pg_rewind can
@@ -162,8 +162,8 @@ rm -f "$PGDATA/standby.signal"
 rewind_out=$(as_pg "$PG_BINDIR/pg_rewind" -D "$PGDATA" \
   --source-server="host=$lhost port=$lport user=$PG_SUPERUSER dbname=postgres connect_timeout=5" 2>&1) && rc=0 || rc=$?
 park
-# pg_rewind copies the leader's configuration files (ours included).
-as_pg rm -f "$PG_FOLLOW_STATE"
+# pg_rewind copied the leader's files, its failoverd.follow too ("primary
+# ..."): health.sh calls this node unhealthy until followed() below.
 if ((rc == 0)); then
   if [[ "$rewind_out" == *"no rewind required"* ]]; then REWOUND=no; else REWOUND=yes; fi
   PG_FOLLOW_WAIT=$((PG_FOLLOW_WAIT * 2))

@@ -3,13 +3,14 @@
 #   - this PostgreSQL is a primary that accepts writes (not in recovery,
 #     not read-only), or
 #   - it is a standby that follow.sh saw streaming from a leader on that
-#     leader's timeline (failoverd.follow), and it is not streaming on an
-#     older timeline than the one recorded there.
-# A standby without that record (a demoted or crashed primary that has not
-# followed yet, a standby that diverged) is unhealthy: it may hold WAL the
-# leader never had, so it must not be elected before follow.sh has
-# rewound it. A standby whose leader went away stays healthy: it is what
-# failoverd elects next.
+#     leader's timeline (failoverd.follow says "leader=..."), and it is not
+#     streaming on an older timeline than the one recorded there.
+# A standby that was a promoted primary since (promote.sh wrote "primary
+# ..." when it succeeded; pg_rewind and pg_basebackup copy the leader's)
+# is unhealthy until follow.sh has seen it stream from the leader: it may
+# hold WAL the leader never had, or lack acknowledged writes the leader
+# has, so it must not be elected before. A standby whose leader went away
+# stays healthy: it is what failoverd elects next.
 #
 # Usage: health.sh NODE_ENV_FILE   (no event line: it runs every interval)
 set -euo pipefail
@@ -34,6 +35,10 @@ state=''
 [[ -r "$PG_FOLLOW_STATE" ]] && read -r state <"$PG_FOLLOW_STATE"
 if [[ -z "$state" ]]; then
   echo "health: a standby that has not followed a leader yet (no $PG_FOLLOW_STATE)" >&2
+  exit 1
+fi
+if [[ "$state" == primary* ]]; then
+  echo "health: a standby that was a primary ($state) and has not followed a leader since" >&2
   exit 1
 fi
 want=${state##*timeline=}

@@ -120,10 +120,10 @@ load_env() {
   PG_HOOK_CONF="$PGDATA/failoverd.conf"
   # Commands run as PG_OS_USER need a working directory it may enter.
   cd "${PGDATA%/*}" 2>/dev/null || cd /
-  # Written by follow.sh when this standby streams from the leader on the
-  # leader's timeline; removed by every hook that changes the role or the
-  # data (promote, demote of a primary, rewind, clone). health.sh calls a
-  # standby without it unhealthy: it may hold WAL the leader does not.
+  # "leader=ID ... timeline=N": written by follow.sh when this standby
+  # streams from the leader on the leader's timeline; "primary epoch=E ...":
+  # written by promote.sh when it succeeded. health.sh calls a standby
+  # without a "leader=" record unhealthy (see there).
   PG_FOLLOW_STATE="$PGDATA/failoverd.follow"
 }
 

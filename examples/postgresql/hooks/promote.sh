@@ -37,14 +37,10 @@ IFS='|' read -r recovery seen <<<"$SQL_OUT"
 
 how=already-primary
 if [[ "$recovery" == t ]]; then
-  # From here on this node's role changes: it is no longer a proven
-  # follower of anyone.
-  as_pg rm -f "$PG_FOLLOW_STATE"
   lsql "SELECT pg_promote(true, 60)" || fail "pg_promote: $SQL_ERR"
   [[ "$SQL_OUT" == t ]] || fail "pg_promote did not finish within 60s"
   how=promoted
 fi
-as_pg rm -f "$PG_FOLLOW_STATE"
 # A primary streams from nobody; a restart (always as a standby, see
 # start.sh) then waits for follow.sh instead of streaming from the node it
 # followed before.
@@ -52,6 +48,13 @@ set_conninfo
 lsql "SET synchronous_commit = local; UPDATE failoverd_epoch SET epoch = $epoch, node = '${FAILOVERD_NODE_ID:-}', at = now() WHERE epoch <= $epoch" ||
   fail "recording the epoch: $SQL_ERR"
 lsql "CHECKPOINT" || fail "CHECKPOINT: $SQL_ERR"
-lsql "SELECT ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int" && ev_add timeline "$SQL_OUT"
-ev_add how "$how"
+lsql "SELECT ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int" || fail "$SQL_ERR"
+ev_add timeline "$SQL_OUT" how "$how"
+# Last: from here on clients may write here (failoverd publishes this
+# node as the leader once this hook succeeded). If this PostgreSQL is ever
+# a standby again, health.sh calls it unhealthy until follow.sh has seen
+# it stream from a leader: it may hold acknowledged writes no other node
+# has, or lack the new leader's. A promote that fails before this line
+# leaves the node as healthy as it was: no client wrote here.
+as_pg sh -c 'printf "%s\n" "$2" >"$1"' sh "$PG_FOLLOW_STATE" "primary epoch=$epoch timeline=$SQL_OUT"
 ok
