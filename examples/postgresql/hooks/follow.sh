@@ -48,6 +48,9 @@ done_ok() {
   ok
 }
 
+# Nothing else stops, rewinds, copies or starts this PostgreSQL meanwhile.
+lock_pg || fail "cannot lock ${PGDATA%/}.lock"
+
 if [[ -z "$leader" ]]; then
   # No leader: nobody to follow, but nobody may write here either.
   if pm_pid && cluster_state && [[ "$CLUSTER_STATE" != *recovery* ]]; then
@@ -58,6 +61,10 @@ if [[ -z "$leader" ]]; then
     done_ok "parked-$STOPPED"
   fi
   park
+  if has_data && ! pm_pid; then
+    start_pg || fail "pg_ctl start as a standby failed (see $PG_LOG)"
+    done_ok started-standby
+  fi
   done_ok already-standby
 fi
 [[ "$leader" != "${FAILOVERD_NODE_ID:-}" ]] || fail "the leader is this node ($leader): nothing to follow"
@@ -182,6 +189,7 @@ fi
 if [[ "$PG_ALLOW_RECLONE" != yes ]]; then
   fail "set PG_ALLOW_RECLONE=yes to let this hook copy the leader: ${rewind_err//$'\n'/ }"
 fi
+pm_pid && fail "PostgreSQL runs on $PGDATA (pid $PM_PID): not moving it aside"
 aside="$PGDATA.reclone-$(date -u +%Y%m%dT%H%M%S)"
 as_pg mv "$PGDATA" "$aside" || fail "cannot move $PGDATA aside"
 echo "follow: ${rewind_err//$'\n'/ }; moved $PGDATA to $aside" >&2

@@ -12,6 +12,10 @@
 # has, so it must not be elected before. A standby whose leader went away
 # stays healthy: it is what failoverd elects next.
 #
+# A PostgreSQL that is not running is unhealthy, and this starts it as a
+# standby (see below): a supervisor's job, done here because health.sh
+# runs every interval.
+#
 # Usage: health.sh NODE_ENV_FILE   (no event line: it runs every interval)
 set -euo pipefail
 # shellcheck source=lib.sh source-path=SCRIPTDIR
@@ -19,6 +23,15 @@ case ${BASH_SOURCE[0]} in */*) . "${BASH_SOURCE[0]%/*}/lib.sh" ;; *) . ./lib.sh 
 
 (($# == 1)) || usage "NODE_ENV_FILE"
 load_env "$1"
+# A stopped PostgreSQL is started as a standby (standby.signal first):
+# after a demote cut short at its deadline, or a crash of the service
+# alone, nothing else would start it while there is no leader to follow.
+# Never while a hook holds the node's lock (follow.sh rewinding, copying).
+if has_data && ! pm_pid && lock_pg -n; then
+  start_pg >/dev/null 2>&1 || true
+  echo "health: PostgreSQL was not running; started it as a standby" >&2
+  exit 1
+fi
 if ! lsql "SELECT pg_is_in_recovery(), current_setting('default_transaction_read_only'), coalesce((SELECT status || '|' || received_tli FROM pg_stat_wal_receiver), '|')"; then
   echo "health: $SQL_ERR" >&2
   exit 1

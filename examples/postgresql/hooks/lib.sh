@@ -205,16 +205,33 @@ set_conninfo() {
     "# Written by the failoverd hooks (examples/postgresql); do not edit." "primary_conninfo = '$ci'"
 }
 
+# lock_pg [-n]: takes the node's hook lock (flock on PGDATA.lock, beside
+# the data directory) for the rest of this hook's run; -n: fail at once
+# when another hook holds it. follow.sh holds it while it stops, rewinds,
+# copies and starts; health.sh starts a stopped PostgreSQL only under it.
+lock_pg() {
+  exec {LOCK_FD}>>"${PGDATA%/}.lock" || return 1
+  flock "$@" "$LOCK_FD"
+}
+
 # start_pg [WAIT_SECONDS]: pg_ctl start (as a standby: park first); with
 # WAIT_SECONDS, wait until it accepts connections.
 start_pg() {
+  pm_pid && return 0
   park
   local -a w=(-W)
   [[ -n "${1:-}" ]] && w=(-w -t "$1")
   # pg_ctl makes the postmaster its own session: failoverd's kill of the
   # hook's process group does not reach it.
-  as_pg "$PG_BINDIR/pg_ctl" start -D "$PGDATA" -l "$PG_LOG" "${w[@]}" \
-    -o "-p $PG_PORT -c cluster_name=$PG_NAME $PG_START_OPTS" >/dev/null
+  # The postmaster must not inherit the hook lock's descriptor: it would
+  # hold the lock for as long as it runs.
+  if [[ -n "${LOCK_FD:-}" ]]; then
+    as_pg "$PG_BINDIR/pg_ctl" start -D "$PGDATA" -l "$PG_LOG" "${w[@]}" \
+      -o "-p $PG_PORT -c cluster_name=$PG_NAME $PG_START_OPTS" >/dev/null {LOCK_FD}>&-
+  else
+    as_pg "$PG_BINDIR/pg_ctl" start -D "$PGDATA" -l "$PG_LOG" "${w[@]}" \
+      -o "-p $PG_PORT -c cluster_name=$PG_NAME $PG_START_OPTS" >/dev/null
+  fi
 }
 
 # secs_ms SECONDS: sets MS to SECONDS (a decimal like 3 or 2.5) in
