@@ -215,7 +215,7 @@ func Start(t testing.TB, o Options) *Cluster {
 	for _, n := range c.Nodes {
 		n.StartDaemon()
 	}
-	c.WaitSettled("", 180*time.Second)
+	c.WaitSettled("", 300*time.Second)
 	return c
 }
 
