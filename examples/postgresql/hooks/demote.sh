@@ -38,7 +38,10 @@ ev_add cluster "${FAILOVERD_CLUSTER:-}" node "${FAILOVERD_NODE_ID:-}" pg "$PG_HO
   epoch "${FAILOVERD_EPOCH:-}" reason "${FAILOVERD_REASON:-}"
 
 # failoverd's deadline: SIGTERM, then SIGKILL after the kill grace.
+# Only a primary's stop needs it: anything else is left as it is.
+STOPPING=0
 on_term() {
+  ((STOPPING)) || fail "stopped by failoverd at its deadline"
   if pm_pid; then
     kill -QUIT "$PM_PID" 2>/dev/null || true
   fi
@@ -65,6 +68,7 @@ fi
 
 # A primary (or one starting up). standby.signal first: whatever happens
 # next, the next start is a standby's.
+STOPPING=1
 park
 now_ms
 left=$((fast_until - NOW_MS))
