@@ -129,8 +129,6 @@ clone() {
     as_pg find "$PGDATA" -mindepth 1 -delete 2>/dev/null || true
     fail "pg_basebackup from $leader_addr: $e"
   }
-  # (The copy has the leader's failoverd.follow, "primary ...": unhealthy
-  # until followed().)
   as_pg rm -f "$PGDATA/postmaster.pid"
   REWOUND=$1
   start_following "cloned" || fail "cloned from $leader_addr, but $START_ERR"
@@ -169,8 +167,8 @@ rm -f "$PGDATA/standby.signal"
 rewind_out=$(as_pg "$PG_BINDIR/pg_rewind" -D "$PGDATA" \
   --source-server="host=$lhost port=$lport user=$PG_SUPERUSER dbname=postgres connect_timeout=5" 2>&1) && rc=0 || rc=$?
 park
-# pg_rewind copied the leader's files, its failoverd.follow too ("primary
-# ..."): health.sh calls this node unhealthy until followed() below.
+# (pg_rewind copied the leader's files, its failoverd.follow too; followed()
+# below writes this node's.)
 if ((rc == 0)); then
   if [[ "$rewind_out" == *"no rewind required"* ]]; then REWOUND=no; else REWOUND=yes; fi
   PG_FOLLOW_WAIT=$((PG_FOLLOW_WAIT * 2))

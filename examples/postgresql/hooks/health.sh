@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
+#!/usr/bin/env bash
 # failoverd health.exec command for PostgreSQL. Exit 0 (healthy) when
 #   - this PostgreSQL is a primary that accepts writes (not in recovery,
 #     not read-only), or
-#   - it is a standby that follow.sh saw streaming from a leader on that
-#     leader's timeline (failoverd.follow says "leader=..."), and it is not
-#     streaming on an older timeline than the one recorded there.
-# A standby that was a promoted primary since (promote.sh wrote "primary
-# ..." when it succeeded; pg_rewind and pg_basebackup copy the leader's)
-# is unhealthy until follow.sh has seen it stream from the leader: it may
-# hold WAL the leader never had, or lack acknowledged writes the leader
-# has, so it must not be elected before. A standby whose leader went away
-# stays healthy: it is what failoverd elects next.
+#   - it is a standby that is not streaming on an older timeline than the
+#     leader's that follow.sh recorded (failoverd.follow: "leader=...
+#     timeline=N"): a standby streaming an old timeline diverged.
+# A standby whose leader went away stays healthy: it is what failoverd
+# elects next. Which standby may be elected is election.max_lag's business
+# (positions), not this check's: a check that refused an old primary
+# until it followed again left a cluster whose only copy of the data was
+# that old primary without any candidate.
 #
 # A PostgreSQL that is not running is unhealthy, and this starts it as a
 # standby (see below): a supervisor's job, done here because health.sh
@@ -46,14 +46,7 @@ if [[ "$recovery" == f ]]; then
 fi
 state=''
 [[ -r "$PG_FOLLOW_STATE" ]] && read -r state <"$PG_FOLLOW_STATE"
-if [[ -z "$state" ]]; then
-  echo "health: a standby that has not followed a leader yet (no $PG_FOLLOW_STATE)" >&2
-  exit 1
-fi
-if [[ "$state" == primary* ]]; then
-  echo "health: a standby that was a primary ($state) and has not followed a leader since" >&2
-  exit 1
-fi
+[[ "$state" == leader=* ]] || exit 0
 want=${state##*timeline=}
 if [[ "$status" == streaming && "$rtli" =~ ^[0-9]+$ && "$want" =~ ^[0-9]+$ ]] && ((rtli < want)); then
   echo "health: streaming on timeline $rtli, older than the leader's $want" >&2

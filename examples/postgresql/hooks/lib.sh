@@ -123,7 +123,7 @@ load_env() {
   # "leader=ID ... timeline=N": written by follow.sh when this standby
   # streams from the leader on the leader's timeline; "primary epoch=E ...":
   # written by promote.sh when it succeeded. health.sh calls a standby
-  # without a "leader=" record unhealthy (see there).
+  # streaming an older timeline than its record's unhealthy.
   PG_FOLLOW_STATE="$PGDATA/failoverd.follow"
 }
 

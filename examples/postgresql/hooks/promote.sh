@@ -50,11 +50,6 @@ lsql "SET synchronous_commit = local; UPDATE failoverd_epoch SET epoch = $epoch,
 lsql "CHECKPOINT" || fail "CHECKPOINT: $SQL_ERR"
 lsql "SELECT ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int" || fail "$SQL_ERR"
 ev_add timeline "$SQL_OUT" how "$how"
-# Last: from here on clients may write here (failoverd publishes this
-# node as the leader once this hook succeeded). If this PostgreSQL is ever
-# a standby again, health.sh calls it unhealthy until follow.sh has seen
-# it stream from a leader: it may hold acknowledged writes no other node
-# has, or lack the new leader's. A promote that fails before this line
-# leaves the node as healthy as it was: no client wrote here.
+# Last: the record of what this node is (see health.sh and follow.sh).
 as_pg sh -c 'printf "%s\n" "$2" >"$1"' sh "$PG_FOLLOW_STATE" "primary epoch=$epoch timeline=$SQL_OUT"
 ok
