@@ -409,11 +409,32 @@ func (n *Node) KillDaemon(sig syscall.Signal) {
 	}
 }
 
-// Crash is a host crash: SIGKILL to the node's failoverd and PostgreSQL.
+// Crash is a host crash: SIGKILL to the node's failoverd, the hooks it
+// was running (each runs in its own process group, so they outlive a
+// killed daemon, and a health check that survived would start PostgreSQL
+// again) and PostgreSQL.
 func (n *Node) Crash() {
 	n.SignalDaemon(syscall.SIGKILL)
-	n.KillPG()
 	n.KillDaemon(syscall.SIGKILL)
+	n.killHooks()
+	n.KillPG()
+	n.killHooks()
+	n.KillPG()
+}
+
+// killHooks sends SIGKILL to every process whose command line names the
+// node's environment file (its hooks, and what they run).
+func (n *Node) killHooks() {
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err != nil || !strings.Contains(string(b), n.EnvFile) {
+			continue
+		}
+		if pid, err := strconv.Atoi(filepath.Base(filepath.Dir(p))); err == nil && pid != os.Getpid() {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
 }
 
 // Status asks the node's admin API; ok is false when it does not answer.
