@@ -175,13 +175,13 @@ func Outage(acks []Ack, from, to time.Time) time.Duration {
 }
 
 // WaitAcks waits until the writer has at least n acknowledged inserts
-// after since.
-func (w *Writer) WaitAcks(since time.Time, n int, timeout time.Duration) bool {
+// after since (on the PostgreSQL at addr only, unless addr is "").
+func (w *Writer) WaitAcks(since time.Time, n int, timeout time.Duration, addr ...string) bool {
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
 		got := 0
 		for _, a := range w.Acks() {
-			if a.At.After(since) {
+			if a.At.After(since) && (len(addr) == 0 || a.Addr == addr[0]) {
 				got++
 			}
 		}
