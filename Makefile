@@ -3,7 +3,7 @@ GO ?= go
 PKGS := ./...
 BIN := bin/failoverd
 
-.PHONY: build deps test test-short lint fuzz bench chaos mutants demo demo-redis clean tidy-check package
+.PHONY: build deps test test-short lint fuzz bench chaos mutants demo demo-redis demo-postgres clean tidy-check package
 
 build:
 	@echo ">> building $(BIN)"
@@ -42,6 +42,12 @@ demo:
 # (examples/redis); DEMO_KILL=daemon or redis for the other crashes.
 demo-redis:
 	@GO="$(GO)" bash examples/redis/demo.sh
+
+# make demo-postgres: a PostgreSQL primary and two streaming standbys
+# protected by failoverd (examples/postgresql); installs Debian's
+# postgresql when missing.
+demo-postgres:
+	@GO="$(GO)" bash examples/postgresql/demo.sh
 
 # make chaos DURATION=30m SEED=7: the long chaos schedule (test/chaos) on
 # each backend CHAOS_BACKEND names (zookeeper, etcd, or both: the default,

@@ -25,6 +25,10 @@ command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
 command -v man >/dev/null 2>&1 || need+=(man-db)
 command -v groff >/dev/null 2>&1 || need+=(groff-base)
 command -v adduser >/dev/null 2>&1 || need+=(adduser)
+# examples/postgresql, make demo-postgres and test/e2e's PostgreSQL tests
+# (Debian's server: initdb, pg_ctl, pg_rewind, pg_basebackup; psql).
+compgen -G '/usr/lib/postgresql/*/bin/pg_rewind' >/dev/null || need+=(postgresql)
+command -v psql >/dev/null 2>&1 || need+=(postgresql-client)
 
 # Optional: kazoo, the reference recipe of make bench (test/bench skips it
 # when no python3 imports it). Installed along with the rest, or alone when

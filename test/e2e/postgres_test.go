@@ -1,0 +1,42 @@
+package e2e
+
+import (
+	"testing"
+
+	"github.com/failoverd/failoverd/test/pgtest"
+)
+
+// TestPostgresFailovers runs the PostgreSQL example (examples/postgresql:
+// the shipped templates rendered by render.sh, the shipped hooks) with
+// three real PostgreSQL servers and three failoverd processes on
+// ZooKeeper, synchronous replication (ANY 1), and puts it through five
+// leadership changes on one cluster:
+//
+//	host-crash   SIGKILL to the leader's failoverd and PostgreSQL; it comes
+//	             back through start.sh (as a standby), then its failoverd
+//	pg-crash     SIGKILL to the leader's PostgreSQL only: its failoverd sees
+//	             it unhealthy and steps down; its follow hook brings it back
+//	sigterm      SIGTERM to the leader's failoverd (a graceful demote)
+//	failover     failoverd failover --to a standby
+//	naive        a host crash, then its PostgreSQL started by hand as a
+//	             primary (no standby.signal) before its failoverd: writable
+//	             until that failoverd's startup demote, then rewound
+//
+// A writer inserts rows into the primary that failoverd leader --watch
+// names, and a probe asks every PostgreSQL every 50ms whether it is a
+// primary. After each change: the new leader's epoch is higher, its
+// promote hook succeeded, every node streams from it on its timeline, and
+// no acknowledged row is missing on any node. Two writable primaries at
+// once are a failure, except in the naive step, where the window must
+// close within 30s of that node's failoverd's start. The figures (no
+// primary, write outage, rejoin with or without pg_rewind) are logged;
+// make bench reports them (test/bench/postgres_test.go). The driver is
+// pgtest.RunFailovers. ZooKeeper only: the hooks do not depend on the
+// backend, and a second cluster would double the ~4 minutes.
+func TestPostgresFailovers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end")
+	}
+	figures := pgtest.RunFailovers(t, 1)
+	t.Logf("figures:\n%s", pgtest.Format(figures))
+}
