@@ -600,13 +600,16 @@ func (n *Node) writeConfig(failoverd string) {
 	_ = failoverd
 }
 
-// etcdDemoteTimeout is 9/10 of the longest demote timeout that a lease of
+// etcdDemoteTimeout is 2/3 of the longest demote timeout that a lease of
 // TTL ttl holds (etcdcluster.LeaseFits, renewed every third): what is left
 // after the margin, the renew interval and the tolerance, less the kill
-// graces of a running promote and of the demote.
+// graces of a running promote and of the demote. The third left over is
+// the time a renewal may take to be answered before the leader's term
+// ends (its deadline less the demote budget): at a 3s TTL about 0.5s, for
+// a loaded test machine.
 func etcdDemoteTimeout(ttl time.Duration) time.Duration {
 	left := ttl - ttl/etcdcluster.RateDiv - ttl/3 - etcdcluster.MinTolerance - 2*lease.KillGrace
-	return (left * 9 / 10).Round(time.Millisecond)
+	return (left * 2 / 3).Round(time.Millisecond)
 }
 
 // etcdMembers are the etcd members the node is given (Options.EtcdMembersOf),
