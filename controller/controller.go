@@ -86,12 +86,19 @@ type Config struct {
 	// through Deps.Hooks and needs them here for the demote budget.
 	Promote Hook
 	Demote  Hook
+	// GracefulDemoteTimeout is service.demote.graceful_timeout: the demote
+	// hook's timeout when this node ends a promoted term on purpose
+	// (shutdown, cede, a handover), while it keeps the term (see
+	// gracefulEnd). It is not part of the demote budget. 0, or less than
+	// Demote.Timeout: Demote.Timeout.
+	GracefulDemoteTimeout time.Duration
 	// Follow, when set, makes the loop run the "follow" hook on this node
 	// whenever it is not the leader and the promoted leader changes (see
 	// follow.go). nil: no follow hook, no leader watch.
 	Follow *Follow
 
-	// ShutdownTimeout bounds a graceful stop (default 30s).
+	// ShutdownTimeout bounds a graceful stop (default 30s, or the graceful
+	// demote's timeout and kill grace plus 5s when that is longer).
 	ShutdownTimeout time.Duration
 	// BackoffMin and BackoffMax bound the pause after a failed takeover
 	// (fencing or promotion failed); it doubles per failure, with jitter.
@@ -184,7 +191,7 @@ func New(cfg Config, deps Deps) (*Controller, error) {
 		return nil, errors.New("controller: cluster and node id are required")
 	}
 	if cfg.ShutdownTimeout <= 0 {
-		cfg.ShutdownTimeout = defaultShutdownTimeout
+		cfg.ShutdownTimeout = max(defaultShutdownTimeout, gracefulTimeout(cfg)+killGrace(cfg.Demote)+finishTimeout)
 	}
 	if cfg.BackoffMin <= 0 {
 		cfg.BackoffMin = defaultBackoffMin
