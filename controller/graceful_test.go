@@ -148,17 +148,17 @@ func TestTermLostDuringGracefulDemoteForcesIt(t *testing.T) {
 	const budget = 1500 * time.Millisecond // DemoteBudget: 250ms + 1s + 250ms
 	for _, tc := range []struct {
 		name string
-		lose func(w *controllertest.World) (deadline time.Time) // when the demote must be over
+		lose func(t *testing.T, w *controllertest.World) (deadline time.Time) // when the demote must be over
 	}{
-		{"renewals stop", func(w *controllertest.World) time.Time {
+		{"renewals stop", func(t *testing.T, w *controllertest.World) time.Time {
 			w.StopRenewals("a")
 			exp, err := w.Term("a").Expiry()
 			if err != nil {
-				panic(err)
+				t.Fatalf("a's term during its graceful demote: %v, want it renewed until now", err)
 			}
 			return exp
 		}},
-		{"lease expires", func(w *controllertest.World) time.Time {
+		{"lease expires", func(t *testing.T, w *controllertest.World) time.Time {
 			w.Expire("a")
 			return time.Now().Add(budget)
 		}},
@@ -175,7 +175,7 @@ func TestTermLostDuringGracefulDemoteForcesIt(t *testing.T) {
 				}
 				time.Sleep(3 * time.Second)
 				synctest.Wait()
-				deadline := tc.lose(w)
+				deadline := tc.lose(t, w)
 
 				time.Sleep(10 * time.Second) // past the deadline; b wins and fences a
 				b.want(controller.StateLeader)
