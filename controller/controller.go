@@ -25,7 +25,8 @@
 //   - The demote hook runs before anything else when leadership ends. The
 //     breadcrumb is deleted only after a demote that succeeded and only on a
 //     graceful end (stop, cede, manual failover); otherwise it stays so the
-//     successor fences us.
+//     successor fences us. On a graceful end the term is kept, renewed,
+//     until the demote is over (graceful.go).
 package controller
 
 import (
