@@ -359,8 +359,8 @@ type DemoteHook struct {
 	// failover --to or of a preemption): the leader keeps its term, and
 	// renews it, until the demote is over, so this timeout is not part of
 	// the demote budget and may be well beyond the session timeout. If the
-	// term is lost meanwhile, the demote has Timeout left and the
-	// successor fences. Must be at least Timeout; node.shutdown_timeout
+	// term is lost meanwhile, the demote is cut short as a forced one and
+	// the successor fences. Must be at least Timeout; node.shutdown_timeout
 	// must hold it and its kill grace. Default (nil): Timeout.
 	GracefulTimeout *Duration `yaml:"graceful_timeout,omitempty"`
 }

@@ -3,8 +3,10 @@ package controller
 import (
 	"context"
 	"errors"
-	"sync"
+	"fmt"
 	"time"
+
+	"github.com/failoverd/failoverd/cluster"
 )
 
 // A graceful end: when this node ends a promoted term on purpose (a
@@ -17,14 +19,16 @@ import (
 // entry in one write) only after the demote succeeded, and the candidacy
 // ends only then.
 //
-// One rule bounds it: as soon as the term can no longer be assumed (its
-// context ended: lease, session or entry lost; or valid fails by the
-// clock: Expiry less the demote budget passed), the demote is a forced
-// one. From that moment it has Demote.Timeout left (then SIGTERM, and
-// SIGKILL after its kill grace): what the forced path gives a demote that
-// starts when a term ends, so it is over within the demote budget, before
-// a successor may begin. The breadcrumb then stays, so the successor
-// fences this node.
+// One rule bounds it: the demote must be over before a successor may
+// begin, as a forced demote is. By the clock, the hook is killed (SIGTERM,
+// then SIGKILL after its kill grace) at the latest at the term's Expiry
+// less the kill graces of a promote and of the demote: the moment a forced
+// demote that started one demote budget before Expiry gets its SIGTERM.
+// Renewals move Expiry, so a renewed term never reaches it. Once the term
+// is known to be over (its context ended: lease, session or entry lost;
+// Expiry fails), the demote has Demote.Timeout left, as a forced one that
+// starts then. Either way the demote counts as forced: the breadcrumb
+// stays, so the successor fences this node.
 //
 // Nothing else cuts it short: the reasons that would end the candidacy
 // meanwhile (unhealthy, an operator demote or an rpc fence, the end of a
@@ -39,7 +43,7 @@ const finishTimeout = 5 * time.Second
 
 // errDemoteForced ends a graceful demote whose term was lost and whose
 // forced time ran out.
-var errDemoteForced = errors.New("controller: the term was lost during the graceful demote, and the forced demote's timeout ran out")
+var errDemoteForced = errors.New("controller: the term was lost during the graceful demote, and the forced demote's time ran out")
 
 // gracefulTimeout is the graceful demote's timeout (Config.GracefulDemoteTimeout,
 // at least Demote.Timeout).
@@ -76,34 +80,59 @@ func (tm *term) gracefulDemoting() bool {
 	return tm.graceful && !tm.forced && (tm.phase == phEndDemote || tm.phase == phEndDemoting)
 }
 
-// checkGraceful applies the rule's clock half: a graceful demote whose
-// term can no longer be acted on becomes a forced one.
-func (c *Controller) checkGraceful() {
-	if tm := c.l.term; tm != nil && tm.gracefulDemoting() {
-		if err := tm.valid(); err != nil {
-			c.forceDemote(tm, err)
-		}
+// gracefulCut is when, by the clock, tm's graceful demote must be killed:
+// its Expiry less the kill graces of a promote and of the demote. err:
+// the term is over.
+func (c *Controller) gracefulCut(tm *term) (time.Time, error) {
+	exp, err := tm.t.Expiry()
+	if err != nil {
+		return time.Time{}, err
+	}
+	return exp.Add(-killGrace(c.cfg.Promote) - killGrace(c.cfg.Demote)), nil
+}
+
+// checkGraceful applies the rule's clock half to a graceful demote.
+func (c *Controller) checkGraceful(now time.Time) {
+	tm := c.l.term
+	if tm == nil || !tm.gracefulDemoting() {
+		return
+	}
+	cut, err := c.gracefulCut(tm)
+	switch {
+	case err != nil:
+		c.forceDemote(tm, err, now.Add(c.cfg.Demote.Timeout))
+	case !now.Before(cut):
+		c.forceDemote(tm, fmt.Errorf("%w: the term's expiry less the kill graces has passed", cluster.ErrLeaseExpired), now)
 	}
 }
 
-// forceDemote turns tm's graceful demote into a forced one (why: how the
-// term was lost). A demote not started yet starts with Demote.Timeout.
-func (c *Controller) forceDemote(tm *term, why error) {
+// forceDemote makes tm's graceful demote a forced one (why: how the term
+// was lost) that must end by at: its hook is killed then. A demote not
+// started yet starts with Demote.Timeout.
+func (c *Controller) forceDemote(tm *term, why error, at time.Time) {
 	tm.forced = true
-	c.log.Warn("leadership lost during a graceful demote: the demote now has the demote timeout left, and the breadcrumb stays (the successor fences this node)",
-		"epoch", tm.epoch, "err", why, "demote_timeout", c.cfg.Demote.Timeout.String())
-	if h := c.l.hook; h != nil && h.term == tm && h.force != nil {
-		h.force()
+	c.log.Warn("leadership lost during a graceful demote: the demote is cut short as a forced one, and the breadcrumb stays (the successor fences this node)",
+		"epoch", tm.epoch, "err", why, "left", time.Until(at).Round(time.Millisecond).String())
+	if h := c.l.hook; h != nil && h.term == tm && h.cut != nil {
+		h.cut(at)
 	}
 }
 
 // gracefulDemoteContext is the graceful demote hook's context, and the
-// function that gives it Demote.Timeout from the call on (forceDemote).
-func (c *Controller) gracefulDemoteContext() (context.Context, func()) {
+// function that ends it at a given instant (the earliest one it was
+// given).
+func gracefulDemoteContext() (context.Context, func(at time.Time)) {
 	ctx, cancel := context.WithCancelCause(context.Background())
-	var once sync.Once
-	left := c.cfg.Demote.Timeout
-	return ctx, func() {
-		once.Do(func() { time.AfterFunc(left, func() { cancel(errDemoteForced) }) })
+	var by time.Time
+	var timer *time.Timer
+	return ctx, func(at time.Time) {
+		if !by.IsZero() && !at.Before(by) {
+			return
+		}
+		by = at
+		if timer != nil {
+			timer.Stop()
+		}
+		timer = time.AfterFunc(time.Until(at), func() { cancel(errDemoteForced) })
 	}
 }

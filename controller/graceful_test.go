@@ -138,12 +138,12 @@ func TestGracefulDemoteKeepsTheTermAndHandsOverWithoutFence(t *testing.T) {
 	}
 }
 
-// The term lost during a graceful demote: from that moment the demote has
-// the demote timeout (1s) left and is killed then, so it is over within
-// the demote budget; the breadcrumb stays, and the successor fences.
-// Lost by the clock (renewals stop: the Expiry less the demote budget
-// passes while the backend has not noticed) or by the backend (the
-// term's context ends with a lease expiry).
+// The term lost during a graceful demote: the demote is cut short as a
+// forced one, over before the term's Expiry; the breadcrumb stays, and
+// the successor fences. Lost by the clock (renewals stop: the hook is
+// killed at the Expiry less the kill graces, while the backend has not
+// noticed) or by the backend (the term's context ends with a lease
+// expiry: the demote has the demote timeout, 1s, left).
 func TestTermLostDuringGracefulDemoteForcesIt(t *testing.T) {
 	const budget = 1500 * time.Millisecond // DemoteBudget: 250ms + 1s + 250ms
 	for _, tc := range []struct {

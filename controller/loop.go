@@ -120,9 +120,9 @@ type hookRun struct {
 	term    *term
 	stuck   *stuckHook // forReap
 	refused bool       // not started: a stuck hook is alive
-	// force, for a graceful end's demote, gives it Demote.Timeout from
-	// now on (forceDemote); nil otherwise.
-	force func()
+	// cut, for a graceful end's demote, kills it at the instant given
+	// (forceDemote); nil otherwise.
+	cut func(at time.Time)
 
 	// forFollow: the loop may stop a follow it no longer wants (cancel);
 	// cancelled says it did, so the end is not a failure.
@@ -232,8 +232,8 @@ func (c *Controller) armTimer(timer *time.Timer) {
 		consider(l.stopDeadline)
 	}
 	if tm := l.term; tm != nil && tm.gracefulDemoting() {
-		if until, err := tm.actUntil(); err == nil {
-			consider(until) // checkGraceful looks at the term again then
+		if cut, err := c.gracefulCut(tm); err == nil {
+			consider(cut) // checkGraceful looks at the term again then
 		}
 	}
 	// Past deadlines were acted on by reconcile; a tiny floor keeps a
@@ -289,7 +289,7 @@ func (c *Controller) reconcileOnce() {
 		l.standAside = standAside{}
 	}
 	c.trackHold(now)
-	c.checkGraceful()
+	c.checkGraceful(now)
 	want, why := c.want(now)
 	if !want && why != nil {
 		c.endCandidacy(why)
@@ -577,7 +577,7 @@ func (c *Controller) startNextHook(now time.Time) {
 		h := &hookRun{name: "demote", purpose: forTermEnd, term: tm, env: HookEnv{Reason: tm.endReason, Epoch: tm.epoch}}
 		ctx := context.Background()
 		if tm.graceful && !tm.forced {
-			ctx, h.force = c.gracefulDemoteContext()
+			ctx, h.cut = gracefulDemoteContext()
 			h.env.Timeout = gracefulTimeout(c.cfg)
 		}
 		c.startHook(h, ctx)

@@ -588,7 +588,7 @@ func (c *Controller) onTermEnded(ev termEnded) {
 		tm.phase = phRelease // nothing started: nothing to undo
 	case phEndDemote, phEndDemoting:
 		if tm.gracefulDemoting() {
-			c.forceDemote(tm, ev.cause)
+			c.forceDemote(tm, ev.cause, time.Now().Add(c.cfg.Demote.Timeout))
 		}
 	}
 }
