@@ -90,7 +90,7 @@ type Config struct {
 	// GracefulDemoteTimeout is service.demote.graceful_timeout: the demote
 	// hook's timeout when this node ends a promoted term on purpose
 	// (shutdown, cede, a handover), while it keeps the term (see
-	// gracefulEnd). It is not part of the demote budget. 0, or less than
+	// graceful.go). It is not part of the demote budget. 0, or less than
 	// Demote.Timeout: Demote.Timeout.
 	GracefulDemoteTimeout time.Duration
 	// Follow, when set, makes the loop run the "follow" hook on this node

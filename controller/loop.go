@@ -73,7 +73,7 @@ type candidacy struct {
 	cancelled bool
 	// later: the candidacy was left (cancelled) but its context is ended
 	// with this cause only when its term is released, after a graceful
-	// end's demote (gracefulEnd).
+	// end's demote (graceful.go).
 	later *endCause
 }
 

@@ -72,7 +72,7 @@ type term struct {
 	// graceful: this node ended the promoted term on purpose and keeps it
 	// while it demotes; forced: the term was lost meanwhile, so the
 	// demote has the forced path's time and the breadcrumb stays
-	// (gracefulEnd).
+	// (graceful.go).
 	graceful, forced bool
 }
 
