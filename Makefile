@@ -58,7 +58,8 @@ chaos: deps
 # skip the startup demote, a lease that never expires, a constant epoch, an
 # unguarded breadcrumb write, promotion after a failed fence, a lease sized
 # without the kill graces, max_lag or a pause ignored, any 2xx taken as an
-# rpc fence; see test/mutants) and runs the tests chosen to catch each;
+# rpc fence, a graceful end that gives up its term or its renewals before
+# its demote ended; see test/mutants) and runs the tests chosen to catch each;
 # fails unless every one is caught. MUTANTS=name,name runs a subset. Not
 # part of make test.
 MUTANTS ?=
