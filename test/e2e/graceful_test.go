@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/failoverd/failoverd/cluster"
+	"github.com/failoverd/failoverd/controller"
 	"github.com/failoverd/failoverd/test/clustertest"
 )
 
@@ -20,9 +21,12 @@ import (
 // failover --to and on SIGTERM, and the successor promotes only after the
 // old leader's demote finished.
 func TestLongGracefulDemoteHandsOverWithoutFencing(t *testing.T) {
-	const session = 3 * time.Second
+	// A 6s session (a 5s etcd lease): a loaded host must not lose the
+	// term by missed renewals (which would rightly turn the demote into
+	// a forced one and fence), nor time out its 1.8s forced demotes.
+	const session = 6 * time.Second
 	const demote = 3 * session // the demote hook sleeps this long
-	opts := clustertest.Options{SessionTimeout: session, EtcdLeaseTTL: session, GracefulDemoteTimeout: 4 * session}
+	opts := clustertest.Options{SessionTimeout: session, EtcdLeaseTTL: 5 * time.Second, GracefulDemoteTimeout: demote + 10*time.Second}
 	clustertest.ForEachBackend(t, opts, func(t *testing.T, o clustertest.Options) {
 		c := clustertest.Start(t, o)
 		first := c.Leader()
@@ -33,7 +37,16 @@ func TestLongGracefulDemoteHandsOverWithoutFencing(t *testing.T) {
 				break
 			}
 		}
-		time.Sleep(time.Second) // every member published healthy
+		// Every member standby: the target is in the election.
+		deadline := time.Now().Add(60 * time.Second)
+		for _, n := range c.Nodes {
+			for n != first && time.Now().Before(deadline) {
+				if st, ok := n.Status(); ok && st.State == controller.StateStandby && st.Health == "healthy" {
+					break
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		}
 		slow := func(n *clustertest.Node, on bool) {
 			t.Helper()
 			p := filepath.Join(n.Dir(), "demote-sleep")
@@ -51,7 +64,7 @@ func TestLongGracefulDemoteHandsOverWithoutFencing(t *testing.T) {
 		// failover --to: first hands over to second.
 		slow(first, true)
 		start := time.Now()
-		out, code := first.CLI("failover", "--to", second.ID, "--timeout", "60s")
+		out, code := first.CLI("failover", "--to", second.ID, "--timeout", "90s")
 		if code != 0 {
 			t.Fatalf("failover exit %d: %s", code, out)
 		}
@@ -66,9 +79,9 @@ func TestLongGracefulDemoteHandsOverWithoutFencing(t *testing.T) {
 		slow(second, true)
 		start = time.Now()
 		second.Signal(syscall.SIGTERM)
-		err, exited := second.Wait(demote + 20*time.Second)
+		err, exited := second.Wait(demote + 30*time.Second)
 		if !exited {
-			t.Fatalf("%s did not exit within %v of SIGTERM", second.ID, demote+20*time.Second)
+			t.Fatalf("%s did not exit within %v of SIGTERM", second.ID, demote+30*time.Second)
 		}
 		if err != nil {
 			t.Errorf("%s exited with %v after a graceful stop, want 0", second.ID, err)
