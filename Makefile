@@ -3,7 +3,7 @@ GO ?= go
 PKGS := ./...
 BIN := bin/failoverd
 
-.PHONY: build deps test test-short lint fuzz bench chaos mutants demo demo-redis clean tidy-check
+.PHONY: build deps test test-short lint fuzz bench chaos mutants demo demo-redis clean tidy-check package
 
 build:
 	@echo ">> building $(BIN)"
@@ -32,7 +32,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzLoadConfig -fuzztime 30s ./config
 
 bench: deps
-	@echo ">> benchmarks (real ZooKeeper, loopback)"
+	@echo ">> benchmarks (real ZooKeeper and etcd, loopback)"
 	BENCH_JSON=$(CURDIR)/bench-results.json $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 90m ./test/bench/
 
 demo:
@@ -67,8 +67,14 @@ mutants: deps
 	@echo ">> mutants: broken builds the tests must catch"
 	$(GO) run ./test/mutants -only "$(MUTANTS)"
 
+# make package: dist/failoverd_VERSION_ARCH.deb with dpkg-deb (binary,
+# systemd unit, /etc/failoverd/failoverd.yaml as a conffile, man page, bash
+# completion; packaging/deb/build.sh). VERSION=... ARCH=arm64 to override.
+package:
+	@GO="$(GO)" ./packaging/deb/build.sh dist
+
 tidy-check:
 	$(GO) mod tidy && git diff --exit-code go.mod go.sum
 
 clean:
-	rm -rf bin
+	rm -rf bin dist

@@ -8,7 +8,10 @@
 //	GET  /healthz      200 "ok" while the daemon runs
 //	GET  /v1/status    controller.Status as JSON
 //	GET  /leader       200 when this node is the promoted leader, else 503
-//	GET  /standby      200 when this node is a healthy standby, else 503
+//	GET  /standby      200 when this node is a healthy standby that follows the
+//	                   leader (Status.NotFollowing empty), else 503;
+//	                   ?max_lag=N also 503 when its position is more than N
+//	                   behind the leader's, or either is unknown
 //	GET  /v1/leader    200 with the cluster's promoted leader (adminapi.Leader);
 //	                   503 {"error": ...} when there is none or this node cannot tell
 //	GET  /v1/history   200 with the cluster's history (a list of cluster.HistoryEntry,
@@ -45,6 +48,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -127,9 +131,7 @@ func newHandler(n Node, leaders LeaderSource, pauser Pauser, reg prometheus.Gath
 	mux.HandleFunc("GET "+LeaderPath, a.role(func(s controller.Status) bool {
 		return s.State == controller.StateLeader
 	}))
-	mux.HandleFunc("GET "+StandbyPath, a.role(func(s controller.Status) bool {
-		return s.State == controller.StateStandby && s.Health == healthyHealth
-	}))
+	mux.HandleFunc("GET "+StandbyPath, a.standby)
 	mux.HandleFunc("GET "+adminapi.LeaderPath, a.leader)
 	// No method in these patterns: mutating checks the method itself, after
 	// the token, so that a disabled endpoint answers 403 whatever the method.
@@ -151,6 +153,58 @@ func (a *api) role(ok func(controller.Status) bool) http.HandlerFunc {
 		}
 		writeJSON(w, code, adminapi.RoleAnswer{NodeID: s.NodeID, State: string(s.State), Health: s.Health, Epoch: s.Epoch})
 	}
+}
+
+// standby answers GET /standby: 200 for a healthy standby that follows the
+// current leader, else 503. With ?max_lag=N (a non-negative integer, in
+// the units of service.position) it also needs its position to be at most
+// N behind the leader's (both as last read: the leader's from its member
+// record); an unknown position, or no known leader, answers 503, since
+// the lag cannot be vouched for. A bad max_lag answers 400.
+func (a *api) standby(w http.ResponseWriter, r *http.Request) {
+	s := a.node.Status()
+	answer := adminapi.RoleAnswer{NodeID: s.NodeID, State: string(s.State), Health: s.Health, Epoch: s.Epoch, NotFollowing: s.NotFollowing}
+	ok := s.State == controller.StateStandby && s.Health == healthyHealth && s.NotFollowing == ""
+	if q := r.URL.Query(); q.Has("max_lag") {
+		maxLag, err := strconv.ParseInt(q.Get("max_lag"), 10, 64)
+		if err != nil || maxLag < 0 {
+			writeJSON(w, http.StatusBadRequest, errorAnswer{fmt.Sprintf("query parameter max_lag must be a non-negative integer, got %q", q.Get("max_lag"))})
+			return
+		}
+		lag, why := a.lag(s)
+		answer.Lag = lag
+		if why != "" {
+			answer.LagUnknown = why
+		}
+		ok = ok && lag != nil && *lag <= maxLag
+	}
+	code := http.StatusServiceUnavailable
+	if ok {
+		code = http.StatusOK
+	}
+	writeJSON(w, code, answer)
+}
+
+// lag is how far s's position is behind the promoted leader's (0 when not
+// behind), or why it is unknown.
+func (a *api) lag(s controller.Status) (*int64, string) {
+	if s.Position == nil {
+		return nil, "this node's position is unknown"
+	}
+	if a.leaders == nil {
+		return nil, "this node does not know the leader"
+	}
+	l, err := a.leaders.Leader()
+	switch {
+	case err != nil:
+		return nil, "this node cannot tell who leads: " + err.Error()
+	case l == nil:
+		return nil, "no leader"
+	case l.Position == nil:
+		return nil, "the leader's position is unknown"
+	}
+	d := max(0, *l.Position-*s.Position)
+	return &d, ""
 }
 
 // leader answers GET /v1/leader: 200 with the promoted leader, 503 when

@@ -129,4 +129,11 @@ type RoleAnswer struct {
 	State  string `json:"state"` // the controller's state ("leader", "standby", ...)
 	Health string `json:"health"`
 	Epoch  int64  `json:"epoch"`
+	// NotFollowing says why a standby does not follow the current leader
+	// (GET /standby answers 503 then); empty when it does.
+	NotFollowing string `json:"not_following,omitempty"`
+	// Lag is, for GET /standby?max_lag=N, how far this node's position is
+	// behind the leader's; LagUnknown says why it is not known (503).
+	Lag        *int64 `json:"lag,omitempty"`
+	LagUnknown string `json:"lag_unknown,omitempty"`
 }

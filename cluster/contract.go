@@ -72,6 +72,9 @@ var ErrStalePosition = errors.New("cluster: the leader position is of a later ep
 //     off from its peers).
 //   - Shortcuts: a cached value or a prefetched read returns what the
 //     plain read would.
+//   - Known members: a known-member record outlives its node's session
+//     (its member record goes, it stays) until ForgetMember deletes it,
+//     which is refused while the node's member record exists.
 
 // Revision is a record's version as its backend reports it, for
 // compare-and-set. It is opaque: only the backend that returned it
@@ -152,8 +155,21 @@ type Records interface {
 	// WithdrawFailover deletes the request with key id if this node's
 	// current session wrote it.
 	WithdrawFailover(ctx context.Context, id string) error
+	// RememberMember writes k as node k.NodeID's known-member record,
+	// which outlives the node's session (the node rewrites it every
+	// RememberEvery, so that its LastSeen stays recent while it lives). It
+	// replaces the record by compare-and-set against what it read (a
+	// concurrent change is read again).
+	RememberMember(ctx context.Context, k KnownMember) error
+	// KnownMembers lists the known-member records, ordered by node id.
+	KnownMembers(ctx context.Context) ([]KnownMember, error)
+	// ForgetMember deletes node id's known-member record, reporting
+	// whether there was one; it refuses with ErrMemberLive (wrapped), and
+	// deletes nothing, while node id's member record exists.
+	ForgetMember(ctx context.Context, id string) (bool, error)
 	// WatchMembers calls fn with every member record now and after every
-	// change, until ctx ends.
+	// change of any field of any record (cluster.SameMembers), until ctx
+	// ends.
 	WatchMembers(ctx context.Context, fn func([]Member)) error
 	// WatchLeader calls fn with the promoted leader (LeaderOf; nil: none),
 	// first at once and then every time it changes, until ctx ends.
@@ -221,8 +237,9 @@ type Term interface {
 	// for what it fills in and the bounds), guarded by the term: a term
 	// that is over appends nothing. A concurrent change of the history is
 	// read again and retried; an unreadable history is replaced by a list
-	// that starts with e.
-	AppendHistory(ctx context.Context, e HistoryEntry) error
+	// that starts with e. It returns the entry as stored (old leader and
+	// reason filled in; the one already there for a retried append).
+	AppendHistory(ctx context.Context, e HistoryEntry) (HistoryEntry, error)
 	// Finish ends the term gracefully, after a successful demote: it
 	// deletes the breadcrumb (if still at rev) and the term's election
 	// entry, in one atomic step. If the term is already over, or the

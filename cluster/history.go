@@ -113,12 +113,14 @@ func DecodeHistory(data []byte) ([]HistoryEntry, error) {
 // an entry naming no old leader (the breadcrumb was absent: the previous
 // leader finished gracefully) takes the newest entry's new leader as its
 // old one, and a handoff with no entry to take it from becomes a start.
-// An entry of a term already in h (a retried append whose first attempt
-// went through after all) is not added again: ok is false.
-func AppendHistory(h []HistoryEntry, e HistoryEntry) (out []HistoryEntry, ok bool) {
+// stored is e as it is in out, the one entry both the record and the
+// log line report. An entry of a term already in h (a retried append whose
+// first attempt went through after all) is not added again: ok is false,
+// and stored is the entry already there.
+func AppendHistory(h []HistoryEntry, e HistoryEntry) (out []HistoryEntry, stored HistoryEntry, ok bool) {
 	for _, x := range h {
 		if x.NewEpoch == e.NewEpoch && x.NewLeader == e.NewLeader {
-			return h, false
+			return h, x, false
 		}
 	}
 	if e.OldLeader == "" && len(h) > 0 {
@@ -133,7 +135,14 @@ func AppendHistory(h []HistoryEntry, e HistoryEntry) (out []HistoryEntry, ok boo
 	if n := len(out) - MaxHistory; n > 0 {
 		out = out[n:]
 	}
-	return out, true
+	return out, e, true
+}
+
+// LogAttrs are e's slog attributes, for the line that reports an entry as
+// stored: the same fields an operator reads back in the history.
+func (e HistoryEntry) LogAttrs() []any {
+	return []any{"epoch", e.NewEpoch, "reason", e.Reason, "old_leader", e.OldLeader, "old_epoch", e.OldEpoch,
+		"fence_method", e.FenceMethod, "requested_by", e.RequestedBy}
 }
 
 // bounded cuts every string of e to maxHistoryString bytes.

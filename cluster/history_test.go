@@ -17,25 +17,31 @@ func TestAppendHistoryRules(t *testing.T) {
 	e := func(id string, epoch int64, reason string) cluster.HistoryEntry {
 		return cluster.HistoryEntry{NewLeader: id, NewEpoch: epoch, NewHost: "h-" + id, Reason: reason, FenceMethod: cluster.FenceNone}
 	}
-	h, ok := cluster.AppendHistory(nil, e("a", 1, cluster.HistoryHandoff))
+	h, stored, ok := cluster.AppendHistory(nil, e("a", 1, cluster.HistoryHandoff))
 	if !ok || len(h) != 1 || h[0].Reason != cluster.HistoryStart || h[0].OldLeader != "" {
 		t.Fatalf("first handoff = %+v, %v; want a start", h, ok)
 	}
-	h, _ = cluster.AppendHistory(h, e("b", 2, cluster.HistorySwitchover))
+	if stored != h[0] {
+		t.Errorf("stored entry %+v, want the one appended %+v", stored, h[0])
+	}
+	h, stored, _ = cluster.AppendHistory(h, e("b", 2, cluster.HistorySwitchover))
+	if stored != h[1] {
+		t.Errorf("stored entry %+v, want the one appended %+v", stored, h[1])
+	}
 	if got := h[1]; got.OldLeader != "a" || got.OldEpoch != 1 || got.OldHost != "h-a" || got.Reason != cluster.HistorySwitchover {
 		t.Errorf("switchover after a = %+v, want old leader a@1 (h-a)", got)
 	}
 	fenced := e("c", 5, cluster.HistoryFailover)
 	fenced.OldLeader, fenced.OldEpoch, fenced.FenceMethod = "x", 4, "rpc"
-	h, _ = cluster.AppendHistory(h, fenced)
+	h, _, _ = cluster.AppendHistory(h, fenced)
 	if got := h[2]; got.OldLeader != "x" || got.OldEpoch != 4 || got.FenceMethod != "rpc" {
 		t.Errorf("a fenced old leader was replaced: %+v", got)
 	}
-	if again, ok := cluster.AppendHistory(h, fenced); ok || len(again) != 3 {
-		t.Errorf("a term's second entry was added: %d entries, %v", len(again), ok)
+	if again, stored, ok := cluster.AppendHistory(h, fenced); ok || len(again) != 3 || stored != h[2] {
+		t.Errorf("a term's second entry was added: %d entries, %v, stored %+v", len(again), ok, stored)
 	}
 	long := e(strings.Repeat("é", 100), 6, cluster.HistoryHandoff)
-	h, _ = cluster.AppendHistory(h, long)
+	h, _, _ = cluster.AppendHistory(h, long)
 	if s := h[3].NewLeader; len(s) > 128 || !utf8.ValidString(s) || !strings.HasPrefix(long.NewLeader, s) {
 		t.Errorf("long node id kept as %d bytes %q", len(s), s)
 	}

@@ -29,6 +29,13 @@ func (l Layout) MembersDir() string { return l.child("members") }
 // Member is the record of node id (under MembersDir).
 func (l Layout) Member(id string) string { return path.Join(l.MembersDir(), id) }
 
+// KnownDir is where every node keeps its KnownMember record, which
+// outlives its session: the members that went away stay listed.
+func (l Layout) KnownDir() string { return l.child("known") }
+
+// Known is the KnownMember record of node id (under KnownDir).
+func (l Layout) Known(id string) string { return path.Join(l.KnownDir(), id) }
+
 // Failover holds the manual failover request (FailoverRequest).
 func (l Layout) Failover() string { return l.child("failover") }
 

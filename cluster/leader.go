@@ -15,6 +15,12 @@ type Leader struct {
 	AdminURL       string    `json:"admin_url,omitempty"`
 	Epoch          int64     `json:"epoch"`
 	Since          time.Time `json:"since"` // when it was promoted (its member record's Since)
+	// Position is the leader's replication position as its member record
+	// last showed it (nil: unknown, or no service.position), PositionAt
+	// when its position command first printed it. Standbys compare their
+	// own with it (Status.NotFollowing, Status.Lag).
+	Position   *int64    `json:"position,omitempty"`
+	PositionAt time.Time `json:"position_at,omitzero"`
 }
 
 // LeaderOf picks the promoted leader out of the breadcrumb (nil: absent)
@@ -32,7 +38,7 @@ func LeaderOf(bc *breadcrumb.Record, members []Member) *Leader {
 	for _, m := range members {
 		if m.State == StateLeader && m.NodeID == bc.NodeID && m.Epoch == bc.Epoch {
 			return &Leader{NodeID: m.NodeID, Host: m.Host, ServiceAddress: m.ServiceAddress,
-				AdminURL: m.AdminURL, Epoch: m.Epoch, Since: m.Since}
+				AdminURL: m.AdminURL, Epoch: m.Epoch, Since: m.Since, Position: m.Position, PositionAt: m.PositionAt}
 		}
 	}
 	return nil
@@ -47,11 +53,13 @@ func (a *Leader) Same(b *Leader) bool {
 }
 
 // Equal reports whether a and b are equal in every field (nil: none), for
-// watches that deliver the leader whenever any of it changed.
+// watches that deliver the leader whenever any of it changed (its position
+// included: a standby tells a stalled replication by it).
 func (a *Leader) Equal(b *Leader) bool {
 	if a == nil || b == nil {
 		return a == nil && b == nil
 	}
+	samePos := a.Position == nil && b.Position == nil || a.Position != nil && b.Position != nil && *a.Position == *b.Position
 	return a.Same(b) && a.Host == b.Host && a.ServiceAddress == b.ServiceAddress &&
-		a.AdminURL == b.AdminURL && a.Since.Equal(b.Since)
+		a.AdminURL == b.AdminURL && a.Since.Equal(b.Since) && samePos && a.PositionAt.Equal(b.PositionAt)
 }

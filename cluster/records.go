@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -53,6 +54,10 @@ type Member struct {
 	// interval.
 	Position   *int64    `json:"position,omitempty"`
 	PositionAt time.Time `json:"position_at,omitzero"`
+	// NotFollowing says why the node, a standby, does not follow the
+	// current promoted leader (empty: it does, or nothing to follow; a
+	// node of an earlier version never sets it). See controller.Status.
+	NotFollowing string `json:"not_following,omitempty"`
 	// Paused is the cluster's pause as this node last saw it (nil: not
 	// paused, or a node of a version without maintenance mode).
 	Paused *Pause `json:"paused,omitempty"`
@@ -60,6 +65,40 @@ type Member struct {
 	// election.failover_cooldown of its automatic promotion: until then
 	// it keeps its term although its health fails.
 	CooldownUntil time.Time `json:"cooldown_until,omitzero"`
+}
+
+// KnownMember is the record a node keeps of itself under KnownDir. Unlike
+// its Member record it is persistent: when the node goes away (a crash, a
+// stop) its Member record goes with its session, and this one stays, so
+// `failoverd status` lists the node as down, with when it was last seen,
+// until an operator forgets it (`failoverd forget`).
+type KnownMember struct {
+	NodeID   string `json:"node_id"`
+	Host     string `json:"host"`
+	AdminURL string `json:"admin_url,omitempty"`
+	Instance string `json:"instance,omitempty"`
+	// LastSeen is when the node last wrote the record (its own clock):
+	// a live node rewrites it every RememberEvery.
+	LastSeen time.Time `json:"last_seen"`
+}
+
+// RememberEvery is how often a live node rewrites its KnownMember record:
+// a down node's LastSeen is at most this much before it went.
+const RememberEvery = 30 * time.Second
+
+// ErrMemberLive is ForgetMember's refusal: the node's member record
+// exists (its daemon runs), so it is not gone.
+var ErrMemberLive = errors.New("cluster: the member is live (its member record exists)")
+
+// DecodeKnown decodes a stored KnownMember record; one that cannot be read
+// is listed under id with no host, so that an operator can still forget
+// it.
+func DecodeKnown(id string, data []byte) KnownMember {
+	var k KnownMember
+	if json.Unmarshal(data, &k) != nil || k.NodeID == "" {
+		return KnownMember{NodeID: id}
+	}
+	return k
 }
 
 // Reachable reports whether the node reached its coordination service when
@@ -194,6 +233,24 @@ func (e *ModeMismatchError) Error() string {
 	return fmt.Sprintf("election.mode is %q but %s: refusing to join the election (nodes of different modes could both lead); "+
 		"use the same election.mode on every node (to change it, stop every node and delete the cluster record %s)",
 		e.Mode, e.Why, e.Cluster)
+}
+
+// SameMembers reports whether a and b hold the same records in the same
+// order, equal in every field (their encoding, which is the record), for
+// watches that deliver a list only when it changed: a change of any field,
+// Epoch or Host alone included, is a change.
+func SameMembers(a, b []Member) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		ja, errA := json.Marshal(a[i])
+		jb, errB := json.Marshal(b[i])
+		if errA != nil || errB != nil || string(ja) != string(jb) {
+			return false
+		}
+	}
+	return true
 }
 
 // DecodeFailover decodes a stored failover request (nil: none, or

@@ -154,6 +154,10 @@ type ZooKeeper struct {
 	// Auth, when set, authenticates the session and restricts changes to the
 	// znodes failoverd creates to that identity.
 	Auth *ZooKeeperAuth `yaml:"auth,omitempty"`
+	// TLS, when set, connects to the servers' secureClientPort over TLS,
+	// verifying them with its CA bundle and, with a client certificate,
+	// authenticating to them. Optional.
+	TLS *ClientTLS `yaml:"tls,omitempty"`
 }
 
 // ZooKeeperAuth configures ZooKeeper authentication.
@@ -190,15 +194,7 @@ type Etcd struct {
 }
 
 // EtcdTLS is the etcd client's TLS settings.
-type EtcdTLS struct {
-	// CAFile is a PEM bundle of the CA certificates that verify the
-	// servers. Default: the system roots.
-	CAFile string `yaml:"ca_file,omitempty"`
-	// CertFile is the PEM client certificate, for client authentication.
-	CertFile string `yaml:"cert_file,omitempty"`
-	// KeyFile is CertFile's PEM private key (a secret file).
-	KeyFile string `yaml:"key_file,omitempty"`
-}
+type EtcdTLS = ClientTLS
 
 // Election configures how leadership is decided and kept.
 type Election struct {
@@ -697,7 +693,8 @@ func (c *Config) ReadCredentials() (Secret, error) {
 // connection) can cost its leadership, because the lease leaves less than
 // a new connection needs to renew it (lease.Timing.RidesOutReconnect); an
 // admin URL on loopback that peers' rpc fencers cannot reach; an
-// etcd.lease_ttl below etcd's advice.
+// etcd.lease_ttl below etcd's advice; an rpc fencing timeout shorter than
+// the demote timeout it waits for.
 func (c *Config) Warnings() []string {
 	var w []string
 	if s := c.loopbackAdminWarning(); s != "" {
@@ -709,6 +706,7 @@ func (c *Config) Warnings() []string {
 	if s := c.etcdLeaseWarning(); s != "" {
 		w = append(w, s)
 	}
+	w = append(w, c.rpcTimeoutWarnings()...)
 	return w
 }
 

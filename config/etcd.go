@@ -2,16 +2,13 @@ package config
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"net"
 	"net/url"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/failoverd/failoverd/cluster/etcdcluster"
-	"github.com/failoverd/failoverd/internal/secret"
 )
 
 // MinEtcdLeaseTTL is the shortest etcd.lease_ttl accepted. etcd grants no
@@ -64,7 +61,7 @@ func (v *validator) etcd(c *Config) {
 	}
 
 	if t := e.TLS; t != nil {
-		v.etcdTLS(t)
+		v.clientTLS(p+".tls", t)
 	}
 
 	switch {
@@ -150,56 +147,6 @@ func (v *validator) etcdPrefix(p, s string) {
 	}
 }
 
-// etcdTLS checks etcd.tls: the CA bundle holds certificates, the client
-// certificate and key come together, and the key is a secret file.
-func (v *validator) etcdTLS(t *EtcdTLS) {
-	const p = "etcd.tls"
-	if t.CAFile != "" && v.fileOK(p+".ca_file", t.CAFile) && !v.opts.SkipFileChecks {
-		pem, err := os.ReadFile(t.CAFile)
-		switch {
-		case err != nil:
-			v.add(p+".ca_file", "%s", fileErr(err))
-		case !x509.NewCertPool().AppendCertsFromPEM(pem):
-			v.add(p+".ca_file", "%s holds no PEM certificate", t.CAFile)
-		}
-	}
-	switch {
-	case t.CertFile == "" && t.KeyFile == "":
-		return
-	case t.CertFile == "":
-		v.add(p+".cert_file", "required with etcd.tls.key_file: the PEM client certificate")
-		return
-	case t.KeyFile == "":
-		v.add(p+".key_file", "required with etcd.tls.cert_file: the PEM private key of the client certificate")
-		return
-	}
-	filesOK := v.fileOK(p+".cert_file", t.CertFile)
-	n := len(v.errs)
-	v.secretFile(p+".key_file", t.KeyFile)
-	filesOK = filesOK && len(v.errs) == n
-	if filesOK && !v.opts.SkipFileChecks {
-		if _, err := t.loadKeyPair(); err != nil {
-			v.add(p, "%v", err)
-		}
-	}
-}
-
-func (t *EtcdTLS) loadKeyPair() (tls.Certificate, error) {
-	certPEM, err := os.ReadFile(t.CertFile)
-	if err != nil {
-		return tls.Certificate{}, fmt.Errorf("reading etcd client certificate: %w", err)
-	}
-	keyPEM, err := secret.ReadFile(t.KeyFile)
-	if err != nil {
-		return tls.Certificate{}, fmt.Errorf("reading etcd client key: %w", err)
-	}
-	cert, err := tls.X509KeyPair(certPEM, keyPEM)
-	if err != nil {
-		return tls.Certificate{}, fmt.Errorf("etcd client certificate %s and key %s: %w", t.CertFile, t.KeyFile, err)
-	}
-	return cert, nil
-}
-
 // ClientTLS returns the etcd client's TLS setup: nil for plain endpoints
 // without a tls block; else the CA bundle (default: the system roots) and
 // the client certificate, when set. The key file is refused if group or
@@ -209,33 +156,10 @@ func (e *Etcd) ClientTLS() (*tls.Config, error) {
 	for _, s := range e.Endpoints {
 		https = https || strings.HasPrefix(s, "https://")
 	}
-	t := e.TLS
-	if t == nil && !https {
+	if e.TLS == nil && !https {
 		return nil, nil
 	}
-	tc := &tls.Config{MinVersion: tls.VersionTLS12}
-	if t == nil {
-		return tc, nil
-	}
-	if t.CAFile != "" {
-		pem, err := os.ReadFile(t.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("etcd.tls.ca_file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("etcd.tls.ca_file: %s holds no PEM certificate", t.CAFile)
-		}
-		tc.RootCAs = pool
-	}
-	if t.CertFile != "" {
-		cert, err := t.loadKeyPair()
-		if err != nil {
-			return nil, fmt.Errorf("etcd.tls: %w", err)
-		}
-		tc.Certificates = []tls.Certificate{cert}
-	}
-	return tc, nil
+	return e.TLS.config("etcd.tls")
 }
 
 // ReadPassword reads Username's password from PasswordFile (surrounding

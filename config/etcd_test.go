@@ -112,7 +112,7 @@ func TestEtcdSecretsChecked(t *testing.T) {
 	other := newTLSFixture(t)
 	block = fmt.Sprintf(`{endpoints: [https://etcd1:2379], tls: {cert_file: %s, key_file: %s}}`, other.pki.CertFile, f.pki.KeyFile)
 	_, err = Parse([]byte(etcdConfig(block, "1s")), "")
-	checkErrors(t, fieldErrors(t, err), []string{"etcd.tls: etcd client certificate " + other.pki.CertFile + " and key " + f.pki.KeyFile})
+	checkErrors(t, fieldErrors(t, err), []string{"etcd.tls: client certificate " + other.pki.CertFile + " and key " + f.pki.KeyFile})
 }
 
 // etcd.lease_ttl: refused below what etcd grants, in fractions of a

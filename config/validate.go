@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/failoverd/failoverd/fencer"
 	"github.com/failoverd/failoverd/internal/ids"
 	"github.com/failoverd/failoverd/internal/lease"
 	"github.com/failoverd/failoverd/internal/secret"
@@ -305,6 +306,9 @@ func (v *validator) zooKeeper(zk *ZooKeeper) (sessionOK bool) {
 		} else {
 			v.secretFile("zookeeper.auth.credentials_file", a.CredentialsFile)
 		}
+	}
+	if t := zk.TLS; t != nil {
+		v.clientTLS("zookeeper.tls", t)
 	}
 	return sessionOK
 }
@@ -680,4 +684,33 @@ func fmtDur(d time.Duration) string {
 		d = d.Round(time.Millisecond)
 	}
 	return d.String()
+}
+
+// rpcTimeoutWarnings: an rpc fencer waits for the old leader's demote
+// hook, which may take up to service.demote.timeout (every node is
+// assumed to run the same service section). A call that gives up sooner
+// fails although the demote may still succeed, and the next method (often
+// a harsher one) runs. One warning per rpc method whose timeout, set or
+// the fencer's default, is shorter.
+func (c *Config) rpcTimeoutWarnings() []string {
+	demote := time.Duration(c.Service.Demote.Timeout)
+	var w []string
+	for i, m := range c.Fencing.Methods {
+		if m.RPC == nil {
+			continue
+		}
+		rpc, dflt := time.Duration(m.RPC.Timeout), ""
+		if rpc == 0 {
+			rpc, dflt = fencer.DefaultRPCTimeout, " (the default)"
+		}
+		if rpc >= demote {
+			continue
+		}
+		p := fmt.Sprintf("fencing.methods[%d].rpc.timeout", i)
+		w = append(w, fmt.Sprintf("%s: %s%s is shorter than service.demote.timeout %s: the rpc call waits for the old leader's demote hook "+
+			"and gives up before a slow demote ends, so rpc fencing fails (the next method runs) although the demote may still succeed; "+
+			"set %s to service.demote.timeout or more",
+			p, fmtDur(rpc), dflt, fmtDur(demote), p))
+	}
+	return w
 }

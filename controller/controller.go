@@ -95,8 +95,15 @@ type Config struct {
 	GracefulDemoteTimeout time.Duration
 	// Follow, when set, makes the loop run the "follow" hook on this node
 	// whenever it is not the leader and the promoted leader changes (see
-	// follow.go). nil: no follow hook, no leader watch.
+	// follow.go). nil: no follow hook (the leader is still watched when
+	// there is a position reader, for the stall rule).
 	Follow *Follow
+
+	// StallAfter is how long this node's replication position may stay
+	// unchanged, while the leader's advanced, before a standby counts as
+	// not following (Status.NotFollowing; see notfollowing.go). Default
+	// 30s, and never less than three position intervals.
+	StallAfter time.Duration
 
 	// ShutdownTimeout bounds a graceful stop (default 30s, or the graceful
 	// demote's timeout and kill grace plus 5s when that is longer).
@@ -361,7 +368,7 @@ func (c *Controller) run(ctx context.Context) error {
 	wg.Add(2)
 	go func() { defer wg.Done(); c.publishMembers(bg) }()
 	go func() { defer wg.Done(); c.watchFailover(bg) }()
-	if c.cfg.Follow != nil {
+	if c.cfg.Follow != nil || c.position != nil {
 		wg.Add(1)
 		go func() { defer wg.Done(); c.watchLeader(bg) }()
 	}

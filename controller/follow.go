@@ -63,6 +63,12 @@ type followState struct {
 	retryAt   time.Time       // not before
 	following *cluster.Leader // the leader of the last successful run (nil: none, or parked)
 	since     time.Time       // when the last successful run ended
+
+	// The leader's position as its record showed it, and when this node
+	// first saw it advance after its own position last changed (zero or
+	// not after pos.at: not since), for the stall rule (notfollowing.go).
+	leaderPos     *int64
+	leaderPosSeen time.Time
 }
 
 // watchLeader feeds the leader watch's reports to the loop until ctx ends.
@@ -81,6 +87,7 @@ func (c *Controller) onLeaderSeen(ld *cluster.Leader) {
 	f := &c.l.follow
 	first := !f.known
 	f.known = true
+	c.trackLeaderPosition(ld, !first && ld.Same(f.leader))
 	if !first && ld.Same(f.leader) {
 		f.leader = ld // the same leadership; keep its freshest fields
 		if ld != nil && ld.NodeID != c.cfg.NodeID {
@@ -110,6 +117,9 @@ func (c *Controller) onLeaderSeen(ld *cluster.Leader) {
 	f.parked = false
 	if err := checkLeader(ld); err != nil {
 		f.bad = err.Error()
+		if c.cfg.Follow == nil {
+			return // watched for the stall rule only
+		}
 		c.log.Error("the promoted leader's member record cannot be handed to the follow hook; not following it", "leader", ld.NodeID, "leader_epoch", ld.Epoch, "err", err)
 	} else {
 		c.log.Info("promoted leader seen", "leader", ld.NodeID, "leader_epoch", ld.Epoch, "leader_address", ld.ServiceAddress)

@@ -75,11 +75,12 @@ func (c *Controller) appendHistory(ctx context.Context, t cluster.Term, e cluste
 	delay := historyFirstRetry
 	for attempt := 1; ; attempt++ {
 		actx, cancel := context.WithTimeout(ctx, historyAttemptBudget)
-		err := t.AppendHistory(actx, e)
+		stored, err := t.AppendHistory(actx, e)
 		cancel()
 		if err == nil {
-			c.log.Info("leadership change recorded in the history", "epoch", e.NewEpoch, "reason", e.Reason,
-				"old_leader", e.OldLeader, "fence_method", e.FenceMethod)
+			// What the history now holds, not what was handed in: the
+			// append fills in the old leader and the reason.
+			c.log.Info("leadership change recorded in the history", stored.LogAttrs()...)
 			return
 		}
 		if _, expired := t.Expiry(); ctx.Err() != nil || expired != nil {

@@ -1,8 +1,14 @@
 package controller_test
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
+	"log/slog"
+	"strings"
+	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/failoverd/failoverd/cluster"
@@ -147,6 +153,79 @@ func TestHistoryAppendFailureRetriedNotFatal(t *testing.T) {
 		h := wantHistory(t, w, 1)
 		if h[0].NewLeader != "a" || a.metrics.Count("history_append_failed") != 1 {
 			t.Errorf("history %+v, failures %d; want a's entry after one failure", h, a.metrics.Count("history_append_failed"))
+		}
+	})
+}
+
+// logLines is a goroutine-safe log sink that keeps JSON lines.
+type logLines struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logLines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// find returns the decoded lines whose msg is msg.
+func (l *logLines) find(t *testing.T, msg string) []map[string]any {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []map[string]any
+	for line := range strings.SplitSeq(strings.TrimSpace(l.b.String()), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		if m["msg"] == msg {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func logTo(l *logLines) opt {
+	return func(_ *node, _ *controller.Config, d *controller.Deps) {
+		d.Logger = slog.New(slog.NewJSONHandler(l, nil))
+	}
+}
+
+// The log line of a recorded leadership change tells what the stored entry
+// says, also where the append filled in what the new leader did not know:
+// a first leader's handoff from nobody is a start, and a graceful
+// predecessor comes from the newest entry.
+func TestHistoryLogLineMatchesStoredEntry(t *testing.T) {
+	test(t, func(t *testing.T, w *controllertest.World) {
+		var la, lb logLines
+		a := leader(t, w, "a", logTo(&la))
+		b := start(t, w, "b", logTo(&lb))
+		b.healthy()
+		b.want(controller.StateStandby)
+		if err := a.stop(); err != nil {
+			t.Fatal(err)
+		}
+		b.want(controller.StateLeader)
+		h := wantHistory(t, w, 2)
+		if h[0].Reason != cluster.HistoryStart || h[1].Reason != cluster.HistoryHandoff || h[1].OldLeader != "a" {
+			t.Fatalf("history %+v, want a start and a handoff from a", h)
+		}
+		synctest.Wait()
+		for i, l := range []*logLines{&la, &lb} {
+			lines := l.find(t, "leadership change recorded in the history")
+			if len(lines) != 1 {
+				t.Fatalf("%d: %d history log lines, want 1", i, len(lines))
+			}
+			got, e := lines[0], h[i]
+			want := map[string]any{"epoch": float64(e.NewEpoch), "reason": e.Reason, "old_leader": e.OldLeader,
+				"old_epoch": float64(e.OldEpoch), "fence_method": e.FenceMethod, "requested_by": e.RequestedBy}
+			for k, v := range want {
+				if got[k] != v {
+					t.Errorf("entry %d: log line %s = %v, stored entry says %v (line %v)", i, k, got[k], v, got)
+				}
+			}
 		}
 	})
 }

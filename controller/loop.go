@@ -225,6 +225,7 @@ func (c *Controller) armTimer(timer *time.Timer) {
 		consider(l.stuck.retryAt)
 	}
 	c.considerFollow(consider)
+	c.considerStall(consider)
 	c.considerPause(consider)
 	c.considerPosition(consider)
 	c.considerChoice(consider)
@@ -443,6 +444,7 @@ func (c *Controller) publish() {
 		s.status.Following, s.status.FollowingEpoch = f.NodeID, f.Epoch
 	}
 	s.status.FollowingSince = l.follow.since
+	s.status.NotFollowing = c.notFollowing(time.Now())
 	if l.state == StateLeader {
 		s.status.Role = "leader"
 	}

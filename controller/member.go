@@ -25,6 +25,7 @@ func memberOf(s Status) cluster.Member {
 		Following: s.Following, FollowingEpoch: s.FollowingEpoch, FollowingSince: s.FollowingSince,
 		Priority: &s.Priority, Paused: s.Paused, CooldownUntil: s.CooldownUntil,
 		Position: s.Position, PositionAt: s.PositionAt,
+		NotFollowing: s.NotFollowing,
 	}
 }
 
@@ -42,6 +43,8 @@ func busy(s State) bool {
 func (c *Controller) publishMembers(ctx context.Context) {
 	var lastWarn time.Time
 	var lastMsg string
+	var remembered time.Time // when the known-member record was last written
+	var rememberMsg string
 	for ctx.Err() == nil {
 		changed := c.rec.SessionChanged()
 		st := c.Status()
@@ -62,6 +65,9 @@ func (c *Controller) publishMembers(ctx context.Context) {
 			return
 		}
 		c.send(joinChecked{err: err, verdict: verdict})
+		if err == nil && time.Since(remembered) >= cluster.RememberEvery {
+			remembered = c.remember(ctx, st, &rememberMsg)
+		}
 		if err != nil {
 			if !verdict {
 				c.warnMember(err, &lastWarn, &lastMsg)
@@ -77,6 +83,26 @@ func (c *Controller) publishMembers(ctx context.Context) {
 		case <-time.After(memberWarnEvery):
 		}
 	}
+}
+
+// remember writes this node's known-member record, which outlives its
+// session (a node that went away stays listed as down, with this last
+// seen time); it returns when it succeeded (zero: failed, tried again on
+// the next round). A failure costs the listing only, never the election:
+// it is logged when new, at warn level.
+func (c *Controller) remember(ctx context.Context, st Status, lastMsg *string) time.Time {
+	now := time.Now()
+	err := c.rec.RememberMember(ctx, cluster.KnownMember{NodeID: st.NodeID, Host: st.Host, AdminURL: st.AdminURL,
+		Instance: st.Instance, LastSeen: now.UTC()})
+	if err != nil {
+		if msg := err.Error(); msg != *lastMsg && ctx.Err() == nil {
+			*lastMsg = msg
+			c.log.Warn("cannot write the known-member record; status may not list this node as down if it goes", "err", err)
+		}
+		return time.Time{}
+	}
+	*lastMsg = ""
+	return now
 }
 
 // warnMember logs a failure to publish the member record or to run the

@@ -71,6 +71,13 @@ type Status struct {
 	// it unknown at once, so a shown position is confirmed every interval).
 	Position   *int64    `json:"position,omitempty"`
 	PositionAt time.Time `json:"position_at,omitzero"`
+	// NotFollowing says why this node, a standby (state standby or out),
+	// does not follow the current promoted leader: its follow hook last
+	// pointed the service at another leader or epoch, or its runs fail,
+	// or its position stalled while the leader's advanced. It starts with
+	// one of the NotFollowing* reasons, then a colon and the details.
+	// Empty: it follows, or nothing to follow (it leads, no leader known).
+	NotFollowing string `json:"not_following,omitempty"`
 }
 
 // Promoted reports whether the local service is (being treated as) primary.

@@ -285,8 +285,9 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 // StatusCollector exposes the gauges that are read from the controller's
 // status at every scrape: failoverd_coordination_connected (and its
 // deprecated duplicate failoverd_zk_connected),
-// failoverd_lease_remaining_seconds and failoverd_position (absent while
-// the position is unknown or no service.position is configured). status is called once per scrape; it
+// failoverd_lease_remaining_seconds, failoverd_position (absent while
+// the position is unknown or no service.position is configured) and
+// failoverd_standby_not_following. status is called once per scrape; it
 // must be cheap and safe to call from any goroutine (controller.Status is).
 func StatusCollector(status func() controller.Status) prometheus.Collector {
 	return statusCollector{status: status}
@@ -301,6 +302,8 @@ var (
 		"Time left on the leader lease before this node must demote itself, 0 when not leader.", nil, nil)
 	positionDesc = prometheus.NewDesc(prometheus.BuildFQName(namespace, "", "position"),
 		"The service's replication position as service.position last printed it; absent while unknown (the command failed) or not configured. Exact up to 2^53.", nil, nil)
+	notFollowingDesc = prometheus.NewDesc(prometheus.BuildFQName(namespace, "", "standby_not_following"),
+		"1 while this node is a standby that does not follow the current promoted leader (its follow hook points the service at another leader or epoch, or fails, or its position stalled while the leader's advanced; the reason is in /v1/status not_following), else 0.", nil, nil)
 	pausedDesc = prometheus.NewDesc(prometheus.BuildFQName(namespace, "", "paused"),
 		"1 while the cluster is paused (maintenance mode: no automatic promotion, demotion or fencing), as this node last saw it, else 0.", nil, nil)
 )
@@ -312,6 +315,7 @@ func (c statusCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- zkConnectedDesc
 	ch <- leaseRemainingDesc
 	ch <- positionDesc
+	ch <- notFollowingDesc
 	ch <- pausedDesc
 }
 
@@ -323,6 +327,7 @@ func (c statusCollector) Collect(ch chan<- prometheus.Metric) {
 	if s.Position != nil {
 		ch <- prometheus.MustNewConstMetric(positionDesc, prometheus.GaugeValue, float64(*s.Position))
 	}
+	ch <- prometheus.MustNewConstMetric(notFollowingDesc, prometheus.GaugeValue, boolFloat(s.NotFollowing != ""))
 	ch <- prometheus.MustNewConstMetric(pausedDesc, prometheus.GaugeValue, boolFloat(s.Paused != nil))
 }
 

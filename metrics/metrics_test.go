@@ -140,6 +140,7 @@ func TestMetricNames(t *testing.T) {
 		"failoverd_preemptions_total",
 		"failoverd_promotion_declined_total",
 		"failoverd_promotions_total",
+		"failoverd_standby_not_following",
 		"failoverd_state",
 		"failoverd_zk_connected",
 	}

@@ -16,6 +16,15 @@ command -v curl >/dev/null 2>&1 || need+=(curl)
 # examples/redis, make demo-redis and test/e2e's Redis tests.
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 command -v redis-cli >/dev/null 2>&1 || need+=(redis-tools)
+# deploy/: promtool checks and unit-tests the alert rules; Debian ships it
+# only in prometheus, whose server deps.sh then keeps from running.
+command -v promtool >/dev/null 2>&1 || need+=(prometheus)
+# packaging/: the package test checks the unit with systemd-analyze and
+# reads the man page (man, groff).
+command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
+command -v man >/dev/null 2>&1 || need+=(man-db)
+command -v groff >/dev/null 2>&1 || need+=(groff-base)
+command -v adduser >/dev/null 2>&1 || need+=(adduser)
 
 # Optional: kazoo, the reference recipe of make bench (test/bench skips it
 # when no python3 imports it). Installed along with the rest, or alone when
@@ -68,6 +77,9 @@ fi
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${need[@]}"
+if [[ " ${need[*]} " == *" prometheus "* ]] && [ -d /run/systemd/system ]; then
+  systemctl disable --now prometheus.service >/dev/null 2>&1 || true
+fi
 if [ ${#optional[@]} -gt 0 ]; then
   apt-get install -y -qq --no-install-recommends "${optional[@]}" ||
     echo "deps: could not install ${optional[*]} (optional: make bench then times only the Go recipe)" >&2

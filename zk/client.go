@@ -2,6 +2,7 @@ package zk
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -24,6 +25,10 @@ type Config struct {
 	// the znodes we own, failing the session on the others). Ignored
 	// without Auth.
 	Protect []string
+	// TLS, when set, runs every connection over TLS with this
+	// configuration (ServerName defaults to the configured host of the
+	// server dialed).
+	TLS *tls.Config
 }
 
 // Deps are the parts a Client uses; a zero field means the default.
@@ -68,6 +73,12 @@ type Client struct {
 	closed  bool
 
 	watchEvents atomic.Int64
+
+	tlsLog struct { // the last TLS failure logged (handshake)
+		sync.Mutex
+		last string
+		at   time.Time
+	}
 }
 
 // NewClient checks cfg; it does not connect yet.

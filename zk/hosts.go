@@ -2,6 +2,7 @@ package zk
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -160,6 +161,9 @@ func (s *Session) dial(network, addr string, timeout time.Duration) (net.Conn, e
 	var errs []error
 	for _, ip := range ips {
 		c, err := dial(ctx, network, net.JoinHostPort(ip, port))
+		if err == nil && s.client.cfg.TLS != nil {
+			c, err = s.client.handshake(ctx, c, host, addr)
+		}
 		if err == nil {
 			return &sniffConn{Conn: c, s: s}, nil
 		}
@@ -167,3 +171,32 @@ func (s *Session) dial(network, addr string, timeout time.Duration) (net.Conn, e
 	}
 	return nil, errors.Join(errs...)
 }
+
+// handshake runs the TLS handshake with server addr (host as configured)
+// over c, verifying the server's certificate against host. A failure is
+// logged as an error, once per distinct message and then at most every
+// tlsLogEvery: go-zookeeper logs failed connections only at debug level,
+// and a wrong CA or certificate must not look like a server that is down.
+func (c *Client) handshake(ctx context.Context, conn net.Conn, host, addr string) (net.Conn, error) {
+	tc := c.cfg.TLS.Clone()
+	if tc.ServerName == "" {
+		tc.ServerName = host
+	}
+	t := tls.Client(conn, tc)
+	err := t.HandshakeContext(ctx)
+	if err == nil {
+		return t, nil
+	}
+	conn.Close()
+	err = fmt.Errorf("zk: TLS handshake with %s: %w", addr, err)
+	c.tlsLog.Lock()
+	if msg := err.Error(); msg != c.tlsLog.last || time.Since(c.tlsLog.at) >= tlsLogEvery {
+		c.tlsLog.last, c.tlsLog.at = msg, time.Now()
+		c.log.Error("TLS handshake with a ZooKeeper server failed; check zookeeper.tls and the server's certificate", "server", addr, "err", err)
+	}
+	c.tlsLog.Unlock()
+	return nil, err
+}
+
+// tlsLogEvery is the least time between two logs of the same TLS failure.
+const tlsLogEvery = time.Minute

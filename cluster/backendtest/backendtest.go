@@ -91,11 +91,13 @@ var obligations = []obligation{
 	{"Succession/Released", func(t *testing.T, b Backend) { testSuccession(t, b, faultRelease) }},
 	{"Succession/EntryDeleted", func(t *testing.T, b Backend) { testSuccession(t, b, faultDeleteEntry) }},
 	{"Watches", testWatches},
+	{"Watches/EveryMemberField", testWatchesEveryMemberField},
 	{"LeaderView", testLeaderView},
 	{"Expiry/EntryDeleted", func(t *testing.T, b Backend) { testExpiry(t, b, faultDeleteEntry) }},
 	{"Expiry/SessionEnded", func(t *testing.T, b Backend) { testExpiry(t, b, faultEndSession) }},
 	{"RevisionZeroIsAbsent", testRevisionZeroIsAbsent},
 	{"Shortcuts", testShortcuts},
+	{"KnownMembers", testKnownMembers},
 }
 
 // Run runs every obligation against the backend newBackend makes, each as

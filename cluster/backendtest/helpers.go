@@ -2,6 +2,7 @@ package backendtest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -553,6 +554,16 @@ func showMembers(ms []cluster.Member) string {
 		s = append(s, fmt.Sprintf("%s:%s:%d", m.NodeID, m.State, m.Epoch))
 	}
 	return "[" + strings.Join(s, " ") + "]"
+}
+
+// showMembersFully shows every field of every record (the records'
+// encoding).
+func showMembersFully(ms []cluster.Member) string {
+	b, err := json.Marshal(ms)
+	if err != nil {
+		return "unencodable: " + err.Error()
+	}
+	return string(b)
 }
 
 func showLeader(l *cluster.Leader) string {

@@ -160,7 +160,7 @@ func testGuardedWrites(t *testing.T, b Backend, f fault) {
 	if err := ha.Term.WriteLeaderPosition(ctx, position("a", e, 20)); err == nil {
 		failed = append(failed, "WriteLeaderPosition succeeded")
 	}
-	if err := ha.Term.AppendHistory(ctx, historyEntry("a", e)); err == nil {
+	if _, err := ha.Term.AppendHistory(ctx, historyEntry("a", e)); err == nil {
 		failed = append(failed, "AppendHistory succeeded")
 	}
 	if err := ha.Term.Finish(ctx, rev); err == nil {
@@ -187,7 +187,7 @@ func testGuardedWrites(t *testing.T, b Backend, f fault) {
 		t.Errorf("history %+v; want none (a's append came after its entry went)", h)
 	}
 	// The history is read back for real: the successor's append shows.
-	if err := hb.Term.AppendHistory(ctx, historyEntry("b", hb.Epoch())); err != nil {
+	if _, err := hb.Term.AppendHistory(ctx, historyEntry("b", hb.Epoch())); err != nil {
 		t.Fatalf("AppendHistory of the successor: %v", err)
 	}
 	if h := b.History(t); len(h) != 1 || h[0].NewLeader != "b" || h[0].NewEpoch != hb.Epoch() {
@@ -422,6 +422,115 @@ func testWatches(t *testing.T, b Backend) {
 	pause.waitLast(t)
 	for _, r := range all {
 		r.checkOrder(t)
+	}
+}
+
+// Watches: WatchMembers delivers a change of any field of a member record,
+// not only of the fields a node acts on: status displays and operators'
+// tools show them all. Node c's record changes one field at a time (its
+// epoch alone, its host alone, what it follows, its position, its
+// priority); each must be delivered.
+func testWatchesEveryMemberField(t *testing.T, b Backend) {
+	ar := newArena(t, b)
+	c := ar.add("c")
+	w := ar.add("w")
+	ctx := ctxT(t)
+
+	m := member("c", "standby", 0)
+	pub := func(what string) {
+		t.Helper()
+		if err := c.rec.PublishMember(ctx, m); err != nil {
+			t.Fatalf("PublishMember (%s): %v", what, err)
+		}
+	}
+	pub("first")
+	mem := watchWith(t, "WatchMembers", w.rec.WatchMembers, showMembersFully)
+	mem.became(showMembersFully([]cluster.Member{m}))
+	mem.waitLast(t)
+	prio, pos := 2, int64(42)
+	for _, step := range []struct {
+		what   string
+		change func(m *cluster.Member)
+	}{
+		{"epoch", func(m *cluster.Member) { m.Epoch = 7 }},
+		{"host", func(m *cluster.Member) { m.Host = "elsewhere-c" }},
+		{"following", func(m *cluster.Member) { m.Following, m.FollowingEpoch = "a", 7 }},
+		{"following epoch", func(m *cluster.Member) { m.FollowingEpoch = 8 }},
+		{"position", func(m *cluster.Member) { m.Position = &pos }},
+		{"priority", func(m *cluster.Member) { m.Priority = &prio }},
+		{"last error", func(m *cluster.Member) { m.LastError = "test: changed" }},
+	} {
+		step.change(&m)
+		pub(step.what)
+		mem.became(showMembersFully([]cluster.Member{m}))
+		mem.waitLast(t)
+	}
+	mem.checkOrder(t)
+}
+
+// Known members: a known-member record outlives its node's session. Node
+// a publishes its member record and remembers itself twice (the second
+// write replaces the first); forgetting a is refused while its member
+// record exists; a's session ends, its member record goes, its known
+// record stays; then forgetting it succeeds once, and it is no longer
+// listed.
+func testKnownMembers(t *testing.T, b Backend) {
+	ar := newArena(t, b)
+	w := ar.add("w")
+	na := ar.campaign("a")
+	ha := ar.nextBy(t, "a")
+	ctx := ctxT(t)
+
+	publish(t, na, "standby", 0)
+	known := func(at time.Time) cluster.KnownMember {
+		return cluster.KnownMember{NodeID: "a", Host: "host-a", AdminURL: "http://host-a:9101", Instance: "inst-a", LastSeen: at}
+	}
+	wantKnown := func(what string, want ...cluster.KnownMember) {
+		t.Helper()
+		got, err := w.rec.KnownMembers(ctx)
+		if err != nil {
+			t.Fatalf("KnownMembers (%s): %v", what, err)
+		}
+		if len(got) != len(want) {
+			t.Fatalf("KnownMembers (%s) = %+v, want %+v", what, got, want)
+		}
+		for i := range got {
+			if g, k := got[i], want[i]; g.NodeID != k.NodeID || g.Host != k.Host || g.AdminURL != k.AdminURL ||
+				g.Instance != k.Instance || !g.LastSeen.Equal(k.LastSeen) {
+				t.Fatalf("KnownMembers (%s) = %+v, want %+v", what, got, want)
+			}
+		}
+	}
+	wantKnown("none yet")
+	if err := na.rec.RememberMember(ctx, known(since)); err != nil {
+		t.Fatalf("RememberMember: %v", err)
+	}
+	wantKnown("remembered", known(since))
+	later := since.Add(time.Minute)
+	if err := na.rec.RememberMember(ctx, known(later)); err != nil {
+		t.Fatalf("RememberMember again: %v", err)
+	}
+	wantKnown("remembered again", known(later))
+
+	if forgot, err := w.rec.ForgetMember(ctx, "a"); !errors.Is(err, cluster.ErrMemberLive) || forgot {
+		t.Fatalf("ForgetMember of a live member = %v, %v; want ErrMemberLive", forgot, err)
+	}
+	wantKnown("after a refused forget", known(later))
+
+	mem := watchWith(t, "WatchMembers", w.rec.WatchMembers, showMembers)
+	b.EndSession(t, ha.Node)
+	waitFor(t, watchTimeout, "a's member record gone with its session", func() bool {
+		got, _ := mem.deliveries()
+		return len(got) > 0 && got[len(got)-1] == "[]"
+	})
+	wantKnown("after a's session ended", known(later))
+
+	if forgot, err := w.rec.ForgetMember(ctx, "a"); err != nil || !forgot {
+		t.Fatalf("ForgetMember of a gone member = %v, %v; want it forgotten", forgot, err)
+	}
+	wantKnown("forgotten")
+	if forgot, err := w.rec.ForgetMember(ctx, "a"); err != nil || forgot {
+		t.Fatalf("ForgetMember of an unknown member = %v, %v; want nothing to forget", forgot, err)
 	}
 }
 

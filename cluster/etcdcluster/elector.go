@@ -345,6 +345,9 @@ func (e *Elector) waitGone(ctx context.Context, sessDone <-chan struct{}, key st
 		select {
 		case resp, ok := <-ch:
 			if !ok || resp.Err() != nil || resp.Canceled {
+				if testHookWatchFailed != nil {
+					testHookWatchFailed()
+				}
 				sleep(ctx, 100*time.Millisecond) // no tight loop if it persists
 				return nil
 			}
@@ -562,10 +565,13 @@ func (e *Elector) watchEntry(ctx context.Context, en entry) bool {
 
 // Set by tests only: testHookWaiting sees a fair candidate's key and the
 // predecessor it is about to watch; testHookWoke runs when a waiting fair
-// candidate woke to look at the election again.
+// candidate woke to look at the election again; testHookWatchFailed runs
+// when a wait ended because its watch failed (etcd's leader changed, the
+// stream broke), not because the watched key went.
 var (
-	testHookWaiting func(key, pred string)
-	testHookWoke    func()
+	testHookWaiting     func(key, pred string)
+	testHookWoke        func()
+	testHookWatchFailed func()
 )
 
 // Queue lists the candidates' node ids in election order (fair: by create

@@ -55,7 +55,7 @@ func testGuardedWrites(t *testing.T, c *etcdtest.Cluster, adm *clientv3.Client, 
 	_, writes["WriteBreadcrumb"] = tm.WriteBreadcrumb(ctx, crumb("a", e+1), rev)
 	writes["CompleteFailover"] = tm.CompleteFailover(ctx)
 	writes["WriteLeaderPosition"] = tm.WriteLeaderPosition(ctx, cluster.LeaderPosition{NodeID: "a", Epoch: e, Position: 20})
-	writes["AppendHistory"] = tm.AppendHistory(ctx, cluster.HistoryEntry{NewLeader: "a", NewEpoch: e, Reason: cluster.HistoryStart})
+	_, writes["AppendHistory"] = tm.AppendHistory(ctx, cluster.HistoryEntry{NewLeader: "a", NewEpoch: e, Reason: cluster.HistoryStart})
 	writes["Finish"] = tm.Finish(ctx, rev)
 	for name, err := range writes {
 		if !errors.Is(err, cluster.ErrEntryDeleted) {
@@ -341,10 +341,10 @@ func testPositionAndHistory(t *testing.T, c *etcdtest.Cluster, adm *clientv3.Cli
 		})
 	}
 	mine := cluster.HistoryEntry{NewLeader: "a", NewEpoch: e, Reason: cluster.HistoryHandoff}
-	if err := w.t.AppendHistory(ctx, mine); err != nil {
+	if _, err := w.t.AppendHistory(ctx, mine); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.t.AppendHistory(ctx, mine); err != nil { // a retried append adds nothing
+	if _, err := w.t.AppendHistory(ctx, mine); err != nil { // a retried append adds nothing
 		t.Fatal(err)
 	}
 	h, err := a.s.History(ctx)

@@ -194,12 +194,12 @@ const historyAttempts = 10
 // (cluster.AppendHistory), and write back compared against what was read,
 // guarded by the term. A concurrent change reads again and retries; an
 // unreadable record is logged and replaced by a fresh list.
-func (t *term) AppendHistory(ctx context.Context, e cluster.HistoryEntry) error {
+func (t *term) AppendHistory(ctx context.Context, e cluster.HistoryEntry) (cluster.HistoryEntry, error) {
 	key := t.s.layout.History()
 	for attempt := 1; ; attempt++ {
 		cur, _, err := t.s.get(ctx, key)
 		if err != nil {
-			return fmt.Errorf("reading the history %s: %w", key, err)
+			return e, fmt.Errorf("reading the history %s: %w", key, err)
 		}
 		var h []cluster.HistoryEntry
 		if cur != nil {
@@ -207,13 +207,13 @@ func (t *term) AppendHistory(ctx context.Context, e cluster.HistoryEntry) error 
 				t.s.log.Error("history unreadable: starting a fresh list", "key", key, "err", err)
 			}
 		}
-		out, added := cluster.AppendHistory(h, e)
+		out, stored, added := cluster.AppendHistory(h, e)
 		if !added {
-			return nil // an earlier attempt of ours went through
+			return stored, nil // an earlier attempt of ours went through
 		}
 		b, err := json.Marshal(out)
 		if err != nil {
-			return fmt.Errorf("encoding the history: %w", err)
+			return e, fmt.Errorf("encoding the history: %w", err)
 		}
 		if f := t.s.beforeHistoryWrite; f != nil {
 			f()
@@ -222,7 +222,7 @@ func (t *term) AppendHistory(ctx context.Context, e cluster.HistoryEntry) error 
 		if errors.Is(err, ErrConflict) && attempt < historyAttempts {
 			continue
 		}
-		return err
+		return stored, err
 	}
 }
 

@@ -52,10 +52,10 @@ func TestAppendHistory(t *testing.T) {
 	s, c := newStore(t, zkc, "a", "inst-a")
 	tm := elect(t, s, c, "a")
 	first := entry("a", tm.Epoch())
-	if err := tm.AppendHistory(ctx, first); err != nil {
+	if _, err := tm.AppendHistory(ctx, first); err != nil {
 		t.Fatal(err)
 	}
-	if err := tm.AppendHistory(ctx, first); err != nil { // a retry whose first attempt went through
+	if _, err := tm.AppendHistory(ctx, first); err != nil { // a retry whose first attempt went through
 		t.Fatal(err)
 	}
 	h, err := admin.History(ctx)
@@ -73,7 +73,7 @@ func TestAppendHistory(t *testing.T) {
 	for i := range cluster.MaxHistory + 5 {
 		e := entry("b", tm.Epoch()+int64(i)+1)
 		e.RequestedBy = long
-		if err := g.AppendHistory(ctx, e); err != nil {
+		if _, err := g.AppendHistory(ctx, e); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -111,7 +111,7 @@ func TestAppendHistoryGuarded(t *testing.T) {
 	if err := adm.Delete(ctx, tm.l.Path, -1); err != nil {
 		t.Fatal(err)
 	}
-	if err := tm.AppendHistory(ctx, entry("a", tm.Epoch())); !errors.Is(err, zk.ErrNoNode) {
+	if _, err := tm.AppendHistory(ctx, entry("a", tm.Epoch())); !errors.Is(err, zk.ErrNoNode) {
 		t.Errorf("append of a term whose znode is gone = %v, want ErrNoNode", err)
 	}
 
@@ -124,7 +124,7 @@ func TestAppendHistoryGuarded(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the client did not notice its session expired")
 	}
-	if err := g.AppendHistory(ctx, entry("b", 99)); err == nil {
+	if _, err := g.AppendHistory(ctx, entry("b", 99)); err == nil {
 		t.Error("append on an expired session succeeded")
 	}
 	if h, err := admin.History(ctx); err != nil || h != nil {
@@ -151,7 +151,7 @@ func TestAppendHistoryVersionConflictRetried(t *testing.T) {
 			t.Fatal(err)
 		}
 		h, _ := cluster.DecodeHistory(data)
-		h, _ = cluster.AppendHistory(h, entry("x", epoch))
+		h, _, _ = cluster.AppendHistory(h, entry("x", epoch))
 		b, _ := json.Marshal(h)
 		if version < 0 {
 			_, _, err = adm.Create(ctx, testLayout.History(), b, zk.Persistent)
@@ -170,7 +170,7 @@ func TestAppendHistoryVersionConflictRetried(t *testing.T) {
 				other(epoch + int64(interfered))
 			}
 		}
-		if err := g.AppendHistory(ctx, entry("a", epoch+5)); err != nil {
+		if _, err := g.AppendHistory(ctx, entry("a", epoch+5)); err != nil {
 			t.Fatalf("round %d: append after two conflicting changes: %v", i, err)
 		}
 	}
@@ -197,7 +197,7 @@ func TestAppendHistoryConcurrent(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range each {
-				if err := g.AppendHistory(context.Background(), entry(g.l.NodeID, int64(100*w+i+1))); err != nil {
+				if _, err := g.AppendHistory(context.Background(), entry(g.l.NodeID, int64(100*w+i+1))); err != nil {
 					t.Errorf("writer %d, append %d: %v", w, i, err)
 				}
 			}
@@ -242,7 +242,7 @@ func TestAppendHistoryCorrupt(t *testing.T) {
 		if _, err := admin.History(ctx); !errors.As(err, &ce) || ce.Size != len(data) {
 			t.Errorf("case %d: History = %v, want a HistoryCorruptError of %d bytes", i, err, len(data))
 		}
-		if err := g.AppendHistory(ctx, entry("a", int64(i+1))); err != nil {
+		if _, err := g.AppendHistory(ctx, entry("a", int64(i+1))); err != nil {
 			t.Fatalf("case %d: append over a corrupt history: %v", i, err)
 		}
 		h, err := admin.History(ctx)

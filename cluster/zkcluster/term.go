@@ -285,7 +285,7 @@ const historyAttempts = 10
 // operators and decides nothing, so a record something else wrote must
 // not stop every later change from being recorded; the log line keeps
 // what it held.
-func (t *term) AppendHistory(ctx context.Context, e cluster.HistoryEntry) error {
+func (t *term) AppendHistory(ctx context.Context, e cluster.HistoryEntry) (cluster.HistoryEntry, error) {
 	path := t.s.layout.History()
 	for attempt := 1; ; attempt++ {
 		data, st, err := t.l.Session.Get(ctx, path)
@@ -294,19 +294,19 @@ func (t *term) AppendHistory(ctx context.Context, e cluster.HistoryEntry) error 
 		case errors.Is(err, zk.ErrNoNode):
 			data, version = nil, -1
 		case err != nil:
-			return fmt.Errorf("reading the history %s: %w", path, err)
+			return e, fmt.Errorf("reading the history %s: %w", path, err)
 		}
 		h, err := cluster.DecodeHistory(data)
 		if err != nil {
 			t.s.log.Error("history unreadable: starting a fresh list", "path", path, "err", err)
 		}
-		out, added := cluster.AppendHistory(h, e)
+		out, stored, added := cluster.AppendHistory(h, e)
 		if !added {
-			return nil // an earlier attempt of ours went through
+			return stored, nil // an earlier attempt of ours went through
 		}
 		b, err := json.Marshal(out)
 		if err != nil {
-			return fmt.Errorf("encoding the history: %w", err)
+			return e, fmt.Errorf("encoding the history: %w", err)
 		}
 		var op zk.Op = zk.SetOp{Path: path, Data: b, Version: version}
 		if version < 0 {
@@ -317,11 +317,11 @@ func (t *term) AppendHistory(ctx context.Context, e cluster.HistoryEntry) error 
 		}
 		err = t.l.Session.Multi(ctx, zk.CheckOp{Path: t.l.Path, Version: -1}, op)
 		if err == nil {
-			return nil
+			return stored, nil
 		}
 		if (errors.Is(err, zk.ErrBadVersion) || errors.Is(err, zk.ErrNodeExists)) && attempt < historyAttempts {
 			continue // changed meanwhile: append to what is there now
 		}
-		return fmt.Errorf("appending to the history %s (guarded by %s): %w", path, t.l.Path, err)
+		return e, fmt.Errorf("appending to the history %s (guarded by %s): %w", path, t.l.Path, err)
 	}
 }

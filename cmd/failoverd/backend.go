@@ -38,6 +38,8 @@ type operatorStore interface {
 	SetPause(ctx context.Context, p cluster.Pause) (cluster.Pause, bool, error)
 	ClearPause(ctx context.Context) (bool, error)
 	History(ctx context.Context) ([]cluster.HistoryEntry, error)
+	KnownMembers(ctx context.Context) ([]cluster.KnownMember, error)
+	ForgetMember(ctx context.Context, id string) (bool, error)
 	RequestFailover(ctx context.Context, r cluster.FailoverRequest) error
 	WithdrawFailover(ctx context.Context, id string) error
 }

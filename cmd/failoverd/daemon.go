@@ -86,6 +86,11 @@ type daemon struct {
 
 func zkConfig(cfg *config.Config) (zk.Config, error) {
 	zc := zk.Config{Servers: cfg.ZooKeeper.Servers, SessionTimeout: cfg.ZooKeeper.SessionTimeout.Std()}
+	tc, err := cfg.ZooKeeper.ClientTLS()
+	if err != nil {
+		return zc, err
+	}
+	zc.TLS = tc
 	if cfg.ZooKeeper.Auth != nil {
 		cred, err := cfg.ReadCredentials()
 		if err != nil {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/failoverd/failoverd/admin"
+	"github.com/failoverd/failoverd/adminapi"
 	"github.com/failoverd/failoverd/cluster"
 )
 
@@ -55,8 +56,30 @@ func cmdLeader(args []string, stdout, stderr io.Writer) int {
 func watchLeader(store operatorStore, stdout io.Writer, asJSON bool) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	_ = store.WatchLeader(ctx, func(l *cluster.Leader) { printLeader(stdout, l, asJSON) })
+	// The watch also reports the leader's position moving (standbys
+	// follow it); a line is printed only when what it shows changed.
+	var last *adminapi.Leader
+	first := true
+	_ = store.WatchLeader(ctx, func(l *cluster.Leader) {
+		var cur *adminapi.Leader
+		if l != nil {
+			a := admin.LeaderAnswer(l)
+			cur = &a
+		}
+		if !first && (cur == nil && last == nil || cur != nil && last != nil && sameAnswer(*cur, *last)) {
+			return
+		}
+		first, last = false, cur
+		printLeader(stdout, l, asJSON)
+	})
 	return exitOK
+}
+
+// sameAnswer compares two printed leaders field by field (times by
+// instant).
+func sameAnswer(a, b adminapi.Leader) bool {
+	return a.NodeID == b.NodeID && a.Host == b.Host && a.ServiceAddress == b.ServiceAddress &&
+		a.AdminURL == b.AdminURL && a.Epoch == b.Epoch && a.Since.Equal(b.Since)
 }
 
 // printLeader writes one line: "leader ID host=H address=A epoch=E

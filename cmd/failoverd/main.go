@@ -43,6 +43,8 @@ Usage:
   failoverd pause      -c FILE [--reason TEXT]       maintenance mode: no automatic failover
                                                      in the whole cluster until resume
   failoverd resume     -c FILE                       end maintenance mode
+  failoverd forget     -c FILE NODE                  stop listing NODE, a member that went
+                                                     away (refused while it runs)
   failoverd version                                  print the version
 
 Run 'failoverd COMMAND --help' for the flags of a command.
@@ -73,6 +75,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdPause(rest, stdout, stderr)
 	case "resume":
 		return cmdResume(rest, stdout, stderr)
+	case "forget":
+		return cmdForget(rest, stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintf(stdout, "failoverd %s\n", version)
 		return exitOK

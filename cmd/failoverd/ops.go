@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -37,6 +38,12 @@ type clusterView struct {
 	LeaderPositionError string                  `json:"leader_position_error,omitempty"`
 	// Pause is the cluster's maintenance-mode record (nil: not paused).
 	Pause *cluster.Pause `json:"pause,omitempty"`
+	// Down lists the members that went away: known (they joined once)
+	// but with no member record now, with when they were last seen,
+	// until `failoverd forget` removes them. DownError says why the
+	// known members cannot be read.
+	Down      []cluster.KnownMember `json:"down"`
+	DownError string                `json:"down_error,omitempty"`
 }
 
 // connect loads the config and opens a session with its coordination
@@ -90,6 +97,12 @@ func readView(ctx context.Context, cfg *config.Config, store operatorStore) (clu
 	if v.Pause, err = store.ReadPause(ctx); err != nil {
 		return v, err
 	}
+	v.Down = []cluster.KnownMember{}
+	if known, err := store.KnownMembers(ctx); err != nil {
+		v.DownError = err.Error()
+	} else {
+		v.Down = downMembers(known, v.Members)
+	}
 	v.Queue, err = store.Queue(ctx)
 	return v, err
 }
@@ -126,7 +139,22 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.NodeID, m.Role, stateCell(m), m.Health, m.Epoch, timeOrDash(m.Since), m.Host,
 			orDash(m.ServiceAddress), following(m), timeOrDash(m.FollowingSince), priority(m), position(m), lag(m, v.LeaderPosition))
 	}
+	for _, k := range v.Down {
+		fmt.Fprintf(tw, "%s\t-\tDOWN\t-\t-\t%s\t%s\t-\t-\t-\t-\t-\t-\n", k.NodeID, "last seen "+timeOrDash(k.LastSeen), orDash(k.Host))
+	}
 	tw.Flush()
+	for _, m := range v.Members {
+		if m.NotFollowing != "" {
+			fmt.Fprintf(stdout, "Not following: %s: %s\n", m.NodeID, m.NotFollowing)
+		}
+	}
+	if len(v.Down) > 0 {
+		fmt.Fprintf(stdout, "Down: %s (gone since their last seen time at most %s after it; 'failoverd forget NODE' stops listing one)\n",
+			downIDs(v.Down), cluster.RememberEvery)
+	}
+	if v.DownError != "" {
+		fmt.Fprintf(stdout, "Down: UNREADABLE: %s\n", v.DownError)
+	}
 	if why := noLeaderReason(v.Members); why != "" {
 		fmt.Fprintf(stdout, "Leader: none: %s\n", why)
 	}
@@ -149,6 +177,61 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "Leader position: UNREADABLE: %s\n", v.LeaderPositionError)
 	}
 	fmt.Fprintf(stdout, "Election queue: %v\n", v.Queue)
+	return exitOK
+}
+
+// downMembers are the known members without a member record.
+func downMembers(known []cluster.KnownMember, live []cluster.Member) []cluster.KnownMember {
+	out := []cluster.KnownMember{}
+	for _, k := range known {
+		if !slices.ContainsFunc(live, func(m cluster.Member) bool { return m.NodeID == k.NodeID }) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+func downIDs(ks []cluster.KnownMember) string {
+	ids := make([]string, 0, len(ks))
+	for _, k := range ks {
+		ids = append(ids, k.NodeID)
+	}
+	return strings.Join(ids, ", ")
+}
+
+// cmdForget stops listing a member that went away: it deletes its
+// known-member record, refusing while the node's member record exists
+// (its daemon runs; it would write the record again anyway).
+func cmdForget(args []string, stdout, stderr io.Writer) int {
+	f := newFlags("forget", "forget -c FILE NODE", stderr)
+	if code := f.parse(args); code >= 0 {
+		return code
+	}
+	id := f.fs.Arg(0)
+	if id == "" || f.fs.NArg() != 1 {
+		fmt.Fprintln(stderr, "failoverd forget: want exactly one NODE")
+		return exitUsage
+	}
+	cfg, store, closeStore, code := connect(f.config, stderr)
+	if code >= 0 {
+		return code
+	}
+	defer closeStore()
+	ctx, cancel := withTimeout(10 * time.Second)
+	defer cancel()
+	forgot, err := store.ForgetMember(ctx, id)
+	switch {
+	case errors.Is(err, cluster.ErrMemberLive):
+		fmt.Fprintf(stderr, "failoverd forget: %s is live (its member record exists): refusing; stop its daemon first\n", id)
+		return exitRuntime
+	case err != nil:
+		fmt.Fprintln(stderr, "failoverd forget:", err)
+		return exitRuntime
+	case !forgot:
+		fmt.Fprintf(stdout, "%s is not a known member of cluster %s: nothing to forget\n", id, cfg.Cluster)
+		return exitOK
+	}
+	fmt.Fprintf(stdout, "%s forgotten: status no longer lists it (it is listed again if its daemon starts)\n", id)
 	return exitOK
 }
 

@@ -42,6 +42,7 @@ type World struct {
 	failover *cluster.FailoverRequest
 	foChange chan struct{} // closed and replaced on every failover change
 	members  map[string]cluster.Member
+	known    map[string]cluster.KnownMember // persistent: survives DropMember
 	nodes    map[string]*Node
 	// leaderPos is the LeaderPosition record (nil: absent), posWrites
 	// every successful write of it.
@@ -109,6 +110,7 @@ func New() *World {
 		lrChange:    make(chan struct{}),
 		pauseChange: make(chan struct{}),
 		members:     map[string]cluster.Member{},
+		known:       map[string]cluster.KnownMember{},
 		nodes:       map[string]*Node{},
 	}
 }
@@ -636,7 +638,7 @@ func (n *Node) WatchLeader(ctx context.Context, fn func(*cluster.Leader)) error 
 		ch := w.lrChange
 		ld := w.promotedLeader()
 		w.mu.Unlock()
-		if first || (ld == nil) != (last == nil) || ld != nil && *ld != *last {
+		if first || !ld.Equal(last) {
 			fn(ld)
 			last = ld
 		}
@@ -730,7 +732,7 @@ func (n *Node) WithdrawFailover(ctx context.Context, id string) error {
 }
 
 // WatchMembers calls fn with every member record (Members) now and after
-// every change.
+// every change of any of its fields (cluster.SameMembers).
 func (n *Node) WatchMembers(ctx context.Context, fn func([]cluster.Member)) error {
 	w := n.w
 	var last []cluster.Member
@@ -739,7 +741,7 @@ func (n *Node) WatchMembers(ctx context.Context, fn func([]cluster.Member)) erro
 		ch := w.lrChange
 		w.mu.Unlock()
 		ms := w.Members()
-		if first || !slices.EqualFunc(ms, last, sameMember) {
+		if first || !cluster.SameMembers(ms, last) {
 			fn(ms)
 			last = ms
 		}
@@ -749,16 +751,6 @@ func (n *Node) WatchMembers(ctx context.Context, fn func([]cluster.Member)) erro
 		case <-ch:
 		}
 	}
-}
-
-// sameMember compares the fields the controller acts on.
-func sameMember(a, b cluster.Member) bool {
-	return a.NodeID == b.NodeID && a.State == b.State && a.Health == b.Health &&
-		samePtr(a.Priority, b.Priority) && samePtr(a.Position, b.Position)
-}
-
-func samePtr[T comparable](a, b *T) bool {
-	return a == nil && b == nil || a != nil && b != nil && *a == *b
 }
 
 // ReadBreadcrumb reads the breadcrumb outside a term.
@@ -945,6 +937,54 @@ func (t *Term) ReadMembers(ctx context.Context) ([]cluster.Member, error) {
 	return t.w.Members(), nil
 }
 
+// RememberMember writes k's known-member record (the world has no
+// revisions to race on: its lock is the compare-and-set).
+func (n *Node) RememberMember(ctx context.Context, k cluster.KnownMember) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	n.w.mu.Lock()
+	defer n.w.mu.Unlock()
+	n.w.known[k.NodeID] = k
+	return nil
+}
+
+// KnownMembers lists the known-member records, sorted by node id.
+func (n *Node) KnownMembers(ctx context.Context) ([]cluster.KnownMember, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return n.w.Known(), nil
+}
+
+// Known lists the known-member records, sorted by node id.
+func (w *World) Known() []cluster.KnownMember {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]cluster.KnownMember, 0, len(w.known))
+	for _, k := range w.known {
+		out = append(out, k)
+	}
+	slices.SortFunc(out, func(a, b cluster.KnownMember) int { return strings.Compare(a.NodeID, b.NodeID) })
+	return out
+}
+
+// ForgetMember deletes id's known-member record unless its member record
+// exists.
+func (n *Node) ForgetMember(ctx context.Context, id string) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	n.w.mu.Lock()
+	defer n.w.mu.Unlock()
+	if _, live := n.w.members[id]; live {
+		return false, fmt.Errorf("forgetting %s: %w", id, cluster.ErrMemberLive)
+	}
+	_, ok := n.w.known[id]
+	delete(n.w.known, id)
+	return ok, nil
+}
+
 // Members returns every member record, sorted by node id.
 func (w *World) Members() []cluster.Member {
 	w.mu.Lock()
@@ -1017,18 +1057,19 @@ func (w *World) PositionWrites() []cluster.LeaderPosition {
 
 // AppendHistory appends e (cluster.AppendHistory) guarded by the term's
 // entry, as zkcluster's does, unless SetHistoryError says otherwise.
-func (t *Term) AppendHistory(ctx context.Context, e cluster.HistoryEntry) error {
+func (t *Term) AppendHistory(ctx context.Context, e cluster.HistoryEntry) (cluster.HistoryEntry, error) {
 	w := t.w
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	switch {
 	case w.historyErr != nil:
-		return w.historyErr
+		return e, w.historyErr
 	case !t.present():
-		return ErrGone
+		return e, ErrGone
 	}
-	w.history, _ = cluster.AppendHistory(w.history, e)
-	return nil
+	var stored cluster.HistoryEntry
+	w.history, stored, _ = cluster.AppendHistory(w.history, e)
+	return stored, nil
 }
 
 // History lists the history entries, oldest first.

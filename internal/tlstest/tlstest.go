@@ -31,6 +31,10 @@ type PKI struct {
 	CAPool *x509.CertPool
 	// Cert is the server certificate with its key, for a tls.Config.
 	Cert tls.Certificate
+
+	dir    string
+	caKey  *ecdsa.PrivateKey
+	caCert *x509.Certificate
 }
 
 // New generates a PKI named name (the CA's common name) for t.
@@ -83,6 +87,9 @@ func New(t testing.TB, name string) *PKI {
 		CertFile: filepath.Join(dir, "admin.crt"),
 		KeyFile:  filepath.Join(dir, "admin.key"),
 		CAPool:   x509.NewCertPool(),
+		dir:      dir,
+		caKey:    caKey,
+		caCert:   caCert,
 	}
 	p.CAPool.AddCert(caCert)
 	writePEM(t, p.CAFile, "CERTIFICATE", caDER, 0o644)
@@ -123,4 +130,33 @@ func writePEM(t testing.TB, name, typ string, der []byte, mode os.FileMode) {
 	if err := os.Chmod(name, mode); err != nil {
 		t.Fatalf("tlstest: %v", err)
 	}
+}
+
+// Client issues a client certificate for name, signed by the CA, and
+// returns its PEM files: the certificate and its key (mode 0600).
+func (p *PKI) Client(t testing.TB, name string) (certFile, keyFile string) {
+	t.Helper()
+	key := newKey(t)
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber: serial(t),
+		Subject:      pkix.Name{CommonName: name},
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     now.Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.caCert, &key.PublicKey, p.caKey)
+	if err != nil {
+		t.Fatalf("tlstest: creating client certificate: %v", err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatalf("tlstest: encoding key: %v", err)
+	}
+	certFile = filepath.Join(p.dir, name+".crt")
+	keyFile = filepath.Join(p.dir, name+".key")
+	writePEM(t, certFile, "CERTIFICATE", der, 0o644)
+	writePEM(t, keyFile, "PRIVATE KEY", keyDER, 0o600)
+	return certFile, keyFile
 }

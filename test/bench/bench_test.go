@@ -1,5 +1,5 @@
-// Package bench measures failoverd against real ZooKeeper servers and real
-// processes on loopback. Run it with `make bench`; it prints a Markdown table
+// Package bench measures failoverd against real ZooKeeper and etcd servers
+// and real processes on loopback. Run it with `make bench`; it prints a Markdown table
 // and writes the figures as JSON (BENCH_JSON, default bench-results.json).
 // Timings are reported, never asserted: a benchmark fails only when a
 // scenario could not run.
@@ -16,10 +16,15 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/failoverd/failoverd/test/clustertest"
 )
 
 // Result is one row of the report.
 type Result struct {
+	// Backend is the coordination service the row ran on: "zookeeper"
+	// or "etcd" (clustertest's names).
+	Backend  string             `json:"backend"`
 	Scenario string             `json:"scenario"`
 	Name     string             `json:"name"`
 	Runs     int                `json:"runs"`
@@ -87,6 +92,9 @@ var (
 func record(b *testing.B, r Result) {
 	b.Helper()
 	r.LoadAvg = loadAvg()
+	if r.Backend == "" {
+		r.Backend = clustertest.BackendZooKeeper
+	}
 	resultsMu.Lock()
 	results = append(results, r)
 	resultsMu.Unlock()
@@ -108,8 +116,8 @@ func TestMain(m *testing.M) {
 func report() {
 	host, _ := os.Hostname()
 	fmt.Printf("\n## failoverd benchmarks (%s, %s/%s, %d CPUs %s, %s)\n\n", time.Now().UTC().Format("2006-01-02"), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), cpuModel(), runtime.Version())
-	fmt.Println("| scenario | case | runs | p50 ms | p99 ms | max ms | other | load |")
-	fmt.Println("|---|---|---:|---:|---:|---:|---|---:|")
+	fmt.Println("| backend | scenario | case | runs | p50 ms | p99 ms | max ms | other | load |")
+	fmt.Println("|---|---|---|---:|---:|---:|---:|---|---:|")
 	for _, r := range results {
 		var extra []string
 		for _, k := range sortedKeys(r.Extra) {
@@ -118,7 +126,7 @@ func report() {
 		if r.Notes != "" {
 			extra = append(extra, r.Notes)
 		}
-		fmt.Printf("| %s | %s | %d | %.2f | %.2f | %.2f | %s | %.1f |\n", r.Scenario, r.Name, r.Runs, r.P50ms, r.P99ms, r.Maxms, strings.Join(extra, ", "), r.LoadAvg)
+		fmt.Printf("| %s | %s | %s | %d | %.2f | %.2f | %.2f | %s | %.1f |\n", r.Backend, r.Scenario, r.Name, r.Runs, r.P50ms, r.P99ms, r.Maxms, strings.Join(extra, ", "), r.LoadAvg)
 	}
 	targets := evaluateTargets()
 	printTargets(targets)

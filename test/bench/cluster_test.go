@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/failoverd/failoverd/controller"
 	"github.com/failoverd/failoverd/test/clustertest"
 	"github.com/failoverd/failoverd/test/zktest"
@@ -126,17 +128,21 @@ func hookev(b *testing.B) (string, string) {
 	return hookevPath, hookevLang
 }
 
-// cluster is a clustertest cluster plus a ZooKeeper session of our own for
-// looking at the election queue.
+// cluster is a clustertest cluster plus a client of our own for looking at
+// the election queue: a ZooKeeper session, or an etcd client.
 type cluster struct {
 	*clustertest.Cluster
 	b  *testing.B
-	zc *zk.Client
+	zc *zk.Client       // ZooKeeper backend
+	ec *clientv3.Client // etcd backend
 }
 
 func startCluster(b *testing.B, o clustertest.Options) *cluster {
 	b.Helper()
 	c := clustertest.Start(b, o)
+	if c.Etcd != nil {
+		return &cluster{Cluster: c, b: b, ec: etcdClient(b, c.Etcd.Endpoints())}
+	}
 	zc, err := zk.NewClient(zk.Config{Servers: c.ZK.Addrs(), SessionTimeout: 10 * time.Second}, zk.Deps{})
 	if err != nil {
 		b.Fatal(err)
@@ -149,6 +155,13 @@ func startCluster(b *testing.B, o clustertest.Options) *cluster {
 func (c *cluster) queueLen() int {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
+	if c.ec != nil {
+		resp, err := c.ec.Get(ctx, layout.ElectionDir()+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err != nil {
+			return -1
+		}
+		return int(resp.Count)
+	}
 	s, err := c.zc.Session(ctx)
 	if err != nil {
 		return -1

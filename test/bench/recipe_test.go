@@ -31,12 +31,24 @@ const scBare = "bare recipe handoff (1× reference)"
 
 // BenchmarkBareRecipeHandoff times the bare recipe's handoff (the leader's
 // delete sent → the next candidate's "is leader") with 3 candidates, each
-// with its own session, on a 3-server loopback ensemble (BENCH_ZK=standalone:
-// one server), BENCH_BARE_RUNS times (default 100): the Go recipe, then
-// kazoo when it is installed. BenchmarkGracefulHandoff runs the same recipe
-// again, interleaved with its own runs on its cluster's ensemble, for the
+// with its own session, BENCH_BARE_RUNS times (default 100), per backend.
+// ZooKeeper: on a 3-server loopback ensemble (BENCH_ZK=standalone: one
+// server), the Go recipe, then kazoo when it is installed. etcd: on a
+// 3-member etcdtest cluster, etcd's own concurrency.Election (Campaign,
+// Resign, Observe; bareElection). BenchmarkGracefulHandoff runs the same
+// recipe again, interleaved with its own runs on its cluster, for the
 // ratio.
 func BenchmarkBareRecipeHandoff(b *testing.B) {
+	forEachBackend(b, func(b *testing.B, backend string) {
+		if backend == clustertest.BackendEtcd {
+			bareElectionHandoff(b)
+			return
+		}
+		bareRecipeHandoff(b)
+	})
+}
+
+func bareRecipeHandoff(b *testing.B) {
 	zks := zktest.StartOpts(b, zktest.Options{Servers: handoffZKServers()})
 	n := runs("BARE", 100)
 	g := startBareRecipe(b, zks.Addrs(), "/bare-go", 3)
@@ -72,6 +84,22 @@ func BenchmarkBareRecipeHandoff(b *testing.B) {
 	record(b, kres)
 }
 
+// handoffer is a bare reference that hands its leadership on when asked
+// and says how long the next candidate took to lead.
+type handoffer interface {
+	handoff() (time.Duration, error)
+}
+
+// startBare starts the bare reference of c's backend on c's own
+// coordination cluster: the Go recipe on ZooKeeper, concurrency.Election
+// on etcd, with as many candidates as c has nodes.
+func startBare(b *testing.B, c *cluster) handoffer {
+	if c.Etcd != nil {
+		return startBareElection(b, c.Etcd.Endpoints(), "/bare-election", len(c.Nodes))
+	}
+	return startBareRecipe(b, c.ZK.Addrs(), "/bare-go", len(c.Nodes))
+}
+
 // handoffZKServers is how many ZooKeeper servers the handoff scenarios
 // (graceful, manual, bare recipe) run on: 3 (an ensemble, the default: a
 // write is a quorum round, as in production) or 1 with BENCH_ZK=standalone.
@@ -89,7 +117,12 @@ func handoffZKServers() int {
 // clustertest's 2s; at least 2 ticks); BENCH_TICK_UNKNOWN=1 leaves
 // zookeeper.tick_time out of the daemons' configs, as the default config does;
 // BENCH_COLD=1 sets election.warm_standby: false on every node (on by default).
-func handoffOptions(mode string) clustertest.Options {
+// On etcd: a 3-member etcdtest cluster and etcd.lease_ttl BENCH_ETCD_TTL
+// (default 5s, the daemon's default); the ZooKeeper knobs do not apply.
+func handoffOptions(backend, mode string) clustertest.Options {
+	if backend == clustertest.BackendEtcd {
+		return clustertest.Options{Backend: backend, Mode: mode, EtcdLeaseTTL: etcdLeaseTTL(), ColdStandby: os.Getenv("BENCH_COLD") != ""}
+	}
 	o := clustertest.Options{ZooKeepers: handoffZKServers(), Mode: mode}
 	o.ZKTickTime = envDuration("BENCH_ZK_TICK", 0)
 	o.SessionTimeout = envDuration("BENCH_SESSION", 0)

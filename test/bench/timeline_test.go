@@ -20,6 +20,8 @@ import (
 	"sync"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	fdcluster "github.com/failoverd/failoverd/cluster"
 	"github.com/failoverd/failoverd/test/clustertest"
 	"github.com/failoverd/failoverd/zk"
@@ -60,6 +62,13 @@ type zkWatcher struct {
 func (c *cluster) watchHandoff(leader string, request bool) (*zkWatcher, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	w := &zkWatcher{at: map[string]time.Time{}, cancel: cancel}
+	if c.ec != nil {
+		if err := c.watchHandoffEtcd(ctx, w, leader); err != nil {
+			cancel()
+			return nil, err
+		}
+		return w, nil
+	}
 	s, err := c.zc.Session(ctx)
 	if err != nil {
 		cancel()
@@ -258,4 +267,61 @@ func fmtTimeline(tl *timeline, steps ...string) string {
 		}
 	}
 	return strings.TrimSpace(b.String())
+}
+
+// watchHandoffEtcd is watchHandoff on etcd: one watch of the cluster's
+// prefix from the revision after a read that found the leader's election
+// key, so no change of the handoff can be missed; each step is stamped
+// at its first event. The failover request counts when created.
+func (c *cluster) watchHandoffEtcd(ctx context.Context, w *zkWatcher, leader string) error {
+	resp, err := c.ec.Get(ctx, layout.ElectionDir()+"/", clientv3.WithPrefix())
+	if err != nil {
+		return err
+	}
+	var key string
+	var lowest int64
+	for _, kv := range resp.Kvs {
+		var cand struct {
+			NodeID string `json:"node_id"`
+		}
+		if json.Unmarshal(kv.Value, &cand) == nil && cand.NodeID == leader && (key == "" || kv.CreateRevision < lowest) {
+			key, lowest = string(kv.Key), kv.CreateRevision
+		}
+	}
+	if key == "" {
+		return fmt.Errorf("no election key of %s among %d", leader, len(resp.Kvs))
+	}
+	ch := c.ec.Watch(clientv3.WithRequireLeader(ctx), layout.Dir()+"/", clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1))
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		seen := map[string]bool{}
+		once := func(step string) {
+			if !seen[step] {
+				seen[step] = true
+				w.stamp(step)
+			}
+		}
+		for wr := range ch {
+			for _, ev := range wr.Events {
+				k, put := string(ev.Kv.Key), ev.Type == clientv3.EventTypePut
+				switch {
+				case k == key && !put:
+					once(stZnodeGone)
+				case k == layout.Breadcrumb() && !put:
+					once(stBCDeleted)
+				case k == layout.Breadcrumb() && ev.Kv.Version > 1:
+					once(stBCHanded)
+				case k == layout.Breadcrumb():
+					once(stBCWritten)
+				case k == layout.Failover() && put && ev.Kv.Version == 1:
+					once(stRequestWritten)
+				}
+			}
+			if seen[stBCWritten] || seen[stBCHanded] {
+				return
+			}
+		}
+	}()
+	return nil
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/failoverd/failoverd/cluster/etcdcluster"
 	"github.com/failoverd/failoverd/controller"
 	"github.com/failoverd/failoverd/internal/lease"
+	"github.com/failoverd/failoverd/internal/tlstest"
 	"github.com/failoverd/failoverd/test/etcdtest"
 	"github.com/failoverd/failoverd/test/zktest"
 )
@@ -49,6 +50,9 @@ type Options struct {
 	SessionTimeout time.Duration // default 2s
 	Mode           string        // fair (default) or unfair
 	Auth           bool          // digest auth and ACLs on every znode
+	// ZooKeeperTLS connects every node to the servers' secureClientPort
+	// over TLS, with a client certificate (Cluster.ZKTLS is the PKI).
+	ZooKeeperTLS bool
 	// ThroughProxy puts a fault proxy between every failoverd and ZooKeeper
 	// (standalone only): Node.Proxy can then partition one node.
 	ThroughProxy bool
@@ -132,14 +136,18 @@ type Options struct {
 // Cluster is a running test cluster.
 type Cluster struct {
 	// Etcd is the etcd cluster with Backend etcd (ZK is then nil).
-	Etcd       *etcdtest.Cluster
-	t          testing.TB
-	Opts       Options
-	Dir        string
-	ZK         *zktest.Cluster
-	Nodes      []*Node
-	EventsPath string // the shared events log
-	Token      string
+	Etcd *etcdtest.Cluster
+	t    testing.TB
+	Opts Options
+	Dir  string
+	ZK   *zktest.Cluster
+	// ZKTLS is the PKI of the ZooKeeper servers and of the nodes' client
+	// certificate (Options.ZooKeeperTLS).
+	ZKTLS         *tlstest.PKI
+	zkCert, zkKey string
+	Nodes         []*Node
+	EventsPath    string // the shared events log
+	Token         string
 }
 
 // Node is one failoverd plus its toy service.
@@ -242,7 +250,7 @@ func Start(t testing.TB, o Options) *Cluster {
 	case BackendZooKeeper:
 		zktest.Require(t)
 	case BackendEtcd:
-		if o.ZooKeepers != 0 || o.Auth || o.ThroughProxy || o.ProxyEnsemble || o.QuorumProxies || o.LossProxies ||
+		if o.ZooKeepers != 0 || o.Auth || o.ZooKeeperTLS || o.ThroughProxy || o.ProxyEnsemble || o.QuorumProxies || o.LossProxies ||
 			o.ZKServersOf != nil || o.ZKTickTime != 0 || o.ZKSyncLimit != 0 || o.TickTimeUnknown {
 			t.Fatalf("clustertest: options for ZooKeeper set on the etcd backend: %+v", o)
 		}
@@ -276,7 +284,16 @@ func Start(t testing.TB, o Options) *Cluster {
 	if o.Backend == BackendEtcd {
 		c.Etcd = etcdtest.Start(t, etcdtest.Options{})
 	} else {
-		c.ZK = zktest.StartOpts(t, zktest.Options{Servers: o.ZooKeepers, TickTime: o.ZKTickTime, SyncLimit: o.ZKSyncLimit, ProxyQuorum: o.QuorumProxies})
+		zo := zktest.Options{Servers: o.ZooKeepers, TickTime: o.ZKTickTime, SyncLimit: o.ZKSyncLimit, ProxyQuorum: o.QuorumProxies}
+		if o.ZooKeeperTLS {
+			if o.ThroughProxy || o.ProxyEnsemble || o.LossProxies {
+				t.Fatal("clustertest: ZooKeeperTLS goes straight to the servers' secure ports, without proxies")
+			}
+			c.ZKTLS = tlstest.New(t, "zookeeper")
+			zo.TLS = c.ZKTLS
+			c.zkCert, c.zkKey = c.ZKTLS.Client(t, "failoverd")
+		}
+		c.ZK = zktest.StartOpts(t, zo)
 	}
 	must(t, os.WriteFile(filepath.Join(c.Dir, "token"), []byte(c.Token+"\n"), 0o600))
 	must(t, os.WriteFile(filepath.Join(c.Dir, "zk.cred"), []byte("failoverd:s3cret\n"), 0o600))
@@ -431,6 +448,9 @@ func (n *Node) writeConfig(failoverd string) {
 	var servers []string
 	if c.ZK != nil {
 		servers = c.ZK.Addrs()
+		if o.ZooKeeperTLS {
+			servers = c.ZK.SecureAddrs()
+		}
 	}
 	if n.Proxy != nil {
 		servers = []string{n.Proxy.Addr()}
@@ -477,6 +497,9 @@ func (n *Node) writeConfig(failoverd string) {
 		}
 		if o.Auth {
 			fmt.Fprintf(&b, "  auth:\n    scheme: digest\n    credentials_file: %s\n", filepath.Join(c.Dir, "zk.cred"))
+		}
+		if o.ZooKeeperTLS {
+			fmt.Fprintf(&b, "  tls:\n    ca_file: %s\n    cert_file: %s\n    key_file: %s\n", c.ZKTLS.CAFile, c.zkCert, c.zkKey)
 		}
 	}
 	fmt.Fprintf(&b, "election:\n  mode: %s\n", o.Mode)

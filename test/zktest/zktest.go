@@ -54,6 +54,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/failoverd/failoverd/internal/tlstest"
 )
 
 // Jar is where Debian's zookeeper package puts the server.
@@ -78,6 +80,10 @@ type Options struct {
 	// ProxyQuorum routes every quorum and election link through fault
 	// proxies, for Isolate and Heal (ensembles only).
 	ProxyQuorum bool
+	// TLS, when set, also opens a secureClientPort on every server (Netty,
+	// loopback only) with PKI's server certificate, and requires clients
+	// there to present a certificate PKI's CA signed.
+	TLS *tlstest.PKI
 }
 
 func envOr(k, def string) string {
@@ -111,6 +117,7 @@ func Require(t testing.TB) {
 type Server struct {
 	ID         int
 	ClientPort int
+	SecurePort int // with Options.TLS; 0 otherwise
 	peerPort   int
 	elecPort   int
 	dir        string
@@ -124,6 +131,11 @@ type Server struct {
 
 // Addr is the server's client address, 127.0.0.1:port.
 func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.ClientPort)) }
+
+// SecureAddr is the server's TLS client address (Options.TLS), 127.0.0.1:port.
+func (s *Server) SecureAddr() string {
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.SecurePort))
+}
 
 // Cluster is a standalone server (one) or an ensemble (three or more).
 type Cluster struct {
@@ -164,15 +176,27 @@ func StartOpts(t testing.TB, o Options) *Cluster {
 	if o.InitLimit <= 0 {
 		o.InitLimit = 50
 	}
+	if o.TLS != nil {
+		if _, err := os.Stat(filepath.Join(NettyDir, "netty-handler.jar")); err != nil {
+			msg := fmt.Sprintf("ZooKeeper's secureClientPort needs Netty (missing %s); run 'make deps'", filepath.Join(NettyDir, "netty-handler.jar"))
+			if os.Getenv("CI") == "true" {
+				t.Fatal(msg)
+			}
+			t.Skip(msg)
+		}
+	}
 	if o.ProxyQuorum && o.Servers < 2 {
 		t.Fatal("zktest: ProxyQuorum needs an ensemble")
 	}
 	n := o.Servers
 	base := t.TempDir()
-	ports := FreePorts(t, 3*n)
+	ports := FreePorts(t, 4*n)
 	c := &Cluster{t: t, opts: o, isolated: map[int]bool{}}
 	for i := 0; i < n; i++ {
-		s := &Server{ID: i + 1, ClientPort: ports[3*i], peerPort: ports[3*i+1], elecPort: ports[3*i+2]}
+		s := &Server{ID: i + 1, ClientPort: ports[4*i], peerPort: ports[4*i+1], elecPort: ports[4*i+2]}
+		if o.TLS != nil {
+			s.SecurePort = ports[4*i+3]
+		}
 		s.dir = filepath.Join(base, fmt.Sprintf("zk%d", s.ID))
 		s.cfg = filepath.Join(s.dir, "zoo.cfg")
 		s.log = filepath.Join(s.dir, "server.log")
@@ -190,6 +214,9 @@ func StartOpts(t testing.TB, o Options) *Cluster {
 		}
 		if err := os.WriteFile(s.cfg, []byte(c.config(s)), 0o644); err != nil {
 			t.Fatal(err)
+		}
+		if o.TLS != nil {
+			writeKeyStore(t, filepath.Join(s.dir, "keystore.pem"), o.TLS)
 		}
 		log4j := "log4j.rootLogger=INFO, F\nlog4j.appender.F=org.apache.log4j.FileAppender\n" +
 			"log4j.appender.F.File=" + s.log + "\nlog4j.appender.F.layout=org.apache.log4j.PatternLayout\n" +
@@ -220,6 +247,12 @@ func (c *Cluster) config(s *Server) string {
 	fmt.Fprintf(&b, "minSessionTimeout=%d\nmaxSessionTimeout=%d\n", 2*tick, max(60000, 20*tick))
 	fmt.Fprintf(&b, "dataDir=%s\nclientPortAddress=127.0.0.1\nclientPort=%d\n", filepath.Join(s.dir, "data"), s.ClientPort)
 	b.WriteString("4lw.commands.whitelist=*\nadmin.enableServer=false\nmaxClientCnxns=0\n")
+	if p := c.opts.TLS; p != nil {
+		fmt.Fprintf(&b, "secureClientPortAddress=127.0.0.1\nsecureClientPort=%d\n", s.SecurePort)
+		b.WriteString("serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory\n")
+		fmt.Fprintf(&b, "ssl.keyStore.location=%s\nssl.keyStore.type=PEM\n", filepath.Join(s.dir, "keystore.pem"))
+		fmt.Fprintf(&b, "ssl.trustStore.location=%s\nssl.trustStore.type=PEM\nssl.clientAuth=need\n", p.CAFile)
+	}
 	b.WriteString("autopurge.purgeInterval=0\nsnapCount=100000\nforceSync=no\n")
 	if len(c.Servers) > 1 {
 		b.WriteString("standaloneEnabled=false\nreconfigEnabled=false\ncnxTimeout=1000\n")
@@ -252,7 +285,7 @@ func (c *Cluster) launch(s *Server) {
 		"-Xmx192m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xss512k",
 		"-Dzookeeper.jmx.log4j.disable=true", "-Dlog4j.configuration=file:"+filepath.Join(s.dir, "log4j.properties"),
 		"-Dzookeeper.admin.enableServer=false",
-		"-cp", Jar+":"+s.dir+":/usr/share/java/slf4j-log4j12.jar:/usr/share/java/log4j-1.2.jar",
+		"-cp", Jar+":"+s.dir+":/usr/share/java/slf4j-log4j12.jar:/usr/share/java/log4j-1.2.jar"+c.nettyJars(),
 		"org.apache.zookeeper.server.quorum.QuorumPeerMain", s.cfg)
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
@@ -635,4 +668,46 @@ func readFrame(r io.Reader) ([]byte, error) {
 	b := make([]byte, n)
 	_, err := io.ReadFull(r, b)
 	return b, err
+}
+
+// nettyJars is the classpath suffix of Debian's Netty, which the
+// secureClientPort needs (Options.TLS); "" without TLS.
+func (c *Cluster) nettyJars() string {
+	if c.opts.TLS == nil {
+		return ""
+	}
+	var b strings.Builder
+	for _, j := range []string{"common", "buffer", "codec", "handler", "transport", "resolver", "transport-native-unix-common", "transport-native-epoll"} {
+		b.WriteString(":" + NettyDir + "/netty-" + j + ".jar")
+	}
+	return b.String()
+}
+
+// NettyDir is where Debian's libnetty-java puts its jars.
+var NettyDir = envOr("NETTY_DIR", "/usr/share/java")
+
+// writeKeyStore writes a PEM key store for ZooKeeper: the server's private
+// key followed by its certificate.
+func writeKeyStore(t testing.TB, name string, p *tlstest.PKI) {
+	t.Helper()
+	key, err := os.ReadFile(p.KeyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := os.ReadFile(p.CertFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(name, append(key, cert...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// SecureAddrs lists the TLS client addresses of all servers (Options.TLS).
+func (c *Cluster) SecureAddrs() []string {
+	var a []string
+	for _, s := range c.Servers {
+		a = append(a, s.SecureAddr())
+	}
+	return a
 }
