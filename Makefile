@@ -67,8 +67,10 @@ chaos: deps
 # skip the startup demote, a lease that never expires, a constant epoch, an
 # unguarded breadcrumb write, promotion after a failed fence, a lease sized
 # without the kill graces, max_lag or a pause ignored, any 2xx taken as an
-# rpc fence; on etcd, unguarded breadcrumb and failover-request writes and a
-# lease deadline counted from the answer; see test/mutants) and runs the tests chosen to catch each;
+# rpc fence, a graceful end that gives up its term or its renewals before
+# its demote ended; on etcd, unguarded breadcrumb and failover-request
+# writes, a lease deadline counted from the answer and a serializable
+# leader view; see test/mutants) and runs the tests chosen to catch each;
 # fails unless every one is caught. MUTANTS=name,name runs a subset. Not
 # part of make test.
 MUTANTS ?=

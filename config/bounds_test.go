@@ -54,6 +54,9 @@ func TestDurationBounds(t *testing.T) {
 		{"health.timeout", func(c *Config, d Duration) { c.Health.Timeout = d }, MinTimeout, false},
 		{"service.promote.timeout", func(c *Config, d Duration) { c.Service.Promote.Timeout = d }, MinTimeout, false},
 		{"service.demote.timeout", func(c *Config, d Duration) { c.Service.Demote.Timeout = d }, MinTimeout, false},
+		{"service.demote.graceful_timeout", func(c *Config, d Duration) {
+			c.Service.Demote.Timeout, c.Service.Demote.GracefulTimeout = Duration(MinTimeout), &d
+		}, MinTimeout, false},
 		{"fencing.methods[0].rpc.timeout", func(c *Config, d Duration) { c.Fencing.Methods[0].RPC.Timeout = d }, MinTimeout, true},
 		{"fencing.methods[1].ssh.connect_timeout", func(c *Config, d Duration) { c.Fencing.Methods[1].SSH.ConnectTimeout = d }, MinTimeout, true},
 		{"fencing.methods[1].ssh.timeout", func(c *Config, d Duration) { c.Fencing.Methods[1].SSH.Timeout = d }, MinTimeout, false},

@@ -98,7 +98,8 @@ type Node struct {
 	Admin Admin `yaml:"admin"`
 	// ShutdownTimeout bounds a graceful stop (demote, delete the breadcrumb,
 	// leave the election, close the session). Default 30s; must be at least
-	// Service.Demote.Timeout.
+	// the graceful demote's timeout (Service.Demote.Graceful) plus its kill
+	// grace.
 	ShutdownTimeout Duration `yaml:"shutdown_timeout"`
 }
 
@@ -275,8 +276,9 @@ type Service struct {
 	Promote Hook `yaml:"promote"`
 	// Demote makes the local service stop acting as primary. Timeout default
 	// 1s; it is part of the demote budget (Config.DemoteBudget), which the
-	// lease leaves free in the session timeout.
-	Demote Hook `yaml:"demote"`
+	// lease leaves free in the session timeout. GracefulTimeout bounds the
+	// demote of a leader that ends its term on purpose.
+	Demote DemoteHook `yaml:"demote"`
 	// PrePromote runs on the elected node after the previous leader was
 	// fenced and before the breadcrumb is written; a non-zero exit or a
 	// timeout vetoes the promotion (the node gives leadership back and
@@ -336,6 +338,35 @@ type Hook struct {
 	// SIGKILL: 250ms for the promote and demote hooks (lease.KillGrace,
 	// part of the demote budget).
 	Timeout Duration `yaml:"timeout"`
+}
+
+// DemoteHook is service.demote: a Hook with a second timeout for the
+// demote of a leader that ends its term on purpose.
+type DemoteHook struct {
+	// Command is the argv to run (no shell). Required.
+	Command []string `yaml:"command"`
+	// Timeout bounds a demote forced by the end of the lease (and every
+	// other demote but the graceful one): after it the hook is sent
+	// SIGTERM and counts as failed, then SIGKILL after a kill grace of
+	// 250ms (lease.KillGrace). Part of the demote budget. Default 1s.
+	Timeout Duration `yaml:"timeout"`
+	// GracefulTimeout bounds the demote of a leader that ends its term on
+	// purpose (a graceful stop, a cede, a handover to the target of
+	// failover --to or of a preemption): the leader keeps its term, and
+	// renews it, until the demote is over, so this timeout is not part of
+	// the demote budget and may be well beyond the session timeout. If the
+	// term is lost meanwhile, the demote is cut short as a forced one and
+	// the successor fences. Must be at least Timeout; node.shutdown_timeout
+	// must hold it and its kill grace. Default (nil): Timeout.
+	GracefulTimeout *Duration `yaml:"graceful_timeout,omitempty"`
+}
+
+// Graceful is GracefulTimeout with its default applied.
+func (d DemoteHook) Graceful() time.Duration {
+	if d.GracefulTimeout == nil {
+		return time.Duration(d.Timeout)
+	}
+	return time.Duration(*d.GracefulTimeout)
 }
 
 // Fencing configures how the previous leader is stopped before this node
@@ -518,7 +549,7 @@ func Default() *Config {
 		},
 		Service: Service{
 			Promote: Hook{Timeout: Duration(DefaultPromoteTimeout)},
-			Demote:  Hook{Timeout: Duration(DefaultDemoteTimeout)},
+			Demote:  DemoteHook{Timeout: Duration(DefaultDemoteTimeout)},
 		},
 		Log: Log{Format: LogFormatText, Level: "info"},
 	}

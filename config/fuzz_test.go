@@ -113,6 +113,7 @@ func derived(t *testing.T, cfg *Config) {
 	// The daemon gives both hooks lease.KillGrace.
 	timer(t, "promote timeout plus kill grace", proc.MaxDuration(cfg.Service.Promote.Timeout.Std(), lease.KillGrace))
 	timer(t, "demote timeout plus kill grace", proc.MaxDuration(cfg.Service.Demote.Timeout.Std(), lease.KillGrace))
+	timer(t, "graceful demote timeout plus kill grace", proc.MaxDuration(cfg.Service.Demote.Graceful(), lease.KillGrace))
 	for i, m := range cfg.Fencing.Methods {
 		switch {
 		// 0 leaves the rpc timeout and the ssh connect timeout to fencer's

@@ -56,7 +56,8 @@ func referenceDefaults() []struct{ key, want, owner string } {
 // defaultIsAnotherKey lists the keys whose comment gives as default
 // another key rather than a value.
 var defaultIsAnotherKey = map[string]bool{
-	"fencing.methods.rpc.token_file": true, // node.admin.token_file
+	"fencing.methods.rpc.token_file":  true, // node.admin.token_file
+	"service.demote.graceful_timeout": true, // service.demote.timeout
 }
 
 // referenceLeaf is a scalar the reference config sets, with the comment

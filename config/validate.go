@@ -161,9 +161,23 @@ func (c *Config) validate(opts LoadOptions, set written) error {
 	v.timeout("service.promote.timeout", svc.Promote.Timeout)
 	v.command("service.demote.command", svc.Demote.Command)
 	demoteOK := v.timeout("service.demote.timeout", svc.Demote.Timeout)
-	if demote := time.Duration(svc.Demote.Timeout) + lease.KillGrace; demoteOK && n.ShutdownTimeout > 0 && time.Duration(n.ShutdownTimeout) < demote {
-		v.add("node.shutdown_timeout", "%s is shorter than service.demote.timeout plus its kill grace (%s); a graceful stop must leave time to demote",
-			fmtDur(time.Duration(n.ShutdownTimeout)), fmtDur(demote))
+	key := "service.demote.timeout"
+	if g := svc.Demote.GracefulTimeout; g != nil {
+		// Not part of the demote budget: the leader keeps renewing its
+		// term while a graceful demote runs (controller/graceful.go).
+		key = "service.demote.graceful_timeout"
+		switch {
+		case !v.timeout(key, *g):
+			demoteOK = false
+		case demoteOK && *g < svc.Demote.Timeout:
+			v.add(key, "%s is shorter than service.demote.timeout (%s); a graceful demote may take at least as long as a forced one",
+				fmtDur(time.Duration(*g)), fmtDur(time.Duration(svc.Demote.Timeout)))
+			demoteOK = false
+		}
+	}
+	if demote := svc.Demote.Graceful() + lease.KillGrace; demoteOK && n.ShutdownTimeout > 0 && time.Duration(n.ShutdownTimeout) < demote {
+		v.add("node.shutdown_timeout", "%s is shorter than %s plus its kill grace (%s); a graceful stop must leave time to demote",
+			fmtDur(time.Duration(n.ShutdownTimeout)), key, fmtDur(demote))
 	}
 
 	if p := svc.PrePromote; p != nil {

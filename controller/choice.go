@@ -759,7 +759,10 @@ func (c *Controller) preemptIfDue(now time.Time) {
 			continue
 		}
 		tm := c.l.term
-		req := c.newRequest(p.ID, reasonPreferredPriority, c.handoverTimeout(tm.t))
+		// This leader keeps its term through its graceful demote
+		// (graceful.go): the request stands that much longer, so that
+		// the target is not taken for failed meanwhile.
+		req := c.newRequest(p.ID, reasonPreferredPriority, min(c.handoverTimeout(tm.t)+gracefulTimeout(c.cfg)+killGrace(c.cfg.Demote), cluster.MaxFailoverTimeout))
 		ch.preempting = true
 		// Ours before the write: the done report may come before the
 		// write's answer (onPreemptWritten), and must find it ours.

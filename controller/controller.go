@@ -25,7 +25,8 @@
 //   - The demote hook runs before anything else when leadership ends. The
 //     breadcrumb is deleted only after a demote that succeeded and only on a
 //     graceful end (stop, cede, manual failover); otherwise it stays so the
-//     successor fences us.
+//     successor fences us. On a graceful end the term is kept, renewed,
+//     until the demote is over (graceful.go).
 package controller
 
 import (
@@ -86,6 +87,12 @@ type Config struct {
 	// through Deps.Hooks and needs them here for the demote budget.
 	Promote Hook
 	Demote  Hook
+	// GracefulDemoteTimeout is service.demote.graceful_timeout: the demote
+	// hook's timeout when this node ends a promoted term on purpose
+	// (shutdown, cede, a handover), while it keeps the term (see
+	// graceful.go). It is not part of the demote budget. 0, or less than
+	// Demote.Timeout: Demote.Timeout.
+	GracefulDemoteTimeout time.Duration
 	// Follow, when set, makes the loop run the "follow" hook on this node
 	// whenever it is not the leader and the promoted leader changes (see
 	// follow.go). nil: no follow hook (the leader is still watched when
@@ -98,7 +105,8 @@ type Config struct {
 	// 30s, and never less than three position intervals.
 	StallAfter time.Duration
 
-	// ShutdownTimeout bounds a graceful stop (default 30s).
+	// ShutdownTimeout bounds a graceful stop (default 30s, or the graceful
+	// demote's timeout and kill grace plus 5s when that is longer).
 	ShutdownTimeout time.Duration
 	// BackoffMin and BackoffMax bound the pause after a failed takeover
 	// (fencing or promotion failed); it doubles per failure, with jitter.
@@ -191,7 +199,7 @@ func New(cfg Config, deps Deps) (*Controller, error) {
 		return nil, errors.New("controller: cluster and node id are required")
 	}
 	if cfg.ShutdownTimeout <= 0 {
-		cfg.ShutdownTimeout = defaultShutdownTimeout
+		cfg.ShutdownTimeout = max(defaultShutdownTimeout, gracefulTimeout(cfg)+killGrace(cfg.Demote)+finishTimeout)
 	}
 	if cfg.BackoffMin <= 0 {
 		cfg.BackoffMin = defaultBackoffMin

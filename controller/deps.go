@@ -33,6 +33,10 @@ type HookEnv struct {
 	Epoch    int64
 	Previous *breadcrumb.Record // promote only: the leader fenced before it
 	Leader   *cluster.Leader    // follow only: the leader to follow (nil: none, the no-leader run)
+	// Timeout, when > 0, replaces the hook's configured timeout for this
+	// run: the graceful demote's (Config.GracefulDemoteTimeout). The
+	// context may still end the run earlier.
+	Timeout time.Duration
 }
 
 // Hooks runs the service's promote, demote and follow hooks.
@@ -146,6 +150,9 @@ func (p ProcHooks) Run(ctx context.Context, name string, env HookEnv) (<-chan st
 	}
 	if len(h.Argv) == 0 {
 		return nil, nil
+	}
+	if env.Timeout > 0 {
+		h.Timeout = env.Timeout
 	}
 	logger := p.Logger
 	if logger == nil {

@@ -71,6 +71,10 @@ type candidacy struct {
 	gen       uint64
 	cancel    context.CancelCauseFunc
 	cancelled bool
+	// later: the candidacy was left (cancelled) but its context is ended
+	// with this cause only when its term is released, after a graceful
+	// end's demote (graceful.go).
+	later *endCause
 }
 
 type startupState struct {
@@ -116,6 +120,9 @@ type hookRun struct {
 	term    *term
 	stuck   *stuckHook // forReap
 	refused bool       // not started: a stuck hook is alive
+	// cut, for a graceful end's demote, kills it at the instant given
+	// (forceDemote); nil otherwise.
+	cut func(at time.Time)
 
 	// forFollow: the loop may stop a follow it no longer wants (cancel);
 	// cancelled says it did, so the end is not a failure.
@@ -178,6 +185,12 @@ func (c *Controller) loop(ctx context.Context, bg context.Context) error {
 
 // stopped answers what is still waiting and marks the node stopped.
 func (c *Controller) stopped() {
+	if cand := c.l.cand; cand != nil && cand.later != nil {
+		// The graceful stop timed out during a graceful end: the
+		// candidacy must not outlive the loop.
+		cand.cancel(cand.later)
+		cand.later = nil
+	}
 	for _, w := range c.l.waiters {
 		w.reply <- DemoteOutcome{Epoch: c.l.epoch, Err: errors.New("controller: stopped")}
 	}
@@ -218,6 +231,11 @@ func (c *Controller) armTimer(timer *time.Timer) {
 	c.considerChoice(consider)
 	if l.stopping {
 		consider(l.stopDeadline)
+	}
+	if tm := l.term; tm != nil && tm.gracefulDemoting() {
+		if cut, err := c.gracefulCut(tm); err == nil {
+			consider(cut) // checkGraceful looks at the term again then
+		}
 	}
 	// Past deadlines were acted on by reconcile; a tiny floor keeps a
 	// deadline equal to now from spinning.
@@ -272,6 +290,7 @@ func (c *Controller) reconcileOnce() {
 		l.standAside = standAside{}
 	}
 	c.trackHold(now)
+	c.checkGraceful(now)
 	want, why := c.want(now)
 	if !want && why != nil {
 		c.endCandidacy(why)
@@ -345,8 +364,12 @@ func (c *Controller) endCandidacy(cause *endCause) {
 	}
 	c.log.Info("leaving the election", "reason", cause.label)
 	l.cand.cancelled = true
-	if l.term != nil {
-		l.term.abandoned.Store(cause) // before the context's end reaches it
+	if tm := l.term; tm != nil {
+		tm.abandoned.Store(cause) // before the context's end reaches it
+		if c.keepsForDemote(tm, cause) {
+			c.endGracefully(tm, cause) // the candidacy ends when the term is released
+			return
+		}
 	}
 	l.cand.cancel(cause)
 	if l.term == nil {
@@ -553,7 +576,13 @@ func (c *Controller) startNextHook(now time.Time) {
 	switch {
 	case tm != nil && tm.phase == phEndDemote:
 		tm.phase = phEndDemoting
-		c.startHook(&hookRun{name: "demote", purpose: forTermEnd, term: tm, env: HookEnv{Reason: tm.endReason, Epoch: tm.epoch}}, context.Background())
+		h := &hookRun{name: "demote", purpose: forTermEnd, term: tm, env: HookEnv{Reason: tm.endReason, Epoch: tm.epoch}}
+		ctx := context.Background()
+		if tm.graceful && !tm.forced {
+			ctx, h.cut = gracefulDemoteContext()
+			h.env.Timeout = gracefulTimeout(c.cfg)
+		}
+		c.startHook(h, ctx)
 	case !l.startup.done && !l.stopping && !now.Before(l.startup.retryAt) && c.startupDemoteAllowed(now):
 		c.startHook(&hookRun{name: "demote", purpose: forStartup, env: HookEnv{Reason: reasonStartup}}, context.Background())
 	case !l.startup.done:

@@ -69,6 +69,11 @@ type term struct {
 	ended      bool   // the term's context ended
 	endReason  string // the reason of the end demote
 	promoteErr error  // the promote failed (the end demote then backs off)
+	// graceful: this node ended the promoted term on purpose and keeps it
+	// while it demotes; forced: the term was lost meanwhile, so the
+	// demote has the forced path's time and the breadcrumb stays
+	// (graceful.go).
+	graceful, forced bool
 }
 
 // valid reports, without I/O, whether the term can still be acted on by
@@ -581,6 +586,10 @@ func (c *Controller) onTermEnded(ev termEnded) {
 		tm.endReason, tm.phase = reason, phEndDemote
 	case phFencePrev, phPrePromote, phWaitPromote:
 		tm.phase = phRelease // nothing started: nothing to undo
+	case phEndDemote, phEndDemoting:
+		if tm.gracefulDemoting() {
+			c.forceDemote(tm, ev.cause, time.Now().Add(c.cfg.Demote.Timeout))
+		}
 	}
 }
 
@@ -596,13 +605,13 @@ func (c *Controller) onEndDemoteDone(tm *term, err error) {
 		c.setErr(tm.promoteErr.Error())
 		c.backoff("promote_failed")
 	}
-	if err != nil || !graceful(tm.endReason) {
+	if err != nil || tm.forced || !graceful(tm.endReason) {
 		tm.phase = phRelease
 		return
 	}
 	tm.phase = phFinishing
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), finishTimeout)
 		defer cancel()
 		c.send(termFinished{epoch: tm.epoch, err: tm.t.Finish(ctx, tm.bcVersion)})
 	}()
@@ -642,7 +651,7 @@ func (c *Controller) releaseOrClean(tm *term) {
 	}
 	tm.cleaned, tm.phase = true, phFinishing
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), finishTimeout)
 		defer cancel()
 		c.send(termFinished{epoch: tm.epoch, err: tm.t.Finish(ctx, tm.bcVersion)})
 	}()
@@ -654,6 +663,12 @@ func (c *Controller) releaseTerm() {
 	l := &c.l
 	tm := l.term
 	l.term = nil
+	if cand := l.cand; cand != nil && cand.later != nil {
+		// A graceful end kept the candidacy for its demote: it ends now,
+		// before the elector gets the term back (and could join again).
+		cand.cancel(cand.later)
+		cand.later = nil
+	}
 	close(tm.release)
 	c.metrics.Leader(false, tm.epoch)
 	c.setState(c.idleState(), "leadership over")

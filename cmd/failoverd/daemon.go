@@ -124,10 +124,11 @@ func controllerConfig(cfg *config.Config) controller.Config {
 		Cluster: cfg.Cluster, NodeID: cfg.Node.ID, Host: cfg.Node.Host, AdminURL: cfg.AdminURL(),
 		ServiceAddress: cfg.Node.ServiceAddress,
 		Version:        version, ElectionMode: cfg.Election.Mode, Instance: controller.NewInstance(),
-		Promote:          controller.Hook{Argv: cfg.Service.Promote.Command, Timeout: cfg.Service.Promote.Timeout.Std(), KillGrace: lease.KillGrace},
-		Demote:           controller.Hook{Argv: cfg.Service.Demote.Command, Timeout: cfg.Service.Demote.Timeout.Std(), KillGrace: lease.KillGrace},
-		ShutdownTimeout:  cfg.Node.ShutdownTimeout.Std(),
-		FailoverCooldown: cfg.Election.FailoverCooldown.Std(),
+		Promote:               controller.Hook{Argv: cfg.Service.Promote.Command, Timeout: cfg.Service.Promote.Timeout.Std(), KillGrace: lease.KillGrace},
+		Demote:                controller.Hook{Argv: cfg.Service.Demote.Command, Timeout: cfg.Service.Demote.Timeout.Std(), KillGrace: lease.KillGrace},
+		GracefulDemoteTimeout: cfg.Service.Demote.Graceful(),
+		ShutdownTimeout:       cfg.Node.ShutdownTimeout.Std(),
+		FailoverCooldown:      cfg.Election.FailoverCooldown.Std(),
 	}
 	priority := cfg.Node.Priority
 	ccfg.Priority = &priority

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -359,7 +360,8 @@ func cmdBreadcrumb(args []string, stdout, stderr io.Writer) int {
 func cmdFailover(args []string, stdout, stderr io.Writer) int {
 	f := newFlags("failover", "failover -c FILE --to NODE [--timeout 30s] [--force]", stderr)
 	to := f.fs.String("to", "", "node id that should become leader (required)")
-	timeout := f.fs.Duration("timeout", 30*time.Second, "how long to wait for NODE to take over (the other nodes stay out of the election that long at most)")
+	timeout := f.fs.Duration("timeout", 30*time.Second, "how long to wait for NODE to take over (the other nodes stay out of the election that long at most); "+
+		"unset, 30s plus how much service.demote.graceful_timeout exceeds service.demote.timeout (the leader's demote before it hands over)")
 	force := f.fs.Bool("force", false, "fail over to NODE even when it lags more than election.max_lag")
 	if code := f.parse(args); code >= 0 {
 		return code
@@ -377,6 +379,12 @@ func cmdFailover(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	defer closeStore()
+	timeoutSet := false
+	f.fs.Visit(func(fl *flag.Flag) { timeoutSet = timeoutSet || fl.Name == "timeout" })
+	if !timeoutSet {
+		// The leader keeps its term until its graceful demote is over.
+		*timeout = min(*timeout+cfg.Service.Demote.Graceful()-cfg.Service.Demote.Timeout.Std(), cluster.MaxFailoverTimeout)
+	}
 	// Ctrl-C or SIGTERM withdraws the request before we exit.
 	sigCtx, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stopSignals()

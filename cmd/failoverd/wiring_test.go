@@ -109,3 +109,24 @@ func TestWiringFollow(t *testing.T) {
 		t.Errorf("no_leader_after 0 became %v", f.NoLeaderAfter)
 	}
 }
+
+// service.demote.graceful_timeout reaches the controller (the timeout of
+// a graceful end's demote), and stays out of the demote budget the
+// elector and the lease are sized with.
+func TestWiringGracefulDemoteTimeout(t *testing.T) {
+	cfg := config.Default()
+	cfg.Cluster, cfg.Node.ID, cfg.Node.Host = "c", "n", "h"
+	if got := controllerConfig(cfg).GracefulDemoteTimeout; got != config.DefaultDemoteTimeout {
+		t.Errorf("graceful demote timeout %v by default, want service.demote.timeout %v", got, config.DefaultDemoteTimeout)
+	}
+	budget := cfg.DemoteBudget()
+	g := config.Duration(time.Minute)
+	cfg.Service.Demote.GracefulTimeout = &g
+	ccfg := controllerConfig(cfg)
+	if ccfg.GracefulDemoteTimeout != time.Minute {
+		t.Errorf("graceful demote timeout %v, want 1m", ccfg.GracefulDemoteTimeout)
+	}
+	if got := electionConfig(cfg, ccfg).DemoteBudget; got != budget || controller.DemoteBudget(ccfg) != budget {
+		t.Errorf("demote budget %v (controller %v) with a 1m graceful timeout, want %v", got, controller.DemoteBudget(ccfg), budget)
+	}
+}

@@ -257,6 +257,22 @@ func (w *World) Lapse(id string) {
 	panic(fmt.Sprintf("controllertest: %s holds no term", id))
 }
 
+// StopRenewals stops renewing node id's term, as for a leader cut off
+// from the coordination service: its Expiry stays where it is now and
+// fails once that passed; its context does not end (the backend has not
+// noticed), and its entry stays until the term is released.
+func (w *World) StopRenewals(id string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, e := range w.queue {
+		if e.node.id == id && e.term != nil {
+			e.term.frozen = time.Now().Add(e.term.guarantee)
+			return
+		}
+	}
+	panic(fmt.Sprintf("controllertest: %s holds no term", id))
+}
+
 // EndTerm ends node id's term with an arbitrary cause.
 func (w *World) EndTerm(id string, cause error) { w.end(id, cause, false) }
 
@@ -513,7 +529,7 @@ func (n *Node) Campaign(ctx context.Context, won func(context.Context, cluster.T
 			end := cancel
 			context.AfterFunc(ctx, func() { time.Sleep(d); end(context.Cause(ctx)) })
 		}
-		t := &Term{w: w, e: e, epoch: epoch, guarantee: w.guarantee, session: w.session, cancel: cancel}
+		t := &Term{w: w, e: e, epoch: epoch, guarantee: w.guarantee, session: w.session, ctx: tctx, cancel: cancel}
 		e.term = t
 		span := len(w.spans)
 		w.spans = append(w.spans, Span{Node: n.id, Epoch: t.epoch, From: time.Now()})
@@ -784,20 +800,32 @@ type Term struct {
 	epoch     int64
 	guarantee time.Duration
 	session   time.Duration
+	ctx       context.Context // the term's context, handed to won
 	cancel    context.CancelCauseFunc
-	invalid   error // set under w.mu
+	invalid   error     // set under w.mu
+	frozen    time.Time // StopRenewals: the Expiry the term keeps (zero: renewed)
 }
 
 // Epoch is the term's fencing token.
 func (t *Term) Epoch() int64 { return t.epoch }
 
-// Expiry lies the world's guarantee ahead of now while the term is valid;
-// it fails once Expire or ExpireSession ended the term.
+// Expiry lies the world's guarantee ahead of now while the term is valid
+// and renewed; it fails once Expire or ExpireSession ended the term, once
+// the term's context ended (as zkcluster's: the elector no longer renews
+// a term whose candidacy ended), and once a term that StopRenewals
+// stopped is past the Expiry it kept.
 func (t *Term) Expiry() (time.Time, error) {
 	t.w.mu.Lock()
 	defer t.w.mu.Unlock()
-	if t.invalid != nil {
+	switch {
+	case t.invalid != nil:
 		return time.Time{}, t.invalid
+	case t.ctx != nil && t.ctx.Err() != nil:
+		return time.Time{}, context.Cause(t.ctx)
+	case !t.frozen.IsZero() && !time.Now().Before(t.frozen):
+		return time.Time{}, fmt.Errorf("%w: not renewed since it was stopped", cluster.ErrLeaseExpired)
+	case !t.frozen.IsZero():
+		return t.frozen, nil
 	}
 	return time.Now().Add(t.guarantee), nil
 }

@@ -147,6 +147,11 @@ type Options struct {
 	// connect with the CA, a client certificate and a user limited to
 	// their prefix.
 	EtcdSecure bool
+	// GracefulDemoteTimeout sets service.demote.graceful_timeout (0:
+	// unset) and raises node.shutdown_timeout to hold it. A node's demote
+	// hook sleeps as many seconds as its directory's file demote-sleep
+	// says ("demote_sleep" event), then demotes as usual.
+	GracefulDemoteTimeout time.Duration
 }
 
 // Cluster is a running test cluster.
@@ -467,6 +472,7 @@ ev follow_done node=$FAILOVERD_NODE_ID leader=$FAILOVERD_LEADER_ID leader_epoch=
 		"demote.sh": lib + `if [ -e "$DIR/hook-unkillable" ]; then ev hook_unkillable node=$FAILOVERD_NODE_ID pid=$$ reason=$FAILOVERD_REASON; trap '' TERM; echo $$ >> "$DIR/unkillable.pids"; while :; do sleep 1; done; fi
 if [ -e "$DIR/demote-hang" ]; then ev demote_hang node=$FAILOVERD_NODE_ID reason=$FAILOVERD_REASON; sleep 3600; fi
 if [ -e "$DIR/demote-slow" ]; then slow_demote; fi
+if [ -e "$DIR/demote-sleep" ]; then ev demote_sleep node=$FAILOVERD_NODE_ID reason=$FAILOVERD_REASON; sleep "$(cat "$DIR/demote-sleep")"; fi
 curl -fsS -m 0.5 -X POST "$TOY/demote" >/dev/null || { ev demote_failed node=$FAILOVERD_NODE_ID reason=$FAILOVERD_REASON; exit 1; }
 ev demote node=$FAILOVERD_NODE_ID epoch=$FAILOVERD_EPOCH role=$FAILOVERD_ROLE reason=$FAILOVERD_REASON
 `,
@@ -511,7 +517,7 @@ func (n *Node) writeConfig(failoverd string) {
 	}
 	servers = n.serverSubset(servers)
 	var b strings.Builder
-	fmt.Fprintf(&b, "cluster: e2e\nnode:\n  id: %s\n  host: 127.0.0.1\n  shutdown_timeout: 15s\n", n.ID)
+	fmt.Fprintf(&b, "cluster: e2e\nnode:\n  id: %s\n  host: 127.0.0.1\n  shutdown_timeout: %s\n", n.ID, max(15*time.Second, o.GracefulDemoteTimeout+5*time.Second))
 	if o.Follow {
 		fmt.Fprintf(&b, "  service_address: %s\n", n.ToyAddr)
 	}
@@ -575,6 +581,9 @@ func (n *Node) writeConfig(failoverd string) {
 	fmt.Fprintf(&b, "health:\n  interval: 200ms\n  timeout: 500ms\n  rise: 2\n  fall: 2\n  http:\n    url: http://%s/health\n", n.ToyAddr)
 	fmt.Fprintf(&b, "service:\n  promote:\n    command: [%s]\n    timeout: 5s\n  demote:\n    command: [%s]\n    timeout: %s\n",
 		filepath.Join(c.Dir, "promote.sh"), filepath.Join(c.Dir, "demote.sh"), demoteTimeout.Round(time.Millisecond))
+	if d := o.GracefulDemoteTimeout; d > 0 {
+		fmt.Fprintf(&b, "    graceful_timeout: %s\n", d)
+	}
 	if o.PrePromote {
 		fmt.Fprintf(&b, "  pre_promote:\n    command: [%s]\n    timeout: 5s\n", filepath.Join(c.Dir, "pre_promote.sh"))
 	}

@@ -264,6 +264,27 @@ func mutantUpsert(ctx context.Context, s *zk.Session, path string, b []byte, _ z
 		}},
 		Tests: []selection{{chaos, "TestChaosSlice"}},
 	},
+	{
+		Name: "graceful-release-before-demote",
+		What: "a graceful end gives the term up (breadcrumb and election entry deleted) as its demote starts, not after it",
+		Edits: []edit{{
+			File: "controller/graceful.go",
+			Old:  "tm.endReason, tm.phase, tm.graceful = reason, phEndDemote, true",
+			New: `tm.endReason, tm.phase, tm.graceful = reason, phEndDemote, true
+	go func() { c.send(termFinished{epoch: tm.epoch, err: tm.t.Finish(context.Background(), tm.bcVersion)}) }()`,
+		}},
+		Tests: []selection{{"./controller/", "TestGracefulDemoteKeepsTheTermAndHandsOverWithoutFence"}, {e2e, "TestLongGracefulDemoteHandsOverWithoutFencing"}},
+	},
+	{
+		Name: "graceful-without-renewals",
+		What: "a graceful end leaves the election (its term no longer renewed) as its demote starts",
+		Edits: []edit{{
+			File: "controller/graceful.go",
+			Old:  "l.cand.later = cause",
+			New:  "l.cand.cancel(cause)",
+		}},
+		Tests: []selection{{"./controller/", "TestGracefulDemoteKeepsTheTermAndHandsOverWithoutFence"}, {e2e, "TestLongGracefulDemoteHandsOverWithoutFencing"}},
+	},
 }
 
 type result struct {
