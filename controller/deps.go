@@ -154,6 +154,11 @@ func (p ProcHooks) Run(ctx context.Context, name string, env HookEnv) (<-chan st
 	if env.Timeout > 0 {
 		h.Timeout = env.Timeout
 	}
+	if h.Timeout > 0 {
+		// The hook's own deadline, so that it can pace itself (a clean
+		// stop first, a hard one before the daemon's SIGTERM).
+		vars = append(vars, "FAILOVERD_TIMEOUT_MS="+strconv.FormatInt(h.Timeout.Milliseconds(), 10))
+	}
 	logger := p.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)

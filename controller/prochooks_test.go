@@ -39,16 +39,19 @@ func TestProcHooksEnvironment(t *testing.T) {
 	}{
 		{"follow", controller.HookEnv{Reason: "leader_changed", Leader: &cluster.Leader{NodeID: "a", Host: "db-a", ServiceAddress: "db-a:6379", Epoch: 7}},
 			"FAILOVERD_CLUSTER=orders\nFAILOVERD_LEADER_ADDRESS=db-a:6379\nFAILOVERD_LEADER_EPOCH=7\nFAILOVERD_LEADER_HOST=db-a\nFAILOVERD_LEADER_ID=a\n" +
-				"FAILOVERD_NODE_ID=b\nFAILOVERD_REASON=leader_changed\nFAILOVERD_ROLE=standby\n"},
+				"FAILOVERD_NODE_ID=b\nFAILOVERD_REASON=leader_changed\nFAILOVERD_ROLE=standby\nFAILOVERD_TIMEOUT_MS=10000\n"},
 		{"follow", controller.HookEnv{Reason: "no_leader"},
 			"FAILOVERD_CLUSTER=orders\nFAILOVERD_LEADER_ADDRESS=\nFAILOVERD_LEADER_EPOCH=\nFAILOVERD_LEADER_HOST=\nFAILOVERD_LEADER_ID=\n" +
-				"FAILOVERD_NODE_ID=b\nFAILOVERD_REASON=no_leader\nFAILOVERD_ROLE=standby\n"},
+				"FAILOVERD_NODE_ID=b\nFAILOVERD_REASON=no_leader\nFAILOVERD_ROLE=standby\nFAILOVERD_TIMEOUT_MS=10000\n"},
 		{"promote", controller.HookEnv{Reason: "elected", Epoch: 9, Previous: &breadcrumb.Record{NodeID: "a", Epoch: 7, ServiceAddress: "db-a:6379"}},
 			"FAILOVERD_CLUSTER=orders\nFAILOVERD_EPOCH=9\nFAILOVERD_NODE_ID=b\nFAILOVERD_PREVIOUS_ADDRESS=db-a:6379\nFAILOVERD_PREVIOUS_EPOCH=7\n" +
-				"FAILOVERD_PREVIOUS_LEADER=a\nFAILOVERD_REASON=elected\nFAILOVERD_ROLE=leader\n"},
+				"FAILOVERD_PREVIOUS_LEADER=a\nFAILOVERD_REASON=elected\nFAILOVERD_ROLE=leader\nFAILOVERD_TIMEOUT_MS=10000\n"},
 		{"promote", controller.HookEnv{Reason: "elected", Epoch: 9, Previous: &breadcrumb.Record{NodeID: "a", Epoch: 7}},
 			"FAILOVERD_CLUSTER=orders\nFAILOVERD_EPOCH=9\nFAILOVERD_NODE_ID=b\nFAILOVERD_PREVIOUS_EPOCH=7\n" +
-				"FAILOVERD_PREVIOUS_LEADER=a\nFAILOVERD_REASON=elected\nFAILOVERD_ROLE=leader\n"},
+				"FAILOVERD_PREVIOUS_LEADER=a\nFAILOVERD_REASON=elected\nFAILOVERD_ROLE=leader\nFAILOVERD_TIMEOUT_MS=10000\n"},
+		// A graceful demote's own timeout replaces the configured one.
+		{"demote", controller.HookEnv{Reason: "shutdown", Epoch: 9, Timeout: 30 * time.Second},
+			"FAILOVERD_CLUSTER=orders\nFAILOVERD_EPOCH=9\nFAILOVERD_NODE_ID=b\nFAILOVERD_REASON=shutdown\nFAILOVERD_ROLE=standby\nFAILOVERD_TIMEOUT_MS=30000\n"},
 	} {
 		if _, err := p.Run(context.Background(), tc.name, tc.env); err != nil {
 			t.Fatalf("%s: %v", tc.name, err)

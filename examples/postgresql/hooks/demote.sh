@@ -32,6 +32,12 @@ load_env "$1"
 now_ms
 start_ms=$NOW_MS
 secs_ms "$deadline_s"
+# failoverd says this run's own timeout: service.demote.graceful_timeout
+# when the leader ends its term on purpose (a clean stop may take long),
+# else service.demote.timeout. It wins over -t.
+if [[ "${FAILOVERD_TIMEOUT_MS:-}" =~ ^[0-9]+$ ]] && ((FAILOVERD_TIMEOUT_MS > 0)); then
+  MS=$FAILOVERD_TIMEOUT_MS
+fi
 # The fast shutdown may last until one second before the deadline.
 fast_until=$((start_ms + MS - 1000))
 ev_add cluster "${FAILOVERD_CLUSTER:-}" node "${FAILOVERD_NODE_ID:-}" pg "$PG_HOST:$PG_PORT" \
