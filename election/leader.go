@@ -2,6 +2,7 @@ package election
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -41,6 +42,19 @@ type Leadership struct {
 	deadline func() time.Time
 	// deleted is set by Deleted: the term deleted Path itself.
 	deleted *atomic.Bool
+	// finishing is set by Finishing while the term's own write that
+	// deletes Path is in flight (or done).
+	finishing *atomic.Bool
+}
+
+// Finishing tells the elector that this leadership's own write is
+// deleting Path (on) or failed to (off): a deletion of Path seen meanwhile
+// ends the leadership as released (ErrReleased), not as deleted by
+// someone else (ErrNodeDeleted).
+func (l Leadership) Finishing(on bool) {
+	if l.finishing != nil {
+		l.finishing.Store(on)
+	}
 }
 
 // Deleted tells the elector that this leadership's own write deleted Path
@@ -112,7 +126,7 @@ func (e *Elector) lead(ctx context.Context, r *run, epoch int64, deleted *atomic
 	e.lastEpoch = epoch
 	l := Leadership{Epoch: epoch, Path: r.node, Session: r.sess, NodeID: e.cfg.NodeID, Mode: e.cfg.Mode, Lease: tm.Lease,
 		SessionTimeout: tm.Session, RenewInterval: tm.Renew, Grace: tm.Grace(), Timing: tm, deadline: r.deadline,
-		deleted: deleted}
+		deleted: deleted, finishing: new(atomic.Bool)}
 
 	// The term's context derives from Run's: when Run's context is
 	// cancelled with a cause, context.Cause of the term is that cause (the
@@ -134,7 +148,7 @@ func (e *Elector) lead(ctx context.Context, r *run, epoch int64, deleted *atomic
 	if testHookLeading != nil {
 		testHookLeading(l)
 	}
-	cause := e.watch(ctx, r, done)
+	cause := e.watch(ctx, r, done, l.finishing)
 	cancel(cause)
 	<-done
 	e.log.Info("leadership ended", "epoch", epoch, "reason", cause.Error())
@@ -244,7 +258,7 @@ func (e *Elector) settle(ctx context.Context, r *run) error {
 // renewals and the watch on our znode run in goroutines that report over
 // channels, so however long any call blocks, the loop only selects and ends
 // leadership when the lease runs out by the clock.
-func (e *Elector) watch(ctx context.Context, r *run, done <-chan struct{}) error {
+func (e *Elector) watch(ctx context.Context, r *run, done <-chan struct{}, finishing *atomic.Bool) error {
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
 
@@ -277,6 +291,9 @@ func (e *Elector) watch(ctx context.Context, r *run, done <-chan struct{}) error
 		case <-r.sess.Done():
 			return ErrSessionExpired
 		case err := <-gone:
+			if errors.Is(err, ErrNodeDeleted) && finishing.Load() {
+				return ErrReleased // the term's own Finish deleted it
+			}
 			return err
 		case <-stateChanged:
 			var st zk.State

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -491,7 +492,7 @@ func (e *Elector) lead(ctx context.Context, sess *Session, en entry, won func(co
 		defer close(done)
 		won(tctx, t)
 	}()
-	cause := e.watch(ctx, sess, en, done)
+	cause := e.watch(ctx, sess, en, done, &t.finishing)
 	t.end(cause)
 	cancel(cause)
 	<-done
@@ -505,7 +506,7 @@ func (e *Elector) lead(ctx context.Context, sess *Session, en entry, won func(co
 // lease does, so that the controller's demote, which starts when the term
 // ends, is over by Expiry: ending it at Expiry would leave the service
 // primary for up to the budget after a successor may have won.
-func (e *Elector) watch(ctx context.Context, sess *Session, en entry, done <-chan struct{}) error {
+func (e *Elector) watch(ctx context.Context, sess *Session, en entry, done <-chan struct{}, finishing *atomic.Bool) error {
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
 	gone := make(chan struct{})
@@ -535,6 +536,10 @@ func (e *Elector) watch(ctx context.Context, sess *Session, en entry, done <-cha
 		case <-sess.Done():
 			return sess.Err()
 		case <-gone:
+			if finishing.Load() {
+				// The term's own Finish deleted it: released.
+				return cluster.ErrReleased
+			}
 			// Deleted, or gone with the lease (revoked). The term ends
 			// now: a successor may already have won. Whether the lease
 			// went too, a renewal tells the session afterwards (in the

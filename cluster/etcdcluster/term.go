@@ -31,6 +31,10 @@ type term struct {
 	nodeID string
 
 	over atomic.Pointer[error] // why the term ended, once known
+	// finishing is set while Finish's transaction, which deletes the
+	// term's own key, is in flight or done: the elector then reports the
+	// key's deletion as the term released, not as deleted by someone else.
+	finishing atomic.Bool
 }
 
 var _ cluster.Term = (*term)(nil)
@@ -234,9 +238,11 @@ func (t *term) Finish(ctx context.Context, rev cluster.Revision) error {
 		return fmt.Errorf("finishing term %d: no breadcrumb revision (%s): nothing of ours to delete", t.epoch, rev)
 	}
 	bc := t.s.layout.Breadcrumb()
+	t.finishing.Store(true)
 	_, err := t.commit(ctx, fmt.Sprintf("finishing term %d (deleting the breadcrumb and %s)", t.epoch, t.key),
 		[]clientv3.Cmp{casOn(bc, rev)}, clientv3.OpDelete(bc), clientv3.OpDelete(t.key))
 	if err != nil {
+		t.finishing.Store(false)
 		return err
 	}
 	t.end(fmt.Errorf("%w: %s deleted by Finish", cluster.ErrEntryDeleted, t.key))

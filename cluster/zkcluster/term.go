@@ -260,10 +260,12 @@ func (t *term) Finish(ctx context.Context, rev cluster.Revision) error {
 		entryVersion = st.Version
 	}
 	bc := t.s.layout.Breadcrumb()
+	t.l.Finishing(true)
 	err := t.l.Session.Multi(ctx,
 		zk.DeleteOp{Path: bc, Version: bcVersion},
 		zk.DeleteOp{Path: t.l.Path, Version: entryVersion})
 	if err != nil {
+		t.l.Finishing(false)
 		return fmt.Errorf("finishing term %d (deleting the breadcrumb and %s): %w", t.l.Epoch, t.l.Path, err)
 	}
 	t.l.Deleted()
