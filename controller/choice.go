@@ -361,6 +361,7 @@ type failedHold struct {
 	until time.Time // monotonic
 	n     int       // handovers to it that failed in a row
 	key   string    // the request of the last failure (counted once)
+	why   string    // what failed, for status
 }
 
 // failedSet is a copy of the nodes that recently failed a handover, for a
@@ -399,6 +400,7 @@ func (c *Controller) markFailed(id, key, why string) {
 	h.key = key
 	d := min(handoverFailHold<<min(h.n-1, 16), handoverFailHoldMax)
 	h.until = time.Now().Add(d)
+	h.why = why
 	ch.failed[id] = h
 	c.log.Warn("failover target did not take over: not preferring it for a while", "target", id, "why", why, "for", d.String(), "failures_in_a_row", h.n)
 }
@@ -689,11 +691,17 @@ type handover struct {
 }
 
 // judgeHandover, once this node leads again after handing over, tells
-// whether the handover held: a target that lost its leadership within
-// handoverFailHold (its health flaps, say) counts as a failed handover, so
-// that a preferred node whose health flaps is not handed the leadership
-// again every preempt_after, each time at the cost of a demote and a
-// promote; one that led longer ends its streak.
+// whether the handover held: it did once its target led for
+// election.preempt_after (handoverFailHold without preemption). A target
+// that lost its leadership sooner (its health flaps, say) counts as a
+// failed handover, so that a preferred node whose health flaps is not
+// handed the leadership again every preempt_after, each time at the cost
+// of a demote and a promote; one that led longer and then crashed ends
+// its streak and gets its leadership back preempt_after after it returns.
+// This node cannot see when the target's term ended: up to a session
+// timeout before this one began (a crash is noticed when its session
+// expires), so it credits the target with the time between the takeover
+// and this term's start less one session timeout.
 func (c *Controller) judgeHandover(now time.Time) {
 	ch := &c.l.choice
 	h := ch.handed
@@ -704,8 +712,13 @@ func (c *Controller) judgeHandover(now time.Time) {
 	if c.operatorsChoice() {
 		return // an operator moved the leadership back: says nothing of the target
 	}
-	if now.Sub(h.at) < handoverFailHold {
-		c.markFailed(h.to, "lost:"+h.key, "it lost its leadership soon after taking over")
+	need := handoverFailHold
+	if c.cfg.PreemptAfter > 0 {
+		need = c.cfg.PreemptAfter
+	}
+	led := now.Sub(h.at) - c.l.term.t.SessionTimeout()
+	if led < need {
+		c.markFailed(h.to, "lost:"+h.key, fmt.Sprintf("it led for less than %s after taking over", need))
 		return
 	}
 	delete(ch.failed, h.to)

@@ -205,6 +205,29 @@ func TestPreemptionToAFlappingNodeBacksOff(t *testing.T) {
 	})
 }
 
+// A preferred node that led longer than preempt_after after a handover
+// and then crashed gets its leadership back preempt_after after it
+// returns healthy: its handover held, the crash is a crash, not a flap.
+// Before, any loss within 10 minutes of the handover held it out for 10
+// minutes.
+func TestPreferredNodeGetsItsLeadershipBackAfterACrash(t *testing.T) {
+	test(t, func(t *testing.T, w *controllertest.World) {
+		b := leader(t, w, "b", preemptAfter(10*time.Second))
+		a := start(t, w, "a", priority(2), preemptAfter(10*time.Second))
+		a.healthy()
+		time.Sleep(15 * time.Second)
+		a.want(controller.StateLeader)
+		time.Sleep(time.Minute)
+		w.ExpireSession("a") // the host crashes
+		a.stop()
+		b.want(controller.StateLeader)
+		a = start(t, w, "a", priority(2), preemptAfter(10*time.Second))
+		a.healthy()
+		time.Sleep(20 * time.Second)
+		a.want(controller.StateLeader)
+	})
+}
+
 // While paused the leader does not hand over for a node's own request (a
 // preemption whose report crossed the pause): that is an automatic
 // demotion. Before, it stood aside and demoted, and the target, not an
