@@ -486,7 +486,14 @@ func (e *Elector) lead(ctx context.Context, sess *Session, en entry, won func(co
 	tctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancel(cluster.ErrReleased)
 	done := make(chan struct{})
-	e.log.Info("elected", "epoch", en.rev, "key", en.key, "lease_ttl", sess.TTL().String(),
+	// session_timeout and lease as the ZooKeeper elector logs them: the
+	// term ends lease after the send of the last answered renewal, and no
+	// successor can win before session_timeout after it (etcd expires the
+	// lease a TTL after it received that renewal).
+	ttl := sess.TTL()
+	e.log.Info("elected", "epoch", en.rev, "key", en.key, "lease_ttl", ttl.String(),
+		"session_timeout", ttl.String(), "lease", (ttl - ttl/RateDiv - e.cfg.DemoteBudget).String(),
+		"demote_budget", e.cfg.DemoteBudget.String(),
 		"lease_left", time.Until(sess.Deadline()).Round(time.Millisecond).String())
 	go func() {
 		defer close(done)

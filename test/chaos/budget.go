@@ -26,19 +26,40 @@ import (
 //     lease (1.6s: longer than the 0.8s lease, and than the 1.3s of a lease
 //     sized without the kill graces), then SIGCONT.
 //
+// and on etcd by
+//
+//   - slow-hooks-etcd-outage: every etcd member SIGKILLed;
+//   - slow-hooks-etcd-isolated: the node's client pinned to an etcd
+//     follower that is then cut off from its peers (no renewal is answered);
+//   - slow-hooks-daemon-stop: the daemon SIGSTOPped for EtcdSlowStop, past
+//     its term but not past the lease etcd keeps.
+//
 // late_stand_down (service.go) then judges the stand-down at the service
 // against the window the daemon's own arithmetic keeps free of successors.
 const (
 	SlowHooksOutage   = "slow-hooks-zk-outage"
 	SlowHooksIsolated = "slow-hooks-isolated"
 	SlowHooksStop     = "slow-hooks-daemon-stop"
+
+	SlowHooksEtcdOutage   = "slow-hooks-etcd-outage"
+	SlowHooksEtcdIsolated = "slow-hooks-etcd-isolated"
 )
 
-// SlowHookKinds lists them.
-var SlowHookKinds = []string{SlowHooksOutage, SlowHooksIsolated, SlowHooksStop}
+// SlowHookKinds lists them (ZooKeeper's, then etcd's own).
+var SlowHookKinds = []string{SlowHooksOutage, SlowHooksIsolated, SlowHooksStop, SlowHooksEtcdOutage, SlowHooksEtcdIsolated}
+
+// EtcdSlowHookKinds are the slow-hooks kinds of the etcd backend.
+var EtcdSlowHookKinds = []string{SlowHooksEtcdOutage, SlowHooksEtcdIsolated, SlowHooksStop}
 
 // SlowStop is how long slow-hooks-daemon-stop keeps the daemon stopped.
 const SlowStop = 1600 * time.Millisecond
+
+// EtcdSlowStop is SlowStop on etcd: 300ms past the term's length after
+// its last answered renewal (TTL - TTL/20 - the demote budget of
+// EtcdDemoteTimeout and two 250ms kill graces: 4.9s), so the term has ended
+// whenever the last renewal went, and short of the TTL less a renewal
+// interval (5.33s), so no successor can have won yet.
+const EtcdSlowStop = EtcdLeaseTTL - EtcdLeaseTTL/20 - (EtcdDemoteTimeout + 500*time.Millisecond) + 300*time.Millisecond
 
 func init() {
 	for _, k := range SlowHookKinds {
@@ -148,6 +169,47 @@ func (m *Nemesis) slowHooks(kind string, id int, leader *clustertest.Node, pick 
 		e.Log(KindFault, append([]any{"phase", "strike", "kind", kind, "id", id, "target", s.ID, "epoch", ev.KV["epoch"]}, kv...)...)
 	}
 	switch kind {
+	case SlowHooksEtcdOutage:
+		strike()
+		e.C.Etcd.StopAll()
+		e.waitEvent(standDown, 8*time.Second, "demote", "node", s.ID)
+		os.Remove(marks(s)[1])
+		time.Sleep(holdIn(0, 2*time.Second))
+		e.C.Etcd.StartAll()
+		heal(s.ID)
+		e.etcdServing(EtcdServingBound)
+
+	case SlowHooksEtcdIsolated:
+		lead, followers := e.etcdRoles()
+		srv := lead
+		if len(followers) > 0 {
+			srv = followers[pick%len(followers)]
+		}
+		if srv < 0 {
+			srv = pick % len(e.C.Etcd.Members)
+		}
+		target := fmt.Sprintf("m%d", srv)
+		strike("server", target)
+		for j, p := range s.EtcdDelayProxies {
+			if j != srv {
+				p.Blackhole(true)
+			}
+		}
+		time.Sleep(500 * time.Millisecond)
+		e.Log("etcd_isolate", "server", target)
+		e.C.Etcd.Isolate(srv)
+		e.waitEvent(standDown, 10*time.Second, "demote", "node", s.ID)
+		os.Remove(marks(s)[1])
+		// Long enough for the rest of the cluster to expire the node's
+		// lease and elect a successor.
+		time.Sleep(holdIn(EtcdLeaseTTL, EtcdLeaseTTL+2*time.Second))
+		e.C.Etcd.Heal(srv)
+		for _, p := range s.EtcdDelayProxies {
+			p.Blackhole(false)
+		}
+		heal(s.ID)
+		e.etcdServing(EtcdServingBound)
+
 	case SlowHooksOutage:
 		strike()
 		e.C.ZK.StopAll()
@@ -189,8 +251,12 @@ func (m *Nemesis) slowHooks(kind string, id int, leader *clustertest.Node, pick 
 
 	case SlowHooksStop:
 		strike()
+		stop := SlowStop
+		if e.C.Etcd != nil {
+			stop = EtcdSlowStop
+		}
 		s.Signal(syscall.SIGSTOP)
-		time.Sleep(SlowStop)
+		time.Sleep(stop)
 		s.Signal(syscall.SIGCONT)
 		heal(s.ID)
 		e.waitEvent(standDown, 5*time.Second, "demote", "node", s.ID)

@@ -69,9 +69,9 @@ var EtcdNemeses = []string{EtcdKillLeader, EtcdKillMember, EtcdPauseLeader, Etcd
 var DaemonKinds = []string{KillDaemon, KillService, PauseDaemon, PauseService, PartitionPeer, FenceFail, PromoteHang,
 	DemoteHang, HookUnkillable, HandoverKill, LaggingFailover, PauseCluster, VetoTakeover, FenceWrongAnswer}
 
-// EtcdKinds is the fair-mode schedule on etcd: every daemon kind and every
-// etcd nemesis.
-var EtcdKinds = append(append([]string(nil), DaemonKinds...), EtcdNemeses...)
+// EtcdKinds is the fair-mode schedule on etcd: every daemon kind, every
+// etcd nemesis and the slow-hooks kinds of etcd.
+var EtcdKinds = append(append(append([]string(nil), DaemonKinds...), EtcdNemeses...), EtcdSlowHookKinds...)
 
 // EtcdLongKinds is the block of the long fair-mode run on etcd: every
 // daemon kind once and every etcd nemesis twice (they are what the etcd

@@ -106,7 +106,7 @@ const (
 
 // Other nemesis lines: what a fault did in detail (for the history only).
 var harnessKinds = map[string]bool{KindFault: true, KindDaemonExit: true, KindDaemonStart: true, KindSample: true, KindCrash: true, KindRejoin: true,
-	"reply_lost": true, "hook_hold": true, "name": true, "zk_isolate": true}
+	"reply_lost": true, "hook_hold": true, "name": true, "zk_isolate": true, "etcd_isolate": true}
 
 // storeDecision is one line of the store's decisions.jsonl.
 type storeDecision struct {

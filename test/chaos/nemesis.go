@@ -485,7 +485,7 @@ func (m *Nemesis) Step(kind string) bool {
 	case LostReplyLagging:
 		m.lostReplyLagging(leader, id, pick, holdIn, inject, heal)
 
-	case SlowHooksOutage, SlowHooksIsolated, SlowHooksStop:
+	case SlowHooksOutage, SlowHooksIsolated, SlowHooksStop, SlowHooksEtcdOutage, SlowHooksEtcdIsolated:
 		m.slowHooks(kind, id, leader, pick, holdIn, inject, heal)
 
 	case PauseCluster:
