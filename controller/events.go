@@ -34,6 +34,7 @@ type termWon struct {
 type termEnded struct {
 	epoch int64
 	cause error
+	at    time.Time // when the context ended (the loop may see it later)
 }
 
 // candidacyEnded: Elector.Campaign returned.

@@ -41,6 +41,11 @@ import (
 // finishTimeout bounds Finish, the graceful end's last write.
 const finishTimeout = 5 * time.Second
 
+// gracefulRecheck is how often checkGraceful looks at a term whose
+// graceful demote runs: a loss the loop finds by Expiry alone is capped
+// by a cut at most this old.
+const gracefulRecheck = time.Second
+
 // errDemoteForced ends a graceful demote whose term was lost and whose
 // forced time ran out.
 var errDemoteForced = errors.New("controller: the term was lost during the graceful demote, and the forced demote's time ran out")
@@ -91,7 +96,11 @@ func (c *Controller) gracefulCut(tm *term) (time.Time, error) {
 	return exp.Add(-killGrace(c.cfg.Promote) - killGrace(c.cfg.Demote)), nil
 }
 
-// checkGraceful applies the rule's clock half to a graceful demote.
+// checkGraceful applies the rule's clock half to a graceful demote. A
+// term found over gets Demote.Timeout from now, but never past the last
+// cut seen while it was valid: the loop may notice the loss late, and a
+// successor's start is bounded by the term's Expiry, not by when this loop
+// looked.
 func (c *Controller) checkGraceful(now time.Time) {
 	tm := c.l.term
 	if tm == nil || !tm.gracefulDemoting() {
@@ -100,21 +109,62 @@ func (c *Controller) checkGraceful(now time.Time) {
 	cut, err := c.gracefulCut(tm)
 	switch {
 	case err != nil:
-		c.forceDemote(tm, err, now.Add(c.cfg.Demote.Timeout))
+		at := now.Add(c.cfg.Demote.Timeout)
+		if !tm.lastCut.IsZero() && tm.lastCut.Before(at) {
+			at = tm.lastCut
+		}
+		c.forceDemote(tm, err, at)
 	case !now.Before(cut):
 		c.forceDemote(tm, fmt.Errorf("%w: the term's expiry less the kill graces has passed", cluster.ErrLeaseExpired), now)
+	default:
+		tm.lastCut = cut
 	}
 }
 
 // forceDemote makes tm's graceful demote a forced one (why: how the term
-// was lost) that must end by at: its hook is killed then. A demote not
-// started yet starts with Demote.Timeout.
+// was lost) that must end by at: its hook is killed then, or, not started
+// yet, it starts with the time left until then (startEndDemote).
 func (c *Controller) forceDemote(tm *term, why error, at time.Time) {
 	tm.forced = true
+	tm.forcedBy = at
 	c.log.Warn("leadership lost during a graceful demote: the demote is cut short as a forced one, and the breadcrumb stays (the successor fences this node)",
 		"epoch", tm.epoch, "err", why, "left", time.Until(at).Round(time.Millisecond).String())
 	if h := c.l.hook; h != nil && h.term == tm && h.cut != nil {
 		h.cut(at)
+	}
+}
+
+// endDemoteRun is the hook run of tm's end demote and its context. A
+// graceful demote runs with the graceful timeout and can be cut short
+// (forceDemote); one forced before it started ends by the instant it was
+// forced to end by, not a whole Demote.Timeout after it starts late (it
+// waited for the hook slot). During a graceful stop, either ends a kill
+// grace before the stop's deadline, when the session closes: the term is
+// never released while its demote may still run.
+func (c *Controller) endDemoteRun(tm *term) (*hookRun, context.Context) {
+	l := &c.l
+	h := &hookRun{name: "demote", purpose: forTermEnd, term: tm, env: HookEnv{Reason: tm.endReason, Epoch: tm.epoch}}
+	if !tm.graceful {
+		return h, context.Background()
+	}
+	ctx, cut := gracefulDemoteContext()
+	h.cut = cut
+	h.env.Timeout = gracefulTimeout(c.cfg)
+	if tm.forced {
+		h.env.Timeout = max(min(c.cfg.Demote.Timeout, time.Until(tm.forcedBy)), time.Millisecond)
+		cut(tm.forcedBy)
+	}
+	if l.stopping {
+		c.cutForStop(h)
+	}
+	return h, ctx
+}
+
+// cutForStop makes a graceful end's demote end a kill grace before the
+// graceful stop's deadline.
+func (c *Controller) cutForStop(h *hookRun) {
+	if h != nil && h.cut != nil && !c.l.stopDeadline.IsZero() {
+		h.cut(c.l.stopDeadline.Add(-killGrace(c.cfg.Demote)))
 	}
 }
 

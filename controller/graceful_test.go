@@ -162,6 +162,13 @@ func TestTermLostDuringGracefulDemoteForcesIt(t *testing.T) {
 			w.Expire("a")
 			return time.Now().Add(budget)
 		}},
+		// Expiry fails before the backend ends the term's context: the
+		// loop finds it within a second (not at the next cut, seconds
+		// later), and the forced demote has its timeout from then.
+		{"expiry fails first", func(t *testing.T, w *controllertest.World) time.Time {
+			w.Lapse("a")
+			return time.Now().Add(time.Second + budget)
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			test(t, func(t *testing.T, w *controllertest.World) {
@@ -229,6 +236,41 @@ func TestDemoteRequestDuringGracefulDemoteWaitsForIt(t *testing.T) {
 		b.want(controller.StateLeader)
 		if f := w.Finishes(); len(f) != 1 || len(b.fence.Targets()) != 0 {
 			t.Errorf("finishes %v, b fenced %v: want a graceful handover", f, b.fence.Targets())
+		}
+	})
+}
+
+// shutdownTimeout sets node.shutdown_timeout.
+func shutdownTimeout(d time.Duration) opt {
+	return func(_ *node, cfg *controller.Config, _ *controller.Deps) { cfg.ShutdownTimeout = d }
+}
+
+// A graceful stop whose timeout comes before the graceful demote's end
+// kills the demote a kill grace before it, and only then closes the
+// session: the term is never released while its demote may still run,
+// so the successor (which fences: the demote failed) promotes after it.
+func TestGracefulStopTimeoutEndsTheDemoteBeforeTheTerm(t *testing.T) {
+	test(t, func(t *testing.T, w *controllertest.World) {
+		a := leader(t, w, "a", gracefulTimeout(30*time.Second), shutdownTimeout(10*time.Second))
+		b := start(t, w, "b")
+		b.healthy()
+		b.want(controller.StateStandby)
+		a.hooks.On("demote", controllertest.Result{Take: longDemote})
+		stopped := time.Now()
+		done := make(chan error, 1)
+		go func() { done <- a.stop() }()
+		time.Sleep(longDemote + 5*time.Second)
+		b.want(controller.StateLeader)
+		<-done
+		d := lastDemote(t, a)
+		if !errors.Is(d.Err, controllertest.ErrKilled) || d.End.After(stopped.Add(10*time.Second)) {
+			t.Errorf("a's demote ended at +%v with %v, want killed by the stop's 10s deadline", d.End.Sub(stopped), d.Err)
+		}
+		if p := firstPromote(b); p.Before(d.End) {
+			t.Errorf("b promoted at +%v, before a's demote ended at +%v", p.Sub(stopped), d.End.Sub(stopped))
+		}
+		if targets := b.fence.Targets(); len(targets) != 1 || targets[0].NodeID != "a" {
+			t.Errorf("b fenced %v, want a (its demote was cut short)", targets)
 		}
 	})
 }

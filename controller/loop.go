@@ -178,6 +178,7 @@ func (c *Controller) loop(ctx context.Context, bg context.Context) error {
 			stop = nil
 			l.stopping = true
 			l.stopDeadline = time.Now().Add(c.cfg.ShutdownTimeout)
+			c.cutForStop(l.hook) // a graceful end's demote running already
 			c.endCandidacy(causeShutdown)
 		}
 	}
@@ -234,7 +235,10 @@ func (c *Controller) armTimer(timer *time.Timer) {
 	}
 	if tm := l.term; tm != nil && tm.gracefulDemoting() {
 		if cut, err := c.gracefulCut(tm); err == nil {
-			consider(cut) // checkGraceful looks at the term again then
+			// checkGraceful looks at the term again then, and every
+			// second, so that its last cut stays fresh.
+			consider(cut)
+			consider(now.Add(gracefulRecheck))
 		}
 	}
 	// Past deadlines were acted on by reconcile; a tiny floor keeps a
@@ -576,12 +580,7 @@ func (c *Controller) startNextHook(now time.Time) {
 	switch {
 	case tm != nil && tm.phase == phEndDemote:
 		tm.phase = phEndDemoting
-		h := &hookRun{name: "demote", purpose: forTermEnd, term: tm, env: HookEnv{Reason: tm.endReason, Epoch: tm.epoch}}
-		ctx := context.Background()
-		if tm.graceful && !tm.forced {
-			ctx, h.cut = gracefulDemoteContext()
-			h.env.Timeout = gracefulTimeout(c.cfg)
-		}
+		h, ctx := c.endDemoteRun(tm)
 		c.startHook(h, ctx)
 	case !l.startup.done && !l.stopping && !now.Before(l.startup.retryAt) && c.startupDemoteAllowed(now):
 		c.startHook(&hookRun{name: "demote", purpose: forStartup, env: HookEnv{Reason: reasonStartup}}, context.Background())

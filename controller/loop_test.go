@@ -950,10 +950,12 @@ func TestShutdownAt(t *testing.T) {
 	}
 }
 
+// A demote that outlives its kill by far (the graceful stop kills it a
+// kill grace before its deadline) makes the stop time out.
 func TestShutdownTimeoutReturnsError(t *testing.T) {
 	test(t, func(t *testing.T, w *controllertest.World) {
 		a := leader(t, w, "a")
-		a.hooks.On("demote", controllertest.Result{Take: 45 * time.Second})
+		a.hooks.On("demote", controllertest.Result{Take: 45 * time.Second, KillTake: 20 * time.Second})
 		start := time.Now()
 		err := a.stop()
 		if err == nil || !strings.Contains(err.Error(), "graceful stop took longer") {

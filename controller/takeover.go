@@ -74,6 +74,9 @@ type term struct {
 	// demote has the forced path's time and the breadcrumb stays
 	// (graceful.go).
 	graceful, forced bool
+	// lastCut is the graceful demote's cut as last seen while the term
+	// was valid; forcedBy when a forced one must end (graceful.go).
+	lastCut, forcedBy time.Time
 }
 
 // valid reports, without I/O, whether the term can still be acted on by
@@ -200,7 +203,7 @@ func (c *Controller) onTermWon(ev termWon) {
 	tm := &term{t: ev.t, ctx: ev.ctx, epoch: epoch, wonAt: time.Now(), release: ev.release, budget: DemoteBudget(c.cfg)}
 	l.term, l.epoch = tm, epoch
 	c.metrics.ElectionWon()
-	context.AfterFunc(ev.ctx, func() { c.send(termEnded{epoch: epoch, cause: context.Cause(ev.ctx)}) })
+	context.AfterFunc(ev.ctx, func() { c.send(termEnded{epoch: epoch, cause: context.Cause(ev.ctx), at: time.Now()}) })
 	if want, why := c.want(time.Now()); !want || l.cand.cancelled {
 		// Won just before the candidacy could end (a hook is stuck, or a
 		// duplicate or mismatched node appeared): give it back at once.
@@ -588,7 +591,8 @@ func (c *Controller) onTermEnded(ev termEnded) {
 		tm.phase = phRelease // nothing started: nothing to undo
 	case phEndDemote, phEndDemoting:
 		if tm.gracefulDemoting() {
-			c.forceDemote(tm, ev.cause, time.Now().Add(c.cfg.Demote.Timeout))
+			// Counted from the loss, not from when this loop saw it.
+			c.forceDemote(tm, ev.cause, ev.at.Add(c.cfg.Demote.Timeout))
 		}
 	}
 }
