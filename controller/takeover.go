@@ -311,7 +311,7 @@ func (c *Controller) write(tm *term, version cluster.Revision) stepResult {
 	// call ours unreadable and refuse to promote. ownPreviousTerm does not
 	// need it (the admin URL already tells an earlier run of this node from a
 	// live duplicate); write it once every supported version reads it.
-	// ServiceAddress likewise is written only when configured (the README
+	// ServiceAddress likewise is written only when configured (docs/configuration.md
 	// says to configure it once every node runs this version).
 	rec := breadcrumb.Record{NodeID: c.cfg.NodeID, Host: c.cfg.Host, AdminURL: c.cfg.AdminURL, Epoch: tm.epoch, Since: time.Now().UTC(),
 		ServiceAddress: c.cfg.ServiceAddress}

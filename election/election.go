@@ -265,7 +265,7 @@ func New(cfg Config, deps Deps) (*Elector, error) {
 // for a renew interval first. That is as safe as a chain built after the
 // win: the anchor bounds the life of the session, whatever znode its
 // writes named, and the election znode lives as long as the session
-// (README, "The lease").
+// (docs/safety.md, "Warm standbys").
 func (e *Elector) Warm(on bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()

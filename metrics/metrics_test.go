@@ -107,7 +107,7 @@ func failoverdNames(t *testing.T, reg prometheus.Gatherer) []string {
 	return names
 }
 
-// TestMetricNames pins the set of failoverd_ families, the ones the README
+// TestMetricNames pins the set of failoverd_ families, the ones docs/commands.md
 // documents, so that a rename or a lost metric fails here and not on a
 // dashboard.
 func TestMetricNames(t *testing.T) {

@@ -1,5 +1,5 @@
 // Command failoverd keeps exactly one node of a primary/standby service in
-// charge. See README.md for the commands.
+// charge. See docs/commands.md for the commands.
 package main
 
 import (

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// The numbers the README quotes, and the rule's edges.
+// The numbers docs/safety.md quotes, and the rule's edges.
 func TestCompute(t *testing.T) {
 	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 	for _, tc := range []struct {
@@ -50,7 +50,7 @@ func TestCompute(t *testing.T) {
 }
 
 // Whether a leader keeps its lease through a move to another ZooKeeper
-// server, with the README's numbers: the default 5s session rides it out
+// server, with the numbers of docs/safety.md: the default 5s session rides it out
 // only when tick_time is known.
 func TestReconnectSlack(t *testing.T) {
 	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }

@@ -97,7 +97,9 @@ chmod 0644 "$root/lib/systemd/system/failoverd.service"
 
 install -m 0640 configs/failoverd.yaml "$root/etc/failoverd/failoverd.yaml"
 install -m 0644 README.md "$root/usr/share/doc/failoverd/README.md"
-[ -f docs/operations.md ] && install -m 0644 docs/operations.md "$root/usr/share/doc/failoverd/operations.md"
+# docs/ beside the README, so that the README's links resolve in the package too.
+install -d -m 0755 "$root/usr/share/doc/failoverd/docs"
+install -m 0644 docs/*.md "$root/usr/share/doc/failoverd/docs/"
 gzip -9n -c CHANGELOG.md > "$root/usr/share/doc/failoverd/changelog.gz"
 chmod 0644 "$root/usr/share/doc/failoverd/changelog.gz"
 
