@@ -707,7 +707,30 @@ func (c *Config) Warnings() []string {
 		w = append(w, s)
 	}
 	w = append(w, c.rpcTimeoutWarnings()...)
+	if s := c.unitStopWarning(); s != "" {
+		w = append(w, s)
+	}
 	return w
+}
+
+// UnitTimeoutStop is TimeoutStopSec of the shipped systemd unit
+// (configs/failoverd.service): systemd SIGKILLs the daemon when a stop
+// takes longer.
+const UnitTimeoutStop = 45 * time.Second
+
+// unitStopMargin is what a stop needs beyond node.shutdown_timeout: the
+// session's close and the process's exit.
+const unitStopMargin = 5 * time.Second
+
+// unitStopWarning: a graceful stop longer than the shipped unit lets it
+// run is cut by systemd's SIGKILL, with the demote possibly running.
+func (c *Config) unitStopWarning() string {
+	if c.Node.ShutdownTimeout.Std()+unitStopMargin <= UnitTimeoutStop {
+		return ""
+	}
+	return fmt.Sprintf("node.shutdown_timeout: %v plus %v for the exit is more than the shipped systemd unit's TimeoutStopSec=%v: "+
+		"systemd would SIGKILL failoverd during a long graceful stop; under systemd, raise TimeoutStopSec to at least %v in a drop-in (systemctl edit failoverd)",
+		c.Node.ShutdownTimeout.Std(), unitStopMargin, UnitTimeoutStop, c.Node.ShutdownTimeout.Std()+unitStopMargin)
 }
 
 // loopbackAdminWarning: peers fence this node by rpc at the admin URL it
