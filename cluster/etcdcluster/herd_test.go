@@ -40,7 +40,10 @@ func TestNoHerdAt100(t *testing.T) {
 	wins := make(chan *won, n)
 	for i := range n {
 		id := fmt.Sprintf("n%03d", i)
-		conn, err := NewConn(cli, ConnConfig{LeaseTTL: 5 * time.Second})
+		// A long TTL: at load 50 and more, 5 s leases of 100 sessions on
+		// one client lapsed, and each lapse woke its successor, which
+		// counted as a herd.
+		conn, err := NewConn(cli, ConnConfig{LeaseTTL: 30 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -83,6 +86,11 @@ func TestNoHerdAt100(t *testing.T) {
 		time.Sleep(200 * time.Millisecond) // wake-ups of this change arrive
 		f := failed.Load() - failedBefore
 		per, perFailed = append(per, woke.Load()-before-f), append(perFailed, f)
+	}
+	// Only the leaders left: a candidate whose lease lapsed would wake
+	// its successor too, which is load, not a herd.
+	if q, err := (&Store{cli: adm, layout: l}).Queue(ctxT(t)); err != nil || len(q) != n-changes {
+		t.Errorf("%d candidates queued after %d changes (%v), want %d: leases lapsed, the wake-ups below are not all the leaders'", len(q), changes, err, n-changes)
 	}
 	t.Logf("%d candidates, %d leader changes: waiting candidates woken by a deletion per change %v (%d in all); by a failed watch %v",
 		n, changes, per, woke.Load()-start, perFailed)
