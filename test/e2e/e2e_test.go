@@ -184,7 +184,7 @@ func TestUnhealthyLeaderStepsDownAndRejoins(t *testing.T) {
 // nobody promotes until the service is back. On etcd a 5s lease gives the
 // demote hook 2.2s (with the default 3s, 1.1s, which a loaded machine's
 // bash and curl can overrun: the demote event is then missing).
-func TestZooKeeperOutageDemotesWithinLease(t *testing.T) {
+func TestCoordinationOutageDemotesWithinLease(t *testing.T) {
 	clustertest.ForEachBackend(t, clustertest.Options{SessionTimeout: 2 * time.Second, EtcdLeaseTTL: 5 * time.Second}, func(t *testing.T, o clustertest.Options) {
 		c := clustertest.Start(t, o)
 		old := c.Leader()

@@ -291,7 +291,7 @@ func TestLeaderDiscoveryThroughACrash(t *testing.T) {
 // coordination service (ZooKeeper or etcd) has been gone for longer than
 // the session timeout (etcd: the lease TTL), the nodes answer 503 "cannot
 // tell" and failoverd leader fails (exit 1).
-func TestLeaderNoneAndZooKeeperGone(t *testing.T) {
+func TestLeaderNoneAndCoordinationGone(t *testing.T) {
 	clustertest.ForEachBackend(t, clustertest.Options{}, func(t *testing.T, o clustertest.Options) {
 		c := clustertest.Start(t, o)
 		old := c.Leader()

@@ -94,7 +94,7 @@ var mutants = []mutant{
 			Old:  "left := time.Until(r.deadline())",
 			New:  "left := time.Hour",
 		}},
-		Tests: []selection{{e2e, "TestZooKeeperOutageDemotesWithinLease"}},
+		Tests: []selection{{e2e, "TestCoordinationOutageDemotesWithinLease"}},
 	},
 	{
 		Name: "lease-renewed-by-follower-reads",
