@@ -244,4 +244,11 @@ func TestReloadDaemons(t *testing.T) {
 			t.Error("the log does not name node.id as refused")
 		}
 	})
+
+	// The daemons are built with -race: a reload must not race the loop.
+	for _, n := range c.Nodes {
+		if b, _ := os.ReadFile(n.LogPath()); strings.Contains(string(b), "DATA RACE") {
+			t.Errorf("%s logged a data race", n.ID)
+		}
+	}
 }

@@ -58,4 +58,7 @@ func TestReloadRotatesAdminCertificate(t *testing.T) {
 	if s := c.waitState(a, controller.StateLeader, 10*time.Second); s.Epoch != before.Epoch {
 		t.Errorf("epoch %d after the reload, want %d", s.Epoch, before.Epoch)
 	}
+	if b, _ := os.ReadFile(a.log); strings.Contains(string(b), "DATA RACE") {
+		t.Error("the daemon logged a data race")
+	}
 }
