@@ -106,7 +106,9 @@ func waitLog(t *testing.T, n *clustertest.Node, after time.Time, msg string, wit
 // and a failing health check with failoverd reload, then is refused an
 // invalid file and a change of its identity, and keeps its config.
 func TestReloadDaemons(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{Nodes: 2, SessionTimeout: 4 * time.Second})
+	// No preemption: the standby's higher priority must not move the
+	// leadership while the test looks at the leader's epoch.
+	c := clustertest.Start(t, clustertest.Options{Nodes: 2, SessionTimeout: 4 * time.Second, ElectionYAML: "  preempt_after: 0s\n"})
 	leader := c.Leader()
 	standby := otherThan(c, leader, nil)
 	waitStatus(t, standby, 60*time.Second, "standby", func(s controller.Status) bool { return s.State == controller.StateStandby })
