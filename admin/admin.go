@@ -20,6 +20,8 @@
 //	POST /v1/cede?for=30s  give up leadership and stay out of the election
 //	POST /v1/pause     pause the whole cluster (maintenance mode), body {"reason": "..."}
 //	POST /v1/resume    end the cluster's pause
+//	POST /v1/reload    re-read the config file and apply it, all or nothing
+//	                   (adminapi.ReloadAnswer; 422 when invalid or refused)
 //
 // Read endpoints also answer HEAD and refuse other methods with 405.
 //
@@ -50,6 +52,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -101,18 +104,38 @@ const healthyHealth = "healthy"
 
 // api serves the endpoints of one node.
 type api struct {
-	node    Node
-	leaders LeaderSource // nil: GET /v1/leader answers 503
-	pauser  Pauser       // nil: POST /v1/pause and /v1/resume answer 503
-	token   string
-	logger  *slog.Logger
+	node     Node
+	leaders  LeaderSource // nil: GET /v1/leader answers 503
+	pauser   Pauser       // nil: POST /v1/pause and /v1/resume answer 503
+	reloader Reloader     // nil: POST /v1/reload answers 503
+	// token is the bearer token's SHA-256, nil when there is none; a
+	// reload replaces it (Server.SetToken).
+	token  atomic.Pointer[[sha256.Size]byte]
+	logger *slog.Logger
+}
+
+// Reloader reloads the daemon's config file (POST /v1/reload).
+type Reloader interface {
+	Reload(ctx context.Context) adminapi.ReloadAnswer
+}
+
+// setToken makes token the one the mutating endpoints require ("":
+// disabled). Comparing digests keeps the comparison constant-time even in
+// the token's length.
+func (a *api) setToken(token string) {
+	if token == "" {
+		a.token.Store(nil)
+		return
+	}
+	sum := sha256.Sum256([]byte(token))
+	a.token.Store(&sum)
 }
 
 // newHandler returns the admin API for n, answering GET /v1/leader from
 // leaders. reg is served on /metrics. An empty token disables the mutating
 // endpoints.
-func newHandler(n Node, leaders LeaderSource, pauser Pauser, reg prometheus.Gatherer, token string, logger *slog.Logger) http.Handler {
-	a := &api{node: n, leaders: leaders, pauser: pauser, token: token, logger: logger}
+func newHandler(a *api, reg prometheus.Gatherer) http.Handler {
+	n := a.node
 
 	mux := http.NewServeMux()
 	// "GET " patterns also match HEAD, and the mux answers other methods
@@ -139,6 +162,7 @@ func newHandler(n Node, leaders LeaderSource, pauser Pauser, reg prometheus.Gath
 	mux.Handle(adminapi.CedePath, a.mutating(http.HandlerFunc(a.cede)))
 	mux.Handle(adminapi.PausePath, a.mutating(http.HandlerFunc(a.pause)))
 	mux.Handle(adminapi.ResumePath, a.mutating(http.HandlerFunc(a.resume)))
+	mux.Handle(adminapi.ReloadPath, a.mutating(http.HandlerFunc(a.reload)))
 	return mux
 }
 
@@ -245,17 +269,15 @@ type errorAnswer struct {
 // WWW-Authenticate challenge for a missing or wrong bearer token, and only
 // then h. Every call is logged, refused ones included.
 func (a *api) mutating(h http.Handler) http.Handler {
-	// Comparing digests keeps the comparison constant-time even in the
-	// token's length.
-	want := sha256.Sum256([]byte(a.token))
 	return a.logCall(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		want := a.token.Load()
 		switch {
-		case a.token == "":
+		case want == nil:
 			writeJSON(w, http.StatusForbidden, errorAnswer{"mutating endpoints disabled"})
 		case r.Method != http.MethodPost:
 			w.Header().Set("Allow", http.MethodPost)
 			writeJSON(w, http.StatusMethodNotAllowed, errorAnswer{"method must be POST"})
-		case !bearerMatches(r, want):
+		case !bearerMatches(r, *want):
 			w.Header().Set("WWW-Authenticate", `Bearer realm="failoverd"`)
 			writeJSON(w, http.StatusUnauthorized, errorAnswer{"missing or wrong bearer token"})
 		default:
@@ -339,6 +361,25 @@ func (a *api) cede(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, adminapi.CedeAnswer{Ceded: true, NodeID: nodeID, For: d.String()})
+}
+
+// reload serves POST /v1/reload once mutating let it through: 200 when
+// the file was applied, 422 when it is invalid or changes a key that needs
+// a restart (nothing applied), 500 when applying failed.
+func (a *api) reload(w http.ResponseWriter, r *http.Request) {
+	if a.reloader == nil {
+		writeJSON(w, http.StatusServiceUnavailable, adminapi.ReloadAnswer{Error: "this daemon cannot reload its config"})
+		return
+	}
+	ans := a.reloader.Reload(r.Context())
+	switch {
+	case ans.Applied:
+		writeJSON(w, http.StatusOK, ans)
+	case len(ans.Invalid) > 0 || len(ans.Refused) > 0:
+		writeJSON(w, http.StatusUnprocessableEntity, ans)
+	default:
+		writeJSON(w, http.StatusInternalServerError, ans)
+	}
 }
 
 // cedeDuration parses the "for" query parameter.

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -42,6 +43,8 @@ type Deps struct {
 	History HistorySource
 	// Pauser serves POST /v1/pause and /v1/resume; nil answers 503 there.
 	Pauser Pauser
+	// Reloader serves POST /v1/reload; nil answers 503 there.
+	Reloader Reloader
 	// Gatherer is served on /metrics; nil serves an empty registry.
 	Gatherer prometheus.Gatherer
 	// Logger receives the mutating calls, "admin api listening" and the
@@ -55,6 +58,9 @@ type Server struct {
 	srv    *http.Server
 	logger *slog.Logger
 	tls    *tls.Config
+	api    *api // nil: a handler of NewServerFor
+	// cert is served to new TLS connections (SetCertificate).
+	cert atomic.Pointer[tls.Certificate]
 
 	mu sync.Mutex
 	ln net.Listener
@@ -77,11 +83,33 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	logger = logger.With("component", "admin")
-	h := newHandler(deps.Node, deps.Leaders, deps.Pauser, deps.Gatherer, cfg.Token.Reveal(), logger)
+	a := &api{node: deps.Node, leaders: deps.Leaders, pauser: deps.Pauser, reloader: deps.Reloader, logger: logger}
+	a.setToken(cfg.Token.Reveal())
+	h := newHandler(a, deps.Gatherer)
 	if deps.History != nil {
 		h = withHistory(h, deps.History)
 	}
-	return newServer(cfg.Listen, h, cfg.TLS, logger), nil
+	s := newServer(cfg.Listen, h, cfg.TLS, logger)
+	s.api = a
+	return s, nil
+}
+
+// SetToken replaces the bearer token of the mutating endpoints for the
+// requests that follow ("": disables them).
+func (s *Server) SetToken(token secret.Secret) {
+	if s.api != nil {
+		s.api.setToken(token.Reveal())
+	}
+}
+
+// SetCertificate serves cert to the TLS connections that follow; the open
+// ones keep theirs. It fails when the API does not serve TLS.
+func (s *Server) SetCertificate(cert tls.Certificate) error {
+	if s.tls == nil {
+		return errors.New("admin api: not serving TLS")
+	}
+	s.cert.Store(&cert)
+	return nil
 }
 
 // TLSConfig returns the admin API's server settings for cert: TLS 1.2 or
@@ -98,7 +126,24 @@ func TLSConfig(cert tls.Certificate) *tls.Config {
 // newServer returns a Server for h on listen; logger already names the
 // component.
 func newServer(listen string, h http.Handler, tlsCfg *tls.Config, logger *slog.Logger) *Server {
-	s := &Server{listen: listen, logger: logger, tls: tlsCfg}
+	s := &Server{listen: listen, logger: logger}
+	if tlsCfg != nil {
+		// The certificate is looked up per handshake, so that
+		// SetCertificate reaches new connections.
+		s.tls = tlsCfg.Clone()
+		if len(s.tls.Certificates) > 0 {
+			s.cert.Store(&s.tls.Certificates[0])
+			s.tls.Certificates = nil
+		}
+		if s.tls.GetCertificate == nil {
+			s.tls.GetCertificate = func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+				if c := s.cert.Load(); c != nil {
+					return c, nil
+				}
+				return nil, errors.New("admin api: no certificate")
+			}
+		}
+	}
 	s.srv = &http.Server{
 		Handler: h,
 		// Bounds slow clients. There is no WriteTimeout: demote and cede

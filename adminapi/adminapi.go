@@ -23,7 +23,33 @@ const (
 	PausePath = "/v1/pause"
 	// ResumePath ends the cluster's pause (POST, bearer token).
 	ResumePath = "/v1/resume"
+	// ReloadPath reloads the daemon's config file (POST, bearer token).
+	ReloadPath = "/v1/reload"
 )
+
+// ReloadAnswer is the answer to POST /v1/reload. A reload applies the
+// whole file or nothing: Applied is false when the file is invalid
+// (Invalid) or changes a key that needs a restart (Refused), and the
+// daemon then keeps the config it runs.
+type ReloadAnswer struct {
+	Applied bool   `json:"applied"`
+	NodeID  string `json:"node_id,omitempty"`
+	// Changed lists the keys whose new values were applied (YAML paths);
+	// with Applied false, the ones that would have been.
+	Changed []string `json:"changed,omitempty"`
+	// Refused lists the changed keys that need a restart, each as
+	// "path: why".
+	Refused []string `json:"refused,omitempty"`
+	// Invalid lists the file's validation problems, each with its YAML
+	// path.
+	Invalid []string `json:"invalid,omitempty"`
+	// ConfigHash and ConfigLoadedAt identify the config the daemon runs
+	// after the request (the new one when Applied, else the old one).
+	ConfigHash     string     `json:"config_hash,omitempty"`
+	ConfigLoadedAt *time.Time `json:"config_loaded_at,omitempty"`
+	// Error says why the reload failed when none of the above does.
+	Error string `json:"error,omitempty"`
+}
 
 // MaxPauseBody bounds a PauseRequest body.
 const MaxPauseBody = 64 << 10

@@ -65,6 +65,10 @@ type Member struct {
 	// election.failover_cooldown of its automatic promotion: until then
 	// it keeps its term although its health fails.
 	CooldownUntil time.Time `json:"cooldown_until,omitzero"`
+	// ConfigHash and ConfigLoadedAt identify the config file the node
+	// runs and when it was loaded (empty: a version without reload).
+	ConfigHash     string    `json:"config_hash,omitempty"`
+	ConfigLoadedAt time.Time `json:"config_loaded_at,omitzero"`
 }
 
 // KnownMember is the record a node keeps of itself under KnownDir. Unlike

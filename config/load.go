@@ -481,3 +481,29 @@ func fractions(n *yaml.Node, t reflect.Type, path string) ValidationErrors {
 	}
 	return errs
 }
+
+// LoadLenient decodes the file at path on top of Default without
+// validating it, skipping unknown keys and values of the wrong type, and
+// takes relative file names as Load does. It is for tools that need a few
+// keys of a file that may be invalid: failoverd reload reads the admin
+// API's address and token file from it.
+func LoadLenient(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	cfg := Default()
+	if err := yaml.Unmarshal(data, cfg); err != nil {
+		var te *yaml.TypeError
+		if !errors.As(err, &te) {
+			return nil, fmt.Errorf("parsing %s: %w", path, err)
+		}
+	}
+	dir, err := filepath.Abs(filepath.Dir(path))
+	if err != nil {
+		dir = filepath.Dir(path)
+	}
+	cfg.resolvePaths(dir)
+	cfg.applyDefaults()
+	return cfg, nil
+}

@@ -572,16 +572,17 @@ type winOutcome struct {
 // failover request naming it before the term is given back, so that the
 // next winner's first reads (issued after our znode went) see it.
 func (c *Controller) choose(tm *term, r *termReads, failed map[string]bool) *winOutcome {
-	self := peer{ID: c.cfg.NodeID, Priority: c.priority, Campaigning: true}
+	maxLag := tm.set.maxLag
+	self := peer{ID: c.cfg.NodeID, Priority: tm.set.priority, Campaigning: true}
 	now := time.Now()
-	f := winFacts{Self: self, Failed: failed, MaxLag: c.cfg.MaxLag}
+	f := winFacts{Self: self, Failed: failed, MaxLag: maxLag}
 	if req := r.failover; req != nil && !req.Done && req.To == c.cfg.NodeID && req.StandFor(now) > 0 {
 		f.Target, f.NodeTarget = true, req.Reason != ""
 	}
 	switch {
-	case f.Target && (!f.NodeTarget || c.cfg.MaxLag == nil):
-	case r.membersErr != nil || (c.cfg.MaxLag != nil && r.lpErr != nil):
-		if c.cfg.MaxLag == nil {
+	case f.Target && (!f.NodeTarget || maxLag == nil):
+	case r.membersErr != nil || (maxLag != nil && r.lpErr != nil):
+		if maxLag == nil {
 			c.log.Warn("cannot read the member records: taking over without looking for a better candidate", "err", r.membersErr)
 			return nil
 		}
@@ -612,7 +613,7 @@ func (c *Controller) choose(tm *term, r *termReads, failed map[string]bool) *win
 		o.label = declineLagging
 	}
 	if d.To != "" {
-		req := c.newRequest(d.To, d.Reason, c.handoverTimeout(tm.t))
+		req := c.newRequest(d.To, d.Reason, tm.set.handover)
 		o.req = &req
 		o.reqErr = c.requestFailover(req)
 	}

@@ -122,6 +122,10 @@ type Config struct {
 	// an automatic promotion the leader keeps its term although its health
 	// fails (0: off). See pause.go.
 	FailoverCooldown time.Duration
+	// ConfigHash and ConfigLoadedAt are shown in Status (see there).
+	ConfigHash     string
+	ConfigLoadedAt time.Time
+
 	// PauseWait bounds how long the startup demote waits for the first
 	// report of the pause record (default 10s): a daemon restarted while
 	// the cluster is paused leaves its service alone.
@@ -180,6 +184,14 @@ type Controller struct {
 	loopDone   chan struct{} // closed when the loop returned
 	snap       atomic.Pointer[snapshot]
 	runOnce    sync.Once
+	// budget is DemoteBudget at start, which sized the elector's lease: a
+	// reload may lower the demote budget, never raise it above this.
+	budget time.Duration
+	// The reloadable settings goroutines other than the loop need
+	// (reload.go): whether a won term reads the leader position, and the
+	// position reader with its interval.
+	readsLag  atomic.Bool
+	positions atomic.Pointer[positionSource]
 
 	l loop // only the loop goroutine (Run) touches it
 }
@@ -187,7 +199,8 @@ type Controller struct {
 // snapshot is what the loop last published.
 type snapshot struct {
 	status Status
-	term   cluster.Term // nil between terms
+	term   cluster.Term  // nil between terms
+	budget time.Duration // the term's DemoteBudget
 }
 
 // New builds a controller.
@@ -242,7 +255,10 @@ func New(cfg Config, deps Deps) (*Controller, error) {
 		healthPoke: make(chan struct{}, 1),
 		memberPoke: make(chan struct{}, 1),
 		loopDone:   make(chan struct{}),
+		budget:     DemoteBudget(cfg),
 	}
+	c.readsLag.Store(cfg.MaxLag != nil)
+	c.positions.Store(&positionSource{reader: deps.Position, interval: cfg.PositionInterval})
 	c.l = loop{
 		state:   StateInitializing,
 		since:   time.Now(),
@@ -302,7 +318,7 @@ func (c *Controller) Status() Status {
 	}
 	if s.term != nil {
 		if exp, err := s.term.Expiry(); err == nil {
-			st.LeaseRemaining = max(0, (time.Until(exp) - DemoteBudget(c.cfg)).Seconds())
+			st.LeaseRemaining = max(0, (time.Until(exp) - s.budget).Seconds())
 		}
 	}
 	st.Connected = c.rec.Connected()

@@ -350,7 +350,7 @@ func (c *Controller) startCandidacy() {
 // and holds it until the loop released it.
 func (c *Controller) won(gen uint64, ctx context.Context, t cluster.Term) {
 	release := make(chan struct{})
-	if !c.send(termWon{gen: gen, t: t, ctx: ctx, release: release, reads: startReads(ctx, t, c.cfg.MaxLag != nil)}) {
+	if !c.send(termWon{gen: gen, t: t, ctx: ctx, release: release, reads: startReads(ctx, t, c.readsLag.Load())}) {
 		return
 	}
 	select {
@@ -443,6 +443,7 @@ func (c *Controller) publish() {
 		ServiceAddress: c.cfg.ServiceAddress, Priority: c.priority,
 		Paused: l.pause.cur, CooldownUntil: c.cooldownShown(time.Now()),
 		Position: l.pos.value, PositionAt: l.pos.at,
+		ConfigHash: c.cfg.ConfigHash, ConfigLoadedAt: c.cfg.ConfigLoadedAt,
 	}}
 	if f := l.follow.following; f != nil {
 		s.status.Following, s.status.FollowingEpoch = f.NodeID, f.Epoch
@@ -453,9 +454,9 @@ func (c *Controller) publish() {
 		s.status.Role = "leader"
 	}
 	if l.term != nil {
-		s.term = l.term.t
+		s.term, s.budget = l.term.t, l.term.budget
 	}
-	if old := c.snap.Load(); old != nil && old.status == s.status && old.term == s.term {
+	if old := c.snap.Load(); old != nil && old.status == s.status && old.term == s.term && old.budget == s.budget {
 		return
 	}
 	c.snap.Store(s)
@@ -507,6 +508,8 @@ func (c *Controller) apply(ev event) {
 		c.onMembersSeen(ev)
 	case preemptWritten:
 		c.onPreemptWritten(ev)
+	case reloadReq:
+		c.onReload(ev)
 	}
 }
 
@@ -650,8 +653,9 @@ func (c *Controller) startHook(h *hookRun, ctx context.Context) {
 	if h.name == "promote" {
 		l.primary.promoteStarted()
 	}
+	hooks := c.hooks // a reload may replace it; this run keeps its own
 	go func() {
-		reaped, err := c.hooks.Run(ctx, h.name, h.env)
+		reaped, err := hooks.Run(ctx, h.name, h.env)
 		c.send(hookDone{run: h, err: err, reaped: reaped})
 	}()
 }

@@ -26,6 +26,7 @@ func memberOf(s Status) cluster.Member {
 		Priority: &s.Priority, Paused: s.Paused, CooldownUntil: s.CooldownUntil,
 		Position: s.Position, PositionAt: s.PositionAt,
 		NotFollowing: s.NotFollowing,
+		ConfigHash:   s.ConfigHash, ConfigLoadedAt: s.ConfigLoadedAt,
 	}
 }
 

@@ -214,14 +214,14 @@ func (c *Controller) positionInterval() time.Duration {
 // a run that takes longer delays the next) until ctx ends, and hands each
 // result to the loop.
 func (c *Controller) readPositions(ctx context.Context) {
-	interval := c.positionInterval()
 	for ctx.Err() == nil {
+		src := c.positions.Load() // a reload may replace it between runs
 		start := time.Now()
-		pos, err := c.position.ReadPosition(ctx)
+		pos, err := src.reader.ReadPosition(ctx)
 		if ctx.Err() != nil || !c.send(positionRead{pos: pos, at: start, err: err}) {
 			return
 		}
-		sleepCtx(ctx, time.Until(start.Add(interval)))
+		sleepCtx(ctx, time.Until(start.Add(src.every())))
 	}
 }
 

@@ -65,5 +65,5 @@ func lossReason(cause error) string {
 // graceful reports whether a leadership end lets us delete the breadcrumb
 // (after a successful demote): the successor then needs no fencing.
 func graceful(reason string) bool {
-	return reason == causeShutdown.label || reason == causeCeded.label || reason == causeFailover.label
+	return reason == causeShutdown.label || reason == causeCeded.label || reason == causeFailover.label || reason == causeNeverLead.label
 }

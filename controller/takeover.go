@@ -77,6 +77,13 @@ type term struct {
 	// lastCut is the graceful demote's cut as last seen while the term
 	// was valid; forcedBy when a forced one must end (graceful.go).
 	lastCut, forcedBy time.Time
+
+	// set are the reloadable settings the takeover uses, taken at the
+	// win: its workers read these, never the controller's, which a
+	// reload replaces (reload.go).
+	set takeoverSettings
+	// membersWatched: the leader's member watch runs (preemption).
+	membersWatched bool
 }
 
 // valid reports, without I/O, whether the term can still be acted on by
@@ -200,7 +207,7 @@ func (c *Controller) onTermWon(ev termWon) {
 		return
 	}
 	epoch := ev.t.Epoch()
-	tm := &term{t: ev.t, ctx: ev.ctx, epoch: epoch, wonAt: time.Now(), release: ev.release, budget: DemoteBudget(c.cfg)}
+	tm := &term{t: ev.t, ctx: ev.ctx, epoch: epoch, wonAt: time.Now(), release: ev.release, budget: DemoteBudget(c.cfg), set: c.takeoverSettings(ev.t)}
 	l.term, l.epoch = tm, epoch
 	c.metrics.ElectionWon()
 	context.AfterFunc(ev.ctx, func() { c.send(termEnded{epoch: epoch, cause: context.Cause(ev.ctx), at: time.Now()}) })
@@ -246,7 +253,7 @@ func (c *Controller) startStep(tm *term, p phase, step func(*term) stepResult) {
 func (c *Controller) readStep(tm *term, seen string, failed map[string]bool) stepResult {
 	r := tm.reads
 	if r == nil { // not started by the won callback
-		r = startReads(tm.ctx, tm.t, c.cfg.MaxLag != nil)
+		r = startReads(tm.ctx, tm.t, tm.set.maxLag != nil)
 	}
 	select {
 	case <-r.done:
@@ -266,7 +273,7 @@ func (c *Controller) readStep(tm *term, seen string, failed map[string]bool) ste
 	if breadcrumb.Assess(res.rec, res.readErr, c.cfg.NodeID, tm.epoch) != breadcrumb.NothingToFence {
 		return res
 	}
-	if c.cfg.PrePromote != nil {
+	if tm.set.prePromote {
 		return res // the pre_promote hook runs before the write
 	}
 	w := c.write(tm, res.version)
@@ -288,7 +295,7 @@ func (c *Controller) fenceStep(tm *term) stepResult {
 	rec := tm.prev
 	t := fencer.Target{NodeID: rec.NodeID, Host: rec.Host, AdminURL: rec.AdminURL, Epoch: rec.Epoch, ServiceAddress: rec.ServiceAddress}
 	start := time.Now()
-	method, err := c.fence.Fence(tm.ctx, t)
+	method, err := tm.set.fence.Fence(tm.ctx, t)
 	if err != nil {
 		return stepResult{fenceErr: err}
 	}
@@ -455,7 +462,7 @@ func (c *Controller) onRead(tm *term, r stepResult) {
 		// ended without cleanup): its service is ours, so demoting it locally
 		// is the fence (in the hook slot, see startNextHook).
 		tm.phase = phFencePrev
-	case c.fence == nil:
+	case tm.set.fence == nil:
 		c.log.Warn("promoting without fencing the previous leader (fencing.allow_none)", "target", rec.NodeID, "target_epoch", rec.Epoch)
 		tm.fenceMethod = cluster.FenceSkipped
 		c.fenced(tm)
@@ -493,7 +500,7 @@ func (c *Controller) onFencePrevDone(tm *term, err error) {
 // runs next (in the hook slot, see startNextHook); then the breadcrumb is
 // written, after its own look at the lease.
 func (c *Controller) fenced(tm *term) {
-	if c.cfg.PrePromote != nil {
+	if tm.set.prePromote {
 		tm.phase = phPrePromote
 		return
 	}
@@ -549,6 +556,7 @@ func (c *Controller) onPromoteDone(tm *term, err error) {
 	c.recordHistory(tm, time.Now())
 	c.promoted(tm, time.Now())
 	if c.cfg.PreemptAfter > 0 {
+		tm.membersWatched = true
 		go c.watchMembers(tm.ctx, tm.epoch)
 	}
 	// Mark a pending failover request to this node done, so the other

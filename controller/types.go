@@ -78,6 +78,11 @@ type Status struct {
 	// one of the NotFollowing* reasons, then a colon and the details.
 	// Empty: it follows, or nothing to follow (it leads, no leader known).
 	NotFollowing string `json:"not_following,omitempty"`
+	// ConfigHash is the start of the SHA-256 of the config file this
+	// node runs, ConfigLoadedAt when it was loaded (at start or by the
+	// last reload that applied).
+	ConfigHash     string    `json:"config_hash,omitempty"`
+	ConfigLoadedAt time.Time `json:"config_loaded_at,omitzero"`
 }
 
 // Promoted reports whether the local service is (being treated as) primary.

@@ -62,6 +62,10 @@ type Monitor struct {
 
 	state   atomic.Int32
 	running atomic.Bool
+	// next is the check and settings Reconfigure set, taken by Run
+	// before its next check; wake tells a waiting Run.
+	next atomic.Pointer[reconfig]
+	wake chan struct{}
 
 	// Owned by Run's goroutine.
 	successes, failures int
@@ -73,11 +77,61 @@ func New(cfg Config, deps Deps) (*Monitor, error) {
 	if deps.Checker == nil {
 		return nil, errors.New("healthcheck: nil checker")
 	}
+	cfg, err := withDefaults(cfg)
+	if err != nil {
+		return nil, err
+	}
+	logger := deps.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Monitor{checker: deps.Checker, cfg: cfg, logger: logger, onChange: deps.OnChange, metrics: deps.Metrics,
+		wake: make(chan struct{}, 1)}, nil
+}
+
+// reconfig is a Reconfigure waiting for Run.
+type reconfig struct {
+	cfg     Config
+	checker Checker
+}
+
+// Reconfigure replaces the check and its settings from the next check on;
+// a check in progress finishes with the old ones. The state stays; the
+// counts of consecutive results start again, for the new check.
+func (m *Monitor) Reconfigure(cfg Config, checker Checker) error {
+	if checker == nil {
+		return errors.New("healthcheck: nil checker")
+	}
+	cfg, err := withDefaults(cfg)
+	if err != nil {
+		return err
+	}
+	m.next.Store(&reconfig{cfg: cfg, checker: checker})
+	select {
+	case m.wake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// takeNext applies a pending Reconfigure; Run's goroutine only.
+func (m *Monitor) takeNext() {
+	r := m.next.Swap(nil)
+	if r == nil {
+		return
+	}
+	m.cfg, m.checker = r.cfg, r.checker
+	m.successes, m.failures = 0, 0
+	m.logger.Info("health check reconfigured", "interval", m.cfg.Interval, "timeout", m.cfg.Timeout, "rise", m.cfg.Rise, "fall", m.cfg.Fall)
+}
+
+// withDefaults checks cfg and fills its zero fields.
+func withDefaults(cfg Config) (Config, error) {
 	if cfg.Interval <= 0 {
-		return nil, fmt.Errorf("healthcheck: interval must be > 0, got %s", cfg.Interval)
+		return cfg, fmt.Errorf("healthcheck: interval must be > 0, got %s", cfg.Interval)
 	}
 	if cfg.Timeout < 0 || cfg.Rise < 0 || cfg.Fall < 0 {
-		return nil, fmt.Errorf("healthcheck: timeout, rise and fall must not be negative, got %s, %d, %d", cfg.Timeout, cfg.Rise, cfg.Fall)
+		return cfg, fmt.Errorf("healthcheck: timeout, rise and fall must not be negative, got %s, %d, %d", cfg.Timeout, cfg.Rise, cfg.Fall)
 	}
 	if cfg.Timeout == 0 {
 		cfg.Timeout = cfg.Interval
@@ -88,11 +142,7 @@ func New(cfg Config, deps Deps) (*Monitor, error) {
 	if cfg.Fall == 0 {
 		cfg.Fall = DefaultFall
 	}
-	logger := deps.Logger
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	return &Monitor{checker: deps.Checker, cfg: cfg, logger: logger, onChange: deps.OnChange, metrics: deps.Metrics}, nil
+	return cfg, nil
 }
 
 // State returns the current state. It is safe for concurrent use.
@@ -111,16 +161,23 @@ func (m *Monitor) Run(ctx context.Context) error {
 	m.logger.Debug("health monitor started", "interval", m.cfg.Interval, "timeout", m.cfg.Timeout)
 	timer := time.NewTimer(0)
 	defer timer.Stop()
+	var start time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-m.wake:
+			// A new interval counts from the last check's start.
+			m.takeNext()
+			timer.Reset(max(0, m.cfg.Interval-time.Since(start)))
+			continue
 		case <-timer.C:
 		}
 		if ctx.Err() != nil { // select picks at random when both are ready
 			return nil
 		}
-		start := time.Now()
+		m.takeNext()
+		start = time.Now()
 		m.checkOnce(ctx)
 		// The next check starts Interval after this one started, or at
 		// once if this one overran; checks never overlap.

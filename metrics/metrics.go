@@ -87,6 +87,9 @@ type Metrics struct {
 	positionErrors       *prometheus.CounterVec
 	promotionDeclined    *prometheus.CounterVec
 	preemptions          prometheus.Counter
+	configReloads        *prometheus.CounterVec
+	configReloadOK       prometheus.Gauge
+	configLoadedAt       prometheus.Gauge
 }
 
 var (
@@ -234,6 +237,21 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 			Name:      "preemptions_total",
 			Help:      "Handovers this leader started to a standby of a higher priority (election.preempt_after).",
 		}),
+		configReloads: f.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace,
+			Name:      "config_reloads_total",
+			Help:      "Config reloads (SIGHUP, failoverd reload), by result: success (applied) or failure (invalid file, a refused key, or applying failed; nothing applied).",
+		}, []string{"result"}),
+		configReloadOK: f.NewGauge(prometheus.GaugeOpts{
+			Namespace: namespace,
+			Name:      "config_last_reload_successful",
+			Help:      "1 when the last config reload applied (or none was tried since start), 0 when it failed: the daemon runs an older config than its file.",
+		}),
+		configLoadedAt: f.NewGauge(prometheus.GaugeOpts{
+			Namespace: namespace,
+			Name:      "config_last_reload_success_timestamp_seconds",
+			Help:      "Unix time the config the daemon runs was loaded (at start or by the last reload that applied).",
+		}),
 	}
 
 	f.NewGauge(prometheus.GaugeOpts{
@@ -261,6 +279,7 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 		m.hookUnkillable.WithLabelValues(h)
 	}
 	for _, r := range []string{resultSuccess, resultFailure} {
+		m.configReloads.WithLabelValues(r)
 		m.promotions.WithLabelValues(r)
 		m.demotions.WithLabelValues(r)
 		for _, method := range FenceMethods {
@@ -402,6 +421,23 @@ func (m *Metrics) PromotionDeclined(reason string) { m.promotionDeclined.WithLab
 
 // Preempted implements controller.ChoiceMetrics.
 func (m *Metrics) Preempted() { m.preemptions.Inc() }
+
+// ConfigLoaded records the config loaded at start, at.
+func (m *Metrics) ConfigLoaded(at time.Time) {
+	m.configReloadOK.Set(1)
+	m.configLoadedAt.Set(float64(at.UnixNano()) / 1e9)
+}
+
+// ConfigReloaded counts a reload at at; applied says whether it applied.
+func (m *Metrics) ConfigReloaded(applied bool, at time.Time) {
+	if !applied {
+		m.configReloads.WithLabelValues(resultFailure).Inc()
+		m.configReloadOK.Set(0)
+		return
+	}
+	m.configReloads.WithLabelValues(resultSuccess).Inc()
+	m.ConfigLoaded(at)
+}
 
 // FenceAttempt implements fencer.Metrics.
 func (m *Metrics) FenceAttempt(method, result string, d time.Duration) {

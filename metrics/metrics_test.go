@@ -87,6 +87,8 @@ func exercise(m *Metrics) {
 	m.CooldownHold()
 	m.PromotionDeclined("lagging")
 	m.Preempted()
+	m.ConfigLoaded(time.Unix(1700000000, 0))
+	m.ConfigReloaded(false, time.Unix(1700000100, 0))
 }
 
 // failoverdNames lists the failoverd_ families reg gathers, except
@@ -115,6 +117,9 @@ func TestMetricNames(t *testing.T) {
 	exercise(m)
 	want := []string{
 		"failoverd_breadcrumb_unreadable_total",
+		"failoverd_config_last_reload_success_timestamp_seconds",
+		"failoverd_config_last_reload_successful",
+		"failoverd_config_reloads_total",
 		"failoverd_cooldown_holds_total",
 		"failoverd_coordination_connected",
 		"failoverd_demotions_total",

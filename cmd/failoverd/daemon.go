@@ -7,8 +7,10 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	oklog "github.com/oklog/run"
 	"github.com/prometheus/client_golang/prometheus"
@@ -47,21 +49,30 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	if code := f.parse(args); code >= 0 {
 		return code
 	}
-	cfg, err := config.Load(f.config)
+	// SIGHUP reloads the config file. Caught from here on, so that one
+	// sent during start-up (systemctl reload) does not kill the daemon.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	cfg, data, err := readConfig(f.config)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return exitUsage
 	}
-	logger := newLogger(stderr, cfg.Log.Format, cfg.Log.Level)
+	file := loadedConfig{path: f.config, hash: configHash(data), at: time.Now(), level: new(slog.LevelVar)}
+	file.level.Set(logLevel(cfg.Log.Level))
+	logger := newLevelLogger(stderr, cfg.Log.Format, file.level)
 	for _, w := range cfg.Warnings() {
 		logger.Warn(w)
 	}
+	logger.Info("config loaded", "file", f.config, "config_hash", file.hash)
 
-	d, err := build(cfg, logger)
+	d, err := build(cfg, logger, file)
 	if err != nil {
 		logger.Error("cannot start", "err", err)
 		return exitUsage
 	}
+	d.hup = hup
 	if err := d.run(); err != nil {
 		if errors.Is(err, zk.ErrUnsafeACL) {
 			logger.Error("refusing to run: others may change the znodes failoverd relies on; fix their ACLs and start again", "err", err)
@@ -86,6 +97,10 @@ type daemon struct {
 	monitor *healthcheck.Monitor
 	server  *admin.Server
 	leaders *leaderView // GET /v1/leader
+	// reloader applies the config file again on hup (SIGHUP) and on POST
+	// /v1/reload; hup nil: no signal.
+	reloader *reloader
+	hup      <-chan os.Signal
 }
 
 func zkConfig(cfg *config.Config) (zk.Config, error) {
@@ -193,9 +208,10 @@ func electionConfig(cfg *config.Config, ccfg controller.Config) election.Config 
 // starting anything; run starts them. The admin API binds here, so that a
 // port in use fails before the node joins an election it could not be
 // fenced in.
-func build(cfg *config.Config, logger *slog.Logger) (*daemon, error) {
+func build(cfg *config.Config, logger *slog.Logger, file loadedConfig) (*daemon, error) {
 	// Coordination backend: the store of our cluster and our candidate.
 	ccfg := controllerConfig(cfg)
+	ccfg.ConfigHash, ccfg.ConfigLoadedAt = file.hash, file.at
 	be, err := openBackend(cfg, cfg.Node.ID, ccfg.Instance, logger)
 	if err != nil {
 		return nil, err
@@ -205,7 +221,7 @@ func build(cfg *config.Config, logger *slog.Logger) (*daemon, error) {
 		be.close()
 		return nil, err
 	}
-	d, err := buildOn(cfg, logger, ccfg, be, el)
+	d, err := buildOn(cfg, logger, ccfg, be, el, file)
 	if err != nil {
 		be.close()
 		return nil, err
@@ -214,10 +230,12 @@ func build(cfg *config.Config, logger *slog.Logger) (*daemon, error) {
 }
 
 // buildOn is build's part after the coordination backend.
-func buildOn(cfg *config.Config, logger *slog.Logger, ccfg controller.Config, be *backend, el cluster.Elector) (*daemon, error) {
+func buildOn(cfg *config.Config, logger *slog.Logger, ccfg controller.Config, be *backend, el cluster.Elector, file loadedConfig) (*daemon, error) {
 	// Metrics, on our own registry; the status gauges follow the controller.
 	reg := prometheus.NewRegistry()
 	m := metrics.New(reg, version)
+	m.ConfigLoaded(file.at)
+	rl := &reloader{log: logger.With("component", "reload"), metrics: m, start: cfg, cur: cfg, file: file}
 
 	// Fencing, then the controller that uses it.
 	fence, err := buildFencer(cfg, logger, m)
@@ -226,7 +244,7 @@ func buildOn(cfg *config.Config, logger *slog.Logger, ccfg controller.Config, be
 	}
 	ctrl, err := controller.New(ccfg, controller.Deps{
 		Elector: el, Records: be.records, Fencer: fence, Metrics: m, Logger: logger,
-		Hooks:    controller.ProcHooks{Promote: ccfg.Promote, Demote: ccfg.Demote, Follow: followHook(ccfg), PrePromote: prePromoteHook(ccfg), Cluster: cfg.Cluster, NodeID: cfg.Node.ID, Logger: logger},
+		Hooks:    procHooks(cfg, ccfg, logger),
 		Position: positionReader(cfg, logger),
 	})
 	if err != nil {
@@ -242,14 +260,27 @@ func buildOn(cfg *config.Config, logger *slog.Logger, ccfg controller.Config, be
 
 	// Admin API, answering GET /v1/leader from the leader view.
 	leaders := newLeaderView(be.store, be.stale, be.etcdName())
-	server, err := buildAdmin(cfg, logger, reg, ctrl, leaders, be.store, be.store)
+	server, err := buildAdmin(cfg, logger, reg, ctrl, leaders, be.store, be.store, rl)
 	if err != nil {
 		return nil, err
 	}
 	if err := server.Listen(); err != nil {
 		return nil, err
 	}
-	return &daemon{log: logger, backend: be, ctrl: ctrl, monitor: monitor, server: server, leaders: leaders}, nil
+	rl.ctrl, rl.monitor, rl.server = ctrl, monitor, server
+	return &daemon{log: logger, backend: be, ctrl: ctrl, monitor: monitor, server: server, leaders: leaders, reloader: rl}, nil
+}
+
+// procHooks runs the hooks of cfg (ccfg is its controller part).
+func procHooks(cfg *config.Config, ccfg controller.Config, logger *slog.Logger) controller.ProcHooks {
+	return controller.ProcHooks{Promote: ccfg.Promote, Demote: ccfg.Demote, Follow: followHook(ccfg), PrePromote: prePromoteHook(ccfg),
+		Cluster: cfg.Cluster, NodeID: cfg.Node.ID, Logger: logger}
+}
+
+// healthConfig is the health monitor's part of cfg.
+func healthConfig(cfg *config.Config) healthcheck.Config {
+	h := cfg.Health
+	return healthcheck.Config{Interval: h.Interval.Std(), Timeout: h.Timeout.Std(), Rise: h.Rise, Fall: h.Fall}
 }
 
 // buildFencer returns the fencing chain of cfg, or nil (no fencing) when
@@ -320,10 +351,7 @@ func buildMonitor(cfg *config.Config, logger *slog.Logger, m *metrics.Metrics, c
 	if err != nil {
 		return nil, err
 	}
-	h := cfg.Health
-	return healthcheck.New(healthcheck.Config{
-		Interval: h.Interval.Std(), Timeout: h.Timeout.Std(), Rise: h.Rise, Fall: h.Fall,
-	}, healthcheck.Deps{
+	return healthcheck.New(healthConfig(cfg), healthcheck.Deps{
 		Checker: checker, Logger: logger, Metrics: m,
 		OnChange: func(from, to healthcheck.State, err error) {
 			m.HealthState(to.String())
@@ -334,9 +362,9 @@ func buildMonitor(cfg *config.Config, logger *slog.Logger, m *metrics.Metrics, c
 
 // buildAdmin returns the admin API of ctrl, serving reg on /metrics and
 // the leader view on /v1/leader and the history on /v1/history; pauser
-// serves POST /v1/pause and /v1/resume.
+// serves POST /v1/pause and /v1/resume, reloader POST /v1/reload.
 func buildAdmin(cfg *config.Config, logger *slog.Logger, reg prometheus.Gatherer, ctrl *controller.Controller, leaders admin.LeaderSource,
-	history admin.HistorySource, pauser admin.Pauser) (*admin.Server, error) {
+	history admin.HistorySource, pauser admin.Pauser, reloader admin.Reloader) (*admin.Server, error) {
 	acfg := admin.Config{Listen: cfg.Node.Admin.Listen}
 	tok, err := cfg.ReadToken() // "" without token_file: mutating endpoints disabled
 	if err != nil {
@@ -350,7 +378,7 @@ func buildAdmin(cfg *config.Config, logger *slog.Logger, reg prometheus.Gatherer
 		}
 		acfg.TLS = admin.TLSConfig(cert)
 	}
-	return admin.New(acfg, admin.Deps{Node: ctrl, Leaders: leaders, History: history, Pauser: pauser, Gatherer: reg, Logger: logger})
+	return admin.New(acfg, admin.Deps{Node: ctrl, Leaders: leaders, History: history, Pauser: pauser, Reloader: reloader, Gatherer: reg, Logger: logger})
 }
 
 func buildChecker(cfg *config.Config) (healthcheck.Checker, error) {
@@ -375,6 +403,11 @@ func (d *daemon) run() error {
 
 	// Signals: SIGTERM and SIGINT start a graceful stop.
 	g.Add(oklog.SignalHandler(ctx, os.Interrupt, syscall.SIGTERM))
+
+	// SIGHUP reloads the config file.
+	if d.hup != nil {
+		d.add(&g, "reload on SIGHUP", d.reloadOnSignal, false)
+	}
 
 	// Health monitor: the first to stop, as nothing waits for its verdicts
 	// once the controller stops.

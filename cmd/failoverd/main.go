@@ -45,6 +45,8 @@ Usage:
   failoverd resume     -c FILE                       end maintenance mode
   failoverd forget     -c FILE NODE                  stop listing NODE, a member that went
                                                      away (refused while it runs)
+  failoverd reload     -c FILE [--json]              make the daemon re-read its config file
+                                                     (all or nothing; exit 1: not applied)
   failoverd version                                  print the version
 
 Run 'failoverd COMMAND --help' for the flags of a command.
@@ -77,6 +79,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdResume(rest, stdout, stderr)
 	case "forget":
 		return cmdForget(rest, stdout, stderr)
+	case "reload":
+		return cmdReload(rest, stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintf(stdout, "failoverd %s\n", version)
 		return exitOK
@@ -125,18 +129,25 @@ func (f *cmdFlags) parse(args []string) int {
 // debugTimeFormat is RFC 3339 with microseconds.
 const debugTimeFormat = "2006-01-02T15:04:05.000000Z07:00"
 
-func newLogger(w io.Writer, format, level string) *slog.Logger {
+// logLevel is log.level as a slog.Level (info when unknown).
+func logLevel(level string) slog.Level {
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(strings.ToUpper(level))); err != nil {
-		lv = slog.LevelInfo
+		return slog.LevelInfo
 	}
+	return lv
+}
+
+// newLevelLogger logs to w in format (text or json) at the level lv
+// holds, which a reload may change.
+func newLevelLogger(w io.Writer, format string, lv *slog.LevelVar) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: lv}
-	if lv <= slog.LevelDebug && format != "json" {
+	if format != "json" {
 		// A debug log times the steps of a handoff, a few milliseconds
 		// apart: microseconds, where the text format's default gives
 		// milliseconds (JSON always has nanoseconds).
 		opts.ReplaceAttr = func(groups []string, a slog.Attr) slog.Attr {
-			if a.Key == slog.TimeKey && len(groups) == 0 && a.Value.Kind() == slog.KindTime {
+			if lv.Level() <= slog.LevelDebug && a.Key == slog.TimeKey && len(groups) == 0 && a.Value.Kind() == slog.KindTime {
 				return slog.String(slog.TimeKey, a.Value.Time().Format(debugTimeFormat))
 			}
 			return a

@@ -134,13 +134,14 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "Cluster: %s\n", v.Cluster)
 	printPause(stdout, v)
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tROLE\tSTATE\tHEALTH\tEPOCH\tSINCE\tHOST\tADDRESS\tFOLLOWING\tFOLLOWING SINCE\tPRIORITY\tPOSITION\tLAG")
+	fmt.Fprintln(tw, "NODE\tROLE\tSTATE\tHEALTH\tEPOCH\tSINCE\tHOST\tADDRESS\tFOLLOWING\tFOLLOWING SINCE\tPRIORITY\tPOSITION\tLAG\tCONFIG\tCONFIG LOADED")
 	for _, m := range v.Members {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.NodeID, m.Role, stateCell(m), m.Health, m.Epoch, timeOrDash(m.Since), m.Host,
-			orDash(m.ServiceAddress), following(m), timeOrDash(m.FollowingSince), priority(m), position(m), lag(m, v.LeaderPosition))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.NodeID, m.Role, stateCell(m), m.Health, m.Epoch, timeOrDash(m.Since), m.Host,
+			orDash(m.ServiceAddress), following(m), timeOrDash(m.FollowingSince), priority(m), position(m), lag(m, v.LeaderPosition),
+			orDash(m.ConfigHash), timeOrDash(m.ConfigLoadedAt))
 	}
 	for _, k := range v.Down {
-		fmt.Fprintf(tw, "%s\t-\tDOWN\t-\t-\t%s\t%s\t-\t-\t-\t-\t-\t-\n", k.NodeID, "last seen "+timeOrDash(k.LastSeen), orDash(k.Host))
+		fmt.Fprintf(tw, "%s\t-\tDOWN\t-\t-\t%s\t%s\t-\t-\t-\t-\t-\t-\t-\t-\n", k.NodeID, "last seen "+timeOrDash(k.LastSeen), orDash(k.Host))
 	}
 	tw.Flush()
 	for _, m := range v.Members {

@@ -221,6 +221,7 @@ func TestPackageInstallsValidatesAndPurges(t *testing.T) {
 	for _, line := range []string{
 		"ExecStartPre=/usr/bin/failoverd validate -c /etc/failoverd/failoverd.yaml",
 		"ExecStart=/usr/bin/failoverd run -c /etc/failoverd/failoverd.yaml",
+		"ExecReload=/bin/kill -HUP $MAINPID",
 		"User=failoverd", "StateDirectory=failoverd", "LogsDirectory=failoverd",
 	} {
 		if !slices.Contains(strings.Split(string(unit), "\n"), line) {

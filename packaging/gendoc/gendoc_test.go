@@ -52,7 +52,7 @@ func TestLoadReadsEveryCommandAndFlag(t *testing.T) {
 			flags[c.Name] = append(flags[c.Name], f.Dashed())
 		}
 	}
-	for _, want := range []string{"run", "validate", "status", "leader", "failover", "breadcrumb", "history", "pause", "resume", "forget", "version", "help"} {
+	for _, want := range []string{"run", "validate", "status", "leader", "failover", "breadcrumb", "history", "pause", "resume", "forget", "reload", "version", "help"} {
 		if !slices.Contains(names, want) {
 			t.Errorf("command %s missing; got %v", want, names)
 		}
@@ -191,7 +191,7 @@ func TestBashCompletion(t *testing.T) {
 		words []string
 		want  []string
 	}{
-		{[]string{"failoverd", ""}, []string{"run", "validate", "status", "leader", "failover", "breadcrumb", "history", "pause", "resume", "forget", "version", "help"}},
+		{[]string{"failoverd", ""}, []string{"run", "validate", "status", "leader", "failover", "breadcrumb", "history", "pause", "resume", "forget", "reload", "version", "help"}},
 		{[]string{"failoverd", "fa"}, []string{"failover"}},
 		{[]string{"failoverd", "leader", "--"}, []string{"--config", "--json", "--watch"}},
 		{[]string{"failoverd", "failover", "-c", "x.yaml", "--t"}, []string{"--timeout", "--to"}},

@@ -1,0 +1,139 @@
+package controller_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/failoverd/failoverd/controller"
+	"github.com/failoverd/failoverd/controller/controllertest"
+)
+
+// reloadCfg is the config start gives a node, changed by f.
+func reloadCfg(id string, f func(c *controller.Config)) controller.Config {
+	cfg := controller.Config{
+		Cluster: "ct", NodeID: id, Host: "host-" + id, AdminURL: "http://" + id + ":9101", ElectionMode: "fair",
+		Demote:     controller.Hook{Timeout: time.Second},
+		BackoffMin: time.Second, BackoffMax: 8 * time.Second,
+	}
+	f(&cfg)
+	return cfg
+}
+
+func (n *node) reload(f func(c *controller.Config)) error {
+	n.t.Helper()
+	return n.c.Reload(context.Background(), controller.Reload{Config: reloadCfg(n.id, f), Hooks: n.hooks, Fencer: n.fence})
+}
+
+// A reload that changes no leadership setting keeps the leader's term: no
+// hook runs, the epoch stays, and the new hash shows in the status and the
+// member record.
+func TestReloadKeepsLeadership(t *testing.T) {
+	test(t, func(t *testing.T, w *controllertest.World) {
+		a := leader(t, w, "a")
+		epoch := a.c.Status().Epoch
+		at := time.Now()
+		if err := a.reload(func(c *controller.Config) {
+			c.Promote.Timeout = 7 * time.Second
+			c.ConfigHash, c.ConfigLoadedAt = "abc123", at
+		}); err != nil {
+			t.Fatal(err)
+		}
+		a.want(controller.StateLeader)
+		a.wantHooks("demote:startup", "promote:elected")
+		s := a.c.Status()
+		if s.Epoch != epoch || s.ConfigHash != "abc123" || !s.ConfigLoadedAt.Equal(at) {
+			t.Errorf("after reload: epoch %d (want %d), hash %q, loaded %v", s.Epoch, epoch, s.ConfigHash, s.ConfigLoadedAt)
+		}
+		time.Sleep(time.Second)
+		if m, ok := w.Member("a"); !ok || m.ConfigHash != "abc123" {
+			t.Errorf("member record %+v, want config_hash abc123", m)
+		}
+	})
+}
+
+// Priority 0 on the leader: it may not lead any more, so it hands over
+// gracefully (demote, then the breadcrumb goes with one Finish) and stays
+// out; set back to 1 it campaigns again.
+func TestReloadPriorityZeroLeaderStepsDown(t *testing.T) {
+	test(t, func(t *testing.T, w *controllertest.World) {
+		a := leader(t, w, "a")
+		if err := a.reload(func(c *controller.Config) { zero := 0; c.Priority = &zero }); err != nil {
+			t.Fatal(err)
+		}
+		a.want(controller.StateOut)
+		a.wantHooks("demote:startup", "promote:elected", "demote:priority_zero")
+		if f := w.Finishes(); len(f) != 1 {
+			t.Errorf("finishes %v, want one: a graceful end deletes the breadcrumb", f)
+		}
+		time.Sleep(5 * time.Second)
+		a.want(controller.StateOut)
+		if s := a.c.Status(); s.Priority != 0 {
+			t.Errorf("status priority %d, want 0", s.Priority)
+		}
+		if err := a.reload(func(c *controller.Config) { one := 1; c.Priority = &one }); err != nil {
+			t.Fatal(err)
+		}
+		a.want(controller.StateLeader)
+	})
+}
+
+// A standby's new priority reaches its member record.
+func TestReloadPriorityStandby(t *testing.T) {
+	test(t, func(t *testing.T, w *controllertest.World) {
+		leader(t, w, "a")
+		b := start(t, w, "b")
+		b.healthy()
+		b.want(controller.StateStandby)
+		if err := b.reload(func(c *controller.Config) { p := 5; c.Priority = &p }); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second)
+		if m, ok := w.Member("b"); !ok || m.Priority == nil || *m.Priority != 5 {
+			t.Errorf("member record of b %+v, want priority 5", m)
+		}
+		b.want(controller.StateStandby)
+	})
+}
+
+// The demote budget sized the lease: a reload may not raise it, and a
+// refused reload changes nothing.
+func TestReloadRefusesLargerDemoteBudget(t *testing.T) {
+	test(t, func(t *testing.T, w *controllertest.World) {
+		a := leader(t, w, "a")
+		err := a.reload(func(c *controller.Config) {
+			c.Demote.Timeout = 2 * time.Second
+			p := 3
+			c.Priority = &p
+		})
+		if err == nil || !strings.Contains(err.Error(), "demote budget") {
+			t.Fatalf("reload raising the demote timeout: %v, want a refusal naming the demote budget", err)
+		}
+		if s := a.c.Status(); s.Priority != 1 || s.State != controller.StateLeader {
+			t.Errorf("after a refused reload: %+v, want priority 1, leader", s)
+		}
+		if err := a.reload(func(c *controller.Config) { c.Demote.Timeout = 500 * time.Millisecond }); err != nil {
+			t.Errorf("lowering the demote timeout: %v", err)
+		}
+	})
+}
+
+// New hooks apply from their next run.
+func TestReloadNewHooksNextRun(t *testing.T) {
+	test(t, func(t *testing.T, w *controllertest.World) {
+		a := leader(t, w, "a")
+		h2 := controllertest.NewHooks()
+		if err := a.c.Reload(context.Background(), controller.Reload{Config: reloadCfg("a", func(*controller.Config) {}), Hooks: h2, Fencer: a.fence}); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.c.Cede(context.Background(), time.Second); err != nil {
+			t.Fatal(err)
+		}
+		a.want(controller.StateOut)
+		a.wantHooks("demote:startup", "promote:elected")
+		if got := h2.Reasons(); len(got) != 1 || got[0] != "demote:ceded" {
+			t.Errorf("the new hooks ran %v, want the cede's demote", got)
+		}
+	})
+}
