@@ -25,7 +25,7 @@ func memberOf(s Status) cluster.Member {
 		Following: s.Following, FollowingEpoch: s.FollowingEpoch, FollowingSince: s.FollowingSince,
 		Priority: &s.Priority, Paused: s.Paused, CooldownUntil: s.CooldownUntil,
 		Position: s.Position, PositionAt: s.PositionAt,
-		NotFollowing: s.NotFollowing,
+		NotFollowing: s.NotFollowing, NotLeading: s.NotLeading, Holds: s.Holds,
 	}
 }
 

@@ -78,6 +78,12 @@ type Status struct {
 	// one of the NotFollowing* reasons, then a colon and the details.
 	// Empty: it follows, or nothing to follow (it leads, no leader known).
 	NotFollowing string `json:"not_following,omitempty"`
+	// NotLeading says why this node does not lead now (whynot.go): one of
+	// the NotLeading* codes, a colon and the details. Empty: it leads.
+	NotLeading string `json:"not_leading,omitempty"`
+	// Holds lists the nodes this node keeps out of its candidates after a
+	// failed handover to them (cluster.Member.Holds).
+	Holds string `json:"holds,omitempty"`
 }
 
 // Promoted reports whether the local service is (being treated as) primary.
