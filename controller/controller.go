@@ -176,7 +176,8 @@ type Controller struct {
 	events     chan event
 	healthPoke chan struct{} // health changed (value in healthNow)
 	healthNow  atomic.Int64
-	healthErr  atomic.Pointer[string] // the error of the last health change
+	// healthErr is the error of the last health change.
+	healthErr  atomic.Pointer[string]
 	memberPoke chan struct{} // the snapshot changed: publish the member record
 	loopDone   chan struct{} // closed when the loop returned
 	snap       atomic.Pointer[snapshot]

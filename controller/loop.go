@@ -18,10 +18,6 @@ type loop struct {
 	state   State
 	since   time.Time
 	health  healthcheck.State
-	// healthErr is the error of the health change to health, healthAt
-	// when it was seen (for status: whynot.go).
-	healthErr string
-	healthAt  time.Time
 	epoch   int64 // current or last term's epoch (or adopted)
 	lastErr string
 	primary primaryTracker
@@ -35,8 +31,6 @@ type loop struct {
 	joinProblem string
 
 	cededUntil time.Time // operator cede, demote holdoff, takeover backoff
-	cededBy    *endCause // the cause that set cededUntil
-	setback    setback   // the last failed takeover (whynot.go)
 	standAside standAside
 	failures   int // takeover backoff exponent
 
@@ -64,6 +58,14 @@ type loop struct {
 
 	bg    context.Context // ends when Run returns: background readers
 	local []event         // events the loop produced itself, applied next
+
+	// For status (whynot.go): the error of the health change to health
+	// and when it was seen, the cause that set cededUntil, and the last
+	// failed takeover.
+	healthErr string
+	healthAt  time.Time
+	cededBy   *endCause
+	setback   setback
 }
 
 // standAside: a manual failover to another node keeps us out until until
