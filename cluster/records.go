@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -58,6 +59,15 @@ type Member struct {
 	// current promoted leader (empty: it does, or nothing to follow; a
 	// node of an earlier version never sets it). See controller.Status.
 	NotFollowing string `json:"not_following,omitempty"`
+	// NotLeading says why the node does not lead now: a reason code (one
+	// of controller's NotLeading* codes), a colon and the details (empty:
+	// it leads, or a node of an earlier version). See controller.Status.
+	NotLeading string `json:"not_leading,omitempty"`
+	// Holds lists the nodes this node keeps out of its candidates after a
+	// failed handover to them, "<node> until <RFC 3339 time>: <why>",
+	// joined by "; " (empty: none). A leader's holds are why a held
+	// standby is not handed the leadership.
+	Holds string `json:"holds,omitempty"`
 	// Paused is the cluster's pause as this node last saw it (nil: not
 	// paused, or a node of a version without maintenance mode).
 	Paused *Pause `json:"paused,omitempty"`
@@ -113,6 +123,17 @@ func (m Member) Reachable() bool { return m.Connected || m.ZKConnected }
 // MayLead reports whether the member's priority lets it lead (its health
 // and state aside).
 func (m Member) MayLead() bool { return m.Priority == nil || *m.Priority > 0 }
+
+// HoldOn is what m's Holds says of node id, "until <time>: <why>" (false:
+// m does not hold it).
+func (m Member) HoldOn(id string) (string, bool) {
+	for h := range strings.SplitSeq(m.Holds, "; ") {
+		if rest, ok := strings.CutPrefix(h, id+" until "); ok {
+			return "until " + rest, true
+		}
+	}
+	return "", false
+}
 
 // LeaderPosition is the last replication position a promoted leader
 // published (the LeaderPosition record). It is persistent: it outlives the

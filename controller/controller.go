@@ -180,6 +180,8 @@ type Controller struct {
 	events     chan event
 	healthPoke chan struct{} // health changed (value in healthNow)
 	healthNow  atomic.Int64
+	// healthErr is the error of the last health change.
+	healthErr  atomic.Pointer[string]
 	memberPoke chan struct{} // the snapshot changed: publish the member record
 	loopDone   chan struct{} // closed when the loop returned
 	snap       atomic.Pointer[snapshot]
@@ -296,6 +298,11 @@ func poke(ch chan struct{}) {
 // HealthChanged is the health monitor's callback; it never blocks.
 func (c *Controller) HealthChanged(from, to healthcheck.State, err error) {
 	c.log.Info("health changed", "from", from.String(), "to", to.String(), "err", err)
+	msg := ""
+	if err != nil {
+		msg = err.Error()
+	}
+	c.healthErr.Store(&msg)
 	c.healthNow.Store(int64(to))
 	poke(c.healthPoke)
 }
@@ -314,6 +321,7 @@ func (c *Controller) Status() Status {
 		}
 		if st.State == StateStandby {
 			st.State = StateOut
+			st.NotLeading = NotLeadingJoinRefused + ": the elector stays out: " + err.Error()
 		}
 	}
 	if s.term != nil {
@@ -323,6 +331,9 @@ func (c *Controller) Status() Status {
 	}
 	st.Connected = c.rec.Connected()
 	st.ZKConnected = st.Connected
+	if !st.Connected && st.State != StateLeader && st.State != StateStopped {
+		st.NotLeading = NotLeadingDisconnected + ": no session with the coordination service"
+	}
 	if st.Position != nil {
 		v := *st.Position // the loop's own stays unshared
 		st.Position = &v

@@ -58,6 +58,14 @@ type loop struct {
 
 	bg    context.Context // ends when Run returns: background readers
 	local []event         // events the loop produced itself, applied next
+
+	// For status (whynot.go): the error of the health change to health
+	// and when it was seen, the cause that set cededUntil, and the last
+	// failed takeover.
+	healthErr string
+	healthAt  time.Time
+	cededBy   *endCause
+	setback   setback
 }
 
 // standAside: a manual failover to another node keeps us out until until
@@ -134,7 +142,7 @@ type hookRun struct {
 func (c *Controller) loop(ctx context.Context, bg context.Context) error {
 	l := &c.l
 	l.bg = bg
-	l.health = healthcheck.State(c.healthNow.Load())
+	c.readHealth()
 	l.pause.waitUntil = time.Now().Add(c.cfg.PauseWait)
 	c.setState(StateOut, reasonStartup)
 	if c.priority == 0 {
@@ -169,7 +177,7 @@ func (c *Controller) loop(ctx context.Context, bg context.Context) error {
 			c.apply(ev)
 		case <-c.healthPoke:
 			was := l.health
-			l.health = healthcheck.State(c.healthNow.Load())
+			c.readHealth()
 			if l.health == healthcheck.Healthy && (was == healthcheck.Unhealthy || was == healthcheck.NotResponding) {
 				c.followAfterRecovery()
 			}
@@ -385,7 +393,7 @@ func (c *Controller) endCandidacy(cause *endCause) {
 func (c *Controller) cedeFor(d time.Duration, cause *endCause) {
 	l := &c.l
 	if until := time.Now().Add(d); until.After(l.cededUntil) {
-		l.cededUntil = until
+		l.cededUntil, l.cededBy = until, cause
 	}
 	c.endCandidacy(cause)
 }
@@ -402,6 +410,7 @@ func (c *Controller) backoffWith(why string, cause *endCause) {
 	d = min(d, c.cfg.BackoffMax)
 	d = time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
 	c.log.Warn("backing off before joining the election again", "why", why, "for", d.Round(time.Millisecond).String(), "failures", l.failures)
+	c.noteSetback(why, time.Now())
 	c.dropOwnTargetRequest()
 	c.cedeFor(d, cause)
 }
@@ -450,6 +459,7 @@ func (c *Controller) publish() {
 	}
 	s.status.FollowingSince = l.follow.since
 	s.status.NotFollowing = c.notFollowing(time.Now())
+	s.status.NotLeading, s.status.Holds = c.notLeading(time.Now()), c.holds(time.Now())
 	if l.state == StateLeader {
 		s.status.Role = "leader"
 	}

@@ -25,8 +25,8 @@ func memberOf(s Status) cluster.Member {
 		Following: s.Following, FollowingEpoch: s.FollowingEpoch, FollowingSince: s.FollowingSince,
 		Priority: &s.Priority, Paused: s.Paused, CooldownUntil: s.CooldownUntil,
 		Position: s.Position, PositionAt: s.PositionAt,
-		NotFollowing: s.NotFollowing,
-		ConfigHash:   s.ConfigHash, ConfigLoadedAt: s.ConfigLoadedAt,
+		NotFollowing: s.NotFollowing, NotLeading: s.NotLeading, Holds: s.Holds,
+		ConfigHash: s.ConfigHash, ConfigLoadedAt: s.ConfigLoadedAt,
 	}
 }
 

@@ -83,6 +83,12 @@ type Status struct {
 	// last reload that applied).
 	ConfigHash     string    `json:"config_hash,omitempty"`
 	ConfigLoadedAt time.Time `json:"config_loaded_at,omitzero"`
+	// NotLeading says why this node does not lead now (whynot.go): one of
+	// the NotLeading* codes, a colon and the details. Empty: it leads.
+	NotLeading string `json:"not_leading,omitempty"`
+	// Holds lists the nodes this node keeps out of its candidates after a
+	// failed handover to them (cluster.Member.Holds).
+	Holds string `json:"holds,omitempty"`
 }
 
 // Promoted reports whether the local service is (being treated as) primary.

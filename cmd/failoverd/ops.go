@@ -44,6 +44,11 @@ type clusterView struct {
 	// known members cannot be read.
 	Down      []cluster.KnownMember `json:"down"`
 	DownError string                `json:"down_error,omitempty"`
+	// NotLeading says, for every member that does not lead, why (its
+	// record's not_leading, or held_out when the leader holds it after a
+	// failed handover); NoLeader why no member leads ("": one does).
+	NotLeading map[string]string `json:"not_leading,omitempty"`
+	NoLeader   string            `json:"no_leader,omitempty"`
 }
 
 // connect loads the config and opens a session with its coordination
@@ -97,6 +102,7 @@ func readView(ctx context.Context, cfg *config.Config, store operatorStore) (clu
 	if v.Pause, err = store.ReadPause(ctx); err != nil {
 		return v, err
 	}
+	v.NotLeading, v.NoLeader = notLeadingOf(v.Members), noLeaderWhy(v.Members, v.Pause)
 	v.Down = []cluster.KnownMember{}
 	if known, err := store.KnownMembers(ctx); err != nil {
 		v.DownError = err.Error()
@@ -144,6 +150,7 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(tw, "%s\t-\tDOWN\t-\t-\t%s\t%s\t-\t-\t-\t-\t-\t-\t-\t-\n", k.NodeID, "last seen "+timeOrDash(k.LastSeen), orDash(k.Host))
 	}
 	tw.Flush()
+	printNotLeading(stdout, v)
 	for _, m := range v.Members {
 		if m.NotFollowing != "" {
 			fmt.Fprintf(stdout, "Not following: %s: %s\n", m.NodeID, m.NotFollowing)
@@ -156,8 +163,8 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 	if v.DownError != "" {
 		fmt.Fprintf(stdout, "Down: UNREADABLE: %s\n", v.DownError)
 	}
-	if why := noLeaderReason(v.Members); why != "" {
-		fmt.Fprintf(stdout, "Leader: none: %s\n", why)
+	if v.NoLeader != "" {
+		fmt.Fprint(stdout, wrap("Leader: none: "+v.NoLeader, whyWidth, "    "))
 	}
 	switch {
 	case v.Breadcrumb != nil:
@@ -261,35 +268,6 @@ func priority(m cluster.Member) string {
 		return "-"
 	}
 	return strconv.Itoa(*m.Priority)
-}
-
-// noLeaderReason says why no member leads ("": one does, or one is taking
-// over or may: a healthy member that may lead).
-func noLeaderReason(ms []cluster.Member) string {
-	var never, unhealthy []string
-	for _, m := range ms {
-		switch {
-		case m.State == cluster.StateLeader:
-			return ""
-		case !m.MayLead():
-			never = append(never, m.NodeID)
-		case m.Health != "healthy":
-			unhealthy = append(unhealthy, m.NodeID)
-		default:
-			return ""
-		}
-	}
-	var parts []string
-	if len(never) > 0 {
-		parts = append(parts, fmt.Sprintf("priority 0, never leads: %s", strings.Join(never, ", ")))
-	}
-	if len(unhealthy) > 0 {
-		parts = append(parts, fmt.Sprintf("not healthy: %s", strings.Join(unhealthy, ", ")))
-	}
-	if len(parts) == 0 {
-		return "no member"
-	}
-	return "no healthy member may lead (" + strings.Join(parts, "; ") + ")"
 }
 
 // following is the FOLLOWING column: the leader the member's follow hook

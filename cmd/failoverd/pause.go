@@ -92,22 +92,11 @@ func pauseLine(p cluster.Pause) string {
 	return s
 }
 
-// printPause prints status's PAUSED line, and says so when the pause is
-// why nobody leads.
+// printPause prints status's PAUSED line.
 func printPause(w io.Writer, v clusterView) {
-	if v.Pause == nil {
-		return
+	if v.Pause != nil {
+		fmt.Fprintf(w, "PAUSED %s\n", pauseLine(*v.Pause))
 	}
-	fmt.Fprintf(w, "PAUSED %s\n", pauseLine(*v.Pause))
-	if noLeaderReason(v.Members) != "" {
-		return // status says why nobody may lead
-	}
-	for _, m := range v.Members {
-		if m.State == cluster.StateLeader {
-			return
-		}
-	}
-	fmt.Fprintln(w, "Leader: none while paused: no automatic failover until 'failoverd resume' (failover --to still works)")
 }
 
 // stateCell is status's STATE column: the leader's within its failover

@@ -428,6 +428,7 @@ type Node struct {
 	pos       *int64 // SetPosition: published in every member record
 	refusal   error  // SetRefusal: the elector stays out
 	foBlind   bool   // SetFailoverBlind: the failover watch reports only its first value
+	offline   bool   // SetConnected(false): Connected reports false
 }
 
 // SetFailoverBlind makes the node's failover watch report nothing after
@@ -790,8 +791,20 @@ func ver(r cluster.Revision) int32 {
 // SessionChanged is never closed here.
 func (n *Node) SessionChanged() <-chan struct{} { return n.session }
 
-// Connected is always true here.
-func (n *Node) Connected() bool { return true }
+// Connected is true unless SetConnected said otherwise.
+func (n *Node) Connected() bool {
+	n.w.mu.Lock()
+	defer n.w.mu.Unlock()
+	return !n.offline
+}
+
+// SetConnected sets what Connected reports (nothing else changes: the
+// node's session and records stay).
+func (n *Node) SetConnected(on bool) {
+	n.w.mu.Lock()
+	defer n.w.mu.Unlock()
+	n.offline = !on
+}
 
 // Term is one leadership in the world; it implements cluster.Term.
 type Term struct {

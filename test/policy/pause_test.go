@@ -196,7 +196,7 @@ func TestPauseKilledLeaderNotReplacedUntilResume(t *testing.T) {
 			}
 		}
 		out, _ := other.CLI("status")
-		if !strings.Contains(out, "Leader: none while paused") {
+		if !strings.Contains(out, "Leader: none: the cluster is paused") {
 			t.Errorf("status while paused without a leader:\n%s", out)
 		}
 		resume(t, c, other)

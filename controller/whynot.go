@@ -1,0 +1,274 @@
+package controller
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/failoverd/failoverd/healthcheck"
+)
+
+// Why a node is not leading. Status.NotLeading (and the member record,
+// so `failoverd status` shows it for every node) says why this node does
+// not lead now: one of the NotLeading* codes, a colon and the details.
+// The loop computes it from its own state whenever it publishes a status
+// (publish), so it changes with that state; a few reasons only the
+// Status call can see (the coordination session, the elector's refusal)
+// override it there. The first that applies, in this order:
+//
+//   - stopping: the daemon is stopping (or stopped);
+//   - disconnected: no session with the coordination service now;
+//   - initializing: the daemon just started;
+//   - taking_over: elected, fencing the previous leader or promoting;
+//   - demoting: a term is ending, its demote runs;
+//   - priority_zero: node.priority is 0, it never campaigns;
+//   - hook_unkillable: a hook outlived SIGKILL, no hook runs until it goes;
+//   - out_startup_demote: the startup demote failed; it is retried, and
+//     until it succeeds the service may still act as primary;
+//   - join_refused: the join checks refused (duplicate node id, another
+//     election mode) or the elector stays out (the lease does not fit);
+//   - unhealthy: the health check fails (since when, and its error);
+//   - fencing_failed: a takeover failed to fence the previous leader
+//     (which, since when, the error), backing off until a time;
+//   - lagging: more than election.max_lag behind: a won term declined to
+//     promote (backing off until a time), or the promoted leader's
+//     position is that far ahead (or this node's is unknown);
+//   - backoff: another takeover failure (promote, pre_promote veto,
+//     breadcrumb), backing off until a time;
+//   - ceded: out after an operator's cede or a demote request (an
+//     operator's, or a successor's fence) until a time;
+//   - standing_aside: a failover request to another node stands;
+//   - paused: the cluster is paused: no automatic promotion;
+//   - initializing: the startup demote, the first read of the pause
+//     record or the join checks are still to come;
+//   - standby: in the election; says which node leads, when known.
+//
+// held_out is never set by a node: the hold after a failed handover is
+// known by the nodes that saw the handover fail (the leader that handed
+// over), not by the held node. Every node publishes the holds it applies
+// in Status.Holds; `failoverd status` shows a standby the leader holds as
+// held_out, with the leader's until and why.
+//
+// The text changes only when the verdict does (times in it are fixed
+// instants, no durations): every change rewrites the member record. A
+// lagging standby's shows both positions, so its record is rewritten as
+// they change (at most once per position interval each).
+
+// Codes of Status.NotLeading (its first word).
+const (
+	NotLeadingStopping       = "stopping"
+	NotLeadingDisconnected   = "disconnected"
+	NotLeadingInitializing   = "initializing"
+	NotLeadingTakingOver     = "taking_over"
+	NotLeadingDemoting       = "demoting"
+	NotLeadingPriorityZero   = "priority_zero"
+	NotLeadingHookUnkillable = "hook_unkillable"
+	NotLeadingStartupDemote  = "out_startup_demote"
+	NotLeadingJoinRefused    = "join_refused"
+	NotLeadingUnhealthy      = "unhealthy"
+	NotLeadingFencingFailed  = "fencing_failed"
+	NotLeadingLagging        = "lagging"
+	NotLeadingBackoff        = "backoff"
+	NotLeadingCeded          = "ceded"
+	NotLeadingStandingAside  = "standing_aside"
+	NotLeadingPaused         = "paused"
+	NotLeadingStandby        = "standby"
+	// NotLeadingHeldOut is shown by `failoverd status` for a standby the
+	// leader holds out of its candidates after a failed handover.
+	NotLeadingHeldOut = "held_out"
+)
+
+// setback is the last failed takeover, for status.
+type setback struct {
+	label  string    // backoff's why: "fencing_failed", "promote_failed"...
+	err    string    // the last error it showed
+	target string    // fencing_failed: the leader it could not fence, id@epoch
+	since  time.Time // the first of the failures in a row with this label and target
+}
+
+// noteSetback records a failed takeover with label (backoffWith); the term
+// is still held, and lastErr says what failed.
+func (c *Controller) noteSetback(label string, now time.Time) {
+	l := &c.l
+	sb := &l.setback
+	target := ""
+	if tm := l.term; label == "fencing_failed" && tm != nil && tm.prev != nil {
+		target = fmt.Sprintf("%s@%d", tm.prev.NodeID, tm.prev.Epoch)
+	}
+	if l.failures == 1 || sb.label != label || sb.target != target {
+		sb.since = now
+	}
+	sb.label, sb.err, sb.target = label, l.lastErr, target
+}
+
+// readHealth takes the health monitor's last change.
+func (c *Controller) readHealth() {
+	l := &c.l
+	h := healthcheck.State(c.healthNow.Load())
+	msg := ""
+	if p := c.healthErr.Load(); p != nil {
+		msg = *p
+	}
+	if h != l.health || l.healthAt.IsZero() {
+		l.healthAt = time.Now()
+	}
+	l.health, l.healthErr = h, msg
+}
+
+// stamp formats an instant of a NotLeading text.
+func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+
+func why(code, format string, args ...any) string {
+	return code + ": " + fmt.Sprintf(format, args...)
+}
+
+// notLeading is Status.NotLeading at now, from the loop's state.
+func (c *Controller) notLeading(now time.Time) string {
+	l := &c.l
+	switch {
+	case l.state == StateLeader:
+		return ""
+	case l.stopping || l.state == StateStopped:
+		return why(NotLeadingStopping, "the daemon is stopping")
+	case l.state == StateInitializing:
+		return why(NotLeadingInitializing, "starting")
+	case l.state == StateFencing || l.state == StatePromoting:
+		return c.takingOver()
+	case l.state == StateDemoting && l.term != nil:
+		return why(NotLeadingDemoting, "its term (epoch %d) ended (%s): the demote hook runs", l.term.epoch, l.term.endReason)
+	case c.priority == 0:
+		return why(NotLeadingPriorityZero, "node.priority is 0: this node never campaigns")
+	case l.stuck != nil:
+		return why(NotLeadingHookUnkillable, "since %s: %s", stamp(l.stuck.since), l.stuck.msg)
+	case !l.startup.done && l.startup.failures > 0:
+		return why(NotLeadingStartupDemote, "%s; next try at %s", l.startup.msg, stamp(l.startup.retryAt))
+	case l.joinChecked && l.joinErr != nil:
+		return why(NotLeadingJoinRefused, "%v", l.joinErr)
+	case l.health != healthcheck.Healthy:
+		s := why(NotLeadingUnhealthy, "health %s since %s", l.health, stamp(l.healthAt))
+		if l.healthErr != "" {
+			s += ": " + l.healthErr
+		}
+		return s
+	case now.Before(l.cededUntil):
+		return c.ceded()
+	case now.Before(l.standAside.until):
+		to := "another node"
+		if r := l.choice.standing; r != nil && r.Key() == l.standAside.key {
+			to = r.To
+		}
+		return why(NotLeadingStandingAside, "a failover request to %s stands; out of the election until %s", to, stamp(l.standAside.until))
+	case c.pausedOut(now):
+		p := l.pause.cur
+		s := why(NotLeadingPaused, "the cluster is paused (by %s at %s", p.By, stamp(p.At))
+		if p.Reason != "" {
+			s += ": " + p.Reason
+		}
+		return s + "): no automatic promotion"
+	}
+	if lag := c.lagging(); lag != "" {
+		return why(NotLeadingLagging, "%s", lag)
+	}
+	switch {
+	case !l.startup.done && !l.pause.known:
+		return why(NotLeadingInitializing, "waiting for the pause record before the startup demote")
+	case !l.startup.done:
+		return why(NotLeadingInitializing, "the startup demote has not succeeded yet")
+	case !l.pause.known:
+		return why(NotLeadingInitializing, "waiting for the pause record")
+	case !l.joinChecked && l.joinProblem != "":
+		return why(NotLeadingInitializing, "the join checks could not run yet: %s", l.joinProblem)
+	case !l.joinChecked:
+		return why(NotLeadingInitializing, "waiting for the join checks (unique node id, election mode)")
+	case l.state != StateStandby:
+		return why(NotLeadingInitializing, "joining the election")
+	}
+	f := &l.follow
+	switch ld := f.leader; {
+	case ld != nil && ld.NodeID != c.cfg.NodeID:
+		return why(NotLeadingStandby, "in the election; %s leads (epoch %d)", ld.NodeID, ld.Epoch)
+	case f.known && ld == nil:
+		return why(NotLeadingStandby, "in the election; no promoted leader seen")
+	}
+	return why(NotLeadingStandby, "in the election")
+}
+
+// takingOver is the reason of a node in a takeover: elected, not promoted
+// yet.
+func (c *Controller) takingOver() string {
+	l := &c.l
+	tm := l.term
+	if tm == nil {
+		return why(NotLeadingTakingOver, "elected")
+	}
+	step := "reading the breadcrumb"
+	switch tm.phase {
+	case phFencePrev, phFencingPrev, phFencing:
+		step = fmt.Sprintf("fencing %s@%d", tm.prev.NodeID, tm.prev.Epoch)
+		if sb := l.setback; l.failures > 0 && sb.label == "fencing_failed" && sb.target == step[len("fencing "):] {
+			step += fmt.Sprintf(" (failing since %s: %s)", stamp(sb.since), sb.err)
+		}
+	case phPrePromote, phPrePromoting:
+		step = "the pre_promote hook runs"
+	case phWriting:
+		step = "writing the breadcrumb"
+	case phWaitPromote, phPromoting:
+		step = "the promote hook runs"
+	case phEndDemote, phEndDemoting, phFinishing, phRelease:
+		step = "giving the term back"
+	}
+	return why(NotLeadingTakingOver, "elected at %s (epoch %d): %s", stamp(tm.wonAt), tm.epoch, step)
+}
+
+// ceded is the reason of a node kept out until cededUntil.
+func (c *Controller) ceded() string {
+	l := &c.l
+	until := stamp(l.cededUntil)
+	sb := l.setback
+	switch l.cededBy {
+	case causeBackoff, causeVeto:
+		switch sb.label {
+		case "fencing_failed":
+			return why(NotLeadingFencingFailed, "fencing %s failing since %s: %s; out of the election until %s", sb.target, stamp(sb.since), sb.err, until)
+		case declineLagging:
+			return why(NotLeadingLagging, "%s; out of the election until %s", strings.TrimPrefix(sb.err, "not promoting: this node is lagging: "), until)
+		}
+		return why(NotLeadingBackoff, "%s since %s: %s; out of the election until %s", sb.label, stamp(sb.since), sb.err, until)
+	case causeOperator:
+		return why(NotLeadingCeded, "demoted on request (an operator's demote or a successor's fence); out of the election until %s", until)
+	}
+	return why(NotLeadingCeded, "ceded the leadership; out of the election until %s", until)
+}
+
+// lagging says why this node is not eligible under election.max_lag
+// against the promoted leader's position, as the leader's preemption
+// judges it ("": it is, or it cannot be judged).
+func (c *Controller) lagging() string {
+	ld := c.l.follow.leader
+	if c.cfg.MaxLag == nil || ld == nil || ld.NodeID == c.cfg.NodeID || ld.Position == nil {
+		return ""
+	}
+	own, limit := c.l.pos.value, *c.cfg.MaxLag
+	switch {
+	case own == nil:
+		return fmt.Sprintf("its position is unknown while election.max_lag is set (%d)", limit)
+	case *ld.Position-*own > limit:
+		return fmt.Sprintf("position %d is %d behind the leader %s's %d (election.max_lag %d)", *own, *ld.Position-*own, ld.NodeID, *ld.Position, limit)
+	}
+	return ""
+}
+
+// holds is Status.Holds at now: the nodes held out of this node's
+// candidates after a failed handover, "<node> until <time>: <why>", by
+// node id, joined by "; ".
+func (c *Controller) holds(now time.Time) string {
+	var out []string
+	for id, h := range c.l.choice.failed {
+		if now.Before(h.until) {
+			out = append(out, fmt.Sprintf("%s until %s: %s", id, stamp(h.until), strings.ReplaceAll(h.why, ";", ",")))
+		}
+	}
+	slices.Sort(out)
+	return strings.Join(out, "; ")
+}
