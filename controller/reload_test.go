@@ -4,8 +4,10 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
+	"github.com/failoverd/failoverd/cluster"
 	"github.com/failoverd/failoverd/controller"
 	"github.com/failoverd/failoverd/controller/controllertest"
 )
@@ -134,6 +136,74 @@ func TestReloadNewHooksNextRun(t *testing.T) {
 		a.wantHooks("demote:startup", "promote:elected")
 		if got := h2.Reasons(); len(got) != 1 || got[0] != "demote:ceded" {
 			t.Errorf("the new hooks ran %v, want the cede's demote", got)
+		}
+	})
+}
+
+// election.preempt_after set by a reload on a leader starts preemption: a
+// waiting standby of a higher priority takes over once it has waited that
+// long.
+func TestReloadPreemptAfterStartsPreemption(t *testing.T) {
+	test(t, func(t *testing.T, w *controllertest.World) {
+		b := leader(t, w, "b")
+		a := start(t, w, "a", priority(2))
+		a.healthy()
+		a.want(controller.StateStandby)
+		time.Sleep(time.Minute)
+		b.want(controller.StateLeader) // preemption off
+		if err := b.reload(func(c *controller.Config) { c.PreemptAfter = 5 * time.Second }); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Second)
+		a.want(controller.StateLeader)
+		b.wantHooks("demote:startup", "promote:elected", "demote:failover_handoff")
+	})
+}
+
+// election.max_lag set by a reload applies at the next win: a lagging
+// standby that would have promoted declines.
+func TestReloadMaxLagAppliesAtTheNextWin(t *testing.T) {
+	test(t, func(t *testing.T, w *controllertest.World) {
+		z := leader(t, w, "z", position(1000))
+		w.SetLeaderPosition(&cluster.LeaderPosition{NodeID: "z", Epoch: 1, Position: 1000})
+		c := start(t, w, "c", position(500))
+		c.healthy()
+		c.want(controller.StateStandby)
+		n := int64(100)
+		if err := c.reload(func(cfg *controller.Config) { cfg.MaxLag = &n }); err != nil {
+			t.Fatal(err)
+		}
+		z.unhealthy()
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		if c.promoted() {
+			t.Fatalf("c, 500 behind with max_lag 100 reloaded, promoted: hooks %v", c.hooks.Reasons())
+		}
+		if c.metrics.Count("declined:lagging") == 0 {
+			t.Errorf("c never declined as lagging: %v", c.metrics.Events())
+		}
+	})
+}
+
+// election.failover_cooldown set by a reload applies from the next
+// automatic promotion: the new leader keeps its term while unhealthy
+// within it.
+func TestReloadFailoverCooldownAppliesAtTheNextPromotion(t *testing.T) {
+	test(t, func(t *testing.T, w *controllertest.World) {
+		a := leader(t, w, "a")
+		b := start(t, w, "b")
+		b.healthy()
+		b.want(controller.StateStandby)
+		if err := b.reload(func(c *controller.Config) { c.FailoverCooldown = time.Minute }); err != nil {
+			t.Fatal(err)
+		}
+		a.unhealthy()
+		b.want(controller.StateLeader)
+		b.unhealthy()
+		time.Sleep(10 * time.Second)
+		b.want(controller.StateLeader)
+		if b.metrics.Count("cooldown_hold") != 1 {
+			t.Errorf("cooldown holds %d, want 1: %v", b.metrics.Count("cooldown_hold"), b.metrics.Events())
 		}
 	})
 }
