@@ -187,7 +187,9 @@ type Controller struct {
 	snap       atomic.Pointer[snapshot]
 	runOnce    sync.Once
 	// budget is DemoteBudget at start, which sized the elector's lease: a
-	// reload may lower the demote budget, never raise it above this.
+	// reload may lower the demote budget, never raise it above this, and
+	// every term keeps this one (a later reload may raise the demote
+	// timeout back up to it while the term runs).
 	budget time.Duration
 	// The reloadable settings goroutines other than the loop need
 	// (reload.go): whether a won term reads the leader position, and the
@@ -331,7 +333,7 @@ func (c *Controller) Status() Status {
 	}
 	st.Connected = c.rec.Connected()
 	st.ZKConnected = st.Connected
-	if !st.Connected && st.State != StateLeader && st.State != StateStopped {
+	if !st.Connected && st.State != StateLeader && st.State != StateStopped && !mayBePrimary(st.NotLeading) {
 		st.NotLeading = NotLeadingDisconnected + ": no session with the coordination service"
 	}
 	if st.Position != nil {

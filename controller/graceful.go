@@ -46,9 +46,10 @@ const finishTimeout = 5 * time.Second
 // by a cut at most this old.
 const gracefulRecheck = time.Second
 
-// errDemoteForced ends a graceful demote whose term was lost and whose
-// forced time ran out.
-var errDemoteForced = errors.New("controller: the term was lost during the graceful demote, and the forced demote's time ran out")
+// errDemoteForced ends an end demote whose time ran out: its term was
+// lost (a graceful one's forced time, or a forced one's timeout counted
+// from the loss), or the graceful stop's deadline came.
+var errDemoteForced = errors.New("controller: the demote's time ran out: its term was lost, or the stop's deadline came")
 
 // gracefulTimeout is the graceful demote's timeout (Config.GracefulDemoteTimeout,
 // at least Demote.Timeout).
@@ -136,21 +137,23 @@ func (c *Controller) forceDemote(tm *term, why error, at time.Time) {
 
 // endDemoteRun is the hook run of tm's end demote and its context. A
 // graceful demote runs with the graceful timeout and can be cut short
-// (forceDemote); one forced before it started ends by the instant it was
-// forced to end by, not a whole Demote.Timeout after it starts late (it
-// waited for the hook slot). During a graceful stop, either ends a kill
+// (forceDemote); a forced one (a term lost, or a graceful one forced
+// before it started) ends by the instant it was forced to end by, not a
+// whole Demote.Timeout after it starts late (it waited for the hook slot
+// or for the loop). During a graceful stop, either ends a kill
 // grace before the stop's deadline, when the session closes: the term is
 // never released while its demote may still run.
 func (c *Controller) endDemoteRun(tm *term) (*hookRun, context.Context) {
 	l := &c.l
 	h := &hookRun{name: "demote", purpose: forTermEnd, term: tm, env: HookEnv{Reason: tm.endReason, Epoch: tm.epoch}}
-	if !tm.graceful {
-		return h, context.Background()
-	}
 	ctx, cut := gracefulDemoteContext()
 	h.cut = cut
-	h.env.Timeout = gracefulTimeout(c.cfg)
-	if tm.forced {
+	switch {
+	case tm.graceful && !tm.forced:
+		h.env.Timeout = gracefulTimeout(c.cfg)
+	case !tm.forcedBy.IsZero():
+		// A forced demote: its timeout counts from the loss (or the
+		// instant a graceful one was forced to end by).
 		h.env.Timeout = max(min(c.cfg.Demote.Timeout, time.Until(tm.forcedBy)), time.Millisecond)
 		cut(tm.forcedBy)
 	}

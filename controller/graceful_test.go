@@ -274,3 +274,38 @@ func TestGracefulStopTimeoutEndsTheDemoteBeforeTheTerm(t *testing.T) {
 		}
 	})
 }
+
+// The elector may notice a lapsed lease late (its timer starved): the
+// forced demote it then causes is still over by the last cut the loop saw
+// while the term was valid, not a demote timeout after the late notice.
+func TestLateTermEndDuringGracefulDemoteKeepsTheCut(t *testing.T) {
+	test(t, func(t *testing.T, w *controllertest.World) {
+		a := leader(t, w, "a", gracefulTimeout(30*time.Second))
+		b := start(t, w, "b", gracefulTimeout(30*time.Second))
+		b.healthy()
+		b.want(controller.StateStandby)
+		a.hooks.On("demote", controllertest.Result{Take: longDemote})
+		if err := a.c.Cede(context.Background(), time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+		w.StopRenewals("a")
+		exp, err := w.Term("a").Expiry()
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Until(exp.Add(-700 * time.Millisecond)))
+		synctest.Wait()
+		w.Expire("a") // the backend notices now, 0.8s after Expiry less the budget
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		d := lastDemote(t, a)
+		if !errors.Is(d.Err, controllertest.ErrKilled) {
+			t.Fatalf("a's demote ended with %v, want killed", d.Err)
+		}
+		if cut := exp.Add(-500 * time.Millisecond); d.End.After(cut) {
+			t.Errorf("a's graceful demote was killed at Expiry%+v, after the cut at Expiry-500ms", d.End.Sub(exp))
+		}
+	})
+}

@@ -145,16 +145,16 @@ func killGrace(h Hook) time.Duration {
 }
 
 // checkDemoteBudget refuses a leadership whose expiry, as the backend
-// reports it at the win, cannot hold this controller's demote budget: the
+// reports it at the win, cannot hold the demote budget need: the
 // term would be over for acting (valid) before anything happened. A
 // backend sizes its lease so that this holds when it was given the same
 // budget (the daemon does); this catches one configured without it.
-func checkDemoteBudget(cfg Config, t cluster.Term) error {
+func checkDemoteBudget(cfg Config, need time.Duration, t cluster.Term) error {
 	exp, err := t.Expiry()
 	if err != nil {
 		return nil // over already: the term ends for that reason
 	}
-	need, left := DemoteBudget(cfg), time.Until(exp)
+	left := time.Until(exp)
 	if need < left {
 		return nil
 	}

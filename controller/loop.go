@@ -261,7 +261,7 @@ func (c *Controller) want(now time.Time) (bool, *endCause) {
 	switch {
 	case l.stopping:
 		return false, causeShutdown
-	case c.priority == 0:
+	case c.priority == 0 && !c.keepsWhilePaused():
 		return false, causeNeverLead
 	case l.health != healthcheck.Healthy && !c.keepsUnhealthy(now):
 		return false, causeUnhealthy

@@ -619,16 +619,18 @@ func TestDemoteAnswerEpochAdopted(t *testing.T) {
 	})
 }
 
+// A caller that gives up waiting does not cut the demote short: it runs
+// within its own timeout (4s here) to its end.
 func TestDemoteWaitBoundedByCallerContext(t *testing.T) {
 	test(t, func(t *testing.T, w *controllertest.World) {
-		a := leader(t, w, "a")
-		a.hooks.On("demote", controllertest.Result{Take: 5 * time.Second})
+		a := leader(t, w, "a", func(_ *node, cfg *controller.Config, _ *controller.Deps) { cfg.Demote.Timeout = 4 * time.Second })
+		a.hooks.On("demote", controllertest.Result{Take: 3 * time.Second})
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		if o := a.c.Demote(ctx, "test"); o.Demoted || o.Err == nil || !strings.Contains(o.Err.Error(), "still running") {
 			t.Fatalf("Demote() = %+v, want 'still running' after the caller gave up", o)
 		}
-		time.Sleep(5 * time.Second)
+		time.Sleep(3 * time.Second)
 		a.wantHooks("demote:startup", "promote:elected", "demote:operator_demote") // not cut short
 		if c := a.hooks.Calls()[2]; c.Err != nil {
 			t.Errorf("demote ended with %v", c.Err)

@@ -219,6 +219,15 @@ func (c *Controller) stopsWhilePaused(reason string) bool {
 	return reason == causeShutdown.label && c.paused()
 }
 
+// keepsWhilePaused reports whether this node leads (or promotes) while
+// the cluster is paused: a priority set to 0 by a reload does not end its
+// term then (no automatic demotion while paused, and nobody else may take
+// over); it hands over once the cluster is resumed.
+func (c *Controller) keepsWhilePaused() bool {
+	tm := c.l.term
+	return c.paused() && tm != nil && (tm.phase == phPromoting || tm.phase == phLeader)
+}
+
 // promoted starts the failover cooldown after an automatic promotion.
 func (c *Controller) promoted(tm *term, now time.Time) {
 	ps := &c.l.pause

@@ -67,21 +67,33 @@ func (c *Controller) takeoverSettings(t cluster.Term) takeoverSettings {
 		handover: c.handoverTimeout(t), fence: c.fence}
 }
 
-// Reload applies r, or refuses all of it, and returns once the loop did.
+// Reload applies r, or refuses all of it, and returns once the loop did
+// (ctx bounds only the wait for the loop to take it).
 // It refuses a demote budget above the one at start (the elector's lease
 // was sized for it), a negative priority, and adding or removing the
 // follow hook or the position reader. A change that ends a leadership
 // (priority 0 on the leader) says so in the log.
 func (c *Controller) Reload(ctx context.Context, r Reload) error {
 	reply := make(chan error, 1)
-	if !c.send(reloadReq{r: r, reply: reply}) {
+	select {
+	case c.events <- reloadReq{r: r, reply: reply}:
+	case <-c.loopDone:
 		return errors.New("controller: stopped")
+	case <-ctx.Done():
+		return fmt.Errorf("controller: reload not taken, nothing applied: %w", ctx.Err())
 	}
+	// Taken: the loop applies it or refuses it now, whatever ctx does, so
+	// the answer must say which.
 	select {
 	case err := <-reply:
 		return err
-	case <-ctx.Done():
-		return fmt.Errorf("controller: reload not answered: %w", ctx.Err())
+	case <-c.loopDone:
+		select {
+		case err := <-reply:
+			return err
+		default:
+			return errors.New("controller: stopped")
+		}
 	}
 }
 
@@ -125,6 +137,9 @@ func (c *Controller) onReload(ev reloadReq) {
 		was := c.priority
 		c.priority = priority
 		switch {
+		case priority == 0 && c.keepsWhilePaused():
+			c.log.Warn("node.priority is now 0, but the cluster is paused: this node keeps leading until it is resumed, then hands its leadership over gracefully",
+				"was", was, "epoch", c.l.epoch)
 		case priority == 0 && c.l.term != nil:
 			c.log.Warn("node.priority is now 0: this node may not lead, so it hands its leadership over gracefully (demote, then the breadcrumb is deleted)",
 				"was", was, "epoch", c.l.epoch)

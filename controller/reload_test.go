@@ -207,3 +207,82 @@ func TestReloadFailoverCooldownAppliesAtTheNextPromotion(t *testing.T) {
 		}
 	})
 }
+
+// A term keeps the demote budget the lease was sized for, whatever the
+// demote timeout was when it was won: a reload that raises the timeout
+// back to its value at start while the term runs cannot make the guards
+// let a step start with less than the budget left before Expiry.
+func TestReloadCannotRaiseTheBudgetOfATermWon(t *testing.T) {
+	test(t, func(t *testing.T, w *controllertest.World) {
+		demote4s := func(_ *node, cfg *controller.Config, _ *controller.Deps) { cfg.Demote.Timeout = 4 * time.Second }
+		a := start(t, w, "a", demote4s) // budget 4.5s, within the world's 5.7s
+		a.want(controller.StateOut)
+		if err := a.reload(func(c *controller.Config) { c.Demote.Timeout = time.Second }); err != nil {
+			t.Fatal(err)
+		}
+		w.SetBreadcrumb(other("b", 1))
+		a.fence.Take(3500 * time.Millisecond)
+		a.healthy()
+		synctest.Wait()
+		if w.Term("a") == nil {
+			t.Fatal("a holds no term")
+		}
+		w.StopRenewals("a") // the elector is late: only the guards stop acting
+		exp, _ := w.Term("a").Expiry()
+		epoch := w.Term("a").Epoch()
+		if err := a.reload(func(c *controller.Config) { c.Demote.Timeout = 4 * time.Second }); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		for _, c := range a.hooks.Calls() {
+			if c.Name == "promote" && c.Env.Epoch == epoch && exp.Sub(c.At) < 4500*time.Millisecond {
+				t.Errorf("a's promote at epoch %d started %v before Expiry, less than the demote budget 4.5s", epoch, exp.Sub(c.At))
+			}
+		}
+	})
+}
+
+// node.priority set to 0 on the leader of a paused cluster: no automatic
+// demotion while paused, and nobody else may take over, so it keeps
+// leading; once resumed it hands over gracefully.
+func TestPriorityZeroReloadWhilePausedKeepsLeadingUntilResume(t *testing.T) {
+	test(t, func(t *testing.T, w *controllertest.World) {
+		a := leader(t, w, "a")
+		b := start(t, w, "b")
+		b.healthy()
+		b.want(controller.StateStandby)
+		w.SetPause(maintenance)
+		b.want(controller.StateOut)
+		if err := a.reload(func(c *controller.Config) { zero := 0; c.Priority = &zero }); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Minute)
+		a.want(controller.StateLeader)
+		a.wantHooks("demote:startup", "promote:elected")
+		w.SetPause(nil)
+		b.want(controller.StateLeader)
+		a.wantHooks("demote:startup", "promote:elected", "demote:priority_zero")
+		if len(b.fence.Targets()) != 0 {
+			t.Errorf("b fenced %v after a's graceful hand-over", b.fence.Targets())
+		}
+	})
+}
+
+// Reload's answer is the truth: with the caller gone before the loop took
+// it, nothing is applied, and once taken it is applied and says so.
+func TestReloadAnswerMatchesWhatTheLoopDid(t *testing.T) {
+	test(t, func(t *testing.T, w *controllertest.World) {
+		a := leader(t, w, "a")
+		for i := range 20 {
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			p := 2 + i
+			err := a.c.Reload(ctx, controller.Reload{Config: reloadCfg("a", func(c *controller.Config) { c.Priority = &p }), Hooks: a.hooks, Fencer: a.fence})
+			synctest.Wait()
+			if got := a.c.Status().Priority; (err == nil) != (got == p) {
+				t.Fatalf("Reload() = %v, and the priority is %d (asked %d)", err, got, p)
+			}
+		}
+	})
+}

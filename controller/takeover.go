@@ -75,7 +75,8 @@ type term struct {
 	// (graceful.go).
 	graceful, forced bool
 	// lastCut is the graceful demote's cut as last seen while the term
-	// was valid; forcedBy when a forced one must end (graceful.go).
+	// was valid; forcedBy when a forced end demote must end (zero: not
+	// known yet), see graceful.go.
 	lastCut, forcedBy time.Time
 
 	// set are the reloadable settings the takeover uses, taken at the
@@ -207,7 +208,7 @@ func (c *Controller) onTermWon(ev termWon) {
 		return
 	}
 	epoch := ev.t.Epoch()
-	tm := &term{t: ev.t, ctx: ev.ctx, epoch: epoch, wonAt: time.Now(), release: ev.release, budget: DemoteBudget(c.cfg), set: c.takeoverSettings(ev.t)}
+	tm := &term{t: ev.t, ctx: ev.ctx, epoch: epoch, wonAt: time.Now(), release: ev.release, budget: c.budget, set: c.takeoverSettings(ev.t)}
 	l.term, l.epoch = tm, epoch
 	c.metrics.ElectionWon()
 	context.AfterFunc(ev.ctx, func() { c.send(termEnded{epoch: epoch, cause: context.Cause(ev.ctx), at: time.Now()}) })
@@ -222,7 +223,7 @@ func (c *Controller) onTermWon(ev termWon) {
 		tm.phase = phRelease
 		return
 	}
-	if err := checkDemoteBudget(c.cfg, ev.t); err != nil {
+	if err := checkDemoteBudget(c.cfg, c.budget, ev.t); err != nil {
 		c.log.Error("refusing to lead: the demote hook cannot finish before a successor may be elected", "epoch", epoch, "err", err)
 		c.setErr(err.Error())
 		c.backoff("demote_budget")
@@ -595,12 +596,21 @@ func (c *Controller) onTermEnded(ev termEnded) {
 		c.metrics.LeadershipLost(reason)
 		c.setState(StateDemoting, reason)
 		tm.endReason, tm.phase = reason, phEndDemote
+		// The demote's time counts from the loss, not from when this
+		// loop got to it (endDemoteRun).
+		tm.forcedBy = ev.at.Add(c.cfg.Demote.Timeout)
 	case phFencePrev, phPrePromote, phWaitPromote:
 		tm.phase = phRelease // nothing started: nothing to undo
 	case phEndDemote, phEndDemoting:
 		if tm.gracefulDemoting() {
-			// Counted from the loss, not from when this loop saw it.
-			c.forceDemote(tm, ev.cause, ev.at.Add(c.cfg.Demote.Timeout))
+			// Counted from the loss, not from when this loop saw it, and
+			// never past the last cut seen while the term was valid: the
+			// elector, too, may notice a lapsed lease late.
+			at := ev.at.Add(c.cfg.Demote.Timeout)
+			if !tm.lastCut.IsZero() && tm.lastCut.Before(at) {
+				at = tm.lastCut
+			}
+			c.forceDemote(tm, ev.cause, at)
 		}
 	}
 }

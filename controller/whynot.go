@@ -117,6 +117,14 @@ func (c *Controller) readHealth() {
 }
 
 // stamp formats an instant of a NotLeading text.
+// mayBePrimary reports whether a NotLeading reason says the service may
+// still act as primary (a hook outlived SIGKILL, the startup demote
+// failed): no other reason replaces it.
+func mayBePrimary(reason string) bool {
+	code, _, _ := strings.Cut(reason, ":")
+	return code == NotLeadingHookUnkillable || code == NotLeadingStartupDemote
+}
+
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 
 func why(code, format string, args ...any) string {
@@ -137,12 +145,14 @@ func (c *Controller) notLeading(now time.Time) string {
 		return c.takingOver()
 	case l.state == StateDemoting && l.term != nil:
 		return why(NotLeadingDemoting, "its term (epoch %d) ended (%s): the demote hook runs", l.term.epoch, l.term.endReason)
-	case c.priority == 0:
-		return why(NotLeadingPriorityZero, "node.priority is 0: this node never campaigns")
+	// First what says the service may still act as primary: it matters
+	// more than why the node would not campaign anyway.
 	case l.stuck != nil:
 		return why(NotLeadingHookUnkillable, "since %s: %s", stamp(l.stuck.since), l.stuck.msg)
 	case !l.startup.done && l.startup.failures > 0:
 		return why(NotLeadingStartupDemote, "%s; next try at %s", l.startup.msg, stamp(l.startup.retryAt))
+	case c.priority == 0:
+		return why(NotLeadingPriorityZero, "node.priority is 0: this node never campaigns")
 	case l.joinChecked && l.joinErr != nil:
 		return why(NotLeadingJoinRefused, "%v", l.joinErr)
 	case l.health != healthcheck.Healthy:

@@ -358,3 +358,21 @@ func TestWhyHolds(t *testing.T) {
 		}
 	})
 }
+
+// A failed startup demote (the service may still act as primary) shows
+// before priority 0: a node that never campaigns must not look harmless
+// while its service may be primary.
+func TestWhyFailedStartupDemoteShowsBeforePriorityZero(t *testing.T) {
+	test(t, func(t *testing.T, w *controllertest.World) {
+		a := start(t, w, "a", priority(0), script(func(n *node) {
+			n.hooks.Always("demote", &controllertest.Result{Err: errors.New("boom")})
+		}))
+		a.healthy()
+		time.Sleep(3 * time.Second)
+		a.want(controller.StateOut)
+		got := a.c.Status().NotLeading
+		if code, _, _ := strings.Cut(got, ":"); code != controller.NotLeadingStartupDemote {
+			t.Errorf("not_leading %q, want %s first", got, controller.NotLeadingStartupDemote)
+		}
+	})
+}

@@ -96,7 +96,7 @@ func TestDemoteBudget(t *testing.T) {
 		left time.Duration
 		ok   bool
 	}{{5 * time.Second, true}, {10 * time.Second, true}, {4 * time.Second, false}, {0, false}} {
-		err := checkDemoteBudget(cfg, expiringTerm{at: time.Now().Add(tc.left)})
+		err := checkDemoteBudget(cfg, DemoteBudget(cfg), expiringTerm{at: time.Now().Add(tc.left)})
 		if (err == nil) != tc.ok {
 			t.Errorf("expiry in %v: err %v, want ok=%v", tc.left, err, tc.ok)
 		}
