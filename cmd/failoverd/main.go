@@ -38,7 +38,7 @@ Usage:
                                                      --watch: one line per change until interrupted
   failoverd failover   -c FILE --to NODE [--timeout 30s]
                                                      hand leadership to NODE gracefully
-  failoverd breadcrumb -c FILE show|clear            show or clear the old leader's breadcrumb
+  failoverd breadcrumb -c FILE show|clear [--force]  show or clear the old leader's breadcrumb
   failoverd history    -c FILE [--json] [--limit N]  list the leadership changes, newest last
   failoverd pause      -c FILE [--reason TEXT]       maintenance mode: no automatic failover
                                                      in the whole cluster until resume

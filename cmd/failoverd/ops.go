@@ -294,7 +294,8 @@ func timeOrDash(t time.Time) string {
 }
 
 func cmdBreadcrumb(args []string, stdout, stderr io.Writer) int {
-	f := newFlags("breadcrumb", "breadcrumb -c FILE show|clear", stderr)
+	f := newFlags("breadcrumb", "breadcrumb -c FILE show|clear [--force]", stderr)
+	force := f.fs.Bool("force", false, "clear a readable breadcrumb whose node has no running daemon (its service is known to be down)")
 	if code := f.parse(args); code >= 0 {
 		return code
 	}
@@ -311,12 +312,7 @@ func cmdBreadcrumb(args []string, stdout, stderr io.Writer) int {
 	ctx, cancel := withTimeout(10 * time.Second)
 	defer cancel()
 	if action == "clear" {
-		if err := store.ClearBreadcrumb(ctx); err != nil {
-			fmt.Fprintln(stderr, err)
-			return exitRuntime
-		}
-		fmt.Fprintf(stdout, "breadcrumb %s cleared\n", layoutOf(cfg).Breadcrumb())
-		return exitOK
+		return clearBreadcrumb(ctx, store, layoutOf(cfg).Breadcrumb(), *force, stdout, stderr)
 	}
 	// The raw data, so that an operator sees what an unreadable one holds.
 	data, err := store.ReadBreadcrumbData(ctx)
@@ -462,4 +458,54 @@ func memberIDs(v clusterView) string {
 		return "none"
 	}
 	return fmt.Sprint(ids)
+}
+
+// clearBreadcrumb deletes the breadcrumb, which tells the next leader whom
+// to fence: without it a successor promotes without fencing anyone. So it
+// refuses while the node the breadcrumb names has a running daemon (its
+// member record exists: it demotes or hands over itself), and clears a
+// readable one only with force (its service is known to be down). An
+// unreadable one, which no leader can act on, it clears as it is.
+func clearBreadcrumb(ctx context.Context, store operatorStore, path string, force bool, stdout, stderr io.Writer) int {
+	data, err := store.ReadBreadcrumbData(ctx)
+	if errors.Is(err, breadcrumb.ErrAbsent) {
+		fmt.Fprintln(stdout, "no breadcrumb")
+		return exitOK
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitRuntime
+	}
+	rec, decodeErr := breadcrumb.Decode(data)
+	if decodeErr == nil {
+		members, err := store.Members(ctx)
+		if err != nil {
+			fmt.Fprintf(stderr, "failoverd breadcrumb clear: cannot read the members to check that %s is down: %v\n", rec.NodeID, err)
+			return exitRuntime
+		}
+		for _, m := range members {
+			if m.NodeID == rec.NodeID {
+				fmt.Fprintf(stderr, "failoverd breadcrumb clear: refused: the breadcrumb names %s (epoch %d), whose failoverd is running (state %s); "+
+					"without it the next leader would promote without fencing %s. Stop or fail over that node instead (failoverd failover --to NODE)\n",
+					rec.NodeID, rec.Epoch, m.State, rec.NodeID)
+				return exitRuntime
+			}
+		}
+		if !force {
+			fmt.Fprintf(stderr, "failoverd breadcrumb clear: the breadcrumb names %s (epoch %d, host %s); without it the next leader promotes without fencing %s. "+
+				"Clear it only when %s's service is known to be down (its host is off), with --force\n",
+				rec.NodeID, rec.Epoch, rec.Host, rec.NodeID, rec.NodeID)
+			return exitRuntime
+		}
+	}
+	if err := store.ClearBreadcrumb(ctx); err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitRuntime
+	}
+	if decodeErr == nil {
+		fmt.Fprintf(stdout, "breadcrumb %s of %s (epoch %d) cleared: the next leader will not fence %s\n", path, rec.NodeID, rec.Epoch, rec.NodeID)
+	} else {
+		fmt.Fprintf(stdout, "unreadable breadcrumb %s cleared\n", path)
+	}
+	return exitOK
 }

@@ -100,7 +100,7 @@ func init() { TakeoverKinds[HookUnkillable] = true }
 var AllKinds = []string{KillDaemon, KillService, PauseDaemon, PauseService, ZKKillLeader, ZKKillFollower, ZKOutage,
 	PartitionZK, LatencyZK, ResetZK, PartitionPeer, FenceFail, PromoteHang, DemoteHang,
 	HookUnkillable, NamesZK, HandshakeDrop, QuorumPartition, LostReplyLagging, LaggingFailover, HandoverKill,
-	SlowHooksOutage, SlowHooksIsolated, SlowHooksStop, PauseCluster, VetoTakeover, FenceWrongAnswer}
+	SlowHooksOutage, SlowHooksIsolated, SlowHooksStop, PauseCluster, VetoTakeover, FenceWrongAnswer, ReloadConfig}
 
 // UnfairKinds is the schedule of the unfair-mode cluster: the lost replies
 // it exists for (with and without a lagging server to reconnect to), and the crash and partition faults that end terms there.
@@ -490,6 +490,9 @@ func (m *Nemesis) Step(kind string) bool {
 
 	case PauseCluster:
 		m.pauseCluster(id, leader, holdIn, inject, heal)
+
+	case ReloadConfig:
+		m.reloadConfig(id, leader, holdIn, inject, heal)
 
 	case VetoTakeover:
 		m.vetoTakeover(id, leader, holdIn, inject, heal)
