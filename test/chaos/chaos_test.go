@@ -45,8 +45,8 @@ func TestChaosSliceUnfair(t *testing.T) {
 }
 
 // TestChaosSliceEtcd is the etcd backend's slice: every etcd nemesis once,
-// the daemon kinds that end a term by a crash or a pause, and the demote
-// budget's worst case under an etcd outage, in a seeded
+// the daemon kinds that end a term by a crash or a pause, and a reload
+// under a takeover, in a seeded
 // order, on a 3-member etcd cluster of separate processes. It fails (does
 // not skip) without etcd under CI=true.
 func TestChaosSliceEtcd(t *testing.T) {
@@ -59,7 +59,7 @@ func TestChaosSliceEtcd(t *testing.T) {
 }
 
 // EtcdSliceKinds is TestChaosSliceEtcd's schedule.
-var EtcdSliceKinds = append([]string{KillDaemon, PauseDaemon, SlowHooksEtcdOutage, ReloadConfig}, EtcdNemeses...)
+var EtcdSliceKinds = append([]string{KillDaemon, PauseDaemon, ReloadConfig}, EtcdNemeses...)
 
 // TestChaosKinds runs chosen kinds once each, in order, for working on a
 // nemesis: CHAOS_KINDS=hook-unkillable,zk-names (CHAOS_MODE=unfair for an
