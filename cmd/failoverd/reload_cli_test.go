@@ -2,13 +2,16 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/failoverd/failoverd/adminapi"
 )
@@ -83,5 +86,38 @@ func TestReloadCLIUnreadableFile(t *testing.T) {
 	var out, errb bytes.Buffer
 	if code := cmdReload([]string{"-c", filepath.Join(t.TempDir(), "missing.yaml"), "--url", "http://127.0.0.1:1"}, &out, &errb); code != exitUsage {
 		t.Errorf("exit %d, want %d: %s", code, exitUsage, errb.String())
+	}
+}
+
+// The daemon's reload answer carries the new file's validation warnings,
+// also when it applies nothing (here a refused node.id).
+func TestReloadAnswerCarriesWarnings(t *testing.T) {
+	base := `cluster: orders
+node: {id: node-a, host: 127.0.0.1}
+health: {http: {url: "http://127.0.0.1:8080/health"}}
+service:
+  promote: {command: [/bin/true]}
+  demote: {command: [/bin/true]}
+fencing: {methods: [{shell: {command: [/bin/true]}}]}
+zookeeper: {servers: ["127.0.0.1:2181"]}
+`
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(path, []byte(base), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cur, _, err := readConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(strings.Replace(base, "id: node-a", "id: node-b", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := &reloader{log: slog.New(slog.DiscardHandler), start: cur, cur: cur, file: loadedConfig{path: path}}
+	ans := r.reload(context.Background(), time.Now())
+	if ans.Applied || len(ans.Refused) == 0 {
+		t.Fatalf("answer %+v, want node.id refused", ans)
+	}
+	if len(ans.Warnings) == 0 || !strings.HasPrefix(ans.Warnings[0], "zookeeper.tick_time: ") {
+		t.Errorf("warnings %q, want the tick_time warning", ans.Warnings)
 	}
 }
