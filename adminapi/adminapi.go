@@ -49,6 +49,12 @@ type ReloadAnswer struct {
 	ConfigLoadedAt *time.Time `json:"config_loaded_at,omitempty"`
 	// Error says why the reload failed when none of the above does.
 	Error string `json:"error,omitempty"`
+	// Warnings are the new file's validation warnings (valid, but
+	// probably not meant), whether or not it was applied.
+	Warnings []string `json:"warnings,omitempty"`
+	// Notes say what an applied reload does beyond taking the new
+	// settings: node.priority 0 on the leader hands its leadership over.
+	Notes []string `json:"notes,omitempty"`
 }
 
 // MaxPauseBody bounds a PauseRequest body.

@@ -402,3 +402,37 @@ func TestLaggingHandoverTargetDeclinesAndDropsTheRequest(t *testing.T) {
 		}
 	})
 }
+
+// The log tells an operator's failover request from a node's own
+// handover to a node it prefers: both the nodes that stand aside and the
+// target say which it is.
+func TestFailoverLogSaysWhoAsked(t *testing.T) {
+	test(t, func(t *testing.T, w *controllertest.World) {
+		var lb, lc, la logLines
+		leader(t, w, "b", preemptAfter(5*time.Second), logTo(&lb))
+		c := start(t, w, "c", preemptAfter(5*time.Second), logTo(&lc))
+		c.healthy()
+		c.want(controller.StateStandby)
+		a := start(t, w, "a", priority(2), preemptAfter(5*time.Second), logTo(&la))
+		a.healthy()
+		time.Sleep(10 * time.Second) // b hands over after 5 s
+		a.want(controller.StateLeader)
+		for _, l := range []*logLines{&lb, &lc} {
+			got := l.find(t, "handover to a preferred node requested: standing aside")
+			if len(got) != 1 || got[0]["to"] != "a" || got[0]["reason"] != cluster.ReasonPreferredPriority {
+				t.Errorf("standing aside for the preemption logged %v, want one line to a with reason %s", got, cluster.ReasonPreferredPriority)
+			}
+		}
+		if got := la.find(t, "handover to this node requested: the leader prefers it"); len(got) != 1 {
+			t.Errorf("a logged %v, want the handover to it", got)
+		}
+		w.SetFailover(&cluster.FailoverRequest{To: "c", TimeoutMS: 60000, ID: "op1", By: "ops@h1"})
+		c.want(controller.StateLeader)
+		if got := la.find(t, "manual failover requested by an operator: standing aside"); len(got) != 1 || got[0]["by"] != "ops@h1" {
+			t.Errorf("a logged %v, want the operator's request by ops@h1", got)
+		}
+		if got := lc.find(t, "manual failover to this node requested by an operator"); len(got) != 1 {
+			t.Errorf("c logged %v, want the operator's request", got)
+		}
+	})
+}

@@ -85,7 +85,11 @@ func (c *Controller) onFailoverRequest(key string, r cluster.FailoverRequest) {
 		// A newer request may name us while we still stand aside for an
 		// earlier one to another node (failover --to b, then --to us):
 		// the earlier one is over, and we are the candidate now.
-		c.log.Info("manual failover requested to this node")
+		if r.Reason != "" {
+			c.log.Info("handover to this node requested: the leader prefers it", "by", r.By, "reason", r.Reason)
+		} else {
+			c.log.Info("manual failover to this node requested by an operator", "by", r.By)
+		}
 		c.endStandAside("", "a newer failover request names this node")
 		if now.Before(l.cededUntil) {
 			// The operator named this node: a hold-off (after a fence, a
@@ -106,7 +110,13 @@ func (c *Controller) onFailoverRequest(key string, r cluster.FailoverRequest) {
 			"to", r.To, "by", r.By, "reason", r.Reason)
 		return
 	}
-	c.log.Info("manual failover requested: standing aside", "to", r.To, "for", d.Round(time.Millisecond).String())
+	if r.Reason != "" {
+		// A node's own request: a leader (or a node that won the
+		// election) hands over to a node it prefers.
+		c.log.Info("handover to a preferred node requested: standing aside", "to", r.To, "by", r.By, "reason", r.Reason, "for", d.Round(time.Millisecond).String())
+	} else {
+		c.log.Info("manual failover requested by an operator: standing aside", "to", r.To, "by", r.By, "for", d.Round(time.Millisecond).String())
+	}
 	l.standAside = standAside{key: key, until: now.Add(d)} // monotonic: no other host's clock involved
 	c.endCandidacy(causeFailover)
 }

@@ -33,7 +33,14 @@ type Reload struct {
 // reloadReq is Controller.Reload.
 type reloadReq struct {
 	r     Reload
-	reply chan error // cap 1
+	reply chan reloadReply // cap 1
+}
+
+// reloadReply is the loop's answer to a reloadReq: the refusal, or the
+// notes of an applied reload.
+type reloadReply struct {
+	notes []string
+	err   error
 }
 
 func (reloadReq) event() {}
@@ -74,25 +81,33 @@ func (c *Controller) takeoverSettings(t cluster.Term) takeoverSettings {
 // follow hook or the position reader. A change that ends a leadership
 // (priority 0 on the leader) says so in the log.
 func (c *Controller) Reload(ctx context.Context, r Reload) error {
-	reply := make(chan error, 1)
+	_, err := c.ReloadNotes(ctx, r)
+	return err
+}
+
+// ReloadNotes is Reload that also returns what an applied reload does
+// beyond taking the new settings, for the operator (priority 0 on the
+// leader: it hands its leadership over), as the log says it.
+func (c *Controller) ReloadNotes(ctx context.Context, r Reload) ([]string, error) {
+	reply := make(chan reloadReply, 1)
 	select {
 	case c.events <- reloadReq{r: r, reply: reply}:
 	case <-c.loopDone:
-		return errors.New("controller: stopped")
+		return nil, errors.New("controller: stopped")
 	case <-ctx.Done():
-		return fmt.Errorf("controller: reload not taken, nothing applied: %w", ctx.Err())
+		return nil, fmt.Errorf("controller: reload not taken, nothing applied: %w", ctx.Err())
 	}
 	// Taken: the loop applies it or refuses it now, whatever ctx does, so
 	// the answer must say which.
 	select {
-	case err := <-reply:
-		return err
+	case rr := <-reply:
+		return rr.notes, rr.err
 	case <-c.loopDone:
 		select {
-		case err := <-reply:
-			return err
+		case rr := <-reply:
+			return rr.notes, rr.err
 		default:
-			return errors.New("controller: stopped")
+			return nil, errors.New("controller: stopped")
 		}
 	}
 }
@@ -106,16 +121,16 @@ func (c *Controller) onReload(ev reloadReq) {
 	}
 	switch {
 	case priority < 0:
-		ev.reply <- fmt.Errorf("controller: priority must be >= 0, got %d", priority)
+		ev.reply <- reloadReply{err: fmt.Errorf("controller: priority must be >= 0, got %d", priority)}
 		return
 	case DemoteBudget(n) > c.budget:
-		ev.reply <- fmt.Errorf("controller: the demote budget %s exceeds %s, the one at start that the lease was sized for", DemoteBudget(n), c.budget)
+		ev.reply <- reloadReply{err: fmt.Errorf("controller: the demote budget %s exceeds %s, the one at start that the lease was sized for", DemoteBudget(n), c.budget)}
 		return
 	case (n.Follow == nil) != (c.cfg.Follow == nil):
-		ev.reply <- errors.New("controller: the follow hook cannot be added or removed at run time")
+		ev.reply <- reloadReply{err: errors.New("controller: the follow hook cannot be added or removed at run time")}
 		return
 	case (ev.r.Position == nil) != (c.position == nil):
-		ev.reply <- errors.New("controller: the position command cannot be added or removed at run time")
+		ev.reply <- reloadReply{err: errors.New("controller: the position command cannot be added or removed at run time")}
 		return
 	}
 	old := c.cfg
@@ -133,16 +148,19 @@ func (c *Controller) onReload(ev reloadReq) {
 		c.positions.Store(&positionSource{reader: c.position, interval: n.PositionInterval})
 	}
 
+	var notes []string
 	if c.priority != priority {
 		was := c.priority
 		c.priority = priority
 		switch {
 		case priority == 0 && c.keepsWhilePaused():
-			c.log.Warn("node.priority is now 0, but the cluster is paused: this node keeps leading until it is resumed, then hands its leadership over gracefully",
-				"was", was, "epoch", c.l.epoch)
+			const msg = "node.priority is now 0, but the cluster is paused: this node keeps leading until it is resumed, then hands its leadership over gracefully"
+			c.log.Warn(msg, "was", was, "epoch", c.l.epoch)
+			notes = append(notes, msg)
 		case priority == 0 && c.l.term != nil:
-			c.log.Warn("node.priority is now 0: this node may not lead, so it hands its leadership over gracefully (demote, then the breadcrumb is deleted)",
-				"was", was, "epoch", c.l.epoch)
+			const msg = "node.priority is now 0: this node may not lead, so it hands its leadership over gracefully (demote, then the breadcrumb is deleted)"
+			c.log.Warn(msg, "was", was, "epoch", c.l.epoch)
+			notes = append(notes, msg)
 		case priority == 0:
 			c.log.Info("node.priority is now 0: this node leaves the election (it checks health, follows the leader and publishes its status)", "was", was)
 		default:
@@ -156,5 +174,5 @@ func (c *Controller) onReload(ev reloadReq) {
 	if old.MaxLag == nil && n.MaxLag != nil && c.l.term != nil && !c.leading() {
 		c.log.Info("election.max_lag applies from the next election won, not to the takeover in progress")
 	}
-	ev.reply <- nil
+	ev.reply <- reloadReply{notes: notes}
 }

@@ -61,8 +61,12 @@ func TestReloadKeepsLeadership(t *testing.T) {
 func TestReloadPriorityZeroLeaderStepsDown(t *testing.T) {
 	test(t, func(t *testing.T, w *controllertest.World) {
 		a := leader(t, w, "a")
-		if err := a.reload(func(c *controller.Config) { zero := 0; c.Priority = &zero }); err != nil {
+		notes, err := a.c.ReloadNotes(context.Background(), controller.Reload{Config: reloadCfg("a", func(c *controller.Config) { zero := 0; c.Priority = &zero }), Hooks: a.hooks, Fencer: a.fence})
+		if err != nil {
 			t.Fatal(err)
+		}
+		if len(notes) != 1 || !strings.Contains(notes[0], "hands its leadership over") {
+			t.Errorf("reload notes %q, want the handover", notes)
 		}
 		a.want(controller.StateOut)
 		a.wantHooks("demote:startup", "promote:elected", "demote:priority_zero")
@@ -74,8 +78,9 @@ func TestReloadPriorityZeroLeaderStepsDown(t *testing.T) {
 		if s := a.c.Status(); s.Priority != 0 {
 			t.Errorf("status priority %d, want 0", s.Priority)
 		}
-		if err := a.reload(func(c *controller.Config) { one := 1; c.Priority = &one }); err != nil {
-			t.Fatal(err)
+		notes, err = a.c.ReloadNotes(context.Background(), controller.Reload{Config: reloadCfg("a", func(c *controller.Config) { one := 1; c.Priority = &one }), Hooks: a.hooks, Fencer: a.fence})
+		if err != nil || len(notes) != 0 {
+			t.Fatalf("reload: notes %q, err %v; want none", notes, err)
 		}
 		a.want(controller.StateLeader)
 	})

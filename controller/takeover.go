@@ -501,6 +501,7 @@ func (c *Controller) onFencePrevDone(tm *term, err error) {
 // runs next (in the hook slot, see startNextHook); then the breadcrumb is
 // written, after its own look at the lease.
 func (c *Controller) fenced(tm *term) {
+	c.fenceSucceeded()
 	if tm.set.prePromote {
 		tm.phase = phPrePromote
 		return

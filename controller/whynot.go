@@ -30,7 +30,12 @@ import (
 //     election mode) or the elector stays out (the lease does not fit);
 //   - unhealthy: the health check fails (since when, and its error);
 //   - fencing_failed: a takeover failed to fence the previous leader
-//     (which, since when, the error), backing off until a time;
+//     (which, since when, the error), backing off until a time; and once
+//     the back-off is over, as long as the streak stands (no takeover of
+//     this node fenced or promoted since, no newer leader seen), "trying
+//     again" in the election (not a plain standby: between attempts no
+//     member record is written during the takeovers, so the snapshot
+//     status reads must still show why there is no leader);
 //   - lagging: more than election.max_lag behind: a won term declined to
 //     promote (backing off until a time), or the promoted leader's
 //     position is that far ahead (or this node's is unknown);
@@ -81,10 +86,13 @@ const (
 
 // setback is the last failed takeover, for status.
 type setback struct {
-	label  string    // backoff's why: "fencing_failed", "promote_failed"...
-	err    string    // the last error it showed
-	target string    // fencing_failed: the leader it could not fence, id@epoch
-	since  time.Time // the first of the failures in a row with this label and target
+	label  string // backoff's why: "fencing_failed", "promote_failed"...
+	err    string // the last error it showed
+	target string // fencing_failed: the leader it could not fence, id@epoch
+	// fencing_failed: that leader's node id and epoch
+	targetID string
+	epoch    int64
+	since    time.Time // the first of the failures in a row with this label and target
 }
 
 // noteSetback records a failed takeover with label (backoffWith); the term
@@ -92,14 +100,45 @@ type setback struct {
 func (c *Controller) noteSetback(label string, now time.Time) {
 	l := &c.l
 	sb := &l.setback
-	target := ""
+	target, targetID, epoch := "", "", int64(0)
 	if tm := l.term; label == "fencing_failed" && tm != nil && tm.prev != nil {
-		target = fmt.Sprintf("%s@%d", tm.prev.NodeID, tm.prev.Epoch)
+		target, targetID, epoch = fmt.Sprintf("%s@%d", tm.prev.NodeID, tm.prev.Epoch), tm.prev.NodeID, tm.prev.Epoch
 	}
 	if l.failures == 1 || sb.label != label || sb.target != target {
 		sb.since = now
 	}
-	sb.label, sb.err, sb.target = label, l.lastErr, target
+	sb.label, sb.err, sb.target, sb.targetID, sb.epoch = label, l.lastErr, target, targetID, epoch
+}
+
+// fenceSucceeded ends a streak of failed fences: a takeover of this node
+// fenced (or needed no fence), so that streak no longer says why it does
+// not lead.
+func (c *Controller) fenceSucceeded() {
+	if sb := &c.l.setback; sb.label == "fencing_failed" {
+		*sb = setback{}
+	}
+}
+
+// fencingStreak is the reason of a node out of a takeover while the
+// streak of failed fences stands: failures in a row since the last
+// promotion of this node, the last of them a fence of the same target,
+// and no promoted leader other than that target seen since (when the
+// leader is watched): another leader is a new target ("": no such streak).
+// joined says whether the node is back in the election.
+func (c *Controller) fencingStreak(joined bool) string {
+	l := &c.l
+	sb := l.setback
+	if l.failures == 0 || sb.label != "fencing_failed" {
+		return ""
+	}
+	if ld := l.follow.leader; ld != nil && (ld.NodeID != sb.targetID || ld.Epoch != sb.epoch) {
+		return "" // someone else took over since: a new target
+	}
+	next := "joining the election again"
+	if joined {
+		next = "in the election again, trying again"
+	}
+	return why(NotLeadingFencingFailed, "fencing %s failing since %s: %s; %s", sb.target, stamp(sb.since), sb.err, next)
 }
 
 // readHealth takes the health monitor's last change.
@@ -191,6 +230,11 @@ func (c *Controller) notLeading(now time.Time) string {
 		return why(NotLeadingInitializing, "the join checks could not run yet: %s", l.joinProblem)
 	case !l.joinChecked:
 		return why(NotLeadingInitializing, "waiting for the join checks (unique node id, election mode)")
+	}
+	if s := c.fencingStreak(l.state == StateStandby); s != "" {
+		return s
+	}
+	switch {
 	case l.state != StateStandby:
 		return why(NotLeadingInitializing, "joining the election")
 	}

@@ -177,6 +177,60 @@ func TestWhyFencingFailed(t *testing.T) {
 		a.want(controller.StateFencing)
 		// Not in the member record: none is written during a takeover.
 		checkWhy(t, "a", a.why(), controller.NotLeadingTakingOver, "(epoch ", "): fencing x@7 (failing since "+stampOf(first))
+		// That fence fails too (after its minute); while a backs off, b is
+		// elected and fences for a while, so once the back-off is over a
+		// is a standby again: the streak still says why it does not lead.
+		time.Sleep(time.Minute)
+		a.want(controller.StateOut)
+		b := start(t, w, "b")
+		b.fence.Take(time.Minute)
+		b.healthy()
+		b.want(controller.StateFencing)
+		time.Sleep(10 * time.Second)
+		a.want(controller.StateStandby)
+		a.wantWhy(w, controller.NotLeadingFencingFailed, since, "; in the election again, trying again")
+	})
+}
+
+// The streak of failed fences ends when another node is seen leading: a
+// new target.
+func TestWhyFencingFailedNewLeader(t *testing.T) {
+	test(t, func(t *testing.T, w *controllertest.World) {
+		w.SetBreadcrumb(other("x", 7))
+		a := start(t, w, "a", following(0))
+		a.fence.Fail(1)
+		a.healthy()
+		a.want(controller.StateOut)
+		a.wantWhy(w, controller.NotLeadingFencingFailed, "fencing x@7 failing since ")
+		leader(t, w, "b") // while a backs off
+		time.Sleep(10 * time.Second)
+		a.want(controller.StateStandby)
+		a.wantWhy(w, controller.NotLeadingStandby, "b leads")
+	})
+}
+
+// The streak ends with a later takeover of this node that fences: here
+// its term is lost while the promote hook runs, and once back in the
+// election it is a plain standby, not still failing to fence x.
+func TestWhyFencingFailedThenFenced(t *testing.T) {
+	test(t, func(t *testing.T, w *controllertest.World) {
+		w.SetBreadcrumb(other("x", 7))
+		a := start(t, w, "a")
+		a.fence.Fail(1)
+		a.hooks.On("promote", controllertest.Result{Take: time.Minute})
+		a.healthy()
+		a.want(controller.StateOut)
+		a.wantWhy(w, controller.NotLeadingFencingFailed, "fencing x@7 failing since ")
+		time.Sleep(5 * time.Second) // the back-off is over: fenced, promoting
+		a.want(controller.StatePromoting)
+		b := start(t, w, "b")
+		b.healthy()
+		b.want(controller.StateStandby)
+		w.Expire("a")
+		b.want(controller.StateLeader)
+		time.Sleep(5 * time.Second)
+		a.want(controller.StateStandby)
+		a.wantWhy(w, controller.NotLeadingStandby, "in the election")
 	})
 }
 

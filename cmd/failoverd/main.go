@@ -33,11 +33,13 @@ const usage = `failoverd keeps exactly one node of a primary/standby service in 
 Usage:
   failoverd run        -c FILE                       run the daemon
   failoverd validate   -c FILE                       check a config file
-  failoverd status     -c FILE [--json]              show the cluster as ZooKeeper sees it
+  failoverd status     -c FILE [--json]              show the cluster as the coordination service
+                                                     (ZooKeeper or etcd) records it
   failoverd leader     -c FILE [--json] [--watch]    print the promoted leader (exit 3: none);
                                                      --watch: one line per change until interrupted
-  failoverd failover   -c FILE --to NODE [--timeout 30s]
+  failoverd failover   -c FILE --to NODE [--timeout 30s] [--force]
                                                      hand leadership to NODE gracefully
+                                                     (--force: even if NODE lags)
   failoverd breadcrumb -c FILE show|clear [--force]  show or clear the old leader's breadcrumb
   failoverd history    -c FILE [--json] [--limit N]  list the leadership changes, newest last
   failoverd pause      -c FILE [--reason TEXT]       maintenance mode: no automatic failover

@@ -112,6 +112,13 @@ func (r *reloader) reload(ctx context.Context, now time.Time) adminapi.ReloadAns
 		}
 		return adminapi.ReloadAnswer{Invalid: problems}
 	}
+	ans := r.apply(ctx, next, data, now)
+	ans.Warnings = next.Warnings()
+	return ans
+}
+
+// apply applies next, valid, read as data; the answer has no warnings.
+func (r *reloader) apply(ctx context.Context, next *config.Config, data []byte, now time.Time) adminapi.ReloadAnswer {
 	hash := configHash(data)
 	changes := config.CompareForReload(r.start, r.cur, next)
 	var changed []string
@@ -139,7 +146,8 @@ func (r *reloader) reload(ctx context.Context, now time.Time) adminapi.ReloadAns
 
 	// Apply. The controller may still refuse (it checks its own rules
 	// again); after it nothing can fail.
-	if err := r.ctrl.Reload(ctx, p.reload); err != nil {
+	notes, err := r.ctrl.ReloadNotes(ctx, p.reload)
+	if err != nil {
 		r.log.Error("config reload failed: nothing applied, running on the config loaded before", "err", err)
 		return adminapi.ReloadAnswer{Changed: changed, Error: err.Error()}
 	}
@@ -162,7 +170,7 @@ func (r *reloader) reload(ctx context.Context, now time.Time) adminapi.ReloadAns
 		r.log.Info("config reloaded", "changed", strings.Join(changed, ","), "config_hash", hash)
 	}
 	r.file.level.Set(p.logLevel) // last, so that the line above is logged at the old level
-	return adminapi.ReloadAnswer{Applied: true, Changed: changed}
+	return adminapi.ReloadAnswer{Applied: true, Changed: changed, Notes: notes}
 }
 
 // build makes every part next needs, reading its secret files and

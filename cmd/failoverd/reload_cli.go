@@ -20,8 +20,11 @@ import (
 // (POST /v1/reload with the admin token) and prints what it did. The file
 // may be invalid: only its admin API address, TLS and token file are
 // read here, and the daemon validates the rest. Exit 0 when the daemon
-// applied the file, 1 when it refused it, found it invalid or could not be
-// asked.
+// applied the file; 1 when it refused it or found it invalid (nothing
+// applied), refused the token, or could not be reached or answered
+// unreadably; 2 when the CLI could not use the file itself (unreadable
+// or not YAML, no admin API address or token file, an unreadable token
+// or CA file) and asked nothing.
 func cmdReload(args []string, stdout, stderr io.Writer) int {
 	f := newFlags("reload", "reload -c FILE [--json] [--url URL] [--ca-file FILE] [--token-file FILE] [--timeout 30s]", stderr)
 	asJSON := f.fs.Bool("json", false, "print the daemon's answer as JSON")
@@ -74,6 +77,10 @@ func cmdReload(args []string, stdout, stderr io.Writer) int {
 		return exitRuntime
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusUnauthorized {
+		fmt.Fprintf(stderr, "failoverd reload: the daemon refused the token in %s; if this reload changes node.admin.token_file, pass the token the daemon runs with: --token-file OLD\n", cfg.Node.Admin.TokenFile)
+		return exitRuntime
+	}
 	var ans adminapi.ReloadAnswer
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&ans); err != nil {
 		fmt.Fprintf(stderr, "failoverd reload: %s answered %s, unreadable: %v\n", base, resp.Status, err)
@@ -143,5 +150,11 @@ func printReload(stdout, stderr io.Writer, ans adminapi.ReloadAnswer) {
 		}
 	default:
 		fmt.Fprintf(stderr, "%s: reload failed, nothing applied (still running %s): %s\n", ans.NodeID, running, ans.Error)
+	}
+	for _, w := range ans.Warnings {
+		fmt.Fprintf(stderr, "warning: %s\n", w)
+	}
+	for _, n := range ans.Notes {
+		fmt.Fprintf(stdout, "%s: %s\n", ans.NodeID, n)
 	}
 }

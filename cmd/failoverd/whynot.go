@@ -32,7 +32,8 @@ func notLeadingOf(ms []cluster.Member) map[string]string {
 // memberWhy is why m does not lead ("": it leads): the reason its record
 // gives, except that a standby the leader holds out of its candidates
 // after a failed handover is held_out (the held node cannot know it; the
-// leader's record says until when and why). A record of an earlier
+// leader's record says until when and why), and a standby still failing
+// to fence an earlier leader while another leads is a standby. A record of an earlier
 // version, without a reason, gets one from its priority, health and state.
 func memberWhy(m cluster.Member, leader *cluster.Member) string {
 	if m.State == cluster.StateLeader {
@@ -48,6 +49,11 @@ func memberWhy(m cluster.Member, leader *cluster.Member) string {
 		default:
 			why = m.State + ": no reason published (a node of an earlier version)"
 		}
+	}
+	if code(why) == controller.NotLeadingFencingFailed && m.State == string(controller.StateStandby) && leader != nil && leader.NodeID != m.NodeID {
+		// A streak of failed fences a node that does not watch the
+		// leader could not see end: another node took over since.
+		why = fmt.Sprintf("%s: in the election; %s leads (epoch %d)", controller.NotLeadingStandby, leader.NodeID, leader.Epoch)
 	}
 	if code(why) == controller.NotLeadingStandby && leader != nil && leader.NodeID != m.NodeID {
 		if h, ok := leader.HoldOn(m.NodeID); ok {

@@ -41,6 +41,10 @@ func TestNoLeaderWhy(t *testing.T) {
 			member("a", "out", "fencing_failed: fencing c@3 failing since 2026-01-02T03:04:05Z: refused; out of the election until T"),
 			member("b", "out", "standing_aside: a failover request to a stands"),
 		}, nil, "a cannot take over: fencing c@3 failing since 2026-01-02T03:04:05Z: refused; out of the election until T"},
+		{"fencing fails, back in the election", []cluster.Member{
+			member("a", "standby", "fencing_failed: fencing c@3 failing since 2026-01-02T03:04:05Z: refused; in the election again, trying again"),
+			member("b", "standby", "standby: in the election"),
+		}, nil, "a cannot take over: fencing c@3 failing since 2026-01-02T03:04:05Z: refused; in the election again, trying again"},
 		{"taking over", []cluster.Member{
 			member("a", "standby", "standby: in the election"),
 			member("b", "fencing", "taking_over: elected at T (epoch 4): fencing c@3"),
@@ -77,6 +81,7 @@ func TestNoLeaderWhy(t *testing.T) {
 // with the leader's until and why; other reasons stay as the record says.
 func TestMemberWhy(t *testing.T) {
 	leader := member("a", "leader", "")
+	leader.Epoch = 3
 	leader.Holds = "b until 2026-01-02T03:04:05Z: the request timed out; c until 2026-01-02T04:00:00Z: the request timed out"
 	zero := 0
 	for _, tc := range []struct {
@@ -88,6 +93,8 @@ func TestMemberWhy(t *testing.T) {
 			"held_out: the leader a holds it out of its candidates after a failed handover, until 2026-01-02T03:04:05Z: the request timed out"},
 		{sick(member("c", "out", "unhealthy: health unhealthy"), "unhealthy"), "unhealthy: health unhealthy"},
 		{member("d", "standby", "standby: in the election; a leads (epoch 3)"), "standby: in the election; a leads (epoch 3)"},
+		{member("h", "standby", "fencing_failed: fencing x@2 failing since 2026-01-02T03:04:05Z: refused; in the election again, trying again"),
+			"standby: in the election; a leads (epoch 3)"},
 		{cluster.Member{NodeID: "e", State: "out", Health: "healthy", Priority: &zero}, "priority_zero: node.priority is 0: this node never campaigns"},
 		{cluster.Member{NodeID: "f", State: "out", Health: "unhealthy"}, "unhealthy: health unhealthy"},
 		{cluster.Member{NodeID: "g", State: "out", Health: "healthy"}, "out: no reason published (a node of an earlier version)"},

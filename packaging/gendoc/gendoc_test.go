@@ -128,6 +128,11 @@ func TestManPage(t *testing.T) {
 		t.Fatal(err)
 	}
 	page := cli.Man("2026-01-02")
+	for _, want := range []string{".SH EXIT STATUS\n", "\n.B 3\n", ".SH SIGNALS\n", "\n.B SIGHUP\n", "SIGTERM"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("man page lacks %q", want)
+		}
+	}
 	for _, c := range cli.Commands {
 		if !strings.Contains(page, "\n.SS "+c.Name+"\n") {
 			t.Errorf("man page has no section for %s", c.Name)

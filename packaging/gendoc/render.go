@@ -59,6 +59,8 @@ func (c *CLI) Man(date string) string {
 			fmt.Fprintf(&b, "%s\n", roff(sentence(f.Usage)))
 		}
 	}
+	b.WriteString(manExitStatus)
+	b.WriteString(manSignals)
 	b.WriteString(".SH FILES\n")
 	b.WriteString(".TP\n.I /etc/failoverd/failoverd.yaml\n" +
 		"The configuration the packaged systemd unit runs with; every key is documented in it.\n")
@@ -68,6 +70,40 @@ func (c *CLI) Man(date string) string {
 	b.WriteString(".BR systemctl (1),\n.BR journalctl (1)\n")
 	return b.String()
 }
+
+// The static sections of the man page: what the help does not say. They
+// must match cmd/failoverd's exit codes (exitOK, exitRuntime, exitUsage,
+// exitNoLeader) and its signal handling.
+const (
+	manExitStatus = `.SH EXIT STATUS
+.TP
+.B 0
+Success.
+.TP
+.B 1
+A runtime failure: the coordination service or the daemon could not be
+reached, or the request was refused or failed (a reload not applied, a
+failover refused or not completed).
+.TP
+.B 2
+A usage or configuration error: unknown command or flag, a missing or
+invalid configuration file.
+.TP
+.B 3
+\fBfailoverd leader\fR found no promoted leader.
+`
+	manSignals = `.SH SIGNALS
+\fBfailoverd run\fR handles:
+.TP
+.B SIGHUP
+Reload the configuration file (as \fBfailoverd reload\fR): applied all or
+nothing.
+.TP
+.BR SIGTERM ", " SIGINT
+Stop gracefully: a leader demotes and leaves the election, within
+\fBnode.shutdown_timeout\fR.
+`
+)
 
 // synopsisRoff sets "failoverd COMMAND" in bold, the rest as written.
 func synopsisRoff(syn string) string {
