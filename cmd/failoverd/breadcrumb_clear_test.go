@@ -11,25 +11,17 @@ import (
 	"github.com/failoverd/failoverd/cluster"
 )
 
-// clearStore is an operatorStore holding a breadcrumb and member records.
+// clearStore is an operatorStore holding member records.
 type clearStore struct {
 	operatorStore // the methods clearBreadcrumb does not use: nil, never called
-	data          []byte
 	members       []cluster.Member
 	cleared       bool
-}
-
-func (s *clearStore) ReadBreadcrumbData(context.Context) ([]byte, error) {
-	if s.data == nil {
-		return nil, breadcrumb.ErrAbsent
-	}
-	return s.data, nil
 }
 
 func (s *clearStore) Members(context.Context) ([]cluster.Member, error) { return s.members, nil }
 
 func (s *clearStore) ClearBreadcrumb(context.Context) error {
-	s.cleared, s.data = true, nil
+	s.cleared = true
 	return nil
 }
 
@@ -50,7 +42,6 @@ func TestBreadcrumbClearGuards(t *testing.T) {
 		cleared bool
 		out     string
 	}{
-		{"absent", nil, nil, false, exitOK, false, "no breadcrumb"},
 		{"its node runs", rec, []string{"node-a", "node-c"}, false, exitRuntime, false, "refused: the breadcrumb names node-c (epoch 42), whose failoverd is running"},
 		{"its node runs, forced", rec, []string{"node-c"}, true, exitRuntime, false, "refused"},
 		{"its node gone, not forced", rec, []string{"node-a"}, false, exitRuntime, false, "with --force"},
@@ -58,12 +49,12 @@ func TestBreadcrumbClearGuards(t *testing.T) {
 		{"unreadable", []byte("garbage"), []string{"node-a"}, false, exitOK, true, "unreadable breadcrumb /b cleared"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := &clearStore{data: tc.data}
+			s := &clearStore{}
 			for _, id := range tc.members {
 				s.members = append(s.members, cluster.Member{NodeID: id, State: "standby"})
 			}
 			var out, errs bytes.Buffer
-			code := clearBreadcrumb(context.Background(), s, "/b", tc.force, &out, &errs)
+			code := clearBreadcrumb(context.Background(), s, "/b", tc.data, tc.force, &out, &errs)
 			if code != tc.code || s.cleared != tc.cleared || !strings.Contains(out.String()+errs.String(), tc.out) {
 				t.Errorf("exit %d (want %d), cleared %v (want %v), output %q%q, want %q", code, tc.code, s.cleared, tc.cleared, out.String(), errs.String(), tc.out)
 			}

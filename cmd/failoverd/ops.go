@@ -311,9 +311,6 @@ func cmdBreadcrumb(args []string, stdout, stderr io.Writer) int {
 	defer closeStore()
 	ctx, cancel := withTimeout(10 * time.Second)
 	defer cancel()
-	if action == "clear" {
-		return clearBreadcrumb(ctx, store, layoutOf(cfg).Breadcrumb(), *force, stdout, stderr)
-	}
 	// The raw data, so that an operator sees what an unreadable one holds.
 	data, err := store.ReadBreadcrumbData(ctx)
 	if errors.Is(err, breadcrumb.ErrAbsent) {
@@ -323,6 +320,9 @@ func cmdBreadcrumb(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return exitRuntime
+	}
+	if action == "clear" {
+		return clearBreadcrumb(ctx, store, layoutOf(cfg).Breadcrumb(), data, *force, stdout, stderr)
 	}
 	fmt.Fprintf(stdout, "%s\n", data)
 	if _, err := breadcrumb.Decode(data); err != nil {
@@ -465,17 +465,9 @@ func memberIDs(v clusterView) string {
 // refuses while the node the breadcrumb names has a running daemon (its
 // member record exists: it demotes or hands over itself), and clears a
 // readable one only with force (its service is known to be down). An
-// unreadable one, which no leader can act on, it clears as it is.
-func clearBreadcrumb(ctx context.Context, store operatorStore, path string, force bool, stdout, stderr io.Writer) int {
-	data, err := store.ReadBreadcrumbData(ctx)
-	if errors.Is(err, breadcrumb.ErrAbsent) {
-		fmt.Fprintln(stdout, "no breadcrumb")
-		return exitOK
-	}
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return exitRuntime
-	}
+// unreadable one, which no leader can act on, it clears as it is. data
+// is the breadcrumb as read.
+func clearBreadcrumb(ctx context.Context, store operatorStore, path string, data []byte, force bool, stdout, stderr io.Writer) int {
 	rec, decodeErr := breadcrumb.Decode(data)
 	if decodeErr == nil {
 		members, err := store.Members(ctx)
