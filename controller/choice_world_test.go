@@ -436,3 +436,20 @@ func TestFailoverLogSaysWhoAsked(t *testing.T) {
 		}
 	})
 }
+
+// A target that won and met the request before its watch brought it (the
+// election is quicker than the watch) still logs who asked, once.
+func TestFailoverLogWhenTheRequestArrivesDone(t *testing.T) {
+	test(t, func(t *testing.T, w *controllertest.World) {
+		var la logLines
+		leader(t, w, "a", logTo(&la))
+		w.SetFailover(&cluster.FailoverRequest{To: "a", TimeoutMS: 60000, ID: "op2", By: "ops@h2", Done: true})
+		time.Sleep(time.Second)
+		w.SetFailover(&cluster.FailoverRequest{To: "a", TimeoutMS: 60000, ID: "op2", By: "ops@h2", Done: true})
+		time.Sleep(time.Second)
+		got := la.find(t, "manual failover to this node requested by an operator")
+		if len(got) != 1 || got[0]["by"] != "ops@h2" || got[0]["done"] != true {
+			t.Errorf("a logged %v, want one line for the request by ops@h2, done", got)
+		}
+	})
+}

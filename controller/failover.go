@@ -52,6 +52,13 @@ func (c *Controller) onFailoverSeen(r *cluster.FailoverRequest) {
 	}
 	switch key := r.Key(); {
 	case r.Done:
+		if r.To == c.cfg.NodeID && key != l.seenFailover {
+			// This node won the election and met the request before
+			// its watch brought it: say so once, as onFailoverRequest
+			// would have.
+			l.seenFailover = key
+			c.logRequestToUs(r)
+		}
 		c.endStandAside(key, "the failover target was promoted")
 		c.warm(false)
 	case key != l.seenFailover:
@@ -85,11 +92,7 @@ func (c *Controller) onFailoverRequest(key string, r cluster.FailoverRequest) {
 		// A newer request may name us while we still stand aside for an
 		// earlier one to another node (failover --to b, then --to us):
 		// the earlier one is over, and we are the candidate now.
-		if r.Reason != "" {
-			c.log.Info("handover to this node requested: the leader prefers it", "by", r.By, "reason", r.Reason)
-		} else {
-			c.log.Info("manual failover to this node requested by an operator", "by", r.By)
-		}
+		c.logRequestToUs(&r)
 		c.endStandAside("", "a newer failover request names this node")
 		if now.Before(l.cededUntil) {
 			// The operator named this node: a hold-off (after a fence, a
@@ -161,5 +164,13 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 	select {
 	case <-ctx.Done():
 	case <-t.C:
+	}
+}
+
+func (c *Controller) logRequestToUs(r *cluster.FailoverRequest) {
+	if r.Reason != "" {
+		c.log.Info("handover to this node requested: the leader prefers it", "by", r.By, "reason", r.Reason, "done", r.Done)
+	} else {
+		c.log.Info("manual failover to this node requested by an operator", "by", r.By, "done", r.Done)
 	}
 }

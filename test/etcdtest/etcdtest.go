@@ -30,6 +30,7 @@ package etcdtest
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -367,7 +368,50 @@ func (c *Cluster) Running(i int) bool { return c.Members[i].pid() != 0 }
 func (c *Cluster) Pause(i int) {
 	if pid := c.Members[i].pid(); pid != 0 {
 		syscall.Kill(-pid, syscall.SIGSTOP)
+		waitStopped(c.t, pid)
 	}
+}
+
+// waitStopped returns once every thread of process pid is stopped. kill
+// returns as soon as SIGSTOP is queued; each thread stops when it is next
+// scheduled, and on a busy machine the member answered requests for
+// milliseconds after Pause returned.
+func waitStopped(t testing.TB, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		running, err := runningThreads(pid)
+		if err != nil || running == 0 {
+			return // gone (killed meanwhile) or stopped
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("etcdtest: process %d still has %d running threads 10s after SIGSTOP", pid, running)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// runningThreads counts the threads of pid that are not stopped (state T
+// or t in /proc/PID/task/TID/stat).
+func runningThreads(pid int) (int, error) {
+	dir := fmt.Sprintf("/proc/%d/task", pid)
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, task := range tasks {
+		b, err := os.ReadFile(filepath.Join(dir, task.Name(), "stat"))
+		if err != nil {
+			continue // the thread exited
+		}
+		// "TID (comm) S ...": the state follows the last ')'.
+		rest := b[bytes.LastIndexByte(b, ')')+1:]
+		if f := bytes.Fields(rest); len(f) > 0 && f[0][0] != 'T' && f[0][0] != 't' {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // Resume continues member i after Pause.

@@ -26,6 +26,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/failoverd/failoverd/test/freeport"
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
 )
@@ -414,13 +415,8 @@ func currentUser(t testing.TB) string {
 	return u.Username
 }
 
-// freePort asks the kernel for a free loopback port.
+// freePort is a loopback port reserved for sshd until t ends.
 func freePort(t testing.TB) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	return freeport.Take(t, 1)[0]
 }

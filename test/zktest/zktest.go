@@ -43,7 +43,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -56,6 +55,7 @@ import (
 	"time"
 
 	"github.com/failoverd/failoverd/internal/tlstest"
+	"github.com/failoverd/failoverd/test/freeport"
 )
 
 // Jar is where Debian's zookeeper package puts the server.
@@ -564,40 +564,11 @@ func Mntr(addr string) (map[string]string, error) {
 	return m, nil
 }
 
-// FreePorts returns n free loopback ports for servers that bind them later.
-// They are drawn at random from below the kernel's ephemeral range
-// (ip_local_port_range starts at 32768 by default): a port handed out by
-// listening on :0 comes from that range and is closed again before the
-// server binds it, so any outgoing connection on the machine (a ZooKeeper
-// client, a proxy, another test process) could take it in between, and a
-// busy chaos run makes thousands. Each port is checked by binding it; the
-// random draw keeps concurrent test processes apart.
+// FreePorts returns n free loopback ports for servers that bind them
+// later, reserved against every other test until t ends (see freeport).
 func FreePorts(t testing.TB, n int) []int {
 	t.Helper()
-	const lo, hi = 20000, 32768
-	var ls []net.Listener
-	var ports []int
-	seen := map[int]bool{}
-	for tries := 0; len(ports) < n; tries++ {
-		if tries > 1000 {
-			t.Fatalf("no %d free loopback ports in [%d, %d)", n, lo, hi)
-		}
-		p := lo + rand.IntN(hi-lo)
-		if seen[p] {
-			continue
-		}
-		seen[p] = true
-		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
-		if err != nil {
-			continue // taken
-		}
-		ls = append(ls, l)
-		ports = append(ports, p)
-	}
-	for _, l := range ls {
-		l.Close()
-	}
-	return ports
+	return freeport.Take(t, n)
 }
 
 // Expire makes the server expire a client's session: it attaches a second
