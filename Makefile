@@ -3,7 +3,7 @@ GO ?= go
 PKGS := ./...
 BIN := bin/failoverd
 
-.PHONY: build deps test test-short lint fuzz bench chaos mutants demo demo-redis demo-postgres clean tidy-check package
+.PHONY: build deps test test-short lint fuzz bench chaos mutants demo demo-redis demo-postgres clean tidy-check package etcd-probe
 
 build:
 	@echo ">> building $(BIN)"
@@ -34,6 +34,14 @@ fuzz:
 bench: deps
 	@echo ">> benchmarks (real ZooKeeper and etcd, loopback)"
 	BENCH_JSON=$(CURDIR)/bench-results.json $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 90m ./test/bench/
+
+# make etcd-probe TRIALS=20: how often etcd itself revokes a lease that is
+# being renewed, when its leader is stopped past the TTL and continued
+# (docs/safety.md, "The lease on etcd"); each server line, about 13 s a
+# trial.
+TRIALS ?= 20
+etcd-probe: deps
+	$(GO) test -run '^$$' -bench LeaderPauseLeaseLoss -benchtime $(TRIALS)x -timeout 60m ./test/etcdtest/
 
 demo:
 	@GO="$(GO)" BACKEND="$(BACKEND)" bash examples/demo/demo.sh

@@ -491,7 +491,7 @@ func (e *Elector) lead(ctx context.Context, sess *Session, en entry, won func(co
 	// successor can win before session_timeout after it (etcd expires the
 	// lease a TTL after it received that renewal).
 	ttl := sess.TTL()
-	e.log.Info("elected", "epoch", en.rev, "key", en.key, "lease_ttl", ttl.String(),
+	e.log.Info("elected", "epoch", en.rev, "key", en.key, "lease_id", fmt.Sprintf("%x", int64(sess.ID)), "lease_ttl", ttl.String(),
 		"session_timeout", ttl.String(), "lease", (ttl - ttl/RateDiv - e.cfg.DemoteBudget).String(),
 		"demote_budget", e.cfg.DemoteBudget.String(),
 		"lease_left", time.Until(sess.Deadline()).Round(time.Millisecond).String())

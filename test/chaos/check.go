@@ -166,6 +166,15 @@ type Report struct {
 	// RevokedEnds: leaderships that ended for a deleted election entry
 	// while an operator revoked that node's lease (etcd-lease-revoke).
 	RevokedEnds int
+	// EtcdResumeRevokes: leaderships whose etcd lease etcd itself revoked
+	// while its holder kept renewing it, right after a stopped etcd
+	// leader was continued (see etcdRevokedTerms): not failed, counted.
+	EtcdResumeRevokes int
+	// RevokedHandoffs: successors elected after the previous leader's
+	// lease was revoked under it (by an operator, or by etcd on resume),
+	// whose stand-down the lease argument does not bound (see
+	// checkStaleLeaders).
+	RevokedHandoffs int
 	// The promotion policy (policy.go): every node's priority as the
 	// harness logged it ("node=priority"), the priority-0 nodes, elections
 	// won by others while a priority-0 node stood out, pre_promote runs,
@@ -502,10 +511,11 @@ func Check(h History, cfg CheckConfig) Report {
 			}
 		}
 	}
-	checkStaleLeaders(h, cfg, &r, add)
+	revoked := revokedTerms(h)
+	checkStaleLeaders(h, cfg, revoked, &r, add)
 	checkPromoteAfterFailedFence(h, &r, add)
 	checkTakeovers(r.Faults, h, &r, add)
-	checkZnodesDeleted(h, &r, add)
+	checkZnodesDeleted(h, revoked, &r, add)
 	checkFollow(h, &r, add)
 	checkPolicy(h, &r, add)
 	checkLagging(h, &r, add)
@@ -543,7 +553,7 @@ const reasonFenced = "operator_demote"
 // cannot act; it must stand down within the slack of being resumed.
 // Fencing may have kept the store safe: a node that believes it leads
 // after its successor won is a broken lease all the same.
-func checkStaleLeaders(h History, cfg CheckConfig, r *Report, add func(string, time.Time, string, ...any)) {
+func checkStaleLeaders(h History, cfg CheckConfig, revoked map[nodeEpoch]revocation, r *Report, add func(string, time.Time, string, ...any)) {
 	// Pauses of daemons (pause-daemon faults), by node.
 	type span struct{ from, to time.Time }
 	paused := map[string][]span{}
@@ -627,6 +637,12 @@ func checkStaleLeaders(h History, cfg CheckConfig, r *Report, add func(string, t
 			r.LeaseHandoffs++
 		}
 		switch {
+		case revoked[nodeEpoch{c.b.node, c.b.epoch}].near(c.succ.At) && !c.b.end.IsZero():
+			// Its lease was taken away under it: the successor won when
+			// the entry went, before the old leader's watch could tell
+			// it; only fencing keeps them apart (checked by the rules on
+			// promotion and writes), and it must still stand down.
+			r.RevokedHandoffs++
 		case c.b.end.IsZero():
 			add(VStaleLeader, c.deadline, "%s still believed it was leader at epoch %d (elected %s) after %s was elected at epoch %d at %s, and never stood down",
 				c.b.node, c.b.epoch, c.b.start.Format("15:04:05.000"), c.succ.Get("node"), c.succ.Int("epoch"), c.succ.At.Format("15:04:05.000"))
@@ -696,7 +712,7 @@ func checkPromoteAfterFailedFence(h History, r *Report, add func(string, time.Ti
 // poller saw the node's member record (an ephemeral of the same session)
 // gone while the daemon was stopped, and the end came within
 // ZnodeExpiredSlack of its waking. Those are counted, not failed.
-func checkZnodesDeleted(h History, r *Report, add func(string, time.Time, string, ...any)) {
+func checkZnodesDeleted(h History, revokedBy map[nodeEpoch]revocation, r *Report, add func(string, time.Time, string, ...any)) {
 	type span struct{ from, to time.Time }
 	var (
 		paused   = map[string][]span{} // node -> its pause-daemon spans
@@ -759,9 +775,103 @@ func checkZnodesDeleted(h History, r *Report, add func(string, time.Time, string
 			r.RevokedEnds++
 			continue
 		}
+		if revokedBy[nodeEpoch{e.Get("node"), e.Int("epoch")}].by == revokedOnResume {
+			r.EtcdResumeRevokes++
+			continue
+		}
 		add(VZnodeDeleted, e.At, "%s's leadership at epoch %d ended because its election znode was deleted by another session (%s)",
 			e.Get("node"), e.Int("epoch"), e.Get("reason"))
 	}
+}
+
+type nodeEpoch struct {
+	node  string
+	epoch int64
+}
+
+// Why an etcd term's lease was revoked under it (revokedTerms).
+const (
+	revokedByOperator = "operator"  // etcd-lease-revoke
+	revokedOnResume   = "on_resume" // etcd, after its stopped leader went on
+)
+
+// EtcdResumeSlack: how long after a stopped etcd leader is continued etcd
+// may still revoke leases that expired in that member's view. The old
+// leader's lessor checks every 500ms; its revoke then goes through raft.
+const EtcdResumeSlack = 5 * time.Second
+
+// revokedTerms finds the etcd terms whose lease etcd no longer had while
+// their daemon still renewed it: the term's entry was deleted (its
+// leadership ended for that) and the session of the lease the term was
+// elected with ended with "etcd lease X is gone". Two causes explain
+// that, and only they are returned: an operator's revoke of that node's
+// lease (etcd-lease-revoke) and etcd's own revoke right after a stopped
+// etcd leader was continued (etcd-pause-leader): on waking, that member's
+// lessor may still act as the primary and revoke every lease that expired
+// in its view, although the new leader extended and renewed them (etcd
+// issues 12528 and 15247; `make etcd-probe` measures it with etcd alone).
+// Any other lease gone under a live term is left to the rules as before.
+func revokedTerms(h History) map[nodeEpoch]revocation {
+	type span struct{ from, to time.Time }
+	lease := map[string]nodeEpoch{} // node|lease id -> the term elected with it
+	ended := map[nodeEpoch]bool{}   // terms ended by their entry's deletion
+	gone := map[nodeEpoch]time.Time{}
+	injected := map[string]Event{}
+	operator := map[string][]span{} // node -> operator revoke spans
+	var resumed []time.Time         // heals of stopped etcd leaders
+	for _, e := range h {
+		switch {
+		case e.Kind == KindElected && e.Get("lease_id") != "":
+			lease[e.Get("node")+"|"+e.Get("lease_id")] = nodeEpoch{e.Get("node"), e.Int("epoch")}
+		case e.Kind == KindLeadershipEnd && entryDeleted(e.Get("reason")):
+			ended[nodeEpoch{e.Get("node"), e.Int("epoch")}] = true
+		case e.Kind == KindSessionEnded && strings.Contains(e.Get("err"), "is_gone"):
+			if t, ok := lease[e.Get("node")+"|"+e.Get("lease")]; ok {
+				gone[t] = e.At
+			}
+		case e.Kind == KindFault && e.Get("phase") == "inject":
+			injected[e.Get("id")] = e
+		case e.Kind == KindFault && e.Get("phase") == "heal":
+			in, ok := injected[e.Get("id")]
+			switch {
+			case !ok:
+			case in.Get("kind") == EtcdLeaseRevoke:
+				operator[in.Get("target")] = append(operator[in.Get("target")], span{in.At, e.At})
+			case (in.Get("kind") == EtcdPauseLeader || in.Get("kind") == EtcdPauseMember) && in.Get("role") == "leader":
+				resumed = append(resumed, e.At)
+			}
+		}
+	}
+	out := map[nodeEpoch]revocation{}
+	for t, at := range gone {
+		if !ended[t] {
+			continue
+		}
+		for _, s := range operator[t.node] {
+			if !at.Before(s.from) && !at.After(s.to.Add(EtcdResumeSlack)) {
+				out[t] = revocation{revokedByOperator, at}
+			}
+		}
+		for _, r := range resumed {
+			if out[t].by == "" && !at.Before(r.Add(-time.Second)) && !at.After(r.Add(EtcdResumeSlack)) {
+				out[t] = revocation{revokedOnResume, at}
+			}
+		}
+	}
+	return out
+}
+
+// revocation: who revoked a term's lease (revokedByOperator or
+// revokedOnResume), and when its daemon's session learnt the lease was
+// gone (shortly after the entry went; it checks at once).
+type revocation struct {
+	by string
+	at time.Time
+}
+
+// near reports whether t is within EtcdResumeSlack of the revocation.
+func (v revocation) near(t time.Time) bool {
+	return v.by != "" && !t.Before(v.at.Add(-EtcdResumeSlack)) && !t.After(v.at.Add(EtcdResumeSlack))
 }
 
 // entryDeleted reports whether a leadership's end reason is the deletion

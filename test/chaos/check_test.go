@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -826,5 +827,59 @@ func TestCheckEntryDeletedEtcd(t *testing.T) {
 		"no revoke at all": end(40, "node-a"),
 	} {
 		t.Run(name, func(t *testing.T) { wantOnly(t, Check(hist(t, h), cfg), VZnodeDeleted) })
+	}
+}
+
+// etcd may revoke a lease its holder kept renewing right after a stopped
+// etcd leader is continued (etcd issues 12528 and 15247). A term whose
+// entry went and whose session then found its lease gone, within
+// EtcdResumeSlack of such a heal, is counted, not failed; its successor's
+// early election is not a stale leader. Without the heal, with the lease
+// still there (someone deleted the key), or long after, it is a violation.
+func TestCheckEtcdRevokeOnResume(t *testing.T) {
+	const resume = `
+0 nemesis fault phase=inject kind=etcd-pause-leader id=9 target=m1 role=leader
+4000 nemesis fault phase=heal kind=etcd-pause-leader id=9 target=m1
+`
+	const term = `
+100 daemon elected node=node-a epoch=50 lease_id=7a1
+`
+	const after = `
+4300 daemon elected node=node-b epoch=60 lease_id=7b2
+4900 daemon state node=node-a from=leader to=demoting reason=leadership_lost epoch=50
+4910 daemon session_ended node=node-a lease=7a1 err=cluster:_session_expired:_etcd_lease_7a1_is_gone
+5200 daemon leadership_ended node=node-a epoch=50 reason=cluster:_the_term's_election_entry_was_deleted:_/failoverd/e2e/election/a_50
+`
+	r := Check(hist(t, resume+term+after), cfg)
+	wantClean(t, r)
+	if r.EtcdResumeRevokes != 1 || r.RevokedHandoffs != 1 {
+		t.Errorf("revokes on resume %d, revoked handoffs %d; want 1 and 1", r.EtcdResumeRevokes, r.RevokedHandoffs)
+	}
+	for name, h := range map[string]string{
+		"no heal":              term + after,
+		"a follower resumed":   strings.Replace(resume, "role=leader", "role=follower", 1) + term + after,
+		"lease still there":    resume + term + strings.Replace(after, "4910 daemon session_ended node=node-a lease=7a1 err=cluster:_session_expired:_etcd_lease_7a1_is_gone\n", "", 1),
+		"another node's lease": resume + term + strings.Replace(after, "lease=7a1", "lease=7c3", 1),
+		"long after the heal":  strings.Replace(resume, "4000 nemesis", "-8000 nemesis", 1) + term + after,
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := Check(hist(t, h), cfg)
+			if !slices.ContainsFunc(r.Violations, func(v Violation) bool { return v.Kind == VZnodeDeleted }) {
+				t.Errorf("violations %v, want %s", r.Violations, VZnodeDeleted)
+			}
+		})
+	}
+}
+
+// The etcd elected and session-ended lines carry what revokedTerms joins
+// on: the lease id, as the daemon logs them.
+func TestParseEtcdLeaseLines(t *testing.T) {
+	var b strings.Builder
+	log := slog.New(slog.NewJSONHandler(&b, nil))
+	log.Info("elected", "epoch", 50, "key", "/failoverd/c/election/a", "lease_id", "7a1")
+	log.Warn("etcd session ended", "lease", "7a1", "err", "cluster: session expired: etcd lease 7a1 is gone")
+	evs := ParseDaemonLog(strings.NewReader(b.String()), "node-a")
+	if len(evs) != 2 || evs[0].Get("lease_id") != "7a1" || evs[1].Kind != KindSessionEnded || evs[1].Get("lease") != "7a1" || !strings.Contains(evs[1].Get("err"), "is_gone") {
+		t.Errorf("parsed %+v", evs)
 	}
 }

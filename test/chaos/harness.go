@@ -553,7 +553,8 @@ func trim(s string, n int) string {
 }
 
 // SaveArtifacts copies the logs of the run to dir: the merged history, the
-// raw events and decisions, and every node's logs.
+// raw events and decisions, every node's logs and, on etcd, every etcd
+// member's log.
 func (e *Env) SaveArtifacts(dir string, h History) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -568,6 +569,11 @@ func (e *Env) SaveArtifacts(dir string, h History) error {
 	for _, n := range e.C.Nodes {
 		for _, name := range []string{"failoverd.log", "toy.log", "failoverd.yaml"} {
 			copies[n.ID+"-"+name] = filepath.Join(n.Dir(), name)
+		}
+	}
+	if e.C.Etcd != nil {
+		for _, m := range e.C.Etcd.Members {
+			copies["etcd-"+m.Name+".log"] = m.LogPath()
 		}
 	}
 	names := make([]string, 0, len(copies))

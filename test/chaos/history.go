@@ -157,6 +157,9 @@ const (
 	KindState         = "state"            // from= to= reason= epoch=: a controller state transition
 	KindFenced        = "fenced"           // target= target_epoch= method=: the previous leader was fenced
 	KindFenceFailed   = "fencing_failed"   // target= target_epoch=: the whole chain failed; no promotion may follow
+	// lease= err=: the etcd session ended; err says "etcd lease X is gone"
+	// when etcd no longer had the lease (revoked, or expired on its side).
+	KindSessionEnded = "session_ended"
 )
 
 // daemonMessages maps the log messages the checker needs to event kinds.
@@ -167,6 +170,7 @@ var daemonMessages = map[string]string{
 	"state transition":              KindState,
 	"previous leader fenced":        KindFenced,
 	"fencing failed: not promoting": KindFenceFailed,
+	"etcd session ended":            KindSessionEnded,
 	// A node fencing its own earlier term demotes its service locally.
 	"previous term of this node fenced by a local demote": KindFenced,
 	// A follow run the controller no longer wants (why=elected, ...).

@@ -94,6 +94,12 @@ func Summary(r Report, seed uint64, replay string) string {
 	if r.RevokedEnds > 0 {
 		fmt.Fprintf(&b, "leaderships ended for a deleted election entry while the operator revoked the node's lease (not failed): %d\n", r.RevokedEnds)
 	}
+	if r.EtcdResumeRevokes > 0 {
+		fmt.Fprintf(&b, "leaderships whose etcd lease etcd revoked while it was renewed, right after a stopped etcd leader went on (etcd's, not failed): %d\n", r.EtcdResumeRevokes)
+	}
+	if r.RevokedHandoffs > 0 {
+		fmt.Fprintf(&b, "successors elected after the previous leader's lease was revoked under it (stand-down not bounded by the lease, fencing checked): %d\n", r.RevokedHandoffs)
+	}
 	if len(r.KnownRaces) > 0 {
 		fmt.Fprintf(&b, "known dependency data races (reported, not failing): %s\n", strings.Join(r.KnownRaces, ", "))
 		for _, k := range KnownRaces {
@@ -206,6 +212,8 @@ func Combine(a, b Report) Report {
 	r.LaggingWins += b.LaggingWins
 	r.ExpiredZnodeEnds += b.ExpiredZnodeEnds
 	r.RevokedEnds += b.RevokedEnds
+	r.EtcdResumeRevokes += b.EtcdResumeRevokes
+	r.RevokedHandoffs += b.RevokedHandoffs
 	r.LaggingDeclined += b.LaggingDeclined
 	r.Judged = map[string]int{}
 	for _, m := range []map[string]int{a.Judged, b.Judged} {

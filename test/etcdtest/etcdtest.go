@@ -173,6 +173,10 @@ type Member struct {
 // Endpoint is the member's client URL.
 func (m *Member) Endpoint() string { return m.scheme + "://" + loopback(m.ClientPort) }
 
+// LogPath is the file the member's server writes its log to (kept across
+// restarts: each start appends).
+func (m *Member) LogPath() string { return m.log }
+
 // ClientAddr is the member's client address, 127.0.0.1:port.
 func (m *Member) ClientAddr() string { return loopback(m.ClientPort) }
 
