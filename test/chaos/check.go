@@ -801,9 +801,9 @@ const (
 const EtcdResumeSlack = 5 * time.Second
 
 // revokedTerms finds the etcd terms whose lease etcd no longer had while
-// their daemon still renewed it: the term's entry was deleted (its
-// leadership ended for that) and the session of the lease the term was
-// elected with ended with "etcd lease X is gone". Two causes explain
+// their daemon still renewed it: the session of the lease the term was
+// elected with ended with "etcd lease X is gone" (its key went with it,
+// whether the term ended for that or, first, for a fence). Two causes explain
 // that, and only they are returned: an operator's revoke of that node's
 // lease (etcd-lease-revoke) and etcd's own revoke right after a stopped
 // etcd leader was continued (etcd-pause-leader): on waking, that member's
@@ -814,7 +814,6 @@ const EtcdResumeSlack = 5 * time.Second
 func revokedTerms(h History) map[nodeEpoch]revocation {
 	type span struct{ from, to time.Time }
 	lease := map[string]nodeEpoch{} // node|lease id -> the term elected with it
-	ended := map[nodeEpoch]bool{}   // terms ended by their entry's deletion
 	gone := map[nodeEpoch]time.Time{}
 	injected := map[string]Event{}
 	operator := map[string][]span{} // node -> operator revoke spans
@@ -823,8 +822,6 @@ func revokedTerms(h History) map[nodeEpoch]revocation {
 		switch {
 		case e.Kind == KindElected && e.Get("lease_id") != "":
 			lease[e.Get("node")+"|"+e.Get("lease_id")] = nodeEpoch{e.Get("node"), e.Int("epoch")}
-		case e.Kind == KindLeadershipEnd && entryDeleted(e.Get("reason")):
-			ended[nodeEpoch{e.Get("node"), e.Int("epoch")}] = true
 		case e.Kind == KindSessionEnded && strings.Contains(e.Get("err"), "is_gone"):
 			if t, ok := lease[e.Get("node")+"|"+e.Get("lease")]; ok {
 				gone[t] = e.At
@@ -844,9 +841,6 @@ func revokedTerms(h History) map[nodeEpoch]revocation {
 	}
 	out := map[nodeEpoch]revocation{}
 	for t, at := range gone {
-		if !ended[t] {
-			continue
-		}
 		for _, s := range operator[t.node] {
 			if !at.Before(s.from) && !at.After(s.to.Add(EtcdResumeSlack)) {
 				out[t] = revocation{revokedByOperator, at}

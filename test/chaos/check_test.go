@@ -883,3 +883,25 @@ func TestParseEtcdLeaseLines(t *testing.T) {
 		t.Errorf("parsed %+v", evs)
 	}
 }
+
+// An operator revokes the leader's lease: a successor wins within
+// milliseconds and fences the old leader before its watch fired. That is
+// no stale leader once the old session saw its lease gone; without that
+// evidence it is.
+func TestCheckRevokedLeaderFencedFirst(t *testing.T) {
+	const h = `
+0 daemon elected node=node-c epoch=20963 lease_id=29a
+1000 nemesis fault phase=inject kind=etcd-lease-revoke id=418 target=node-c
+1260 nemesis etcd_lease_revoke epoch=20963 lease=29a node=node-c ok=true
+1285 daemon elected node=node-a epoch=21041 lease_id=31b
+1380 daemon state node=node-c from=leader to=demoting reason=operator_demote epoch=20963
+2250 nemesis fault phase=heal kind=etcd-lease-revoke id=418 target=node-c
+2850 daemon session_ended node=node-c lease=29a err=cluster:_the_term's_session_expired:_etcd_lease_29a_is_gone
+`
+	r := Check(hist(t, h), cfg)
+	wantClean(t, r)
+	if r.RevokedHandoffs != 1 {
+		t.Errorf("revoked handoffs %d, want 1", r.RevokedHandoffs)
+	}
+	wantOnly(t, Check(hist(t, strings.Replace(h, "is_gone", "was_closed", 1)), cfg), VStaleLeader)
+}
