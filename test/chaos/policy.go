@@ -145,8 +145,11 @@ func (e *Env) leadable(n *clustertest.Node) *clustertest.Node {
 // noVetoKinds are the faults during which no pre_promote vetoes and no node
 // lags on the side (lagging-failover chooses its own): a node
 // must lead while they last, or they wait for recoveries of their own.
+// handover-successor-killed needs a successor that takes over within
+// seconds of the cede: with one candidate vetoing and the other lagging,
+// 18 of its 26 injections in a long etcd run found none to kill.
 var noVetoKinds = map[string]bool{HookUnkillable: true, NamesZK: true, HandshakeDrop: true, LostReplyLagging: true,
-	LaggingFailover: true}
+	LaggingFailover: true, HandoverKill: true}
 
 // vetoFile is the file that makes n's pre_promote hook veto.
 func vetoFile(n *clustertest.Node) string { return filepath.Join(n.Dir(), "pre-promote-veto") }
