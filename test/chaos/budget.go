@@ -141,6 +141,15 @@ func (m *Nemesis) slowHooks(kind string, id int, leader *clustertest.Node, pick 
 		}
 	}
 	defer clearAll(nil)
+	if kind == SlowHooksEtcdOutage || kind == SlowHooksEtcdIsolated {
+		// On etcd the term ends up to TTL/3 + 4.9s after the strike (the
+		// last renewal may be that old); the slow promote, started before
+		// the strike, must still run then, or its timeout kills it first
+		// and the worst case is not what ends it. Every node reloads with
+		// a promote timeout longer than the lease for the fault.
+		restore := e.raisePromoteTimeout(kind, id, 2*EtcdLeaseTTL)
+		defer restore()
+	}
 	e.waitStandby(cands, 20*time.Second)
 	mark := e.eventsMark()
 	// The fault begins with the cede (its window, for liveness, too); the
@@ -261,5 +270,28 @@ func (m *Nemesis) slowHooks(kind string, id int, leader *clustertest.Node, pick 
 		heal(s.ID)
 		e.waitEvent(standDown, 5*time.Second, "demote", "node", s.ID)
 		os.Remove(marks(s)[1])
+	}
+}
+
+// raisePromoteTimeout reloads every daemon with promote timeout d and
+// returns what reloads the files as they were.
+func (e *Env) raisePromoteTimeout(kind string, id int, d time.Duration) (restore func()) {
+	orig, raised := map[string]string{}, map[string]string{}
+	for _, n := range e.C.Nodes {
+		b, err := os.ReadFile(n.Config)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		orig[n.ID] = string(b)
+		if raised[n.ID], err = withPromoteTimeout(string(b), d); err != nil {
+			e.t.Fatalf("%s (fault %d): %s: %v", kind, id, n.Config, err)
+		}
+	}
+	e.reloadAll("promote_timeout", raised)
+	return func() {
+		e.reloadAll("restore", orig)
+		for _, n := range e.C.Nodes { // down nodes read it at their restart
+			os.WriteFile(n.Config, []byte(orig[n.ID]), 0o600)
+		}
 	}
 }

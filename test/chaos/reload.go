@@ -49,6 +49,17 @@ func lowerDemoteTimeout(cfg string) (string, error) {
 	return demoteTimeoutLine.ReplaceAllString(cfg, "${1}"+(d/2).Round(time.Millisecond).String()), nil
 }
 
+// promoteTimeoutLine is the promote hook's timeout in a clustertest config.
+var promoteTimeoutLine = regexp.MustCompile(`(?m)^(  promote:\n    command: \[[^\]]*\]\n    timeout: )(\S+)$`)
+
+// withPromoteTimeout returns cfg with the promote hook's timeout set to d.
+func withPromoteTimeout(cfg string, d time.Duration) (string, error) {
+	if !promoteTimeoutLine.MatchString(cfg) {
+		return "", fmt.Errorf("no promote timeout in the config")
+	}
+	return promoteTimeoutLine.ReplaceAllString(cfg, "${1}"+d.String()), nil
+}
+
 // reloadAll writes each node's config (files[id]), SIGHUPs its daemon and
 // waits until its status shows a new config hash.
 func (e *Env) reloadAll(step string, files map[string]string) {
@@ -70,7 +81,7 @@ func (e *Env) reloadAll(step string, files map[string]string) {
 		}
 		e.Log(KindConfigReload, "node", n.ID, "step", step, "ok", applied)
 		if !applied {
-			e.t.Errorf("%s: %s did not apply the reloaded config within 10s", ReloadConfig, n.ID)
+			e.t.Errorf("reload (%s): %s did not apply the reloaded config within 10s", step, n.ID)
 		}
 	}
 }
