@@ -65,7 +65,7 @@ const (
 
 // AllViolationKinds lists every kind, for the summary.
 var AllViolationKinds = []string{VOverlap, VServiceOverlap, VStaleWrite, VWrongWriter, VUnpromoted, VEpochOrder, VStaleLeader, VLateStandDown, VPromoteAfterFailedFence,
-	VFencedByWrongAnswer, VZnodeDeleted, VFollowBadLeader, VFollowInTerm, VPromotedPriorityZero, VPromotedAfterVeto, VPromotedAfterDecline, VPromotedLagging,
+	VFencedByWrongAnswer, VClearAccepted, VZnodeDeleted, VFollowBadLeader, VFollowInTerm, VPromotedPriorityZero, VPromotedAfterVeto, VPromotedAfterDecline, VPromotedLagging,
 	VPausedAction, VLiveness, VNoTakeover, VLockedOut, VExit, VCrash, VGoroutines, VFDs, VUnhealedFaults}
 
 // Violation is one failed property.
@@ -523,6 +523,7 @@ func Check(h History, cfg CheckConfig) Report {
 	checkStandDowns(h, &r, add)
 	checkPaused(h, &r, add)
 	checkWrongFenceAnswers(h, &r, add)
+	checkBreadcrumbClears(h, &r, add)
 	sort.SliceStable(r.Violations, func(i, j int) bool { return r.Violations[i].At.Before(r.Violations[j].At) })
 	return r
 }

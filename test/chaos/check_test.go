@@ -905,3 +905,17 @@ func TestCheckRevokedLeaderFencedFirst(t *testing.T) {
 	}
 	wantOnly(t, Check(hist(t, strings.Replace(h, "is_gone", "was_closed", 1)), cfg), VStaleLeader)
 }
+
+// An operator's breadcrumb clear while the leader runs must be refused;
+// one with nothing to clear judges nothing.
+func TestCheckBreadcrumbClear(t *testing.T) {
+	r := Check(hist(t, "0 nemesis breadcrumb_clear node=node-a force=true code=1 absent=false\n"), cfg)
+	wantClean(t, r)
+	if r.Judged[VClearAccepted] != 1 {
+		t.Errorf("judged %d clears, want 1", r.Judged[VClearAccepted])
+	}
+	wantOnly(t, Check(hist(t, "0 nemesis breadcrumb_clear node=node-a force=false code=0 absent=false\n"), cfg), VClearAccepted)
+	if r := Check(hist(t, "0 nemesis breadcrumb_clear node=node-a force=false code=0 absent=true\n"), cfg); len(r.Violations) != 0 || r.Judged[VClearAccepted] != 0 {
+		t.Errorf("a clear with nothing to clear: violations %v, judged %d", r.Violations, r.Judged[VClearAccepted])
+	}
+}

@@ -35,16 +35,24 @@ const (
 	// primary): the successor's rpc fence must fail over to the next
 	// method (fenced_by_wrong_answer).
 	FenceWrongAnswer = "fence-wrong-answer"
+	// The operator runs `failoverd breadcrumb clear` while the leader runs
+	// (variant 0 plain, 1 with --force): it must be refused (clear_accepted),
+	// as without the breadcrumb the next leader would not fence this one.
+	// Then the leader's failoverd is SIGKILLed (its service stays primary)
+	// and restarted after 2-4s: the successor must still fence it before
+	// it promotes (service_overlap, stale_write).
+	BreadcrumbClear = "operator-breadcrumb-clear"
 )
 
 // OperatorKinds lists them.
-var OperatorKinds = []string{PauseCluster, VetoTakeover, FenceWrongAnswer}
+var OperatorKinds = []string{PauseCluster, VetoTakeover, FenceWrongAnswer, BreadcrumbClear}
 
 // Harness event kinds of the operator's controls.
 const (
 	KindPause        = "pause"                // phase=on|off|unconfirmed fault=: the window every node saw paused
 	KindStubAnswer   = "fence_stub_answer"    // node= from= target_epoch= answered_node= answered_epoch= fault=
 	KindFenceAttempt = "fence_attempt_daemon" // method= target= outcome=: one method of the fencer's chain (its log)
+	KindClear        = "breadcrumb_clear"     // node= force= code= absent=: the operator's breadcrumb clear and its exit code
 )
 
 // Violation kinds of the operator's controls.
@@ -54,11 +62,15 @@ const (
 	VPausedAction = "paused_action"
 	// A node counted an rpc fence as done on a wrong answer.
 	VFencedByWrongAnswer = "fenced_by_wrong_answer"
+	// `failoverd breadcrumb clear` deleted the breadcrumb of a leader
+	// whose failoverd was running.
+	VClearAccepted = "clear_accepted"
 )
 
 func init() {
 	harnessKinds[KindPause] = true
 	harnessKinds[KindStubAnswer] = true
+	harnessKinds[KindClear] = true
 	for _, k := range OperatorKinds {
 		noVetoKinds[k] = true
 	}
@@ -340,6 +352,44 @@ func checkWrongFenceAnswers(h History, r *Report, add func(string, time.Time, st
 					node, a.target, a.epoch, a.what, a.at.Format("15:04:05.000"))
 			}
 			delete(pending, node)
+		}
+	}
+}
+
+// breadcrumbClear injects operator-breadcrumb-clear.
+func (m *Nemesis) breadcrumbClear(id int, leader *clustertest.Node, holdIn func(lo, hi time.Duration) time.Duration,
+	inject func(string, ...any), heal func(string)) {
+	e := m.e
+	force := (m.count[BreadcrumbClear] - 1) % 2
+	inject(leader.ID, "variant", force)
+	args := []string{"breadcrumb", "clear"}
+	if force == 1 {
+		args = append(args, "--force")
+	}
+	out, code := leader.CLI(args...)
+	e.Log(KindClear, "node", leader.ID, "force", force == 1, "code", code, "absent", strings.Contains(out, "no breadcrumb"))
+	if code == 0 {
+		e.t.Logf("fault %d (%s): the clear was accepted: %s", id, BreadcrumbClear, strings.TrimSpace(out))
+	}
+	e.expectKill(leader)
+	leader.Kill(syscall.SIGKILL)
+	time.Sleep(holdIn(2*time.Second, 4*time.Second))
+	leader.Start()
+	heal(leader.ID)
+}
+
+// checkBreadcrumbClears applies clear_accepted: every clear the operator
+// ran while the leader's failoverd was running must have been refused
+// (a non-zero exit), unless there was no breadcrumb to clear.
+func checkBreadcrumbClears(h History, r *Report, add func(string, time.Time, string, ...any)) {
+	for _, e := range h {
+		if e.Kind != KindClear || e.Get("absent") == "true" {
+			continue
+		}
+		r.judge(VClearAccepted, 1)
+		if e.Get("code") == "0" {
+			add(VClearAccepted, e.At, "breadcrumb clear (force %s) deleted the breadcrumb of %s while its failoverd ran",
+				e.Get("force"), e.Get("node"))
 		}
 	}
 }

@@ -134,6 +134,8 @@ func Unexercised(kinds []string, r Report) []string {
 			need(VPausedAction, k)
 		case k == FenceWrongAnswer:
 			need(VFencedByWrongAnswer, k)
+		case k == BreadcrumbClear:
+			need(VClearAccepted, k)
 		case contains(SlowHookKinds, k):
 			need(VLateStandDown, k)
 			if r.StandDownsAfterKill == 0 && r.Judged[VLateStandDown] > 0 {
