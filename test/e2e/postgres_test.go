@@ -16,6 +16,10 @@ import (
 //	             back through start.sh (as a standby), then its failoverd
 //	pg-crash     SIGKILL to the leader's PostgreSQL only: its failoverd sees
 //	             it unhealthy and steps down; its follow hook brings it back
+//	pg-restart   the same, but PostgreSQL is restarted at once (a standby,
+//	             as start.sh starts it) before failoverd's next check: it
+//	             must still step down, as health.sh counts a promoted node
+//	             in recovery unhealthy
 //	sigterm      SIGTERM to the leader's failoverd (a graceful demote)
 //	failover     failoverd failover --to a standby
 //	naive        a host crash, then its PostgreSQL started by hand as a

@@ -79,6 +79,14 @@ func RunFailovers(t testing.TB, cycles int) []Figures {
 			cause: func(old *Node) { old.KillPG() },
 		},
 		{
+			// A supervisor restarts the crashed PostgreSQL at once (as
+			// start.sh does: a standby), before a second failed health
+			// check: health.sh must still count it unhealthy, or the
+			// leader keeps its term with no primary anywhere.
+			name:  "pg-restart",
+			cause: func(old *Node) { old.KillPG(); old.StartPG() },
+		},
+		{
 			name: "sigterm",
 			cause: func(old *Node) {
 				old.SignalDaemon(syscall.SIGTERM)

@@ -62,12 +62,14 @@ if ! has_data; then
 fi
 if ! pm_pid; then
   park
+  not_primary
   ev_add how not-running
   ok
 fi
 cluster_state || fail "pg_controldata: cannot read $PGDATA"
 if [[ "$CLUSTER_STATE" == "in archive recovery" ]]; then
   park
+  not_primary
   ev_add how already-standby
   ok
 fi
@@ -76,6 +78,7 @@ fi
 # next, the next start is a standby's.
 STOPPING=1
 park
+not_primary
 now_ms
 left=$((fast_until - NOW_MS))
 stop_pg $((left > 0 ? left : 0)) || fail "PostgreSQL (pid $PM_PID) still runs after an immediate shutdown"

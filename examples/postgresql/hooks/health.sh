@@ -5,7 +5,12 @@
 #     not read-only), or
 #   - it is a standby that is not streaming on an older timeline than the
 #     leader's that follow.sh recorded (failoverd.follow: "leader=...
-#     timeline=N"): a standby streaming an old timeline diverged.
+#     timeline=N"): a standby streaming an old timeline diverged;
+#     and not one that promote.sh recorded as the primary ("primary
+#     epoch=E", until demote.sh): that is the leader's PostgreSQL restarted
+#     after a crash (below, or by a supervisor), always as a standby, and
+#     its failoverd must hand over, or the cluster keeps a leader without
+#     a primary.
 # A standby whose leader went away stays healthy: it is what failoverd
 # elects next. Which standby may be elected is election.max_lag's business
 # (positions), not this check's: a check that refused an old primary
@@ -46,6 +51,10 @@ if [[ "$recovery" == f ]]; then
 fi
 state=''
 [[ -r "$PG_FOLLOW_STATE" ]] && read -r state <"$PG_FOLLOW_STATE"
+if [[ "$state" == primary* ]]; then
+  echo "health: in recovery, but this node was promoted (${state%% timeline=*}) and not demoted since: restarted as a standby; failoverd must hand over" >&2
+  exit 1
+fi
 [[ "$state" == leader=* ]] || exit 0
 want=${state##*timeline=}
 if [[ "$status" == streaming && "$rtli" =~ ^[0-9]+$ && "$want" =~ ^[0-9]+$ ]] && ((rtli < want)); then

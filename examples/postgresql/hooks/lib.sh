@@ -194,6 +194,17 @@ park() {
   [[ -e "$PGDATA/standby.signal" ]] || : >>"$PGDATA/standby.signal"
 }
 
+# not_primary: the node's record (PG_FOLLOW_STATE, "primary epoch=E ..."
+# since promote.sh) says it is no longer the primary. health.sh counts a
+# PostgreSQL in recovery whose record says primary as unhealthy.
+not_primary() {
+  has_data || return 0
+  local state=''
+  if [[ -r "$PG_FOLLOW_STATE" ]]; then read -r state <"$PG_FOLLOW_STATE" || true; fi
+  [[ "$state" == primary* ]] || return 0
+  as_pg sh -c 'printf "%s\n" "$2" >"$1"' sh "$PG_FOLLOW_STATE" "demoted epoch=${FAILOVERD_EPOCH:-}"
+}
+
 # set_conninfo [HOST PORT]: writes failoverd.conf: stream from HOST:PORT,
 # or (no arguments) from nobody.
 set_conninfo() {
