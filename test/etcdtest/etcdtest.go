@@ -395,8 +395,9 @@ func waitStopped(t testing.TB, pid int) {
 	}
 }
 
-// runningThreads counts the threads of pid that are not stopped (state T
-// or t in /proc/PID/task/TID/stat).
+// runningThreads counts the threads of pid that are neither stopped (state
+// T or t in /proc/PID/task/TID/stat) nor dead (Z, X: a member that exited
+// and was not reaped yet).
 func runningThreads(pid int) (int, error) {
 	dir := fmt.Sprintf("/proc/%d/task", pid)
 	tasks, err := os.ReadDir(dir)
@@ -411,7 +412,7 @@ func runningThreads(pid int) (int, error) {
 		}
 		// "TID (comm) S ...": the state follows the last ')'.
 		rest := b[bytes.LastIndexByte(b, ')')+1:]
-		if f := bytes.Fields(rest); len(f) > 0 && f[0][0] != 'T' && f[0][0] != 't' {
+		if f := bytes.Fields(rest); len(f) > 0 && !bytes.ContainsAny(f[0][:1], "TtZX") {
 			n++
 		}
 	}
