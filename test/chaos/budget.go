@@ -276,17 +276,9 @@ func (m *Nemesis) slowHooks(kind string, id int, leader *clustertest.Node, pick 
 // raisePromoteTimeout reloads every daemon with promote timeout d and
 // returns what reloads the files as they were.
 func (e *Env) raisePromoteTimeout(kind string, id int, d time.Duration) (restore func()) {
-	orig, raised := map[string]string{}, map[string]string{}
-	for _, n := range e.C.Nodes {
-		b, err := os.ReadFile(n.Config)
-		if err != nil {
-			e.t.Fatal(err)
-		}
-		orig[n.ID] = string(b)
-		if raised[n.ID], err = withPromoteTimeout(string(b), d); err != nil {
-			e.t.Fatalf("%s (fault %d): %s: %v", kind, id, n.Config, err)
-		}
-	}
+	orig, raised := e.editConfigs(fmt.Sprintf("%s (fault %d)", kind, id), func(cfg string) (string, error) {
+		return withPromoteTimeout(cfg, d)
+	})
 	e.reloadAll("promote_timeout", raised)
 	return func() {
 		e.reloadAll("restore", orig)

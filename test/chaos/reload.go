@@ -60,6 +60,23 @@ func withPromoteTimeout(cfg string, d time.Duration) (string, error) {
 	return promoteTimeoutLine.ReplaceAllString(cfg, "${1}"+d.String()), nil
 }
 
+// editConfigs reads every node's config file and returns it as it is
+// and as edit changes it (by node id); the files are not written.
+func (e *Env) editConfigs(what string, edit func(string) (string, error)) (orig, edited map[string]string) {
+	orig, edited = map[string]string{}, map[string]string{}
+	for _, n := range e.C.Nodes {
+		b, err := os.ReadFile(n.Config)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		orig[n.ID] = string(b)
+		if edited[n.ID], err = edit(string(b)); err != nil {
+			e.t.Fatalf("%s: %s: %v", what, n.Config, err)
+		}
+	}
+	return orig, edited
+}
+
 // reloadAll writes each node's config (files[id]), SIGHUPs its daemon and
 // waits until its status shows a new config hash.
 func (e *Env) reloadAll(step string, files map[string]string) {
@@ -90,17 +107,7 @@ func (e *Env) reloadAll(step string, files map[string]string) {
 func (m *Nemesis) reloadConfig(id int, leader *clustertest.Node, holdIn func(lo, hi time.Duration) time.Duration,
 	inject func(string, ...any), heal func(string)) {
 	e := m.e
-	orig, lowered := map[string]string{}, map[string]string{}
-	for _, n := range e.C.Nodes {
-		b, err := os.ReadFile(n.Config)
-		if err != nil {
-			e.t.Fatal(err)
-		}
-		orig[n.ID] = string(b)
-		if lowered[n.ID], err = lowerDemoteTimeout(string(b)); err != nil {
-			e.t.Fatalf("%s: %s: %v", ReloadConfig, n.Config, err)
-		}
-	}
+	orig, lowered := e.editConfigs(ReloadConfig, lowerDemoteTimeout)
 	defer func() { // the files as at start, whatever happened
 		for _, n := range e.C.Nodes {
 			os.WriteFile(n.Config, []byte(orig[n.ID]), 0o600)
