@@ -265,7 +265,10 @@ func (c *Conn) run() {
 		if err == nil { // Close
 			s.end(fmt.Errorf("%w: the etcd connection was closed", cluster.ErrSessionExpired))
 		} else {
-			c.log.Warn("etcd session ended", "lease", fmt.Sprintf("%x", int64(s.ID)), "err", err)
+			// lease_left > 0 with "is gone": etcd dropped a lease we had
+			// renewed (revoked), not one we failed to renew.
+			c.log.Warn("etcd session ended", "lease", fmt.Sprintf("%x", int64(s.ID)),
+				"lease_left", time.Until(s.Deadline()).Round(time.Millisecond).String(), "err", err)
 		}
 		c.mu.Lock()
 		c.cur = nil

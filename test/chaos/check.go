@@ -638,11 +638,13 @@ func checkStaleLeaders(h History, cfg CheckConfig, revoked map[nodeEpoch]revocat
 			r.LeaseHandoffs++
 		}
 		switch {
-		case revoked[nodeEpoch{c.b.node, c.b.epoch}].near(c.succ.At) && !c.b.end.IsZero():
+		case revoked[nodeEpoch{c.b.node, c.b.epoch}].near(c.succ.At) && !c.b.end.IsZero() &&
+			!c.b.end.After(revoked[nodeEpoch{c.b.node, c.b.epoch}].at.Add(cfg.StaleLeaderSlack)):
 			// Its lease was taken away under it: the successor won when
 			// the entry went, before the old leader's watch could tell
 			// it; only fencing keeps them apart (checked by the rules on
-			// promotion and writes), and it must still stand down.
+			// promotion and writes). It must still have stood down by
+			// the time its session saw the lease gone.
 			r.RevokedHandoffs++
 		case c.b.end.IsZero():
 			add(VStaleLeader, c.deadline, "%s still believed it was leader at epoch %d (elected %s) after %s was elected at epoch %d at %s, and never stood down",
@@ -776,7 +778,7 @@ func checkZnodesDeleted(h History, revokedBy map[nodeEpoch]revocation, r *Report
 			r.RevokedEnds++
 			continue
 		}
-		if revokedBy[nodeEpoch{e.Get("node"), e.Int("epoch")}].by == revokedOnResume {
+		if v := revokedBy[nodeEpoch{e.Get("node"), e.Int("epoch")}]; v.by == revokedOnResume && v.near(e.At) {
 			r.EtcdResumeRevokes++
 			continue
 		}
@@ -801,54 +803,56 @@ const (
 // leader's lessor checks every 500ms; its revoke then goes through raft.
 const EtcdResumeSlack = 5 * time.Second
 
-// revokedTerms finds the etcd terms whose lease etcd no longer had while
-// their daemon still renewed it: the session of the lease the term was
-// elected with ended with "etcd lease X is gone" (its key went with it,
-// whether the term ended for that or, first, for a fence). Two causes explain
-// that, and only they are returned: an operator's revoke of that node's
-// lease (etcd-lease-revoke) and etcd's own revoke right after a stopped
-// etcd leader was continued (etcd-pause-leader): on waking, that member's
+// revokedTerms finds the etcd terms whose lease etcd dropped while their
+// daemon still renewed it: the session of the lease the term was elected
+// with ended with "etcd lease X is gone" while its own deadline was still
+// ahead (lease_left > 0; a lease we failed to renew ends at our deadline
+// first). Two causes explain that, and only they are returned: an
+// operator's revoke of that very lease (the harness's etcd_lease_revoke
+// names it) and etcd's own revoke within EtcdResumeSlack of the heal of a
+// stopped etcd leader (etcd-pause-leader): on waking, that member's
 // lessor may still act as the primary and revoke every lease that expired
 // in its view, although the new leader extended and renewed them (etcd
 // issues 12528 and 15247; `make etcd-probe` measures it with etcd alone).
 // Any other lease gone under a live term is left to the rules as before.
 func revokedTerms(h History) map[nodeEpoch]revocation {
-	type span struct{ from, to time.Time }
-	lease := map[string]nodeEpoch{} // node|lease id -> the term elected with it
-	gone := map[nodeEpoch]time.Time{}
+	leaseOf := map[string]nodeEpoch{} // node|lease id -> the term elected with it
+	gone := map[string]time.Time{}    // node|lease id -> its session saw it gone early
+	byOperator := map[string]bool{}   // node|lease id the operator revoked
 	injected := map[string]Event{}
-	operator := map[string][]span{} // node -> operator revoke spans
-	var resumed []time.Time         // heals of stopped etcd leaders
+	var resumed []time.Time // heals of stopped etcd leaders
 	for _, e := range h {
+		key := e.Get("node") + "|" + e.Get("lease")
 		switch {
 		case e.Kind == KindElected && e.Get("lease_id") != "":
-			lease[e.Get("node")+"|"+e.Get("lease_id")] = nodeEpoch{e.Get("node"), e.Int("epoch")}
+			leaseOf[e.Get("node")+"|"+e.Get("lease_id")] = nodeEpoch{e.Get("node"), e.Int("epoch")}
 		case e.Kind == KindSessionEnded && strings.Contains(e.Get("err"), "is_gone"):
-			if t, ok := lease[e.Get("node")+"|"+e.Get("lease")]; ok {
-				gone[t] = e.At
+			if left, err := time.ParseDuration(e.Get("lease_left")); err == nil && left > 0 {
+				gone[key] = e.At
 			}
+		case e.Kind == KindEtcdRevoke && e.Get("ok") == "true":
+			byOperator[key] = true
 		case e.Kind == KindFault && e.Get("phase") == "inject":
 			injected[e.Get("id")] = e
 		case e.Kind == KindFault && e.Get("phase") == "heal":
 			in, ok := injected[e.Get("id")]
-			switch {
-			case !ok:
-			case in.Get("kind") == EtcdLeaseRevoke:
-				operator[in.Get("target")] = append(operator[in.Get("target")], span{in.At, e.At})
-			case (in.Get("kind") == EtcdPauseLeader || in.Get("kind") == EtcdPauseMember) && in.Get("role") == "leader":
+			if ok && (in.Get("kind") == EtcdPauseLeader || in.Get("kind") == EtcdPauseMember) && in.Get("role") == "leader" {
 				resumed = append(resumed, e.At)
 			}
 		}
 	}
 	out := map[nodeEpoch]revocation{}
-	for t, at := range gone {
-		for _, s := range operator[t.node] {
-			if !at.Before(s.from) && !at.After(s.to.Add(EtcdResumeSlack)) {
-				out[t] = revocation{revokedByOperator, at}
-			}
+	for key, at := range gone {
+		t, ok := leaseOf[key]
+		if !ok {
+			continue
+		}
+		if byOperator[key] {
+			out[t] = revocation{revokedByOperator, at}
+			continue
 		}
 		for _, r := range resumed {
-			if out[t].by == "" && !at.Before(r.Add(-time.Second)) && !at.After(r.Add(EtcdResumeSlack)) {
+			if !at.Before(r.Add(-time.Second)) && !at.After(r.Add(EtcdResumeSlack)) {
 				out[t] = revocation{revokedOnResume, at}
 			}
 		}

@@ -847,7 +847,7 @@ func TestCheckEtcdRevokeOnResume(t *testing.T) {
 	const after = `
 4300 daemon elected node=node-b epoch=60 lease_id=7b2
 4900 daemon state node=node-a from=leader to=demoting reason=leadership_lost epoch=50
-4910 daemon session_ended node=node-a lease=7a1 err=cluster:_session_expired:_etcd_lease_7a1_is_gone
+4910 daemon session_ended node=node-a lease=7a1 lease_left=4.2s err=cluster:_session_expired:_etcd_lease_7a1_is_gone
 5200 daemon leadership_ended node=node-a epoch=50 reason=cluster:_the_term's_election_entry_was_deleted:_/failoverd/e2e/election/a_50
 `
 	r := Check(hist(t, resume+term+after), cfg)
@@ -858,7 +858,8 @@ func TestCheckEtcdRevokeOnResume(t *testing.T) {
 	for name, h := range map[string]string{
 		"no heal":              term + after,
 		"a follower resumed":   strings.Replace(resume, "role=leader", "role=follower", 1) + term + after,
-		"lease still there":    resume + term + strings.Replace(after, "4910 daemon session_ended node=node-a lease=7a1 err=cluster:_session_expired:_etcd_lease_7a1_is_gone\n", "", 1),
+		"lease still there":    resume + term + strings.Replace(after, "4910 daemon session_ended node=node-a lease=7a1 lease_left=4.2s err=cluster:_session_expired:_etcd_lease_7a1_is_gone\n", "", 1),
+		"our own expiry":       resume + term + strings.Replace(after, "lease_left=4.2s", "lease_left=-300ms", 1),
 		"another node's lease": resume + term + strings.Replace(after, "lease=7a1", "lease=7c3", 1),
 		"long after the heal":  strings.Replace(resume, "4000 nemesis", "-8000 nemesis", 1) + term + after,
 	} {
@@ -877,9 +878,10 @@ func TestParseEtcdLeaseLines(t *testing.T) {
 	var b strings.Builder
 	log := slog.New(slog.NewJSONHandler(&b, nil))
 	log.Info("elected", "epoch", 50, "key", "/failoverd/c/election/a", "lease_id", "7a1")
-	log.Warn("etcd session ended", "lease", "7a1", "err", "cluster: session expired: etcd lease 7a1 is gone")
+	log.Warn("etcd session ended", "lease", "7a1", "lease_left", "4.2s", "err", "cluster: session expired: etcd lease 7a1 is gone")
 	evs := ParseDaemonLog(strings.NewReader(b.String()), "node-a")
-	if len(evs) != 2 || evs[0].Get("lease_id") != "7a1" || evs[1].Kind != KindSessionEnded || evs[1].Get("lease") != "7a1" || !strings.Contains(evs[1].Get("err"), "is_gone") {
+	if len(evs) != 2 || evs[0].Get("lease_id") != "7a1" || evs[1].Kind != KindSessionEnded || evs[1].Get("lease") != "7a1" ||
+		evs[1].Get("lease_left") != "4.2s" || !strings.Contains(evs[1].Get("err"), "is_gone") {
 		t.Errorf("parsed %+v", evs)
 	}
 }
@@ -896,14 +898,21 @@ func TestCheckRevokedLeaderFencedFirst(t *testing.T) {
 1285 daemon elected node=node-a epoch=21041 lease_id=31b
 1380 daemon state node=node-c from=leader to=demoting reason=operator_demote epoch=20963
 2250 nemesis fault phase=heal kind=etcd-lease-revoke id=418 target=node-c
-2850 daemon session_ended node=node-c lease=29a err=cluster:_the_term's_session_expired:_etcd_lease_29a_is_gone
+2850 daemon session_ended node=node-c lease=29a lease_left=5.1s err=cluster:_the_term's_session_expired:_etcd_lease_29a_is_gone
 `
 	r := Check(hist(t, h), cfg)
 	wantClean(t, r)
 	if r.RevokedHandoffs != 1 {
 		t.Errorf("revoked handoffs %d, want 1", r.RevokedHandoffs)
 	}
-	wantOnly(t, Check(hist(t, strings.Replace(h, "is_gone", "was_closed", 1)), cfg), VStaleLeader)
+	for name, h := range map[string]string{
+		"no lease gone":          strings.Replace(h, "is_gone", "was_closed", 1),
+		"another lease revoked":  strings.Replace(h, "etcd_lease_revoke epoch=20963 lease=29a", "etcd_lease_revoke epoch=20963 lease=30f", 1),
+		"stood down much later":  strings.Replace(h, "1380 daemon state node=node-c", "9000 daemon state node=node-c", 1),
+		"lease left had run out": strings.Replace(h, "lease_left=5.1s", "lease_left=-1s", 1),
+	} {
+		t.Run(name, func(t *testing.T) { wantOnly(t, Check(hist(t, h), cfg), VStaleLeader) })
+	}
 }
 
 // An operator's breadcrumb clear while the leader runs must be refused;

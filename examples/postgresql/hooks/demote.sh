@@ -78,10 +78,10 @@ fi
 # next, the next start is a standby's.
 STOPPING=1
 park
-not_primary
 now_ms
 left=$((fast_until - NOW_MS))
 stop_pg $((left > 0 ? left : 0)) || fail "PostgreSQL (pid $PM_PID) still runs after an immediate shutdown"
+not_primary
 now_ms
 ev_add how "stopped-$STOPPED" stop_ms "$((NOW_MS - start_ms))"
 # Back as a standby of nobody; pg_ctl does not wait for it.

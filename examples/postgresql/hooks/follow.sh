@@ -108,6 +108,10 @@ followed() {
 start_following() {
   set_conninfo "$lhost" "$lport"
   park
+  # A rewind or a copy brought the leader's record ("primary ..."): this
+  # node is a standby, which health.sh must not take for a restarted
+  # primary.
+  not_primary following
   if ! start_pg 60; then
     START_ERR="pg_ctl start as a standby failed: $(tail -n 3 "$PG_LOG" 2>/dev/null | tr '\n' ' ')"
     return 1

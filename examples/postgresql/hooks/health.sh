@@ -1,5 +1,4 @@
 #!/usr/bin/env bash
-#!/usr/bin/env bash
 # failoverd health.exec command for PostgreSQL. Exit 0 (healthy) when
 #   - this PostgreSQL is a primary that accepts writes (not in recovery,
 #     not read-only), or
@@ -50,7 +49,7 @@ if [[ "$recovery" == f ]]; then
   exit 0
 fi
 state=''
-[[ -r "$PG_FOLLOW_STATE" ]] && read -r state <"$PG_FOLLOW_STATE"
+if [[ -r "$PG_FOLLOW_STATE" ]]; then read -r state <"$PG_FOLLOW_STATE" || true; fi
 if [[ "$state" == primary* ]]; then
   echo "health: in recovery, but this node was promoted (${state%% timeline=*}) and not demoted since: restarted as a standby; failoverd must hand over" >&2
   exit 1

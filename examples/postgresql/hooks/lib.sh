@@ -194,15 +194,19 @@ park() {
   [[ -e "$PGDATA/standby.signal" ]] || : >>"$PGDATA/standby.signal"
 }
 
-# not_primary: the node's record (PG_FOLLOW_STATE, "primary epoch=E ..."
-# since promote.sh) says it is no longer the primary. health.sh counts a
-# PostgreSQL in recovery whose record says primary as unhealthy.
+# not_primary [WHAT]: when the node's record (PG_FOLLOW_STATE, "primary
+# epoch=E ..." since promote.sh, or a copy of the leader's that pg_rewind
+# or pg_basebackup brought) says primary, it says WHAT ("demoted" by
+# default) instead. health.sh counts a PostgreSQL in recovery whose record
+# says primary as unhealthy. Never fails: a record it cannot write keeps
+# the node unhealthy until the next demote or follow, it does not stop a
+# demote.
 not_primary() {
   has_data || return 0
   local state=''
   if [[ -r "$PG_FOLLOW_STATE" ]]; then read -r state <"$PG_FOLLOW_STATE" || true; fi
   [[ "$state" == primary* ]] || return 0
-  as_pg sh -c 'printf "%s\n" "$2" >"$1"' sh "$PG_FOLLOW_STATE" "demoted epoch=${FAILOVERD_EPOCH:-}"
+  as_pg sh -c 'printf "%s\n" "$2" >"$1"' sh "$PG_FOLLOW_STATE" "${1:-demoted} epoch=${FAILOVERD_EPOCH:-}" || true
 }
 
 # set_conninfo [HOST PORT]: writes failoverd.conf: stream from HOST:PORT,
