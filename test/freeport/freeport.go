@@ -37,8 +37,12 @@ var Dir = filepath.Join(os.TempDir(), "failoverd-test-ports")
 // other test (in this process or another) is handed out until t ends.
 func Take(t testing.TB, n int) []int {
 	t.Helper()
+	// Shared by every user's tests: world-writable and sticky, like /tmp.
 	if err := os.MkdirAll(Dir, 0o777); err != nil {
 		t.Fatalf("port reservations: %v", err)
+	}
+	if fi, err := os.Stat(Dir); err == nil && fi.Mode().Perm() != 0o777 {
+		os.Chmod(Dir, 0o1777) // fails unless ours: then its owner set it up
 	}
 	var ports []int
 	seen := map[int]bool{}
@@ -73,7 +77,7 @@ func Take(t testing.TB, n int) []int {
 // reserve takes the exclusive lock of port p without waiting; the lock
 // lasts until the returned file is closed or the process ends.
 func reserve(p int) (*os.File, error) {
-	f, err := os.OpenFile(filepath.Join(Dir, strconv.Itoa(p)), os.O_CREATE|os.O_RDWR, 0o666)
+	f, err := os.OpenFile(filepath.Join(Dir, strconv.Itoa(p)), os.O_CREATE|os.O_RDONLY, 0o444)
 	if err != nil {
 		return nil, err
 	}
