@@ -637,9 +637,9 @@ func checkStaleLeaders(h History, cfg CheckConfig, revoked map[nodeEpoch]revocat
 			}
 			r.LeaseHandoffs++
 		}
+		rv := revoked[nodeEpoch{c.b.node, c.b.epoch}]
 		switch {
-		case revoked[nodeEpoch{c.b.node, c.b.epoch}].near(c.succ.At) && !c.b.end.IsZero() &&
-			!c.b.end.After(revoked[nodeEpoch{c.b.node, c.b.epoch}].at.Add(cfg.StaleLeaderSlack)):
+		case rv.near(c.succ.At) && !c.b.end.IsZero() && !c.b.end.After(rv.at.Add(cfg.StaleLeaderSlack)):
 			// Its lease was taken away under it: the successor won when
 			// the entry went, before the old leader's watch could tell
 			// it; only fencing keeps them apart (checked by the rules on
