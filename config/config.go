@@ -693,8 +693,9 @@ func (c *Config) ReadCredentials() (Secret, error) {
 // connection) can cost its leadership, because the lease leaves less than
 // a new connection needs to renew it (lease.Timing.RidesOutReconnect); an
 // admin URL on loopback that peers' rpc fencers cannot reach; an
-// etcd.lease_ttl below etcd's advice; an rpc fencing timeout shorter than
-// the demote timeout it waits for.
+// etcd.lease_ttl below etcd's advice; an etcd password sent over plain
+// http; an rpc fencing timeout shorter than the demote timeout it waits
+// for; a graceful stop longer than the shipped unit allows.
 func (c *Config) Warnings() []string {
 	var w []string
 	if s := c.loopbackAdminWarning(); s != "" {
@@ -704,6 +705,9 @@ func (c *Config) Warnings() []string {
 		w = append(w, s)
 	}
 	if s := c.etcdLeaseWarning(); s != "" {
+		w = append(w, s)
+	}
+	if s := c.etcdPasswordWarning(); s != "" {
 		w = append(w, s)
 	}
 	w = append(w, c.rpcTimeoutWarnings()...)

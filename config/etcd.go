@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/failoverd/failoverd/cluster/etcdcluster"
+	"github.com/failoverd/failoverd/internal/loopback"
 )
 
 // MinEtcdLeaseTTL is the shortest etcd.lease_ttl accepted. etcd grants no
@@ -187,4 +188,27 @@ func (c *Config) etcdLeaseWarning() string {
 	return fmt.Sprintf("etcd.lease_ttl: %s is below the %s etcd's maintainers advise as a lower bound: an etcd whose election timeout "+
 		"was raised (for a slow network) grants a longer TTL than asked, and a short one lets a busy etcd or a slow disk end a leadership; "+
 		"use %s or more unless you measured your etcd", fmtDur(ttl), fmtDur(AdvisedEtcdLeaseTTL), fmtDur(AdvisedEtcdLeaseTTL))
+}
+
+// etcdPasswordWarning: with etcd.username over plain http, the password
+// (and the token etcd hands back) crosses the network in clear, unless
+// every endpoint is on loopback.
+func (c *Config) etcdPasswordWarning() string {
+	e := c.Etcd
+	if c.Coordination.Backend != BackendEtcd || e == nil || e.Username == "" || e.TLS != nil {
+		return ""
+	}
+	for _, s := range e.Endpoints {
+		if strings.HasPrefix(s, "https://") {
+			return ""
+		}
+	}
+	for _, s := range e.Endpoints {
+		host, _, err := net.SplitHostPort(strings.TrimPrefix(s, "http://"))
+		if err == nil && !loopback.Host(host) {
+			return fmt.Sprintf("etcd.username: the endpoints are plain http (%s), so the password and the token etcd returns for it "+
+				"cross the network in clear, and anyone who reads them can take over the cluster's keys; use https:// endpoints (etcd.tls)", s)
+		}
+	}
+	return ""
 }

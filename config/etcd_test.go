@@ -202,3 +202,39 @@ func TestEtcdNoZooKeeperWarnings(t *testing.T) {
 		}
 	}
 }
+
+// A password over plain http to a host off loopback is warned about; over
+// https, with a tls block, or on loopback it is not.
+func TestEtcdPasswordInClearWarning(t *testing.T) {
+	pass := filepath.Join(t.TempDir(), "etcd.password")
+	if err := os.WriteFile(pass, []byte("hunter2\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		endpoints string
+		user      bool
+		warn      bool
+	}{
+		{`["etcd1:2379", "etcd2:2379"]`, true, true},
+		{`["http://127.0.0.1:2379", "http://etcd2:2379"]`, true, true},
+		{`["http://127.0.0.1:2379", "[::1]:2379"]`, true, false},
+		{`["https://etcd1:2379"]`, true, false},
+		{`["http://etcd1:2379"]`, false, false},
+	} {
+		t.Run(tc.endpoints, func(t *testing.T) {
+			block := `{endpoints: ` + tc.endpoints
+			if tc.user {
+				block += `, username: failoverd, password_file: ` + pass
+			}
+			cfg, err := Parse([]byte(etcdConfig(block+`}`, "1s")), "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := cfg.Warnings()
+			got := len(w) == 1 && strings.HasPrefix(w[0], "etcd.username: the endpoints are plain http")
+			if got != tc.warn || (!tc.warn && len(w) != 0) {
+				t.Errorf("Warnings() = %q, want the password warning: %v", w, tc.warn)
+			}
+		})
+	}
+}
