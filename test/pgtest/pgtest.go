@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/failoverd/failoverd/controller"
+	"github.com/failoverd/failoverd/internal/proc/proctest"
 	"github.com/failoverd/failoverd/test/clustertest"
 	"github.com/failoverd/failoverd/test/redistest"
 	"github.com/failoverd/failoverd/test/zktest"
@@ -330,21 +331,34 @@ func (n *Node) PostmasterPID() int {
 	return pid
 }
 
-// KillPG sends SIGKILL to the node's postmaster and every backend (its
-// process group: pg_ctl makes the postmaster a session leader), and waits
-// until they are gone.
+// KillPG crashes the node's PostgreSQL as a supervisor that cleans up
+// would see it: SIGKILL to the postmaster and to each of its children, and
+// a wait until every one is gone. Killing the process group is not enough:
+// each child calls setsid(), and one that is slow to notice its
+// postmaster's death keeps the shared memory attached, so that a restart
+// fails with "pre-existing shared memory block is still in use".
 func (n *Node) KillPG() {
 	pid := n.PostmasterPID()
 	if pid == 0 {
 		return
 	}
-	syscall.Kill(-pid, syscall.SIGKILL)
+	kids := proctest.Children(pid)
 	syscall.Kill(pid, syscall.SIGKILL)
+	kids = append(kids, proctest.Children(pid)...) // forked meanwhile
+	for _, k := range kids {
+		syscall.Kill(k, syscall.SIGKILL)
+	}
 	deadline := time.Now().Add(30 * time.Second)
+	// A zombie postmaster still answers kill(pid, 0), and so PostgreSQL's
+	// own lock-file check: wait until it is reaped.
 	for syscall.Kill(pid, 0) == nil && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
-	// Backends notice a dead postmaster by themselves; wait for the port.
+	for _, k := range kids {
+		for proctest.Alive(k) && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
 	for time.Now().Before(deadline) {
 		c, err := net.DialTimeout("tcp", n.PGAddr, time.Second)
 		if err != nil {

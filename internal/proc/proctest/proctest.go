@@ -82,19 +82,43 @@ func Alive(pid int) bool {
 	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
 		return false
 	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
+	state, _, ok := stat(strconv.Itoa(pid))
+	return ok && state != 'Z' && state != 'X'
+}
+
+// Children lists the pids whose parent is pid.
+func Children(pid int) []int {
+	var kids []int
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, d := range dirs {
+		if _, ppid, ok := stat(filepath.Base(d)); ok && ppid == pid {
+			if k, err := strconv.Atoi(filepath.Base(d)); err == nil {
+				kids = append(kids, k)
+			}
+		}
 	}
-	// The state follows the command name, which is in parentheses and may
-	// itself contain spaces or parentheses.
+	return kids
+}
+
+// stat reads the state and the parent of /proc/PID/stat.
+func stat(pid string) (state byte, ppid int, ok bool) {
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return 0, 0, false
+	}
+	// "pid (comm) state ppid ...": the command name may itself contain
+	// spaces or parentheses.
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
-	if i < 0 || i+2 >= len(s) {
-		return true
+	if i < 0 {
+		return 0, 0, false
 	}
-	state := s[i+2]
-	return state != 'Z' && state != 'X'
+	f := strings.Fields(s[i+1:])
+	if len(f) < 2 || len(f[0]) != 1 {
+		return 0, 0, false
+	}
+	ppid, err = strconv.Atoi(f[1])
+	return f[0][0], ppid, err == nil
 }
 
 // RequireGone fails t unless pid is dead within a generous bound. Commands
