@@ -113,12 +113,7 @@ func (e *Env) waitEvent(mark int64, d time.Duration, kind string, kv ...string) 
 func (m *Nemesis) slowHooks(kind string, id int, leader *clustertest.Node, pick int, holdIn func(lo, hi time.Duration) time.Duration,
 	inject func(string, ...any), heal func(string)) {
 	e := m.e
-	var cands []*clustertest.Node
-	for _, n := range e.C.Nodes {
-		if n != leader && e.Policy.CanLead(n.ID) {
-			cands = append(cands, n)
-		}
-	}
+	cands := e.successors(leader)
 	if len(cands) == 0 {
 		inject(leader.ID, "skipped", "no other node may lead")
 		heal(leader.ID)

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/failoverd/failoverd/cluster"
-	"github.com/failoverd/failoverd/controller"
 	"github.com/failoverd/failoverd/test/clustertest"
 	"github.com/failoverd/failoverd/test/zktest"
 )
@@ -102,19 +101,6 @@ func laggard(e *Env, followers []int, pick int) int {
 	return followers[pick%len(followers)]
 }
 
-// waitStandby waits until a node other than leader is in the election (a
-// node demoted or backing off after an earlier fault is not), so that a
-// successor takes the lock while the leaver acts on its old view.
-func waitStandby(e *Env, leader *clustertest.Node, timeout time.Duration) {
-	for end := time.Now().Add(timeout); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
-		for _, n := range e.C.Nodes {
-			if s, ok := n.Status(); ok && n != leader && s.State == controller.StateStandby {
-				return
-			}
-		}
-	}
-}
-
 // The record names the matchers look for in wire paths, from cluster.Layout
 // (nothing outside package cluster spells them).
 var (
@@ -177,7 +163,7 @@ func (m *Nemesis) lostReplyLagging(leader *clustertest.Node, id int, pick int, h
 				continue
 			}
 		}
-		waitStandby(e, l, 20*time.Second)
+		e.waitStandby(e.successors(l), 20*time.Second)
 		f.arm(l)
 		cede(e, l, out)
 		select {

@@ -299,6 +299,10 @@ func (m *Nemesis) Step(kind string) bool {
 		heal("standbys")
 
 	case HandoverKill:
+		// The cede needs a successor ready to take over at once: after an
+		// earlier fault, each candidate may still be out (unhealthy, or
+		// backing off after a veto).
+		e.waitStandby(e.successors(leader), 20*time.Second)
 		inject(leader.ID)
 		variant := id % 2
 		cede(e, leader, holdIn(time.Second, 3*time.Second))

@@ -174,15 +174,21 @@ func (e *Env) newVeto(kind string, id, roll, pick int, leader *clustertest.Node)
 	return v
 }
 
-// pickSuccessor picks, by the step's draw pick, one of the nodes that can
-// lead other than leader (nil: none).
-func (e *Env) pickSuccessor(leader *clustertest.Node, pick int) *clustertest.Node {
+// successors lists the nodes other than leader that the policy lets lead.
+func (e *Env) successors(leader *clustertest.Node) []*clustertest.Node {
 	var cands []*clustertest.Node
 	for _, n := range e.C.Nodes {
 		if n != leader && e.Policy.CanLead(n.ID) {
 			cands = append(cands, n)
 		}
 	}
+	return cands
+}
+
+// pickSuccessor picks, by the step's draw pick, one of the nodes that can
+// lead other than leader (nil: none).
+func (e *Env) pickSuccessor(leader *clustertest.Node, pick int) *clustertest.Node {
+	cands := e.successors(leader)
 	if len(cands) == 0 {
 		return nil
 	}

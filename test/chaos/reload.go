@@ -113,12 +113,7 @@ func (m *Nemesis) reloadConfig(id int, leader *clustertest.Node, holdIn func(lo,
 			os.WriteFile(n.Config, []byte(orig[n.ID]), 0o600)
 		}
 	}()
-	var cands []*clustertest.Node
-	for _, n := range e.C.Nodes {
-		if n != leader && e.Policy.CanLead(n.ID) {
-			cands = append(cands, n)
-		}
-	}
+	cands := e.successors(leader)
 	e.waitStandby(cands, 20*time.Second)
 	inject(leader.ID, "step", "lower")
 	e.reloadAll("lower", lowered)
