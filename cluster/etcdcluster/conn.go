@@ -159,6 +159,18 @@ func (s *Session) RenewInterval() time.Duration {
 	return s.TTL() / 3
 }
 
+// untilRenewal is how long until the next renewal is due: a renew
+// interval after the send time of the newest answered grant or renewal.
+// It is due at once when that send is older, as after a grant that etcd
+// answered late (it was waiting for a quorum): a timer started at the
+// answer would renew only after the deadline.
+func (s *Session) untilRenewal() time.Duration {
+	s.mu.Lock()
+	anchor := s.anchor
+	s.mu.Unlock()
+	return time.Until(anchor.Add(s.RenewInterval()))
+}
+
 // renewed records an answered renewal sent at sent.
 func (s *Session) renewed(sent time.Time, ttl time.Duration) {
 	s.mu.Lock()
@@ -301,13 +313,13 @@ func (c *Conn) grant() (*Session, error) {
 	return s, nil
 }
 
-// keep renews s every renew interval (after a failure, every
-// retryInterval) until etcd says the lease is gone, the deadline passes
+// keep renews s a renew interval after the send time of its newest
+// answered grant or renewal (after a failure, every retryInterval) until etcd says the lease is gone, the deadline passes
 // without an answered renewal, or the Conn closes. Each renewal is one
 // keepalive request on a stream of its own, so that its answer is known
 // to answer that request, sent at a known time.
 func (c *Conn) keep(s *Session) {
-	t := time.NewTimer(s.RenewInterval())
+	t := time.NewTimer(s.untilRenewal())
 	defer t.Stop()
 	for {
 		select {
@@ -336,7 +348,7 @@ func (c *Conn) keep(s *Session) {
 			if c.onRenewed != nil {
 				c.onRenewed()
 			}
-			t.Reset(time.Until(sent.Add(s.RenewInterval())))
+			t.Reset(s.untilRenewal())
 			continue
 		case err == nil, errors.Is(err, rpctypes.ErrLeaseNotFound):
 			s.end(fmt.Errorf("%w: etcd lease %x is gone", cluster.ErrSessionExpired, int64(s.ID)))

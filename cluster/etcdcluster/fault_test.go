@@ -251,6 +251,48 @@ func TestDeadlineIsOurs(t *testing.T) {
 	}
 }
 
+// A grant that etcd answers late is renewed at once, not a renew interval
+// after the answer: the deadline counts from the grant's send time, so a
+// session whose first renewal waited for the interval after a 3.5s answer
+// (5s TTL: deadline 4.75s, renewal 5.17s after the send) would end before
+// that renewal, as a daemon's first term after an etcd outage did, a
+// second after its promotion. The client reaches etcd through a proxy that
+// holds everything for 3.5s while the grant is in flight.
+func TestLateGrantRenewedAtOnce(t *testing.T) {
+	c := etcdtest.Start(t, etcdtest.Options{})
+	proxy := etcdtest.NewDelayProxy(t, c.Members[0].ClientAddr())
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"http://" + proxy.Addr()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	const ttl = 5 * time.Second
+	proxy.Blackhole(true)
+	sent := time.Now()
+	conn, err := NewConn(cli, ConnConfig{LeaseTTL: ttl, Logger: testLogger("a")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Close)
+	time.Sleep(3500 * time.Millisecond)
+	proxy.Blackhole(false)
+	ctx, cancel := context.WithTimeout(context.Background(), ttl)
+	defer cancel()
+	s, err := conn.Session(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the grant was answered %v after it was sent; renew interval %v", time.Since(sent).Round(time.Millisecond), s.RenewInterval())
+	select {
+	case <-s.Done():
+		t.Fatalf("the session of a grant answered late ended %v after the grant was sent: %v", time.Since(sent).Round(time.Millisecond), s.Err())
+	case <-time.After(2 * ttl):
+	}
+	if left := time.Until(s.Deadline()); left < ttl/2 {
+		t.Errorf("the deadline is %v away after 2 TTLs of renewals; want more than %v", left, ttl/2)
+	}
+}
+
 // A watch on a member cut off from its peers does not stay silent: with
 // "require leader" the member cancels it, the loop notices
 // (watchInterrupted), and once the member is back the change made
