@@ -928,3 +928,42 @@ func TestCheckBreadcrumbClear(t *testing.T) {
 		t.Errorf("a clear with nothing to clear: violations %v, judged %d", r.Violations, r.Judged[VClearAccepted])
 	}
 }
+
+// A term elected with no fault active that loses its lease before the next
+// fault is a violation, with either backend's reason (from real log
+// lines); a term elected during a fault, one that a fault struck before it
+// ended, and one that ended for another reason are not.
+func TestCheckLeaseLostQuiet(t *testing.T) {
+	var b strings.Builder
+	log := slog.New(slog.NewJSONHandler(&b, nil))
+	log.Info("leadership ended", "epoch", 7, "reason", "cluster: the term's lease expired: no renewal of etcd lease 7a40 answered in time (the deadline less the demote budget 2.7s passed)")
+	log.Info("leadership ended", "epoch", 8, "reason", "election: lease expired (no answer from zookeeper in time)")
+	ends := ParseDaemonLog(strings.NewReader(b.String()), "node-b")
+	if len(ends) != 2 {
+		t.Fatalf("parsed %d events from the log lines, want 2", len(ends))
+	}
+	for i, end := range ends {
+		end.At = t0.Add(5 * time.Second)
+		elected := fmt.Sprintf("4000 daemon elected node=node-b epoch=%d\n", end.Int("epoch"))
+		healed := "0 nemesis fault phase=inject kind=etcd-kill-member id=3 target=m0\n1000 nemesis fault phase=heal kind=etcd-kill-member id=3 target=m0\n"
+		lost := Merge(hist(t, healed+elected), History{end})
+		r := Check(lost, cfg)
+		wantOnly(t, r, VLeaseLostQuiet)
+		if r.Judged[VLeaseLostQuiet] != 1 {
+			t.Errorf("%d: judged %d terms, want 1", i, r.Judged[VLeaseLostQuiet])
+		}
+		for name, h := range map[string]History{
+			"elected during a fault": Merge(hist(t, "0 nemesis fault phase=inject kind=etcd-kill-member id=3 target=m0\n"+elected+
+				"6000 nemesis fault phase=heal kind=etcd-kill-member id=3 target=m0\n"), History{end}),
+			"struck before it ended": Merge(hist(t, healed+elected+"4500 nemesis fault phase=inject kind=etcd-kill-member id=4 target=m1\n"), History{end}),
+		} {
+			if r := Check(h, cfg); r.Count(VLeaseLostQuiet) != 0 {
+				t.Errorf("%d, %s: %v", i, name, r.Violations)
+			}
+		}
+	}
+	wantClean(t, Check(hist(t, `
+0 daemon elected node=node-a epoch=5
+1000 daemon leadership_ended node=node-a epoch=5 reason=controller:_ceded
+`), cfg))
+}
