@@ -32,6 +32,13 @@ func (s *connSet) remove(cs ...net.Conn) {
 	}
 }
 
+// len is the number of tracked connections.
+func (s *connSet) len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
+}
+
 // closeAll closes every tracked connection and stops tracking it.
 func (s *connSet) closeAll() {
 	s.mu.Lock()

@@ -84,6 +84,9 @@ func (p *Proxy) SetLatency(d time.Duration) {
 // Reset closes every open connection (clients see a connection reset).
 func (p *Proxy) Reset() { p.conns.closeAll() }
 
+// Conns is the number of open connections.
+func (p *Proxy) Conns() int { return p.conns.len() }
+
 // Close stops the proxy and closes every connection.
 func (p *Proxy) Close() {
 	p.l.Close()
