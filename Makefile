@@ -77,8 +77,9 @@ chaos: deps
 # without the kill graces, max_lag or a pause ignored, any 2xx taken as an
 # rpc fence, a graceful end that gives up its term or its renewals before
 # its demote ended; on etcd, unguarded breadcrumb and failover-request
-# writes, a lease deadline counted from the answer and a serializable
-# leader view; see test/mutants) and runs the tests chosen to catch each;
+# writes, a lease deadline counted from the answer, a first renewal timed
+# from a late grant's answer and a serializable leader view; see
+# test/mutants) and runs the tests chosen to catch each;
 # fails unless every one is caught. MUTANTS=name,name runs a subset. Not
 # part of make test.
 MUTANTS ?=

@@ -63,7 +63,7 @@ var mutants = []mutant{
 		What: "promote without calling the fencer",
 		Edits: []edit{{
 			File: "controller/takeover.go",
-			Old:  "method, err := c.fence.Fence(tm.ctx, t)",
+			Old:  "method, err := tm.set.fence.Fence(tm.ctx, t)",
 			New:  `method, err := "none (mutant)", error(nil); _ = t`,
 		}},
 		Tests: []selection{{e2e, "TestCrashedLeaderIsFencedBeforeSuccessorPromotes"}},
@@ -193,6 +193,16 @@ func mutantUpsert(ctx context.Context, s *zk.Session, path string, b []byte, _ z
 		Tests: []selection{{"./cluster/etcdcluster/", "TestDeadlineIsOurs/SendTime"}},
 	},
 	{
+		Name: "etcd-first-renewal-from-answer",
+		What: "etcd: a session's first renewal is due a renew interval after its grant's answer, not after the grant's send time",
+		Edits: []edit{{
+			File: "cluster/etcdcluster/conn.go",
+			Old:  "t := time.NewTimer(s.untilRenewal())",
+			New:  "t := time.NewTimer(s.RenewInterval())",
+		}},
+		Tests: []selection{{"./cluster/etcdcluster/", "TestLateGrantRenewedAtOnce"}},
+	},
+	{
 		Name: "etcd-serializable-leader-view",
 		What: "etcd: the leader view reads the member records and the breadcrumb from the member's own copy (serializable)",
 		Edits: []edit{{
@@ -207,8 +217,8 @@ func mutantUpsert(ctx context.Context, s *zk.Session, path string, b []byte, _ z
 		What: "a failed fence is logged, then the node promotes anyway",
 		Edits: []edit{{
 			File: "controller/takeover.go",
-			Old:  "method, err := c.fence.Fence(tm.ctx, t)",
-			New: `method, err := c.fence.Fence(tm.ctx, t)
+			Old:  "method, err := tm.set.fence.Fence(tm.ctx, t)",
+			New: `method, err := tm.set.fence.Fence(tm.ctx, t)
 	if err != nil {
 		c.log.Error("MUTANT: promoting after a failed fence", "err", err)
 		err = nil
