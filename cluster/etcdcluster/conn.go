@@ -314,8 +314,9 @@ func (c *Conn) grant() (*Session, error) {
 }
 
 // keep renews s a renew interval after the send time of its newest
-// answered grant or renewal (after a failure, every retryInterval) until etcd says the lease is gone, the deadline passes
-// without an answered renewal, or the Conn closes. Each renewal is one
+// answered grant or renewal (after a failure, every retryInterval) until
+// etcd says the lease is gone, the deadline passes without an answered
+// renewal, or the Conn closes. Each renewal is one
 // keepalive request on a stream of its own, so that its answer is known
 // to answer that request, sent at a known time.
 func (c *Conn) keep(s *Session) {
