@@ -163,6 +163,9 @@ type Report struct {
 	// ExpiredZnodeEnds: leaderships that ended for "znode deleted" which
 	// the node's own session expiry during a pause explains (not failed).
 	ExpiredZnodeEnds int
+	// OwnFinishEnds: leaderships that ended for "znode deleted" by the
+	// node's own Term.Finish, whose reply was lost (not failed).
+	OwnFinishEnds int
 	// RevokedEnds: leaderships that ended for a deleted election entry
 	// while an operator revoked that node's lease (etcd-lease-revoke).
 	RevokedEnds int
@@ -722,10 +725,16 @@ func checkZnodesDeleted(h History, revokedBy map[nodeEpoch]revocation, r *Report
 		paused   = map[string][]span{} // node -> its pause-daemon spans
 		injected = map[string]Event{}  // fault id -> its injection
 		gone     = map[string][]time.Time{}
-		revoked  = map[string][]span{} // node -> its etcd-lease-revoke spans
+		revoked  = map[string][]span{}    // node -> its etcd-lease-revoke spans
+		znodes   = map[nodeEpoch]string{} // a ZooKeeper term -> its election znode
+		ownLost  = map[string][]Event{}   // node -> its lost replies to applied requests
 	)
 	for _, e := range h {
 		switch {
+		case e.Kind == KindElected && e.Get("znode") != "":
+			znodes[nodeEpoch{e.Get("node"), e.Int("epoch")}] = e.Get("znode")
+		case e.Kind == "reply_lost" && e.Get("dropped") == "false":
+			ownLost[e.Get("node")] = append(ownLost[e.Get("node")], e)
 		case e.Kind == KindFault && stoppedDaemonKinds[e.Get("kind")] && (e.Get("phase") == "inject" || e.Get("phase") == "strike"):
 			injected[e.Get("id")] = e
 		case e.Kind == KindFault && stoppedDaemonKinds[e.Get("kind")] && e.Get("phase") == "heal":
@@ -764,6 +773,18 @@ func checkZnodesDeleted(h History, revokedBy map[nodeEpoch]revocation, r *Report
 		}
 		return false
 	}
+	// Its own Term.Finish deleted it: the multi that deletes the term's
+	// znode was applied, its reply lost (lost-reply-lagging), and the
+	// elector saw the deletion before it learnt the term had ended.
+	byItself := func(node string, epoch int64, at time.Time) bool {
+		z := znodes[nodeEpoch{node, epoch}]
+		for _, l := range ownLost[node] {
+			if z != "" && !l.At.After(at) && at.Sub(l.At) <= ZnodeExpiredSlack && strings.Contains(l.Get("path"), "delete_"+z) {
+				return true
+			}
+		}
+		return false
+	}
 	for _, e := range h {
 		if e.Kind == KindLeadershipEnd {
 			r.judge(VZnodeDeleted, 1)
@@ -777,6 +798,10 @@ func checkZnodesDeleted(h History, revokedBy map[nodeEpoch]revocation, r *Report
 		}
 		if byOperator(e.Get("node"), e.At) {
 			r.RevokedEnds++
+			continue
+		}
+		if byItself(e.Get("node"), e.Int("epoch"), e.At) {
+			r.OwnFinishEnds++
 			continue
 		}
 		if v := revokedBy[nodeEpoch{e.Get("node"), e.Int("epoch")}]; v.by == revokedOnResume && v.near(e.At) {

@@ -967,3 +967,30 @@ func TestCheckLeaseLostQuiet(t *testing.T) {
 1000 daemon leadership_ended node=node-a epoch=5 reason=controller:_ceded
 `), cfg))
 }
+
+// A znode deleted by the term's own Term.Finish, whose reply was lost,
+// is counted apart; the same end is a violation when the lost request
+// never reached the server, or deleted another term's znode.
+func TestCheckZnodeDeletedByOwnFinish(t *testing.T) {
+	const term = `
+0 daemon elected node=node-c epoch=5 znode=/f/e2e/election/c_1-n_0000000046
+`
+	end := "1010 daemon leadership_ended node=node-c epoch=5 reason=election:_election_znode_deleted\n"
+	own := "1000 nemesis reply_lost node=node-c op=14 path=delete_/f/e2e/breadcrumb;_delete_/f/e2e/election/c_1-n_0000000046 dropped=false\n"
+	r := Check(hist(t, term+own+end), cfg)
+	wantClean(t, r)
+	if r.OwnFinishEnds != 1 {
+		t.Errorf("own-finish ends %d, want 1", r.OwnFinishEnds)
+	}
+	for name, lost := range map[string]string{
+		"never reached the server": strings.Replace(own, "dropped=false", "dropped=true", 1),
+		"another term's znode":     strings.Replace(own, "n_0000000046", "n_0000000047", 1),
+		"long before the end":      strings.Replace(own, "1000 ", "0 ", 1),
+	} {
+		h := term + lost + end
+		if name == "long before the end" {
+			h = term + lost + strings.Replace(end, "1010 ", "5000 ", 1)
+		}
+		t.Run(name, func(t *testing.T) { wantOnly(t, Check(hist(t, h), cfg), VZnodeDeleted) })
+	}
+}

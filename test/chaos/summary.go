@@ -91,6 +91,9 @@ func Summary(r Report, seed uint64, replay string) string {
 	if r.ExpiredZnodeEnds > 0 {
 		fmt.Fprintf(&b, "leaderships ended for 'znode deleted' by the node's own session expiry while its daemon was paused (not failed): %d\n", r.ExpiredZnodeEnds)
 	}
+	if r.OwnFinishEnds > 0 {
+		fmt.Fprintf(&b, "leaderships ended for 'znode deleted' by the node's own Term.Finish, its reply lost (not failed): %d\n", r.OwnFinishEnds)
+	}
 	if r.RevokedEnds > 0 {
 		fmt.Fprintf(&b, "leaderships ended for a deleted election entry while the operator revoked the node's lease (not failed): %d\n", r.RevokedEnds)
 	}
