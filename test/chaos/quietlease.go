@@ -17,36 +17,30 @@ const VLeaseLostQuiet = "lease_lost_quiet"
 // and fails those that ended by a lease expiry (the elector's
 // "leadership_ended" with a lease-expired reason) while still none was.
 func checkQuietLeaseLoss(h History, r *Report, add func(string, time.Time, string, ...any)) {
-	active := map[string]bool{} // fault ids injected and not healed
-	type term struct {
-		start time.Time
-		quiet bool // no fault began since its election
-	}
-	terms := map[nodeEpoch]*term{}
+	active := map[string]bool{}          // fault ids injected and not healed
+	elected := map[nodeEpoch]time.Time{} // terms elected with none active, while none began
 	for _, e := range h {
 		switch e.Kind {
 		case KindFault:
 			switch e.Get("phase") {
 			case "inject":
 				active[e.Get("id")] = true
-				for _, t := range terms {
-					t.quiet = false
-				}
+				clear(elected) // a fault during a term excuses its end
 			case "heal":
 				delete(active, e.Get("id"))
 			}
 		case KindElected:
 			if len(active) == 0 {
 				r.judge(VLeaseLostQuiet, 1)
-				terms[nodeEpoch{e.Get("node"), e.Int("epoch")}] = &term{start: e.At, quiet: true}
+				elected[nodeEpoch{e.Get("node"), e.Int("epoch")}] = e.At
 			}
 		case KindLeadershipEnd:
 			k := nodeEpoch{e.Get("node"), e.Int("epoch")}
-			t := terms[k]
-			delete(terms, k)
-			if t != nil && t.quiet && strings.Contains(e.Get("reason"), "lease_expired") {
+			start, ok := elected[k]
+			delete(elected, k)
+			if ok && strings.Contains(e.Get("reason"), "lease_expired") {
 				add(VLeaseLostQuiet, e.At, "%s's term at epoch %d, elected %s with no fault active, ended %v later by a lease expiry with none active yet: %s",
-					k.node, k.epoch, t.start.Format("15:04:05.000"), e.At.Sub(t.start).Round(time.Millisecond), e.Get("reason"))
+					k.node, k.epoch, start.Format("15:04:05.000"), e.At.Sub(start).Round(time.Millisecond), e.Get("reason"))
 			}
 		}
 	}
