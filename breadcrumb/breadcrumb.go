@@ -58,6 +58,11 @@ type Record struct {
 // ErrAbsent means there is no breadcrumb: nothing to fence.
 var ErrAbsent = errors.New("breadcrumb: absent")
 
+// ErrChanged means the breadcrumb is no longer at the revision it was read
+// at: a leader rewrote it in between, so a delete at that revision left it
+// in place.
+var ErrChanged = errors.New("breadcrumb: changed since it was read")
+
 // CorruptError means the breadcrumb exists but cannot be trusted.
 type CorruptError struct {
 	Reason string

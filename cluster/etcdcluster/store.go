@@ -466,27 +466,45 @@ func (s *Store) ReadBreadcrumb(ctx context.Context) (breadcrumb.Record, cluster.
 	return s.readBreadcrumb(ctx)
 }
 
-// ReadBreadcrumbData returns the breadcrumb's raw data (nil, ErrAbsent when
-// there is none), for operators who must see what an unreadable one holds.
-func (s *Store) ReadBreadcrumbData(ctx context.Context) ([]byte, error) {
+// ReadBreadcrumbData returns the breadcrumb's raw data and its revision
+// (nil, the zero revision, ErrAbsent when there is none), for operators
+// who must see what an unreadable one holds.
+func (s *Store) ReadBreadcrumbData(ctx context.Context) ([]byte, cluster.Revision, error) {
 	key := s.layout.Breadcrumb()
 	cur, _, err := s.get(ctx, key)
 	if err != nil {
-		return nil, fmt.Errorf("reading breadcrumb %s: %w", key, err)
+		return nil, cluster.Revision{}, fmt.Errorf("reading breadcrumb %s: %w", key, err)
 	}
 	if cur == nil {
-		return nil, breadcrumb.ErrAbsent
+		return nil, cluster.Revision{}, breadcrumb.ErrAbsent
 	}
-	return cur.value, nil
+	return cur.value, cluster.RevisionOf(cur.mod), nil
 }
 
-// ClearBreadcrumb deletes the breadcrumb whatever it holds: the operator's
-// tool for an unreadable one, once the old leader is known to be down.
-func (s *Store) ClearBreadcrumb(ctx context.Context) error {
-	if _, err := s.cli.Delete(ctx, s.layout.Breadcrumb()); err != nil {
-		return fmt.Errorf("clearing breadcrumb %s: %w", s.layout.Breadcrumb(), err)
+// ClearBreadcrumb deletes the breadcrumb if it is still at rev (its mod
+// revision when read), whatever it holds: the operator's tool, once the
+// old leader is known to be down. A breadcrumb a leader rewrote since the
+// read stays: an error wrapping breadcrumb.ErrChanged; one that is gone is
+// an error wrapping breadcrumb.ErrAbsent.
+func (s *Store) ClearBreadcrumb(ctx context.Context, rev cluster.Revision) error {
+	key := s.layout.Breadcrumb()
+	mod, ok := rev.Backend()
+	if !ok || mod <= 0 {
+		return fmt.Errorf("clearing breadcrumb %s: no revision read (%v)", key, rev)
 	}
-	return nil
+	resp, err := s.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.ModRevision(key), "=", mod)).
+		Then(clientv3.OpDelete(key)).Else(clientv3.OpGet(key)).Commit()
+	if err != nil {
+		return fmt.Errorf("clearing breadcrumb %s: %w", key, err)
+	}
+	if resp.Succeeded {
+		return nil
+	}
+	if len(resp.Responses[0].GetResponseRange().Kvs) == 0 {
+		return fmt.Errorf("clearing breadcrumb %s: %w", key, breadcrumb.ErrAbsent)
+	}
+	return fmt.Errorf("clearing breadcrumb %s at revision %d: %w", key, mod, breadcrumb.ErrChanged)
 }
 
 // --- history and leader position, outside a term ---

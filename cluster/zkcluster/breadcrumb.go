@@ -66,11 +66,28 @@ func DeleteBreadcrumbAt(ctx context.Context, g Guard, path string, version int32
 	return nil
 }
 
-// ClearBreadcrumbAt removes the breadcrumb unconditionally. It is the operator's tool
-// for an unreadable breadcrumb, once the old leader is known to be down.
-func ClearBreadcrumbAt(ctx context.Context, sess *zk.Session, path string) error {
-	err := sess.Delete(ctx, path, -1)
-	if err != nil && !errors.Is(err, zk.ErrNoNode) {
+// ClearBreadcrumbAt removes the breadcrumb if it is still at version, the
+// znode version it was read at. It is the operator's tool, once the old
+// leader is known to be down: a versioned delete, so that a breadcrumb a
+// new leader wrote after the operator's read survives. A breadcrumb at
+// another version returns an error wrapping breadcrumb.ErrChanged, one
+// that is gone an error wrapping breadcrumb.ErrAbsent. (A znode's version
+// starts again at 0 when it is deleted and created anew, so a breadcrumb
+// deleted and written from scratch in between, a leader's Finish and the
+// next leader's first write within the command's few milliseconds, would
+// go unseen; etcd's mod revisions never repeat.)
+func ClearBreadcrumbAt(ctx context.Context, sess *zk.Session, path string, version int32) error {
+	if version < 0 {
+		// -1 would delete any version: never unconditional.
+		return fmt.Errorf("clearing breadcrumb %s: no version read (%d)", path, version)
+	}
+	err := sess.Delete(ctx, path, version)
+	switch {
+	case errors.Is(err, zk.ErrBadVersion):
+		return fmt.Errorf("clearing breadcrumb %s at version %d: %w", path, version, breadcrumb.ErrChanged)
+	case errors.Is(err, zk.ErrNoNode):
+		return fmt.Errorf("clearing breadcrumb %s: %w", path, breadcrumb.ErrAbsent)
+	case err != nil:
 		return fmt.Errorf("clearing breadcrumb %s: %w", path, err)
 	}
 	return nil

@@ -106,7 +106,8 @@ func TestCorruptBreadcrumbIsRefused(t *testing.T) {
 			t.Errorf("Assess after %q = %v, want refuse", data, v)
 		}
 	}
-	if err := ClearBreadcrumbAt(ctx, s, bcPath); err != nil {
+	_, version, _ := ReadBreadcrumbAt(ctx, s, bcPath)
+	if err := ClearBreadcrumbAt(ctx, s, bcPath, version); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := ReadBreadcrumbAt(ctx, s, bcPath); !errors.Is(err, breadcrumb.ErrAbsent) {

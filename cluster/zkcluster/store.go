@@ -752,32 +752,35 @@ func (s *Store) ReadBreadcrumb(ctx context.Context) (breadcrumb.Record, cluster.
 	return r, revision(v), err
 }
 
-// ReadBreadcrumbData returns the breadcrumb's raw data (nil, ErrAbsent when
-// there is none), for operators who must see what an unreadable one holds.
-func (s *Store) ReadBreadcrumbData(ctx context.Context) ([]byte, error) {
+// ReadBreadcrumbData returns the breadcrumb's raw data and its revision
+// (nil, the zero revision, ErrAbsent when there is none), for operators who
+// must see what an unreadable one holds.
+func (s *Store) ReadBreadcrumbData(ctx context.Context) ([]byte, cluster.Revision, error) {
 	sess, err := s.session(ctx)
 	if err != nil {
-		return nil, err
+		return nil, cluster.Revision{}, err
 	}
 	path := s.layout.Breadcrumb()
-	data, _, err := sess.Get(ctx, path)
+	data, st, err := sess.Get(ctx, path)
 	if errors.Is(err, zk.ErrNoNode) {
-		return nil, breadcrumb.ErrAbsent
+		return nil, cluster.Revision{}, breadcrumb.ErrAbsent
 	}
 	if err != nil {
-		return nil, fmt.Errorf("reading breadcrumb %s: %w", path, err)
+		return nil, cluster.Revision{}, fmt.Errorf("reading breadcrumb %s: %w", path, err)
 	}
-	return data, nil
+	return data, revision(st.Version), nil
 }
 
-// ClearBreadcrumb deletes the breadcrumb whatever it holds: the operator's
-// tool for an unreadable one, once the old leader is known to be down.
-func (s *Store) ClearBreadcrumb(ctx context.Context) error {
+// ClearBreadcrumb deletes the breadcrumb if it is still at rev, whatever it
+// holds: the operator's tool, once the old leader is known to be down (see
+// ClearBreadcrumbAt: breadcrumb.ErrChanged when it was rewritten since,
+// breadcrumb.ErrAbsent when it is gone).
+func (s *Store) ClearBreadcrumb(ctx context.Context, rev cluster.Revision) error {
 	sess, err := s.session(ctx)
 	if err != nil {
 		return err
 	}
-	return ClearBreadcrumbAt(ctx, sess, s.layout.Breadcrumb())
+	return ClearBreadcrumbAt(ctx, sess, s.layout.Breadcrumb(), version(rev))
 }
 
 // Queue lists the candidates' node ids in election order (see

@@ -425,7 +425,7 @@ func TestBreadcrumbReadClearAndQueue(t *testing.T) {
 	if _, v, err := s.ReadBreadcrumb(ctx); !errors.Is(err, breadcrumb.ErrAbsent) || v.Exists() {
 		t.Fatalf("ReadBreadcrumb with none = %s, %v; want ErrAbsent", v, err)
 	}
-	if _, err := s.ReadBreadcrumbData(ctx); !errors.Is(err, breadcrumb.ErrAbsent) {
+	if _, _, err := s.ReadBreadcrumbData(ctx); !errors.Is(err, breadcrumb.ErrAbsent) {
 		t.Fatalf("ReadBreadcrumbData with none: %v", err)
 	}
 	sess := session(t, c)
@@ -439,14 +439,15 @@ func TestBreadcrumbReadClearAndQueue(t *testing.T) {
 	if _, _, err := s.ReadBreadcrumb(ctx); !errors.As(err, &ce) {
 		t.Fatalf("ReadBreadcrumb of garbage: %v, want a CorruptError", err)
 	}
-	if b, err := s.ReadBreadcrumbData(ctx); err != nil || string(b) != "garbage" {
-		t.Fatalf("ReadBreadcrumbData = %q, %v", b, err)
+	b, rev, err := s.ReadBreadcrumbData(ctx)
+	if err != nil || string(b) != "garbage" || !rev.Exists() {
+		t.Fatalf("ReadBreadcrumbData = %q at %v, %v", b, rev, err)
 	}
-	if err := s.ClearBreadcrumb(ctx); err != nil {
+	if err := s.ClearBreadcrumb(ctx, rev); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.ClearBreadcrumb(ctx); err != nil {
-		t.Fatalf("clearing nothing: %v", err)
+	if err := s.ClearBreadcrumb(ctx, rev); !errors.Is(err, breadcrumb.ErrAbsent) {
+		t.Fatalf("clearing nothing: %v, want ErrAbsent", err)
 	}
 	if _, _, err := s.ReadBreadcrumb(ctx); !errors.Is(err, breadcrumb.ErrAbsent) {
 		t.Fatalf("after clear: %v", err)

@@ -32,8 +32,10 @@ type operatorStore interface {
 	// quorum (see leaderView).
 	Fresh(ctx context.Context) error
 	ReadBreadcrumb(ctx context.Context) (breadcrumb.Record, cluster.Revision, error)
-	ReadBreadcrumbData(ctx context.Context) ([]byte, error)
-	ClearBreadcrumb(ctx context.Context) error
+	ReadBreadcrumbData(ctx context.Context) ([]byte, cluster.Revision, error)
+	// ClearBreadcrumb deletes the breadcrumb only if it is still at rev:
+	// breadcrumb.ErrChanged when it was rewritten, ErrAbsent when gone.
+	ClearBreadcrumb(ctx context.Context, rev cluster.Revision) error
 	ReadLeaderPosition(ctx context.Context) (*cluster.LeaderPosition, error)
 	ReadPause(ctx context.Context) (*cluster.Pause, error)
 	SetPause(ctx context.Context, p cluster.Pause) (cluster.Pause, bool, error)

@@ -304,6 +304,17 @@ func cmdBreadcrumb(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "failoverd breadcrumb: want 'show' or 'clear'")
 		return exitUsage
 	}
+	// Flags after the action ("clear --force", as the synopsis has it):
+	// the flag package stops at the first argument that is not one.
+	if rest := f.fs.Args()[1:]; len(rest) > 0 {
+		if code := f.parse(rest); code >= 0 {
+			return code
+		}
+		if f.fs.NArg() > 0 {
+			fmt.Fprintf(stderr, "failoverd breadcrumb: unexpected argument %q\n", f.fs.Arg(0))
+			return exitUsage
+		}
+	}
 	cfg, store, closeStore, code := connect(f.config, stderr)
 	if code >= 0 {
 		return code
@@ -311,8 +322,13 @@ func cmdBreadcrumb(args []string, stdout, stderr io.Writer) int {
 	defer closeStore()
 	ctx, cancel := withTimeout(10 * time.Second)
 	defer cancel()
+	return breadcrumbAction(ctx, store, layoutOf(cfg).Breadcrumb(), action, *force, stdout, stderr)
+}
+
+// breadcrumbAction shows or clears the breadcrumb at path in store.
+func breadcrumbAction(ctx context.Context, store operatorStore, path, action string, force bool, stdout, stderr io.Writer) int {
 	// The raw data, so that an operator sees what an unreadable one holds.
-	data, err := store.ReadBreadcrumbData(ctx)
+	data, rev, err := store.ReadBreadcrumbData(ctx)
 	if errors.Is(err, breadcrumb.ErrAbsent) {
 		fmt.Fprintln(stdout, "no breadcrumb")
 		return exitOK
@@ -322,7 +338,7 @@ func cmdBreadcrumb(args []string, stdout, stderr io.Writer) int {
 		return exitRuntime
 	}
 	if action == "clear" {
-		return clearBreadcrumb(ctx, store, layoutOf(cfg).Breadcrumb(), data, *force, stdout, stderr)
+		return clearBreadcrumb(ctx, store, path, data, rev, force, stdout, stderr)
 	}
 	fmt.Fprintf(stdout, "%s\n", data)
 	if _, err := breadcrumb.Decode(data); err != nil {
@@ -466,8 +482,11 @@ func memberIDs(v clusterView) string {
 // member record exists: it demotes or hands over itself), and clears a
 // readable one only with force (its service is known to be down). An
 // unreadable one, which no leader can act on, it clears as it is. data
-// is the breadcrumb as read.
-func clearBreadcrumb(ctx context.Context, store operatorStore, path string, data []byte, force bool, stdout, stderr io.Writer) int {
+// is the breadcrumb as read, rev its revision: the delete is at rev, so a
+// breadcrumb a new leader wrote after the read (it names whom that leader
+// needs fenced) is never deleted on the strength of the checks made on
+// the old one; clear then refuses and says what the breadcrumb holds now.
+func clearBreadcrumb(ctx context.Context, store operatorStore, path string, data []byte, rev cluster.Revision, force bool, stdout, stderr io.Writer) int {
 	rec, decodeErr := breadcrumb.Decode(data)
 	if decodeErr == nil {
 		members, err := store.Members(ctx)
@@ -490,7 +509,17 @@ func clearBreadcrumb(ctx context.Context, store operatorStore, path string, data
 			return exitRuntime
 		}
 	}
-	if err := store.ClearBreadcrumb(ctx); err != nil {
+	err := store.ClearBreadcrumb(ctx, rev)
+	switch {
+	case errors.Is(err, breadcrumb.ErrAbsent):
+		fmt.Fprintf(stdout, "breadcrumb %s is already gone: it was deleted since it was read; nothing to clear\n", path)
+		return exitOK
+	case errors.Is(err, breadcrumb.ErrChanged):
+		fmt.Fprintf(stderr, "failoverd breadcrumb clear: refused: breadcrumb %s changed since it was read (it held %s); %s. "+
+			"Nothing was deleted: check it (failoverd breadcrumb show, failoverd status) and run clear again if it must still go\n",
+			path, describeBreadcrumb(data), nowHolds(ctx, store))
+		return exitRuntime
+	case err != nil:
 		fmt.Fprintln(stderr, err)
 		return exitRuntime
 	}
@@ -500,4 +529,26 @@ func clearBreadcrumb(ctx context.Context, store operatorStore, path string, data
 		fmt.Fprintf(stdout, "unreadable breadcrumb %s cleared\n", path)
 	}
 	return exitOK
+}
+
+// describeBreadcrumb names the node and epoch breadcrumb data holds, for
+// messages.
+func describeBreadcrumb(data []byte) string {
+	rec, err := breadcrumb.Decode(data)
+	if err != nil {
+		return "an unreadable record"
+	}
+	return fmt.Sprintf("%s, epoch %d", rec.NodeID, rec.Epoch)
+}
+
+// nowHolds says what the breadcrumb holds when read again.
+func nowHolds(ctx context.Context, store operatorStore) string {
+	data, _, err := store.ReadBreadcrumbData(ctx)
+	switch {
+	case errors.Is(err, breadcrumb.ErrAbsent):
+		return "it is gone now"
+	case err != nil:
+		return fmt.Sprintf("reading it again failed: %v", err)
+	}
+	return "it now holds " + describeBreadcrumb(data) + ", written by a leader since"
 }
