@@ -72,6 +72,9 @@ var ErrStalePosition = errors.New("cluster: the leader position is of a later ep
 //     off from its peers).
 //   - Shortcuts: a cached value or a prefetched read returns what the
 //     plain read would.
+//   - Join: CheckJoin creates the cluster record only for a node with no
+//     home, and admits a node only to its home's record or to one moved
+//     from it (Admit); a record of an earlier version gets an ID once.
 //   - Known members: a known-member record outlives its node's session
 //     (its member record goes, it stays) until ForgetMember deletes it,
 //     which is refused while the node's member record exists.
@@ -134,10 +137,14 @@ type Records interface {
 	// node's session with the coordination service ends. A
 	// *DuplicateIDError means another live process publishes our node id.
 	PublishMember(ctx context.Context, m Member) error
-	// CheckJoin checks that this node may campaign (cluster record, no
-	// candidates of the other mode); a *ModeMismatchError is a refusal,
-	// any other error a failure to check.
-	CheckJoin(ctx context.Context, mode string) error
+	// CheckJoin checks that this node may campaign in election mode mode
+	// (no candidates of the other mode; the cluster record admits mode and
+	// home, see Admit) and returns the cluster record. home is the ID of
+	// the cluster record this node last ran in ("": none): only then is a
+	// missing record created (with a new ID), and a record of an earlier
+	// version without an ID is given one. A *ModeMismatchError or a
+	// *MovedError is a refusal, any other error a failure to check.
+	CheckJoin(ctx context.Context, mode, home string) (ClusterRecord, error)
 	// WatchFailover calls fn with the manual failover request (nil: none
 	// or unreadable) now and every time it changes, until ctx ends.
 	WatchFailover(ctx context.Context, fn func(*FailoverRequest)) error

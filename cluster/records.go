@@ -229,11 +229,30 @@ func (p Pause) Check() error {
 }
 
 // ClusterRecord is the Config record, created by the first node that joins
-// a cluster and never rewritten by failoverd. Nodes whose settings differ
-// from it refuse to join: nodes of different election modes do not see
-// each other's znodes and could both lead.
+// a cluster. Nodes whose settings differ from it refuse to join: nodes of
+// different election modes do not see each other's znodes and could both
+// lead. failoverd rewrites it in two cases only: to give a record of an
+// earlier version its ID (once, at the first join), and when failoverd
+// migrate moves the cluster away (MovedTo).
 type ClusterRecord struct {
 	ElectionMode string `json:"election_mode"`
+	// ID names this record, and with it the election it holds: random, set
+	// when the record is created. A node remembers the ID it last ran in
+	// (its home) and refuses to join a record with another one (Admit).
+	ID string `json:"id,omitempty"`
+	// EpochFloor is added to every epoch the backend gives a term of this
+	// cluster: a cluster moved here from another coordination service
+	// keeps its epochs above every epoch that service issued.
+	EpochFloor int64 `json:"epoch_floor,omitempty"`
+	// MovedFrom lists the IDs of the records this cluster was moved from,
+	// the last move's last: nodes whose home is one of them may join this
+	// one.
+	MovedFrom []string `json:"moved_from,omitempty"`
+	// MovedTo, set on a record the cluster was moved away from, is the ID
+	// of the record it moved to: nobody joins this one any more.
+	MovedTo string `json:"moved_to,omitempty"`
+	// MovedAt is when the move was made (set with MovedFrom or MovedTo).
+	MovedAt *time.Time `json:"moved_at,omitempty"`
 }
 
 // DuplicateIDError means another live failoverd process publishes the

@@ -101,6 +101,13 @@ type Node struct {
 	// the graceful demote's timeout (Service.Demote.Graceful) plus its kill
 	// grace.
 	ShutdownTimeout Duration `yaml:"shutdown_timeout"`
+	// StateDir is where the daemon remembers, across restarts, the cluster
+	// record it last ran in and the highest epoch it led with (one file
+	// per cluster and node id): it refuses to join a cluster in another
+	// coordination service until the cluster was moved there with
+	// failoverd migrate. An absolute path; the daemon creates it (mode
+	// 0700). Default /var/lib/failoverd.
+	StateDir string `yaml:"state_dir"`
 }
 
 // Admin configures the admin HTTP API (metrics, status, /leader, /v1/demote).
@@ -490,6 +497,7 @@ const (
 	DefaultBackend             = BackendZooKeeper
 	DefaultAdminListen         = "127.0.0.1:9101"
 	DefaultShutdownTimeout     = 30 * time.Second
+	DefaultStateDir            = "/var/lib/failoverd"
 	DefaultRoot                = "/failoverd"
 	DefaultSessionTimeout      = 5 * time.Second
 	DefaultHealthInterval      = time.Second
@@ -536,6 +544,7 @@ func Default() *Config {
 			Admin:           Admin{Listen: DefaultAdminListen},
 			Priority:        DefaultPriority,
 			ShutdownTimeout: Duration(DefaultShutdownTimeout),
+			StateDir:        DefaultStateDir,
 		},
 		Coordination: Coordination{Backend: DefaultBackend},
 		ZooKeeper: ZooKeeper{

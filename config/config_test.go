@@ -164,7 +164,7 @@ func TestBadConfigs(t *testing.T) {
 	}{
 		{"unknown_key", []string{
 			"node.admin.tokn_file: unknown key; did you mean token_file? (line 7)",
-			"node.colour: unknown key; known keys: id, host, service_address, priority, admin, shutdown_timeout (line 8)",
+			"node.colour: unknown key; known keys: id, host, service_address, priority, admin, shutdown_timeout, state_dir (line 8)",
 		}},
 		{"duration", []string{
 			`zookeeper.session_timeout: invalid duration "5 sec": want a number with a unit, like "5s" or "250ms" (line 4)`,

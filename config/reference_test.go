@@ -24,6 +24,7 @@ func referenceDefaults() []struct{ key, want, owner string } {
 	d := Default()
 	return []struct{ key, want, owner string }{
 		{"node.shutdown_timeout", d.Node.ShutdownTimeout.String(), "config"},
+		{"node.state_dir", d.Node.StateDir, "config"},
 		{"node.priority", strconv.Itoa(d.Node.Priority), "config"},
 		{"node.admin.listen", d.Node.Admin.Listen, "config"},
 		{"coordination.backend", d.Coordination.Backend, "config"},

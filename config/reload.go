@@ -56,6 +56,7 @@ var ReloadRules = []ReloadRule{
 	{"node.service_address", Restart, notePublished},
 	{"node.priority", Reloadable, "a leader set to 0 hands its leadership over gracefully; a standby updates its member record"},
 	{"node.shutdown_timeout", Reloadable, ""},
+	{"node.state_dir", Restart, "the node's memory of its cluster is read at start"},
 	{"node.admin.listen", Restart, "the admin API's socket is bound at start"},
 	{"node.admin.advertise_url", Restart, notePublished},
 	{"node.admin.token_file", Reloadable, "the token file is read again on every reload"},

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -103,6 +104,9 @@ func (c *Config) validate(opts LoadOptions, set written) error {
 	}
 	v.adminTLS(c) // tls.go
 	v.timeout("node.shutdown_timeout", n.ShutdownTimeout)
+	if n.StateDir == "" || !filepath.IsAbs(n.StateDir) {
+		v.add("node.state_dir", "must be an absolute path, got %q", n.StateDir)
+	}
 
 	// coordination, zookeeper, etcd
 	zkSet := set.zooKeeper || zooKeeperChanged(&c.ZooKeeper)

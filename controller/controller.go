@@ -174,6 +174,7 @@ type Controller struct {
 	fence    Fencer
 	metrics  Metrics
 	position PositionReader // nil: no service.position
+	home     Home           // the cluster record and epoch this node remembers
 	instance string         // random id of this process, in the member record
 	priority int            // Config.Priority with its default
 
@@ -253,6 +254,7 @@ func New(cfg Config, deps Deps) (*Controller, error) {
 		fence:      deps.Fencer,
 		metrics:    deps.Metrics,
 		position:   deps.Position,
+		home:       deps.Home,
 		instance:   cfg.Instance,
 		priority:   priority,
 		events:     make(chan event, 64),
@@ -260,6 +262,9 @@ func New(cfg Config, deps Deps) (*Controller, error) {
 		memberPoke: make(chan struct{}, 1),
 		loopDone:   make(chan struct{}),
 		budget:     DemoteBudget(cfg),
+	}
+	if c.home == nil {
+		c.home = noHome{}
 	}
 	c.readsLag.Store(cfg.MaxLag != nil)
 	c.positions.Store(&positionSource{reader: deps.Position, interval: cfg.PositionInterval})

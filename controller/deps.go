@@ -110,7 +110,33 @@ type Deps struct {
 	// Position reads the service's replication position (service.position;
 	// nil: none, the member record carries no position).
 	Position PositionReader
+	// Home is the node's memory of the cluster it last ran in (nil: none,
+	// every start is this node's first).
+	Home Home
 }
+
+// Home is a node's memory, on its own disk, of the cluster record it last
+// ran in and the highest epoch it led with (the daemon keeps it in
+// node.state_dir). The join checks admit the node only to that record or
+// to one a checked move made from it (cluster.Admit), and the node never
+// leads at an epoch that is not above the one remembered.
+type Home interface {
+	// Load returns the record ID ("": none) and the highest epoch
+	// remembered (0: none).
+	Load() (id string, epoch int64)
+	// Joined remembers id as the node's record; it returns once that is
+	// durable.
+	Joined(id string) error
+	// Saw remembers epoch when it is above the one remembered.
+	Saw(epoch int64) error
+}
+
+// noHome is the Home of a node that remembers nothing.
+type noHome struct{}
+
+func (noHome) Load() (string, int64) { return "", 0 }
+func (noHome) Joined(string) error   { return nil }
+func (noHome) Saw(int64) error       { return nil }
 
 // Hook is a command run on promotion or demotion.
 type Hook struct {

@@ -18,6 +18,7 @@ type event interface{ event() }
 type joinChecked struct {
 	err     error
 	verdict bool
+	floor   int64 // the cluster record's EpochFloor (err nil)
 }
 
 // termWon is sent by the elector's won callback, which then waits for

@@ -28,6 +28,9 @@ type loop struct {
 	// first verdict. joinProblem is what they last put in lastErr.
 	joinChecked bool
 	joinErr     error
+	// floor is the cluster record's EpochFloor, added to every term's
+	// epoch (a cluster moved from another coordination service).
+	floor       int64
 	joinProblem string
 
 	cededUntil time.Time // operator cede, demote holdoff, takeover backoff
@@ -550,6 +553,9 @@ func (c *Controller) onJoinChecked(ev joinChecked) {
 	}
 	changed := !l.joinChecked || fmt.Sprint(l.joinErr) != fmt.Sprint(ev.err)
 	l.joinChecked, l.joinErr = true, ev.err
+	if ev.err == nil {
+		l.floor = ev.floor
+	}
 	c.setJoinProblem(ev.err)
 	if !changed {
 		return
@@ -581,7 +587,8 @@ func (c *Controller) setJoinProblem(err error) {
 func joinVerdict(err error) bool {
 	var d *cluster.DuplicateIDError
 	var m *cluster.ModeMismatchError
-	return err == nil || errors.As(err, &d) || errors.As(err, &m)
+	var mv *cluster.MovedError
+	return err == nil || errors.As(err, &d) || errors.As(err, &m) || errors.As(err, &mv)
 }
 
 // startNextHook starts the most urgent pending hook: a term's end demote,

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/failoverd/failoverd/cluster"
@@ -58,14 +59,15 @@ func (c *Controller) publishMembers(ctx context.Context) {
 			continue
 		}
 		err := c.rec.PublishMember(ctx, memberOf(st))
+		var rec cluster.ClusterRecord
 		if err == nil {
-			err = c.rec.CheckJoin(ctx, c.cfg.ElectionMode)
+			rec, err = c.checkJoin(ctx)
 		}
 		verdict := joinVerdict(err)
 		if ctx.Err() != nil {
 			return
 		}
-		c.send(joinChecked{err: err, verdict: verdict})
+		c.send(joinChecked{err: err, verdict: verdict, floor: rec.EpochFloor})
 		if err == nil && time.Since(remembered) >= cluster.RememberEvery {
 			remembered = c.remember(ctx, st, &rememberMsg)
 		}
@@ -84,6 +86,25 @@ func (c *Controller) publishMembers(ctx context.Context) {
 		case <-time.After(memberWarnEvery):
 		}
 	}
+}
+
+// checkJoin runs the join checks for this node's home, and remembers the
+// record that admitted it as its home before it may campaign: a node that
+// cannot remember where it ran must not join (its next start could join
+// another cluster's election unchecked).
+func (c *Controller) checkJoin(ctx context.Context) (cluster.ClusterRecord, error) {
+	home, _ := c.home.Load()
+	rec, err := c.rec.CheckJoin(ctx, c.cfg.ElectionMode, home)
+	if err != nil || rec.ID == "" || rec.ID == home {
+		return rec, err
+	}
+	if err := c.home.Joined(rec.ID); err != nil {
+		return cluster.ClusterRecord{}, fmt.Errorf("cannot remember the cluster record %s this node joins: %w", rec.ID, err)
+	}
+	if home != "" {
+		c.log.Warn("joined the cluster record this node's cluster was moved to", "record_id", rec.ID, "moved_from", home, "epoch_floor", rec.EpochFloor)
+	}
+	return rec, nil
 }
 
 // remember writes this node's known-member record, which outlives its

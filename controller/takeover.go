@@ -207,7 +207,7 @@ func (c *Controller) onTermWon(ev termWon) {
 		close(ev.release) // a candidacy we ended already: give it back
 		return
 	}
-	epoch := ev.t.Epoch()
+	epoch := l.floor + ev.t.Epoch()
 	tm := &term{t: ev.t, ctx: ev.ctx, epoch: epoch, wonAt: time.Now(), release: ev.release, budget: c.budget, set: c.takeoverSettings(ev.t)}
 	l.term, l.epoch = tm, epoch
 	c.metrics.ElectionWon()
@@ -223,6 +223,20 @@ func (c *Controller) onTermWon(ev termWon) {
 		tm.phase = phRelease
 		return
 	}
+	if _, seen := c.home.Load(); epoch <= seen {
+		err := fmt.Errorf("the term's epoch %d is not above %d, the highest this node led with: "+
+			"the cluster record's epoch floor (%d) is too low for a cluster moved from another coordination service", epoch, seen, l.floor)
+		c.log.Error("refusing to lead: epochs must only increase", "epoch", epoch, "err", err)
+		c.setErr(err.Error())
+		c.backoff("epoch_floor")
+		tm.phase = phRelease
+		return
+	}
+	go func() {
+		if err := c.home.Saw(epoch); err != nil {
+			c.log.Warn("cannot remember this term's epoch on disk", "epoch", epoch, "err", err)
+		}
+	}()
 	if err := checkDemoteBudget(c.cfg, c.budget, ev.t); err != nil {
 		c.log.Error("refusing to lead: the demote hook cannot finish before a successor may be elected", "epoch", epoch, "err", err)
 		c.setErr(err.Error())

@@ -98,6 +98,7 @@ var obligations = []obligation{
 	{"RevisionZeroIsAbsent", testRevisionZeroIsAbsent},
 	{"Shortcuts", testShortcuts},
 	{"KnownMembers", testKnownMembers},
+	{"Join", testJoin},
 }
 
 // Run runs every obligation against the backend newBackend makes, each as

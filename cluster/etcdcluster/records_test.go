@@ -290,11 +290,11 @@ func testCheckJoin(t *testing.T, c *etcdtest.Cluster, adm *clientv3.Client) {
 	a := newNode(t, c.Endpoints(), l, "a")
 	b := newNode(t, c.Endpoints(), l, "b")
 	ctx := ctxT(t)
-	if err := a.s.CheckJoin(ctx, "fair"); err != nil {
+	if _, err := a.s.CheckJoin(ctx, "fair", ""); err != nil {
 		t.Fatal(err)
 	}
 	var me *cluster.ModeMismatchError
-	if err := b.s.CheckJoin(ctx, "unfair"); !errors.As(err, &me) {
+	if _, err := b.s.CheckJoin(ctx, "unfair", ""); !errors.As(err, &me) {
 		t.Fatalf("CheckJoin of the other mode: %v; want a ModeMismatchError", err)
 	}
 	l2 := newLayout()
@@ -302,7 +302,7 @@ func testCheckJoin(t *testing.T, c *etcdtest.Cluster, adm *clientv3.Client) {
 	if _, err := adm.Put(ctx, dir(l2.ElectionDir())+lockName, "{}"); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.s.CheckJoin(ctx, "fair"); !errors.As(err, &me) {
+	if _, err := d.s.CheckJoin(ctx, "fair", ""); !errors.As(err, &me) {
 		t.Fatalf("CheckJoin with an unfair lock in the election: %v; want a ModeMismatchError", err)
 	}
 	r, _ := adm.Get(ctx, l2.Config())

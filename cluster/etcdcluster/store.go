@@ -45,8 +45,9 @@ type Store struct {
 	inst   string
 	log    *slog.Logger
 
-	mu          sync.Mutex
-	modeChecked *Session // the session on which the cluster record last passed
+	mu       sync.Mutex
+	joined   cluster.ClusterRecord // the cluster record as last read
+	joinedOn *Session              // the session on which it was read
 
 	// Set by tests only: afterWatchRead runs in a watch loop between its
 	// read and the watch from the revision after it (where a compaction
@@ -217,64 +218,106 @@ func (s *Store) WatchMembers(ctx context.Context, fn func([]cluster.Member)) err
 
 // CheckJoin runs the checks that must pass before this node campaigns in
 // election mode mode ("" skips them): the election directory holds no key
-// of the other mode, and the cluster record (created by the first node
-// that joins) names our mode. A refusal is a *cluster.ModeMismatchError;
-// any other error means the checks could not run. The cluster record is
-// read once per session.
-func (s *Store) CheckJoin(ctx context.Context, mode string) error {
+// of the other mode, and the cluster record admits mode and home
+// (cluster.Admit; it is created, by a node with no home only, when there
+// is none). A refusal is a *cluster.ModeMismatchError or a
+// *cluster.MovedError; any other error means the checks could not run. The
+// cluster record is read once per session.
+func (s *Store) CheckJoin(ctx context.Context, mode, home string) (cluster.ClusterRecord, error) {
 	if mode == "" {
-		return nil
+		return cluster.ClusterRecord{}, nil
 	}
 	sess, err := s.conn.Session(ctx)
 	if err != nil {
-		return err
+		return cluster.ClusterRecord{}, err
 	}
 	if err := s.checkElectionDir(ctx, mode); err != nil {
-		return err
+		return cluster.ClusterRecord{}, err
 	}
+	where := "the etcd key " + s.layout.Config()
 	s.mu.Lock()
-	checked := s.modeChecked == sess
+	rec, checked := s.joined, s.joinedOn == sess
 	s.mu.Unlock()
-	if checked {
-		return nil
+	if !checked {
+		r, err := s.joinRecord(ctx, mode, home)
+		if err != nil {
+			return cluster.ClusterRecord{}, err
+		}
+		if r == nil {
+			return cluster.ClusterRecord{}, cluster.Admit(nil, where, mode, home)
+		}
+		rec = *r
+		s.mu.Lock()
+		s.joined, s.joinedOn = rec, sess
+		s.mu.Unlock()
 	}
-	if err := s.checkClusterRecord(ctx, mode); err != nil {
-		return err
+	if err := cluster.Admit(&rec, where, mode, home); err != nil {
+		return cluster.ClusterRecord{}, err
 	}
-	s.mu.Lock()
-	s.modeChecked = sess
-	s.mu.Unlock()
-	return nil
+	return rec, nil
 }
 
-// checkClusterRecord creates the cluster record if there is none (one
-// transaction: create if absent, else read), and checks that mode is the
-// cluster's.
-func (s *Store) checkClusterRecord(ctx context.Context, mode string) error {
+// joinRecord reads the cluster record (nil: there is none and home is set,
+// so none is created), creating it when there is none and home is "" (one
+// transaction: create if absent, else read), and giving a record of an
+// earlier version its ID. An unreadable record is a
+// *cluster.ModeMismatchError.
+func (s *Store) joinRecord(ctx context.Context, mode, home string) (*cluster.ClusterRecord, error) {
 	key := s.layout.Config()
-	rec, _ := json.Marshal(cluster.ClusterRecord{ElectionMode: mode})
-	resp, err := s.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-		Then(clientv3.OpPut(key, string(rec))).Else(clientv3.OpGet(key)).Commit()
-	if err != nil {
-		return fmt.Errorf("reading the cluster record %s: %w", key, err)
+	for attempt := 0; ; attempt++ {
+		var cur *kv
+		if home == "" {
+			rec := cluster.ClusterRecord{ElectionMode: mode, ID: cluster.NewRecordID()}
+			data, _ := json.Marshal(rec)
+			resp, err := s.cli.Txn(ctx).
+				If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+				Then(clientv3.OpPut(key, string(data))).Else(clientv3.OpGet(key)).Commit()
+			if err != nil {
+				return nil, fmt.Errorf("reading the cluster record %s: %w", key, err)
+			}
+			if resp.Succeeded {
+				s.log.Info("cluster record created", "key", key, "election_mode", mode, "record_id", rec.ID)
+				return &rec, nil
+			}
+			if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
+				cur = &kv{value: kvs[0].Value, mod: kvs[0].ModRevision}
+			}
+		} else {
+			var err error
+			if cur, _, err = s.get(ctx, key); err != nil {
+				return nil, fmt.Errorf("reading the cluster record %s: %w", key, err)
+			}
+		}
+		if cur == nil {
+			if home != "" {
+				return nil, nil
+			}
+			if attempt >= 3 {
+				return nil, fmt.Errorf("reading the cluster record %s: neither created nor found", key)
+			}
+			continue
+		}
+		var rec cluster.ClusterRecord
+		if err := json.Unmarshal(cur.value, &rec); err != nil {
+			return nil, &cluster.ModeMismatchError{Mode: mode, Cluster: key, Why: fmt.Sprintf("the cluster record %s is unreadable (%q)", key, cur.value)}
+		}
+		if rec.ID != "" || attempt >= 3 || rec.ElectionMode == "" {
+			return &rec, nil
+		}
+		// A record of an earlier version: give it its ID, once (a node
+		// that wrote first wins; read its ID).
+		rec.ID = cluster.NewRecordID()
+		data, _ := json.Marshal(rec)
+		resp, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", cur.mod)).
+			Then(clientv3.OpPut(key, string(data))).Commit()
+		if err != nil {
+			return nil, fmt.Errorf("giving the cluster record %s its id: %w", key, err)
+		}
+		if resp.Succeeded {
+			s.log.Info("cluster record given its id", "key", key, "record_id", rec.ID)
+			return &rec, nil
+		}
 	}
-	if resp.Succeeded {
-		s.log.Info("cluster record created", "key", key, "election_mode", mode)
-		return nil
-	}
-	var b []byte
-	if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
-		b = kvs[0].Value
-	}
-	var got cluster.ClusterRecord
-	if err := json.Unmarshal(b, &got); err != nil || got.ElectionMode == "" {
-		return &cluster.ModeMismatchError{Mode: mode, Cluster: key, Why: fmt.Sprintf("the cluster record %s is unreadable (%q)", key, b)}
-	}
-	if got.ElectionMode != mode {
-		return &cluster.ModeMismatchError{Mode: mode, Cluster: key, Why: fmt.Sprintf("the cluster record %s says %q", key, got.ElectionMode)}
-	}
-	return nil
 }
 
 // checkElectionDir refuses to join when the election directory holds keys

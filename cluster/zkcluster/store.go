@@ -50,10 +50,11 @@ type Store struct {
 	inst   string
 	log    *slog.Logger
 
-	mu          sync.Mutex
-	modeChecked *zk.Session   // the session on which the cluster record last passed
-	sessCh      chan struct{} // closed when a new session begins (SessionChanged)
-	followOnce  sync.Once
+	mu         sync.Mutex
+	joined     cluster.ClusterRecord // the cluster record as last read
+	joinedOn   *zk.Session           // the session on which it was read
+	sessCh     chan struct{}         // closed when a new session begins (SessionChanged)
+	followOnce sync.Once
 
 	// beforeHistoryWrite, set by tests only, runs in AppendHistory between
 	// the read and the write: where a concurrent change lands.
@@ -442,70 +443,94 @@ func (w *watchSet) forget(key string) { delete(w.armed, key) }
 
 // CheckJoin runs the checks that must pass before this node campaigns in
 // election mode mode ("" skips them): the election directory holds no
-// znode of the other mode, and the cluster record (created by the first
-// node that joins) names our mode. A refusal is a *cluster.ModeMismatchError;
+// znode of the other mode, and the cluster record admits mode and home
+// (cluster.Admit; it is created, by a node with no home only, when there is
+// none). A refusal is a *cluster.ModeMismatchError or a *cluster.MovedError;
 // any other error means the checks could not run. The cluster record is
 // read once per session.
-func (s *Store) CheckJoin(ctx context.Context, mode string) error {
+func (s *Store) CheckJoin(ctx context.Context, mode, home string) (cluster.ClusterRecord, error) {
 	if mode == "" {
-		return nil
+		return cluster.ClusterRecord{}, nil
 	}
 	sess, err := s.session(ctx)
 	if err != nil {
-		return err
+		return cluster.ClusterRecord{}, err
 	}
 	// The directory first: a node must not record its mode over a cluster
 	// whose nodes of the other mode are campaigning.
 	if err := s.checkElectionDir(ctx, sess, mode); err != nil {
-		return err
+		return cluster.ClusterRecord{}, err
 	}
+	where := "the ZooKeeper node " + s.layout.Config()
 	s.mu.Lock()
-	checked := s.modeChecked == sess
+	rec, checked := s.joined, s.joinedOn == sess
 	s.mu.Unlock()
-	if checked {
-		return nil
+	if !checked {
+		r, err := s.joinRecord(ctx, sess, mode, home)
+		if err != nil {
+			return cluster.ClusterRecord{}, err
+		}
+		if r == nil {
+			return cluster.ClusterRecord{}, cluster.Admit(nil, where, mode, home)
+		}
+		rec = *r
+		s.mu.Lock()
+		s.joined, s.joinedOn = rec, sess
+		s.mu.Unlock()
 	}
-	if err := s.checkClusterRecord(ctx, sess, mode); err != nil {
-		return err
+	if err := cluster.Admit(&rec, where, mode, home); err != nil {
+		return cluster.ClusterRecord{}, err
 	}
-	s.mu.Lock()
-	s.modeChecked = sess
-	s.mu.Unlock()
-	return nil
+	return rec, nil
 }
 
-// checkClusterRecord creates the cluster record if there is none, and
-// checks that mode is the cluster's.
-func (s *Store) checkClusterRecord(ctx context.Context, sess *zk.Session, mode string) error {
+// joinRecord reads the cluster record (nil: there is none and home is set,
+// so none is created), creating it when there is none and home is "", and
+// giving a record of an earlier version its ID. An unreadable record is a
+// *cluster.ModeMismatchError.
+func (s *Store) joinRecord(ctx context.Context, sess *zk.Session, mode, home string) (*cluster.ClusterRecord, error) {
 	path := s.layout.Config()
 	for attempt := 0; ; attempt++ {
-		b, _, err := sess.Get(ctx, path)
+		b, st, err := sess.Get(ctx, path)
+		if errors.Is(err, zk.ErrNoNode) && home != "" {
+			return nil, nil
+		}
 		if errors.Is(err, zk.ErrNoNode) && attempt < 3 {
 			if err := sess.EnsurePath(ctx, s.layout.Dir()); err != nil {
-				return err
+				return nil, err
 			}
-			rec, _ := json.Marshal(cluster.ClusterRecord{ElectionMode: mode})
-			_, _, err = sess.Create(ctx, path, rec, zk.Persistent)
+			rec := cluster.ClusterRecord{ElectionMode: mode, ID: cluster.NewRecordID()}
+			data, _ := json.Marshal(rec)
+			_, _, err = sess.Create(ctx, path, data, zk.Persistent)
 			if err == nil {
-				s.log.Info("cluster record created", "path", path, "election_mode", mode)
-				return nil
+				s.log.Info("cluster record created", "path", path, "election_mode", mode, "record_id", rec.ID)
+				return &rec, nil
 			}
 			if !errors.Is(err, zk.ErrNodeExists) {
-				return err
+				return nil, err
 			}
 			continue // another node was first: read its record
 		}
 		if err != nil {
-			return err
+			return nil, err
 		}
 		var rec cluster.ClusterRecord
-		if err := json.Unmarshal(b, &rec); err != nil || rec.ElectionMode == "" {
-			return &cluster.ModeMismatchError{Mode: mode, Cluster: path, Why: fmt.Sprintf("the cluster record %s is unreadable (%q)", path, b)}
+		if err := json.Unmarshal(b, &rec); err != nil {
+			return nil, &cluster.ModeMismatchError{Mode: mode, Cluster: path, Why: fmt.Sprintf("the cluster record %s is unreadable (%q)", path, b)}
 		}
-		if rec.ElectionMode != mode {
-			return &cluster.ModeMismatchError{Mode: mode, Cluster: path, Why: fmt.Sprintf("the cluster record %s says %q", path, rec.ElectionMode)}
+		if rec.ID != "" || attempt >= 3 || rec.ElectionMode == "" {
+			return &rec, nil
 		}
-		return nil
+		// A record of an earlier version: give it its ID, once (a node
+		// that wrote first wins; read its ID).
+		rec.ID = cluster.NewRecordID()
+		data, _ := json.Marshal(rec)
+		if _, err := sess.Set(ctx, path, data, st.Version); err == nil {
+			s.log.Info("cluster record given its id", "path", path, "record_id", rec.ID)
+			return &rec, nil
+		} else if !errors.Is(err, zk.ErrBadVersion) {
+			return nil, err
+		}
 	}
 }
 

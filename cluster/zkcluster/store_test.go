@@ -250,22 +250,23 @@ func TestCheckJoin(t *testing.T) {
 	zkc := zktest.Start(t, 1)
 	ctx := t.Context()
 	fair, fc := newStore(t, zkc, "a", "inst-a")
-	if err := fair.CheckJoin(ctx, ""); err != nil {
+	if _, err := fair.CheckJoin(ctx, "", ""); err != nil {
 		t.Fatalf("CheckJoin without a mode: %v", err)
 	}
-	if err := fair.CheckJoin(ctx, "fair"); err != nil {
+	if _, err := fair.CheckJoin(ctx, "fair", ""); err != nil {
 		t.Fatalf("first node: %v", err)
 	}
 	b, _, err := session(t, fc).Get(ctx, testLayout.Config())
-	if err != nil || string(b) != `{"election_mode":"fair"}` {
-		t.Fatalf("cluster record %q, %v", b, err)
+	var rec cluster.ClusterRecord
+	if err != nil || json.Unmarshal(b, &rec) != nil || rec.ElectionMode != "fair" || len(rec.ID) != 32 {
+		t.Fatalf("cluster record %q, %v; want election_mode fair and a 32-digit id", b, err)
 	}
-	if err := fair.CheckJoin(ctx, "fair"); err != nil {
+	if _, err := fair.CheckJoin(ctx, "fair", ""); err != nil {
 		t.Fatalf("same mode again: %v", err)
 	}
 	unfair, _ := newStore(t, zkc, "b", "inst-b")
 	var me *cluster.ModeMismatchError
-	if err := unfair.CheckJoin(ctx, "unfair"); !errors.As(err, &me) || me.Mode != "unfair" || me.Cluster != testLayout.Config() {
+	if _, err := unfair.CheckJoin(ctx, "unfair", ""); !errors.As(err, &me) || me.Mode != "unfair" || me.Cluster != testLayout.Config() {
 		t.Fatalf("other mode: %v, want a ModeMismatchError", err)
 	}
 
@@ -277,7 +278,7 @@ func TestCheckJoin(t *testing.T) {
 	if _, _, err := sess.Create(ctx, testLayout.ElectionDir()+"/lock", nil, zk.Ephemeral); err != nil {
 		t.Fatal(err)
 	}
-	if err := fair.CheckJoin(ctx, "fair"); !errors.As(err, &me) {
+	if _, err := fair.CheckJoin(ctx, "fair", ""); !errors.As(err, &me) {
 		t.Fatalf("fair node beside an unfair lock: %v, want a ModeMismatchError", err)
 	}
 	if err := sess.Delete(ctx, testLayout.ElectionDir()+"/lock", -1); err != nil {
@@ -289,7 +290,7 @@ func TestCheckJoin(t *testing.T) {
 		t.Fatal(err)
 	}
 	fresh, _ := newStore(t, zkc, "c", "inst-c")
-	if err := fresh.CheckJoin(ctx, "fair"); !errors.As(err, &me) {
+	if _, err := fresh.CheckJoin(ctx, "fair", ""); !errors.As(err, &me) {
 		t.Fatalf("unreadable record: %v, want a ModeMismatchError", err)
 	}
 }

@@ -242,10 +242,18 @@ func buildOn(cfg *config.Config, logger *slog.Logger, ccfg controller.Config, be
 	if err != nil {
 		return nil, err
 	}
+	home, err := openHome(cfg, be.desc+" "+layoutOf(cfg).Dir())
+	if err != nil {
+		return nil, err
+	}
+	if id, epoch := home.Load(); id != "" {
+		logger.Info("node state read", "file", home.path, "record_id", id, "highest_epoch", epoch)
+	}
 	ctrl, err := controller.New(ccfg, controller.Deps{
 		Elector: el, Records: be.records, Fencer: fence, Metrics: m, Logger: logger,
 		Hooks:    procHooks(cfg, ccfg, logger),
 		Position: positionReader(cfg, logger),
+		Home:     home,
 	})
 	if err != nil {
 		return nil, err

@@ -49,6 +49,8 @@ Usage:
                                                      away (refused while it runs)
   failoverd reload     -c FILE [--json]              make the daemon re-read its config file
                                                      (all or nothing; exit 1: not applied)
+  failoverd migrate    -c NEW_FILE --from OLD_FILE   move the cluster to another coordination
+                                                     service (every node stopped first)
   failoverd version                                  print the version
 
 Run 'failoverd COMMAND --help' for the flags of a command.
@@ -83,6 +85,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdForget(rest, stdout, stderr)
 	case "reload":
 		return cmdReload(rest, stdout, stderr)
+	case "migrate":
+		return cmdMigrate(rest, stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintf(stdout, "failoverd %s\n", version)
 		return exitOK

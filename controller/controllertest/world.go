@@ -36,7 +36,8 @@ type World struct {
 	// SessionTimeout.
 	guarantee, session time.Duration
 
-	bc       *breadcrumb.Record // nil: absent
+	record   *cluster.ClusterRecord // nil: absent (CheckJoin creates it)
+	bc       *breadcrumb.Record     // nil: absent
 	bcVer    int32
 	bcErr    error // ReadBreadcrumb fails with it (corrupt or unreadable)
 	failover *cluster.FailoverRequest
@@ -596,11 +597,34 @@ func (w *World) Publishes(id string) int {
 	return w.published[id]
 }
 
-// CheckJoin answers what SetJoinError said (nil by default).
-func (n *Node) CheckJoin(ctx context.Context, mode string) error {
+// CheckJoin answers what SetJoinError said when it said something; else
+// it checks the cluster record as a backend does (cluster.Admit), creating
+// it for a node with no home.
+func (n *Node) CheckJoin(ctx context.Context, mode, home string) (cluster.ClusterRecord, error) {
 	n.w.mu.Lock()
 	defer n.w.mu.Unlock()
-	return n.joinErr
+	if n.joinErr != nil || mode == "" {
+		return cluster.ClusterRecord{}, n.joinErr
+	}
+	if n.w.record == nil && home == "" {
+		n.w.record = &cluster.ClusterRecord{ElectionMode: mode, ID: cluster.NewRecordID()}
+	}
+	if err := cluster.Admit(n.w.record, "the in-memory cluster record", mode, home); err != nil {
+		return cluster.ClusterRecord{}, err
+	}
+	return *n.w.record, nil
+}
+
+// SetClusterRecord replaces the cluster record (nil: none), as a move of
+// the cluster (failoverd migrate) or an operator would.
+func (w *World) SetClusterRecord(r *cluster.ClusterRecord) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if r != nil {
+		c := *r
+		r = &c
+	}
+	w.record = r
 }
 
 // WatchFailover calls fn with the request now and after every change.

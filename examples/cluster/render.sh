@@ -9,6 +9,7 @@
 #   TOY_PORT_BASE    toy service of node N on base+N  (default 18080)
 #   ADMIN_PORT_BASE  failoverd admin API on base+N    (default 19100)
 #   SCRIPTS_DIR      hook scripts directory           (default ../scripts, absolute)
+#   STATE_DIR        node.state_dir of every node      (default OUTDIR/state)
 #   ETCD_ENDPOINTS   comma-separated etcd client URLs: run on etcd instead of
 #                    ZooKeeper (the zookeeper block becomes an etcd block)
 #   ETCD_LEASE_TTL   etcd.lease_ttl with ETCD_ENDPOINTS   (default 3s)
@@ -67,6 +68,8 @@ to_etcd() {
 }
 
 mkdir -p "$out"
+state="${STATE_DIR:-$(cd "$out" && pwd)/state}"
+args+=(-e "s|state_dir: /var/lib/failoverd|state_dir: $(esc "$state")|")
 for n in a b c; do
   {
     echo "# Rendered by examples/cluster/render.sh from node-$n.yaml; edit the template."

@@ -6,6 +6,7 @@
 # Usage: render.sh OUTDIR
 # Env (all optional):
 #   ZK_SERVERS        comma-separated host:port list     (127.0.0.1:2181)
+#   STATE_DIR         node.state_dir of every node       (OUTDIR/state)
 #   PG_PORT_BASE      PostgreSQL of node N on base+N     (5440)
 #   ADMIN_PORT_BASE   failoverd admin API on base+N      (19300)
 #   HOOKS_DIR         hook scripts directory             (./hooks, absolute)
@@ -41,6 +42,7 @@ if ((pg_base + 3 > admin_base && admin_base + 3 > pg_base)); then
 fi
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
+state="${STATE_DIR:-$out/state}"
 # PostgreSQL's user must reach its node directory.
 if ((EUID == 0)); then chmod go+x "$out"; fi
 
@@ -51,6 +53,7 @@ for i in 1 2 3; do
   args+=(-e "s|127\.0\.0\.1:544$i\b|@PG$i@|g" -e "s|127\.0\.0\.1:1930$i\b|@ADMIN$i@|g")
 done
 args+=(-e "s|@ZK@|$(esc "${zk//,/, }")|g" -e "s|@HOOKS@|$(esc "$hooks")|g" -e "s|@OUT@|$(esc "$out")|g")
+args+=(-e "s|state_dir: /var/lib/failoverd|state_dir: $(esc "$state")|")
 for i in 1 2 3; do
   args+=(-e "s|@PG$i@|127.0.0.1:$((pg_base + i))|g" -e "s|@ADMIN$i@|127.0.0.1:$((admin_base + i))|g")
 done

@@ -6,6 +6,7 @@
 # Usage: render.sh OUTDIR
 # Env (all optional):
 #   ZK_SERVERS       comma-separated host:port list   (default 127.0.0.1:2181)
+#   STATE_DIR        node.state_dir of every node      (default OUTDIR/state)
 #   REDIS_PORT_BASE  Redis of node N on base+N        (default 6380)
 #   ADMIN_PORT_BASE  failoverd admin API on base+N    (default 19200)
 #   HOOKS_DIR        hook scripts directory           (default ./hooks, absolute)
@@ -28,6 +29,7 @@ if ((redis_base + 3 > admin_base && admin_base + 3 > redis_base)); then
 fi
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
+state="${STATE_DIR:-$out/state}"
 
 # Escape a value for the right-hand side of a sed s|||.
 esc() { printf '%s' "$1" | sed -e 's/[|&\\]/\\&/g'; }
@@ -38,6 +40,7 @@ for i in 1 2 3; do
   args+=(-e "s|127\.0\.0\.1:638$i\b|@REDIS$i@|g" -e "s|-p, \"638$i\"|-p, \"@RPORT$i@\"|g" -e "s|127\.0\.0\.1:1920$i\b|@ADMIN$i@|g")
 done
 args+=(-e "s|@ZK@|$(esc "${zk//,/, }")|g" -e "s|@HOOKS@|$(esc "$hooks")|g")
+args+=(-e "s|state_dir: /var/lib/failoverd|state_dir: $(esc "$state")|")
 for i in 1 2 3; do
   args+=(-e "s|@REDIS$i@|127.0.0.1:$((redis_base + i))|g" -e "s|@RPORT$i@|$((redis_base + i))|g" -e "s|@ADMIN$i@|127.0.0.1:$((admin_base + i))|g")
 done

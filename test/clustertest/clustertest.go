@@ -517,7 +517,8 @@ func (n *Node) writeConfig(failoverd string) {
 	}
 	servers = n.serverSubset(servers)
 	var b strings.Builder
-	fmt.Fprintf(&b, "cluster: e2e\nnode:\n  id: %s\n  host: 127.0.0.1\n  shutdown_timeout: %s\n", n.ID, max(15*time.Second, o.GracefulDemoteTimeout+5*time.Second))
+	fmt.Fprintf(&b, "cluster: e2e\nnode:\n  id: %s\n  host: 127.0.0.1\n  shutdown_timeout: %s\n  state_dir: %s\n", n.ID,
+		max(15*time.Second, o.GracefulDemoteTimeout+5*time.Second), filepath.Join(c.Dir, "state"))
 	if o.Follow {
 		fmt.Fprintf(&b, "  service_address: %s\n", n.ToyAddr)
 	}

@@ -68,6 +68,7 @@ node:
   id: %s
   host: 127.0.0.1
   shutdown_timeout: 10s
+  state_dir: %s
   admin:
     listen: %s
     token_file: %s
@@ -81,7 +82,7 @@ fencing:
   methods:
     - rpc: %s
 log: {format: text, level: debug}
-`, id, n.adminAddr, filepath.Join(c.dir, "token"), c.pki.CertFile, c.pki.KeyFile, zkAddr,
+`, id, filepath.Join(c.dir, "state"), n.adminAddr, filepath.Join(c.dir, "token"), c.pki.CertFile, c.pki.KeyFile, zkAddr,
 		filepath.Join(c.dir, "promote"), filepath.Join(c.dir, "demote"), rpcYAML)
 	mustOK(t, os.WriteFile(n.config, []byte(cfg), 0o600))
 

@@ -1,0 +1,115 @@
+package controller_test
+
+import (
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/failoverd/failoverd/cluster"
+	"github.com/failoverd/failoverd/controller"
+	"github.com/failoverd/failoverd/controller/controllertest"
+)
+
+// memHome is a node's memory of its cluster, in memory.
+type memHome struct {
+	mu     sync.Mutex
+	id     string
+	epoch  int64
+	joined []string
+}
+
+func (h *memHome) Load() (string, int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.id, h.epoch
+}
+
+func (h *memHome) Joined(id string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.id, h.joined = id, append(h.joined, id)
+	return nil
+}
+
+func (h *memHome) Saw(epoch int64) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.epoch = max(h.epoch, epoch)
+	return nil
+}
+
+func withHome(h controller.Home) opt {
+	return func(_ *node, _ *controller.Config, d *controller.Deps) { d.Home = h }
+}
+
+// A node new to every cluster joins, creating the cluster record, and
+// remembers its ID and the epoch it led with.
+func TestHomeRemembered(t *testing.T) {
+	test(t, func(t *testing.T, w *controllertest.World) {
+		h := &memHome{}
+		a := leader(t, w, "a", withHome(h))
+		id, epoch := h.Load()
+		if id == "" || epoch != a.c.Status().Epoch {
+			t.Fatalf("home %q at epoch %d; want the record's ID and the term's epoch %d", id, epoch, a.c.Status().Epoch)
+		}
+	})
+}
+
+// A node whose home is another cluster record stays out of the election,
+// showing why, and its service is never promoted.
+func TestHomeElsewhereRefused(t *testing.T) {
+	test(t, func(t *testing.T, w *controllertest.World) {
+		w.SetClusterRecord(&cluster.ClusterRecord{ElectionMode: "fair", ID: "here"})
+		a := start(t, w, "a", withHome(&memHome{id: "elsewhere"}))
+		a.healthy()
+		time.Sleep(10 * time.Second)
+		a.want(controller.StateOut)
+		a.wantHooks("demote:startup")
+		if why := a.c.Status().NotLeading; !strings.HasPrefix(why, controller.NotLeadingJoinRefused) || !strings.Contains(why, "elsewhere") {
+			t.Fatalf("not leading: %q; want join_refused naming the record this node ran in", why)
+		}
+		w.SetClusterRecord(&cluster.ClusterRecord{ElectionMode: "fair", ID: "here", MovedFrom: []string{"elsewhere"}})
+		b := leader(t, w, "b", withHome(&memHome{id: "elsewhere"}))
+		if b.c.Status().Epoch <= 0 {
+			t.Fatalf("b leads at epoch %d", b.c.Status().Epoch)
+		}
+	})
+}
+
+// Every epoch of a moved cluster is the backend's plus the record's floor,
+// in the status, the breadcrumb and the promote hook.
+func TestEpochFloorAdded(t *testing.T) {
+	test(t, func(t *testing.T, w *controllertest.World) {
+		const floor = 1 << 40
+		w.SetClusterRecord(&cluster.ClusterRecord{ElectionMode: "fair", ID: "moved", EpochFloor: floor, MovedFrom: []string{"old"}})
+		h := &memHome{id: "old", epoch: floor - 5}
+		a := leader(t, w, "a", withHome(h))
+		e := a.c.Status().Epoch
+		if e <= floor {
+			t.Fatalf("a leads at epoch %d; want above the floor %d", e, floor)
+		}
+		if bc, _ := w.Breadcrumb(); bc == nil || bc.Epoch != e {
+			t.Fatalf("breadcrumb %+v; want a's at epoch %d", bc, e)
+		}
+		if id, _ := h.Load(); id != "moved" {
+			t.Fatalf("home %q after joining the moved cluster; want moved", id)
+		}
+	})
+}
+
+// A node never leads at an epoch that is not above the highest it led
+// with: a move that did not carry the epochs over is refused, not obeyed.
+func TestEpochBelowHomeRefused(t *testing.T) {
+	test(t, func(t *testing.T, w *controllertest.World) {
+		w.SetClusterRecord(&cluster.ClusterRecord{ElectionMode: "fair", ID: "r"})
+		a := start(t, w, "a", withHome(&memHome{id: "r", epoch: 1 << 50}))
+		a.healthy()
+		time.Sleep(5 * time.Second)
+		a.want(controller.StateOut)
+		a.wantHooks("demote:startup")
+		if err := a.c.Status().LastError; !strings.Contains(err, "highest this node led with") {
+			t.Fatalf("last error %q; want the refusal to lead below the remembered epoch", err)
+		}
+	})
+}
