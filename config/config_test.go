@@ -279,7 +279,7 @@ func TestBadConfigs(t *testing.T) {
 		}},
 		{"shutdown", []string{"node.shutdown_timeout: 500ms is shorter than service.demote.timeout plus its kill grace (1.25s)"}},
 		{"graceful_short", []string{"service.demote.graceful_timeout: 500ms is shorter than service.demote.timeout (1s)"}},
-		{"graceful_shutdown", []string{"node.shutdown_timeout: 30s is shorter than service.demote.graceful_timeout plus its kill grace (1m0.25s)"}},
+		{"graceful_shutdown", []string{"node.shutdown_timeout: 30s (the default: the key is not set) is shorter than service.demote.graceful_timeout plus its kill grace (1m0.25s); a graceful stop must leave time to demote: set node.shutdown_timeout to at least 1m0.25s"}},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			path := filepath.Join("testdata", tc.file+".bad.yaml")

@@ -125,6 +125,8 @@ type written struct {
 	etcd bool
 	// backend: coordination.backend has a value (null keeps the default).
 	backend bool
+	// shutdownTimeout: node.shutdown_timeout has a value.
+	shutdownTimeout bool
 }
 
 // writtenKeys reads written from the document's top-level mapping.
@@ -137,6 +139,12 @@ func writtenKeys(top *yaml.Node) written {
 			w.zooKeeper = true
 		case "etcd":
 			w.etcd = true
+		case "node":
+			for j := 0; v.Kind == yaml.MappingNode && j+1 < len(v.Content); j += 2 {
+				if v.Content[j].Value == "shutdown_timeout" && v.Content[j+1].ShortTag() != "!!null" {
+					w.shutdownTimeout = true
+				}
+			}
 		case "coordination":
 			for j := 0; v.Kind == yaml.MappingNode && j+1 < len(v.Content); j += 2 {
 				if v.Content[j].Value == "backend" && v.Content[j+1].ShortTag() != "!!null" {

@@ -180,8 +180,14 @@ func (c *Config) validate(opts LoadOptions, set written) error {
 		}
 	}
 	if demote := svc.Demote.Graceful() + lease.KillGrace; demoteOK && n.ShutdownTimeout > 0 && time.Duration(n.ShutdownTimeout) < demote {
-		v.add("node.shutdown_timeout", "%s is shorter than %s plus its kill grace (%s); a graceful stop must leave time to demote",
-			fmtDur(time.Duration(n.ShutdownTimeout)), key, fmtDur(demote))
+		// At start and on every reload: the fixed default does not grow
+		// with a raised graceful timeout, so an unset key is named as such.
+		unset := ""
+		if !set.shutdownTimeout {
+			unset = " (the default: the key is not set)"
+		}
+		v.add("node.shutdown_timeout", "%s%s is shorter than %s plus its kill grace (%s); a graceful stop must leave time to demote: set node.shutdown_timeout to at least %s",
+			fmtDur(time.Duration(n.ShutdownTimeout)), unset, key, fmtDur(demote), fmtDur(demote))
 	}
 
 	if p := svc.PrePromote; p != nil {

@@ -106,7 +106,8 @@ type Config struct {
 	StallAfter time.Duration
 
 	// ShutdownTimeout bounds a graceful stop (default 30s, or the graceful
-	// demote's timeout and kill grace plus 5s when that is longer).
+	// demote's timeout and kill grace plus 5s when that is longer; a
+	// reload that sets none derives it again from its own config).
 	ShutdownTimeout time.Duration
 	// BackoffMin and BackoffMax bound the pause after a failed takeover
 	// (fencing or promotion failed); it doubles per failure, with jitter.
@@ -208,6 +209,13 @@ type snapshot struct {
 	budget time.Duration // the term's DemoteBudget
 }
 
+// defaultShutdown is the ShutdownTimeout of a cfg that sets none: 30s, or
+// the graceful demote's timeout and kill grace plus the finish when that
+// is longer. New and a reload both derive it from the config they get.
+func defaultShutdown(cfg Config) time.Duration {
+	return max(defaultShutdownTimeout, gracefulTimeout(cfg)+killGrace(cfg.Demote)+finishTimeout)
+}
+
 // New builds a controller.
 func New(cfg Config, deps Deps) (*Controller, error) {
 	if deps.Elector == nil || deps.Records == nil || deps.Hooks == nil || deps.Metrics == nil {
@@ -217,7 +225,7 @@ func New(cfg Config, deps Deps) (*Controller, error) {
 		return nil, errors.New("controller: cluster and node id are required")
 	}
 	if cfg.ShutdownTimeout <= 0 {
-		cfg.ShutdownTimeout = max(defaultShutdownTimeout, gracefulTimeout(cfg)+killGrace(cfg.Demote)+finishTimeout)
+		cfg.ShutdownTimeout = defaultShutdown(cfg)
 	}
 	if cfg.BackoffMin <= 0 {
 		cfg.BackoffMin = defaultBackoffMin

@@ -138,8 +138,12 @@ func (c *Controller) onReload(ev reloadReq) {
 	cfg.Priority, cfg.MaxLag, cfg.PreemptAfter, cfg.FailoverCooldown = &priority, n.MaxLag, n.PreemptAfter, n.FailoverCooldown
 	cfg.Promote, cfg.Demote, cfg.GracefulDemoteTimeout = n.Promote, n.Demote, n.GracefulDemoteTimeout
 	cfg.PrePromote, cfg.Follow, cfg.PositionInterval = n.PrePromote, n.Follow, n.PositionInterval
-	if n.ShutdownTimeout > 0 {
-		cfg.ShutdownTimeout = n.ShutdownTimeout
+	// Unset, the default follows the new graceful demote, as New derives
+	// it: one computed at start from a shorter graceful timeout would cut
+	// the raised one's demote short at the next stop.
+	cfg.ShutdownTimeout = n.ShutdownTimeout
+	if cfg.ShutdownTimeout <= 0 {
+		cfg.ShutdownTimeout = defaultShutdown(n)
 	}
 	cfg.ConfigHash, cfg.ConfigLoadedAt = n.ConfigHash, n.ConfigLoadedAt
 	c.hooks, c.fence, c.position = ev.r.Hooks, ev.r.Fencer, ev.r.Position
