@@ -45,18 +45,18 @@ func (e *MovedError) Error() string {
 	case e.MovedTo != "":
 		return fmt.Sprintf("the cluster record %s (id %s) says the cluster moved to the record with id %s: "+
 			"refusing to join an election nobody else runs; point this node's configuration at the coordination "+
-			"service the cluster moved to (docs/operations.md, \"Moving to another coordination service\")",
+			"service the cluster moved to (docs/operations.md, \"Moving a cluster\")",
 			e.Where, e.Found, e.MovedTo)
 	case e.Found == "":
 		return fmt.Sprintf("this node last ran in the cluster record with id %s, but %s holds no cluster record: "+
 			"refusing to start a second election beside the one this node left (both could promote); "+
 			"to move the cluster here, stop failoverd on every node and run failoverd migrate "+
-			"(docs/operations.md, \"Moving to another coordination service\")", e.Home, e.Where)
+			"(docs/operations.md, \"Moving a cluster\")", e.Home, e.Where)
 	default:
 		return fmt.Sprintf("this node last ran in the cluster record with id %s, but %s holds the record with id %s: "+
 			"refusing to join another cluster's election (both could promote); point this node's configuration "+
 			"back at its own cluster, or move the cluster with failoverd migrate "+
-			"(docs/operations.md, \"Moving to another coordination service\")", e.Home, e.Where, e.Found)
+			"(docs/operations.md, \"Moving a cluster\")", e.Home, e.Where, e.Found)
 	}
 }
 

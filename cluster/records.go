@@ -275,7 +275,7 @@ type ModeMismatchError struct {
 
 func (e *ModeMismatchError) Error() string {
 	return fmt.Sprintf("election.mode is %q but %s: refusing to join the election (nodes of different modes could both lead); "+
-		"use the same election.mode on every node (to change it, stop every node and delete the cluster record %s)",
+		"use the same election.mode on every node (to change it, stop every node and move the cluster to a new root or prefix with failoverd migrate; its record is %s)",
 		e.Mode, e.Why, e.Cluster)
 }
 

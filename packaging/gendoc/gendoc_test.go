@@ -52,7 +52,7 @@ func TestLoadReadsEveryCommandAndFlag(t *testing.T) {
 			flags[c.Name] = append(flags[c.Name], f.Dashed())
 		}
 	}
-	for _, want := range []string{"run", "validate", "status", "leader", "failover", "breadcrumb", "history", "pause", "resume", "forget", "reload", "version", "help"} {
+	for _, want := range []string{"run", "validate", "status", "leader", "failover", "breadcrumb", "history", "pause", "resume", "forget", "reload", "migrate", "version", "help"} {
 		if !slices.Contains(names, want) {
 			t.Errorf("command %s missing; got %v", want, names)
 		}
@@ -62,6 +62,7 @@ func TestLoadReadsEveryCommandAndFlag(t *testing.T) {
 		"leader":   {"-c", "--config", "--json", "--watch"},
 		"failover": {"-c", "--config", "--force", "--timeout", "--to"},
 		"history":  {"-c", "--config", "--json", "--limit"},
+		"migrate":  {"-c", "--config", "--from"},
 	} {
 		if !slices.Equal(flags[cmd], want) {
 			t.Errorf("%s flags = %v, want %v", cmd, flags[cmd], want)
@@ -196,7 +197,7 @@ func TestBashCompletion(t *testing.T) {
 		words []string
 		want  []string
 	}{
-		{[]string{"failoverd", ""}, []string{"run", "validate", "status", "leader", "failover", "breadcrumb", "history", "pause", "resume", "forget", "reload", "version", "help"}},
+		{[]string{"failoverd", ""}, []string{"run", "validate", "status", "leader", "failover", "breadcrumb", "history", "pause", "resume", "forget", "reload", "migrate", "version", "help"}},
 		{[]string{"failoverd", "fa"}, []string{"failover"}},
 		{[]string{"failoverd", "leader", "--"}, []string{"--config", "--json", "--watch"}},
 		{[]string{"failoverd", "failover", "-c", "x.yaml", "--t"}, []string{"--timeout", "--to"}},
