@@ -41,7 +41,13 @@ type Figures struct {
 // did not happen; it returns every step's figures.
 func RunFailovers(t testing.TB, cycles int) []Figures {
 	t.Helper()
-	c := Start(t, Options{})
+	return RunFailoversWith(t, cycles, Options{})
+}
+
+// RunFailoversWith is RunFailovers on a cluster started with o.
+func RunFailoversWith(t testing.TB, cycles int, o Options) []Figures {
+	t.Helper()
+	c := Start(t, o)
 	if cycles < 1 {
 		cycles = 1
 	}
