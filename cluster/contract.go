@@ -66,6 +66,14 @@ var ErrStalePosition = errors.New("cluster: the leader position is of a later ep
 //   - Leader view: WatchLeader names a node only once its member record
 //     says it is promoted at the breadcrumb's epoch, and never after a
 //     successor wrote its breadcrumb.
+//   - Term end: once a term's renewals stop (its node cut off, its
+//     session lost), its context ends, with a cause wrapping
+//     ErrLeaseExpired or ErrSessionExpired, no later than its Expiry less
+//     the demote budget the backend's elector was configured with (the
+//     daemon gives it the controller's DemoteBudget), up to the host's
+//     scheduling; Expiry fails from then on. Both backends end it at that
+//     instant by their own clock (ZooKeeper: the lease's end; etcd: the
+//     session's deadline less the budget), whatever any call is doing.
 //   - Deadline: Term.Expiry is never later than the instant the backend
 //     can guarantee no other term begins before (for ZooKeeper: a leader on
 //     a server cut off from its quorum; for etcd: one whose member is cut
@@ -113,9 +121,14 @@ type Elector interface {
 	// won, in its own goroutine; its ctx ends when the term can no longer
 	// be assumed, and context.Cause says why (the cause of ctx itself when
 	// the controller ended the candidacy; else one of the Err* reasons of
-	// this package, wrapped). The term's election entry stays until won
-	// returned. Campaign returns after the last won returned and the
-	// candidacy's entry is gone.
+	// this package, wrapped). It ends at the latest at the term's Expiry
+	// less the elector's demote budget (the Term end obligation): a
+	// promoted leader at rest stops only then, and its demote needs that
+	// budget before a successor may begin. (The controller keeps its own
+	// timer at that instant too, so that a backend that misses it is
+	// still safe.) The term's election entry stays until won returned.
+	// Campaign returns after the last won returned and the candidacy's
+	// entry is gone.
 	Campaign(ctx context.Context, won func(ctx context.Context, t Term)) error
 	// Refusal says why the elector stays out of the election now (its
 	// lease cannot fit what the coordination service granted), or nil.
@@ -208,7 +221,8 @@ type Term interface {
 	// Expiry reports, without I/O, until when the term can be assumed:
 	// the instant, on this host's monotonic clock, before which the
 	// backend guarantees that no other term of the cluster begins. The
-	// controller stops acting its demote budget before it. err is set
+	// controller stops acting its demote budget before it, and the
+	// term's context ends by then (Elector.Campaign). err is set
 	// once the term is known to be over (it wraps ErrSessionExpired,
 	// ErrEntryDeleted or ErrLeaseExpired). Call it right before acting.
 	Expiry() (time.Time, error)

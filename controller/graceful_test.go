@@ -151,7 +151,7 @@ func TestTermLostDuringGracefulDemoteForcesIt(t *testing.T) {
 		lose func(t *testing.T, w *controllertest.World) (deadline time.Time) // when the demote must be over
 	}{
 		{"renewals stop", func(t *testing.T, w *controllertest.World) time.Time {
-			w.StopRenewals("a")
+			w.StopRenewalsUnnoticed("a")
 			exp, err := w.Term("a").Expiry()
 			if err != nil {
 				t.Fatalf("a's term during its graceful demote: %v, want it renewed until now", err)
@@ -290,7 +290,7 @@ func TestLateTermEndDuringGracefulDemoteKeepsTheCut(t *testing.T) {
 		}
 		time.Sleep(3 * time.Second)
 		synctest.Wait()
-		w.StopRenewals("a")
+		w.StopRenewalsUnnoticed("a")
 		exp, err := w.Term("a").Expiry()
 		if err != nil {
 			t.Fatal(err)

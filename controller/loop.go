@@ -134,6 +134,9 @@ type hookRun struct {
 	// cut, for a graceful end's demote, kills it at the instant given
 	// (forceDemote); nil otherwise.
 	cut func(at time.Time)
+	// stopKilled: the graceful stop's deadline came while it ran, and it
+	// was killed then (reapBeforeStop).
+	stopKilled bool
 
 	// forFollow: the loop may stop a follow it no longer wants (cancel);
 	// cancelled says it did, so the end is not a failure.
@@ -162,7 +165,7 @@ func (c *Controller) loop(ctx context.Context, bg context.Context) error {
 				c.stopped()
 				return nil
 			}
-			if !time.Now().Before(l.stopDeadline) {
+			if !time.Now().Before(l.stopDeadline) && !c.reapBeforeStop(time.Now()) {
 				c.log.Error("graceful stop timed out; the session closes now (the successor fences us if needed)", "timeout", c.cfg.ShutdownTimeout.String())
 				c.stopped()
 				return fmt.Errorf("controller: graceful stop took longer than %v", c.cfg.ShutdownTimeout)
@@ -193,6 +196,47 @@ func (c *Controller) loop(ctx context.Context, bg context.Context) error {
 			c.endCandidacy(causeShutdown)
 		}
 	}
+}
+
+// stopReapWait bounds how long, after the graceful stop's deadline, the
+// loop waits for a term's hook killed then to be gone: its kill grace (a
+// hook under the term's context gets SIGTERM only now) and proc.ReapWait,
+// after which proc.Run gives up on a process that outlives SIGKILL.
+func (c *Controller) stopReapWait() time.Duration {
+	grace := max(killGrace(c.cfg.Promote), killGrace(c.cfg.Demote))
+	if p := c.cfg.PrePromote; p != nil {
+		grace = max(grace, killGrace(*p))
+	}
+	return grace + proc.ReapWait + time.Second
+}
+
+// reapBeforeStop reports whether the loop, past the graceful stop's
+// deadline, must go on waiting: a hook of a term still runs. Returning
+// would release the term (the won callback returns when the loop ends)
+// and the session closes next, so the election entry would go while the
+// hook may still act on the service, and a successor could promote
+// beside it. The hook is killed by now (a graceful end's demote was cut a
+// kill grace before the deadline; any other gets its context ended here),
+// so its end comes within its kill grace, or proc.Run gives up on it
+// ReapWait after SIGKILL; past that bound the loop returns anyway.
+func (c *Controller) reapBeforeStop(now time.Time) bool {
+	h := c.l.hook
+	if h == nil || h.term == nil || h.refused {
+		return false
+	}
+	if !now.Before(c.l.stopDeadline.Add(c.stopReapWait())) {
+		c.log.Error("a hook of the term still runs after the graceful stop's deadline and its kill: leaving it behind", "hook", h.name)
+		return false
+	}
+	if !h.stopKilled {
+		h.stopKilled = true
+		c.log.Warn("graceful stop timed out: waiting for the killed hook to be gone before the term's election entry may go", "hook", h.name)
+		if h.cut != nil {
+			h.cut(now)
+		}
+		h.term.lapse(causeShutdown)
+	}
+	return true
 }
 
 // stopped answers what is still waiting and marks the node stopped.
@@ -243,6 +287,15 @@ func (c *Controller) armTimer(timer *time.Timer) {
 	c.considerChoice(consider)
 	if l.stopping {
 		consider(l.stopDeadline)
+		consider(l.stopDeadline.Add(c.stopReapWait()))
+	}
+	if tm := l.term; tm != nil && !tm.ended && tm.ctx.Err() == nil {
+		// checkExpiry's timer: the term's time to act runs out then.
+		if until, err := tm.actUntil(); err == nil {
+			consider(until)
+		} else {
+			consider(now.Add(time.Millisecond)) // ran out since reconcile looked: at once
+		}
 	}
 	if tm := l.term; tm != nil && tm.gracefulDemoting() {
 		if cut, err := c.gracefulCut(tm); err == nil {
@@ -306,6 +359,7 @@ func (c *Controller) reconcileOnce() {
 	}
 	c.trackHold(now)
 	c.checkGraceful(now)
+	c.checkExpiry(now)
 	want, why := c.want(now)
 	if !want && why != nil {
 		c.endCandidacy(why)

@@ -232,7 +232,7 @@ func TestReloadCannotRaiseTheBudgetOfATermWon(t *testing.T) {
 		if w.Term("a") == nil {
 			t.Fatal("a holds no term")
 		}
-		w.StopRenewals("a") // the elector is late: only the guards stop acting
+		w.StopRenewalsUnnoticed("a") // the elector is late: only the guards stop acting
 		exp, _ := w.Term("a").Expiry()
 		epoch := w.Term("a").Epoch()
 		if err := a.reload(func(c *controller.Config) { c.Demote.Timeout = 4 * time.Second }); err != nil {

@@ -36,8 +36,12 @@ const (
 
 // term is one leadership, from the won callback to its release.
 type term struct {
-	t       cluster.Term
-	ctx     context.Context
+	t   cluster.Term
+	ctx context.Context // the backend's term context, ended also by lapse
+	// lapse ends ctx: the controller's own end of a term whose Expiry
+	// less the demote budget came while the backend had not ended it
+	// (checkExpiry), and the release's.
+	lapse   context.CancelCauseFunc
 	epoch   int64
 	wonAt   time.Time
 	release chan struct{}
@@ -66,9 +70,14 @@ type term struct {
 	fenceMethod string
 	request     *cluster.FailoverRequest
 
-	ended      bool   // the term's context ended
-	endReason  string // the reason of the end demote
-	promoteErr error  // the promote failed (the end demote then backs off)
+	ended bool // the term's context ended
+	// lostAt is when the term was lost (its context ended, or its time to
+	// act ran out), zero while it was not; actBy is the last instant until
+	// which the loop saw it could act (actUntil, while valid): a loss is
+	// never later than the actBy last seen before it.
+	lostAt, actBy time.Time
+	endReason     string // the reason of the end demote
+	promoteErr    error  // the promote failed (the end demote then backs off)
 	// graceful: this node ended the promoted term on purpose and keeps it
 	// while it demotes; forced: the term was lost meanwhile, so the
 	// demote has the forced path's time and the breadcrumb stays
@@ -122,6 +131,52 @@ func (tm *term) gone() error {
 		return context.Cause(tm.ctx)
 	}
 	return nil
+}
+
+// lossAt is when tm was lost, as far as the loop knows at now: when its
+// context ended (onTermEnded), or, lost by the clock alone, the last
+// instant the loop saw it could act until. Zero: not lost (it may have
+// been abandoned by this node, whose candidacy ended).
+func (tm *term) lossAt(now time.Time) time.Time {
+	switch {
+	case !tm.lostAt.IsZero():
+		return tm.lostAt
+	case tm.valid() == nil:
+		return time.Time{}
+	case !tm.actBy.IsZero() && tm.actBy.Before(now):
+		return tm.actBy
+	}
+	return now
+}
+
+// checkExpiry is the controller's own end of a term whose time to act ran
+// out (its Expiry less the demote budget came, or Expiry failed) while
+// the backend's term context is still live. The contract obliges every
+// backend to end the context by then (the demote budget is the time the
+// demote needs before a successor may begin), and a promoted leader at
+// rest stops only when it ends; this timer (armTimer considers actUntil)
+// makes a backend that fails to do so safe anyway: the loop ends the
+// term's context itself, and its end takes the path of a term lost
+// (onTermEnded: a leader demotes, with the time counted from the loss).
+func (c *Controller) checkExpiry(now time.Time) {
+	tm := c.l.term
+	if tm == nil || tm.ended || tm.ctx.Err() != nil {
+		return
+	}
+	until, err := tm.actUntil()
+	if err == nil {
+		tm.actBy = until
+		return
+	}
+	if tm.lostAt.IsZero() {
+		tm.lostAt = now
+		if !tm.actBy.IsZero() && tm.actBy.Before(now) {
+			tm.lostAt = tm.actBy
+		}
+	}
+	c.log.Warn("the term's time to act ran out while the coordination backend had not ended it: ending it here",
+		"epoch", tm.epoch, "err", err)
+	tm.lapse(err)
 }
 
 // stepResult is what a takeover worker reports.
@@ -208,10 +263,13 @@ func (c *Controller) onTermWon(ev termWon) {
 		return
 	}
 	epoch := l.floor + ev.t.Epoch()
-	tm := &term{t: ev.t, ctx: ev.ctx, epoch: epoch, wonAt: time.Now(), release: ev.release, budget: c.budget, set: c.takeoverSettings(ev.t)}
+	// The term's context is the backend's, which the loop may also end
+	// itself (checkExpiry): whatever runs under it stops either way.
+	tctx, lapse := context.WithCancelCause(ev.ctx)
+	tm := &term{t: ev.t, ctx: tctx, lapse: lapse, epoch: epoch, wonAt: time.Now(), release: ev.release, budget: c.budget, set: c.takeoverSettings(ev.t)}
 	l.term, l.epoch = tm, epoch
 	c.metrics.ElectionWon()
-	context.AfterFunc(ev.ctx, func() { c.send(termEnded{epoch: epoch, cause: context.Cause(ev.ctx), at: time.Now()}) })
+	context.AfterFunc(tctx, func() { c.send(termEnded{epoch: epoch, cause: context.Cause(tctx), at: time.Now()}) })
 	if want, why := c.want(time.Now()); !want || l.cand.cancelled {
 		// Won just before the candidacy could end (a hook is stuck, or a
 		// duplicate or mismatched node appeared): give it back at once.
@@ -560,6 +618,12 @@ func (c *Controller) onPromoteDone(tm *term, err error) {
 		}
 		c.setState(StateDemoting, "promote failed")
 		tm.endReason, tm.promoteErr, tm.phase = reasonPromote, err, phEndDemote
+		if lost := tm.lossAt(time.Now()); !lost.IsZero() {
+			// The term was lost during the promote: the demote's time
+			// counts from the loss (the promote's kill grace, then the
+			// demote timeout), not from the demote's own late start.
+			tm.forcedBy = lost.Add(killGrace(c.cfg.Promote) + c.cfg.Demote.Timeout)
+		}
 		return
 	}
 	c.metrics.Promotion("success")
@@ -596,6 +660,12 @@ func (c *Controller) onTermEnded(ev termEnded) {
 		return
 	}
 	tm.ended = true
+	if tm.lostAt.IsZero() {
+		tm.lostAt = ev.at
+		if !tm.actBy.IsZero() && tm.actBy.Before(ev.at) {
+			tm.lostAt = tm.actBy // noticed late: lost by the clock already
+		}
+	}
 	switch tm.phase {
 	case phLeader:
 		reason := lossReason(ev.cause)
@@ -613,7 +683,7 @@ func (c *Controller) onTermEnded(ev termEnded) {
 		tm.endReason, tm.phase = reason, phEndDemote
 		// The demote's time counts from the loss, not from when this
 		// loop got to it (endDemoteRun).
-		tm.forcedBy = ev.at.Add(c.cfg.Demote.Timeout)
+		tm.forcedBy = tm.lostAt.Add(c.cfg.Demote.Timeout)
 	case phFencePrev, phPrePromote, phWaitPromote:
 		tm.phase = phRelease // nothing started: nothing to undo
 	case phEndDemote, phEndDemoting:
@@ -700,6 +770,7 @@ func (c *Controller) releaseTerm() {
 	l := &c.l
 	tm := l.term
 	l.term = nil
+	defer tm.lapse(cluster.ErrReleased) // after close(release): the backend's own cause comes first
 	if cand := l.cand; cand != nil && cand.later != nil {
 		// A graceful end kept the candidacy for its demote: it ends now,
 		// before the elector gets the term back (and could join again).

@@ -2,8 +2,10 @@
 // state-machine tests: a fair FIFO election whose terms have a fake lease,
 // the breadcrumb (versioned, guarded by the term's entry), the failover
 // request, member records, and scripted hooks and fencer. It starts no
-// goroutines of its own, so inside a testing/synctest bubble synctest.Wait
-// means "the controller has nothing left to do".
+// goroutines of its own (but for the timer that ends a term whose
+// renewals stopped, which fires in its bubble's time), so inside a
+// testing/synctest bubble synctest.Wait means "the controller has nothing
+// left to do".
 package controllertest
 
 import (
@@ -33,8 +35,10 @@ type World struct {
 	lastZxid int64
 	// guarantee is how far ahead of now every valid term's Expiry lies
 	// (a lease renewed without fail); session is every term's
-	// SessionTimeout.
-	guarantee, session time.Duration
+	// SessionTimeout; budget is the demote budget of the world's
+	// elector: a term whose renewals stopped ends that long before its
+	// Expiry (StopRenewals), as the real backends' do.
+	guarantee, session, budget time.Duration
 
 	record   *cluster.ClusterRecord // nil: absent (CheckJoin creates it)
 	bc       *breadcrumb.Record     // nil: absent
@@ -101,11 +105,12 @@ type entry struct {
 
 // New returns an empty world whose terms have a 6s session and expire
 // 5.7s ahead of now while valid (as a 4s lease with 1.7s of grace after
-// it would).
+// it would); its elector's demote budget is that grace, 1.7s.
 func New() *World {
 	return &World{
 		guarantee:   5700 * time.Millisecond,
 		session:     6 * time.Second,
+		budget:      1700 * time.Millisecond,
 		bcVer:       -1,
 		foChange:    make(chan struct{}),
 		lrChange:    make(chan struct{}),
@@ -122,6 +127,21 @@ func (w *World) SetGuarantee(d time.Duration) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.guarantee = d
+}
+
+// SetDemoteBudget changes the demote budget of the world's elector: how
+// long before its Expiry a term whose renewals stopped ends.
+func (w *World) SetDemoteBudget(d time.Duration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.budget = d
+}
+
+// DemoteBudget is the demote budget of the world's elector.
+func (w *World) DemoteBudget() time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.budget
 }
 
 // Node returns the backend of node id (Elector and Records), creating it.
@@ -259,19 +279,47 @@ func (w *World) Lapse(id string) {
 }
 
 // StopRenewals stops renewing node id's term, as for a leader cut off
-// from the coordination service: its Expiry stays where it is now and
-// fails once that passed; its context does not end (the backend has not
-// noticed), and its entry stays until the term is released.
-func (w *World) StopRenewals(id string) {
+// from the coordination service: its Expiry stays where it is now, and the
+// term ends (its context, with a lease expiry; Expiry fails) the world's
+// demote budget before that, as the contract obliges every backend to; its
+// entry stays until the term is released.
+func (w *World) StopRenewals(id string) { w.stopRenewals(id, true) }
+
+// StopRenewalsUnnoticed stops renewing node id's term as StopRenewals
+// does, but the elector never notices: the term's context does not end
+// (a backend that breaks the obligation, or whose elector is late), and
+// Expiry fails only once the Expiry it kept has passed.
+func (w *World) StopRenewalsUnnoticed(id string) { w.stopRenewals(id, false) }
+
+func (w *World) stopRenewals(id string, noticed bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, e := range w.queue {
 		if e.node.id == id && e.term != nil {
-			e.term.frozen = time.Now().Add(e.term.guarantee)
+			t := e.term
+			t.frozen = time.Now().Add(t.guarantee)
+			if noticed {
+				frozen := t.frozen
+				time.AfterFunc(time.Until(frozen.Add(-w.budget)), func() { w.lapse(t, frozen) })
+			}
 			return
 		}
 	}
 	panic(fmt.Sprintf("controllertest: %s holds no term", id))
+}
+
+// lapse ends t, whose renewals stopped at frozen, as its elector would:
+// its Expiry less the demote budget has come.
+func (w *World) lapse(t *Term, frozen time.Time) {
+	cause := fmt.Errorf("%w: not renewed since it was stopped (its Expiry less the demote budget %v passed)", cluster.ErrLeaseExpired, w.DemoteBudget())
+	w.mu.Lock()
+	if !t.frozen.Equal(frozen) || t.invalid != nil || t.e.term != t {
+		w.mu.Unlock()
+		return
+	}
+	t.invalid = cause
+	w.mu.Unlock()
+	t.cancel(cause)
 }
 
 // EndTerm ends node id's term with an arbitrary cause.

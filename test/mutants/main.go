@@ -295,6 +295,16 @@ func mutantUpsert(ctx context.Context, s *zk.Session, path string, b []byte, _ z
 		}},
 		Tests: []selection{{"./controller/", "TestGracefulDemoteKeepsTheTermAndHandsOverWithoutFence"}, {e2e, "TestLongGracefulDemoteHandsOverWithoutFencing"}},
 	},
+	{
+		Name: "controller-ignores-expiry-at-rest",
+		What: "the controller has no timer of its own at a term's Expiry less the demote budget: a leader at rest waits for the backend to end its term",
+		Edits: []edit{{
+			File: "controller/takeover.go",
+			Old:  "tm.lapse(err)",
+			New:  "_ = err // mutant: only the backend ends a term",
+		}},
+		Tests: []selection{{"./controller/", "TestLeaderAtRestDemotesByItsExpiryWhenTheBackendDoesNot"}},
+	},
 }
 
 type result struct {
