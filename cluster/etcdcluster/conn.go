@@ -8,8 +8,10 @@ import (
 	"sync"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/connectivity"
 
 	"github.com/failoverd/failoverd/cluster"
@@ -30,6 +32,9 @@ const (
 	MinTolerance = 100 * time.Millisecond
 	// retryInterval paces renewals after a failed one.
 	retryInterval = 200 * time.Millisecond
+	// DefaultReadKey is the key a Conn reads to confirm its renewals when
+	// ConnConfig.ReadKey is empty.
+	DefaultReadKey = "/failoverd/"
 )
 
 // ConnConfig sets a Conn's lease timing.
@@ -41,7 +46,16 @@ type ConnConfig struct {
 	// RenewInterval is how often the lease is renewed (0: a third of the
 	// granted TTL, as etcd's own client does).
 	RenewInterval time.Duration
-	Logger        *slog.Logger // nil: discard
+	// ReadKey is the key of the linearizable read that confirms each
+	// renewal (see keep): any key the client's etcd user may read, there
+	// or not; only its count is read (empty: DefaultReadKey). A daemon
+	// names a key of its cluster.
+	ReadKey string
+	// WarnVersions makes the Conn ask each endpoint's server for its
+	// version once its first session began, and log PreVoteWarning where
+	// it applies (a daemon sets it; a command line tool need not).
+	WarnVersions bool
+	Logger       *slog.Logger // nil: discard
 
 	// onRenewed, set by tests only, runs after a renewal's answer was
 	// recorded.
@@ -54,16 +68,19 @@ type ConnConfig struct {
 // entries, member records and failover requests of a session are bound
 // to its lease and go with it. Safe for concurrent use.
 type Conn struct {
-	cli   *clientv3.Client
-	ttl   int64 // seconds asked for
-	renew time.Duration
-	log   *slog.Logger
+	cli     *clientv3.Client
+	ttl     int64 // seconds asked for
+	renew   time.Duration
+	readKey string
+	warnVer bool // ConnConfig.WarnVersions
+	log     *slog.Logger
 
 	onRenewed func() // ConnConfig.onRenewed
 
 	ctx    context.Context // ends with Close
 	cancel context.CancelFunc
-	done   chan struct{} // closed when run returned
+	done   chan struct{}  // closed when run returned
+	bg     sync.WaitGroup // warnVersions
 
 	mu      sync.Mutex
 	cur     *Session      // the live session (nil: none yet, or between two)
@@ -85,9 +102,12 @@ func NewConn(cli *clientv3.Client, cfg ConnConfig) (*Conn, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.ReadKey == "" {
+		cfg.ReadKey = DefaultReadKey
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Conn{
-		cli: cli, ttl: int64((cfg.LeaseTTL + time.Second - 1) / time.Second), renew: cfg.RenewInterval,
+		cli: cli, ttl: int64((cfg.LeaseTTL + time.Second - 1) / time.Second), renew: cfg.RenewInterval, readKey: cfg.ReadKey, warnVer: cfg.WarnVersions,
 		log: cfg.Logger.With("component", "etcdcluster"), onRenewed: cfg.onRenewed,
 		ctx: ctx, cancel: cancel, done: make(chan struct{}), changed: make(chan struct{}),
 	}
@@ -103,6 +123,7 @@ func (c *Conn) Client() *clientv3.Client { return c.cli }
 func (c *Conn) Close() {
 	c.cancel()
 	<-c.done
+	c.bg.Wait()
 }
 
 // Session is one lease of a Conn, from its grant until it is lost.
@@ -113,9 +134,9 @@ type Session struct {
 
 	mu     sync.Mutex
 	err    error         // why it ended (set before done closes)
-	anchor time.Time     // send time of the newest grant or renewal etcd answered
+	anchor time.Time     // send time of the grant or of the newest confirmed renewal
 	ttl    time.Duration // the TTL etcd granted in that answer
-	ok     bool          // the newest attempt was answered
+	ok     bool          // the newest attempt was answered and confirmed
 }
 
 // Done is closed when the session is over.
@@ -139,8 +160,8 @@ func (s *Session) TTL() time.Duration {
 
 // Deadline is the instant, on this host's monotonic clock, before which
 // etcd cannot expire the lease (see the package doc): the send time of
-// the newest grant or renewal etcd answered, plus the TTL it granted,
-// less TTL/RateDiv for the clock rates.
+// the grant or of the newest confirmed renewal (renewOnce), plus the TTL
+// etcd answered, less TTL/RateDiv for the clock rates.
 func (s *Session) Deadline() time.Time {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -160,7 +181,8 @@ func (s *Session) RenewInterval() time.Duration {
 }
 
 // untilRenewal is how long until the next renewal is due: a renew
-// interval after the send time of the newest answered grant or renewal.
+// interval after the send time of the grant or the newest counted
+// renewal.
 // It is due at once when that send is older, as after a grant that etcd
 // answered late (it was waiting for a quorum): a timer started at the
 // answer would renew only after the deadline.
@@ -171,7 +193,7 @@ func (s *Session) untilRenewal() time.Duration {
 	return time.Until(anchor.Add(s.RenewInterval()))
 }
 
-// renewed records an answered renewal sent at sent.
+// renewed records a counted renewal (or the grant) sent at sent.
 func (s *Session) renewed(sent time.Time, ttl time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -237,8 +259,8 @@ func (c *Conn) SessionChanged() <-chan struct{} {
 
 // Connected reports, without I/O, whether the client's connection is up
 // and there is a live session whose newest renewal (or grant) was
-// answered: etcd's leader answers renewals, so this means "in touch with
-// a quorum" as of that answer.
+// answered and confirmed: this means "in touch with a quorum" as of that
+// answer.
 func (c *Conn) Connected() bool {
 	s := c.Current()
 	if s == nil || c.cli.ActiveConnection().GetState() != connectivity.Ready {
@@ -272,6 +294,10 @@ func (c *Conn) run() {
 		c.mu.Unlock()
 		c.log.Info("etcd session began", "lease", fmt.Sprintf("%x", int64(s.ID)), "ttl", s.TTL().String(),
 			"renew_every", s.RenewInterval().String())
+		if c.warnVer {
+			c.warnVer = false // once: the first session
+			c.bg.Go(c.warnVersions)
+		}
 		c.keep(s)
 		err = s.Err()
 		if err == nil { // Close
@@ -314,11 +340,10 @@ func (c *Conn) grant() (*Session, error) {
 }
 
 // keep renews s a renew interval after the send time of its newest
-// answered grant or renewal (after a failure, every retryInterval) until
-// etcd says the lease is gone, the deadline passes without an answered
-// renewal, or the Conn closes. Each renewal is one
-// keepalive request on a stream of its own, so that its answer is known
-// to answer that request, sent at a known time.
+// counted grant or renewal (after a failure, every retryInterval) until
+// etcd says the lease is gone, the deadline passes without a counted
+// renewal, or the Conn closes. A renewal counts only when confirmed
+// (renewOnce).
 func (c *Conn) keep(s *Session) {
 	t := time.NewTimer(s.untilRenewal())
 	defer t.Stop()
@@ -330,28 +355,19 @@ func (c *Conn) keep(s *Session) {
 			return
 		case <-t.C:
 		}
-		d := s.Deadline()
-		if !time.Now().Before(d) {
+		if !time.Now().Before(s.Deadline()) {
 			s.end(fmt.Errorf("%w: no renewal of etcd lease %x was answered within its TTL", cluster.ErrLeaseExpired, int64(s.ID)))
 			return
 		}
-		// One attempt may take a renew interval, never past the deadline.
-		if limit := time.Now().Add(s.RenewInterval()); limit.Before(d) {
-			d = limit
-		}
-		ctx, cancel := context.WithDeadline(clientv3.WithRequireLeader(c.ctx), d)
-		sent := time.Now()
-		resp, err := c.cli.KeepAliveOnce(ctx, s.ID)
-		cancel()
+		err := c.renewOnce(s, s.RenewInterval())
 		switch {
-		case err == nil && resp.TTL > 0:
-			s.renewed(sent, time.Duration(resp.TTL)*time.Second)
+		case err == nil:
 			if c.onRenewed != nil {
 				c.onRenewed()
 			}
 			t.Reset(s.untilRenewal())
 			continue
-		case err == nil, errors.Is(err, rpctypes.ErrLeaseNotFound):
+		case errors.Is(err, errLeaseGone):
 			s.end(fmt.Errorf("%w: etcd lease %x is gone", cluster.ErrSessionExpired, int64(s.ID)))
 			return
 		case c.ctx.Err() != nil:
@@ -363,18 +379,109 @@ func (c *Conn) keep(s *Session) {
 	}
 }
 
+// errLeaseGone: etcd answered a keepalive that the lease is gone.
+var errLeaseGone = errors.New("the lease is gone")
+
+// renewOnce renews s once and, when the renewal is confirmed, records it:
+// two keepalives on one stream (so both go to the same member), then,
+// after the second one's answer, a linearizable read of the Conn's read
+// key. The renewal counts from the second keepalive's send time only when
+// both keepalive answers and the read's answer carry the same raft term
+// (confirm; the package doc has the argument): an etcd leader cut off
+// from its quorum renews leases locally until it steps down, and only
+// the read tells that it no longer leads. Each keepalive pair may take
+// two steps, the read one, none past the deadline. It returns nil
+// (counted), an error wrapping errLeaseGone (etcd has no such lease), or
+// why the renewal does not count.
+func (c *Conn) renewOnce(s *Session, step time.Duration) error {
+	ctx, cancel := context.WithDeadline(clientv3.WithRequireLeader(c.ctx), s.Deadline())
+	defer cancel()
+	first, second, sent, err := c.keepAlivePair(ctx, s.ID, 2*step)
+	if err != nil {
+		return err
+	}
+	rctx, rcancel := context.WithTimeout(ctx, step)
+	read, err := c.cli.Get(rctx, c.readKey, clientv3.WithCountOnly())
+	rcancel()
+	if err != nil {
+		return fmt.Errorf("the read confirming a renewal failed: %w", err)
+	}
+	if err := confirm(first.Header, second.Header, read.Header); err != nil {
+		return err
+	}
+	s.renewed(sent, time.Duration(second.TTL)*time.Second)
+	return nil
+}
+
+// keepAlivePair sends two keepalives of lease id on one stream, the
+// second after the first one's answer, within limit, and returns both
+// answers and the second one's send time.
+func (c *Conn) keepAlivePair(ctx context.Context, id clientv3.LeaseID, limit time.Duration) (first, second *pb.LeaseKeepAliveResponse, sent time.Time, err error) {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	stream, err := pb.NewLeaseClient(c.cli.ActiveConnection()).LeaseKeepAlive(ctx, grpc.WaitForReady(true))
+	if err != nil {
+		return nil, nil, time.Time{}, rpctypes.Error(err)
+	}
+	defer stream.CloseSend()
+	ask := func() (*pb.LeaseKeepAliveResponse, error) {
+		if err := stream.Send(&pb.LeaseKeepAliveRequest{ID: int64(id)}); err != nil {
+			return nil, rpctypes.Error(err)
+		}
+		resp, err := stream.Recv()
+		switch err := rpctypes.Error(err); {
+		case errors.Is(err, rpctypes.ErrLeaseNotFound):
+			return nil, fmt.Errorf("%w: %w", errLeaseGone, err)
+		case err != nil:
+			return nil, err
+		case resp.TTL <= 0:
+			return nil, errLeaseGone
+		}
+		return resp, nil
+	}
+	if first, err = ask(); err != nil {
+		return nil, nil, time.Time{}, err
+	}
+	sent = time.Now()
+	if second, err = ask(); err != nil {
+		return nil, nil, time.Time{}, err
+	}
+	return first, second, sent, nil
+}
+
+// errUnconfirmed: a renewal's answers do not show that the member that
+// renewed the lease was the etcd leader after the renewal.
+var errUnconfirmed = errors.New("renewal not confirmed")
+
+// confirm checks the headers of a renewal's two keepalive answers (one
+// stream: one member) and of the linearizable read sent after the second
+// answer arrived: the renewal counts only when all three carry the same
+// raft term (etcd fills in the term of the newest entry the answering
+// member applied). Then the member that answered the second keepalive had
+// applied an entry of that term before it got it, so the lessor that
+// renewed was that term's leader's (or a later one's); and the read, whose
+// member had applied no newer term, was confirmed by that term's leader
+// and a quorum after it was sent, so no later leader was elected before
+// then (the package doc has every step).
+func confirm(first, second, read *pb.ResponseHeader) error {
+	switch {
+	case first == nil || second == nil || read == nil:
+		return fmt.Errorf("%w: an answer without a header", errUnconfirmed)
+	case first.MemberId != second.MemberId:
+		return fmt.Errorf("%w: the keepalives were answered by members %x and %x", errUnconfirmed, first.MemberId, second.MemberId)
+	case first.RaftTerm == 0 || first.RaftTerm != second.RaftTerm || second.RaftTerm != read.RaftTerm:
+		return fmt.Errorf("%w: raft terms %d and %d in the keepalive answers, %d in the read's",
+			errUnconfirmed, first.RaftTerm, second.RaftTerm, read.RaftTerm)
+	}
+	return nil
+}
+
 // check renews s once, now, to learn whether etcd still has its lease:
 // when it has not, s ends (cluster.ErrSessionExpired) and check returns
-// its error; otherwise (renewed, or no answer within a second) nil.
+// its error; otherwise (renewed, or no confirmed answer within a few
+// seconds) nil.
 func (c *Conn) check(s *Session) error {
-	ctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(c.ctx), time.Second)
-	defer cancel()
-	sent := time.Now()
-	resp, err := c.cli.KeepAliveOnce(ctx, s.ID)
-	switch {
-	case err == nil && resp.TTL > 0:
-		s.renewed(sent, time.Duration(resp.TTL)*time.Second)
-	case err == nil, errors.Is(err, rpctypes.ErrLeaseNotFound):
+	if err := c.renewOnce(s, time.Second); errors.Is(err, errLeaseGone) {
 		s.end(fmt.Errorf("%w: etcd lease %x is gone", cluster.ErrSessionExpired, int64(s.ID)))
 		return s.Err()
 	}

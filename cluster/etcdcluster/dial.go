@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -244,4 +246,51 @@ func checkTLS(ctx context.Context, ep string, tc *tls.Config) error {
 		return fmt.Errorf("%w: %s: %v", ErrUntrustedServer, ep, verr)
 	}
 	return nil
+}
+
+// PreVoteWarning is the warning due for an etcd member whose server
+// reports version v ("" when none is due). etcd before 3.5 (Debian's
+// etcd-server is 3.4) runs without pre-vote unless started with
+// --pre-vote: a member that was cut off from its peers campaigns in ever
+// higher terms, and when it rejoins it forces an etcd election, during
+// which no lease is renewed, so the failoverd leader may lose its term
+// (a second failover after the cut healed). The server does not say
+// whether the flag is set, so the warning names it.
+func PreVoteWarning(v string) string {
+	major, minor, ok := serverVersion(v)
+	if !ok || major > 3 || major == 3 && minor >= 5 {
+		return ""
+	}
+	return fmt.Sprintf("etcd %s runs without pre-vote unless started with --pre-vote: a member that rejoins after being cut off "+
+		"forces an etcd election, and the failoverd leader may lose its term then (a second failover); "+
+		"start every etcd member with --pre-vote=true (or upgrade etcd to 3.5 or later, where it is the default)", v)
+}
+
+// serverVersion parses the major and minor of an etcd version ("3.4.23").
+func serverVersion(v string) (major, minor int, ok bool) {
+	parts := strings.SplitN(strings.TrimPrefix(v, "v"), ".", 3)
+	if len(parts) < 2 {
+		return 0, 0, false
+	}
+	major, err1 := strconv.Atoi(parts[0])
+	minor, err2 := strconv.Atoi(parts[1])
+	return major, minor, err1 == nil && err2 == nil
+}
+
+// warnVersions asks each of the client's endpoints for its server's
+// version and logs PreVoteWarning for every one it applies to; an
+// endpoint that does not answer within a few seconds is left out.
+func (c *Conn) warnVersions() {
+	for _, ep := range c.cli.Endpoints() {
+		ctx, cancel := context.WithTimeout(c.ctx, 5*time.Second)
+		st, err := c.cli.Status(ctx, ep)
+		cancel()
+		if err != nil {
+			c.log.Debug("asking an etcd member for its version failed", "endpoint", ep, "err", err)
+			continue
+		}
+		if w := PreVoteWarning(st.Version); w != "" {
+			c.log.Warn(w, "endpoint", ep, "etcd_version", st.Version)
+		}
+	}
 }

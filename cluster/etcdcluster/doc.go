@@ -48,46 +48,94 @@
 // # The lease argument
 //
 // Term.Expiry is D = s + TTL - TTL/20, where s is the send time, on this
-// host's monotonic clock, of the newest grant or keepalive of the
-// session's lease that etcd answered, and TTL the TTL etcd granted in that
-// answer. Each keepalive is one request on a stream of its own, so an
-// answer is known to belong to the request sent at s.
+// host's monotonic clock, of the grant of the session's lease or of its
+// newest confirmed renewal, and TTL the TTL etcd answered.
 //
-// Only the etcd leader's lessor expires leases, and it answers a
-// keepalive only after renewing the lease to expire TTL after it handled
-// the request (a follower forwards keepalives to the leader and relays the
-// answer; a grant starts the TTL when the leader applies it). The leader
-// handles the request after we sent it, so the lease cannot expire before
-// s + TTL by the leader's clock. Our election key is bound to the lease:
-// until the lease expires it goes only by an explicit delete (ours, after
-// the term or in Finish, or an operator's, which our watch on the key
-// reports). Another candidate wins only once our key is gone (fair: it is
-// older than theirs; unfair: it is the lock). So no other term begins
-// before s + TTL on the etcd leader's clock, and TTL/20 covers clock rates
-// that differ by up to 1/20 over one TTL. Renewals answered before the
-// win count too: the key of the term exists from the join on, bound to
-// the same lease. A member cut off from its peers cannot extend D: it
-// cannot reach the leader to forward a keepalive, and with "require
-// leader" it refuses the request once it notices it has no leader.
+// A renewal is three requests: two keepalives on one gRPC stream (so one
+// member M answers both), the second sent after the first one's answer
+// arrived, at s; then, after the second answer arrived, a linearizable
+// read (any member). Every answer's header carries a raft term, the term
+// of the newest log entry the answering member applied. The renewal
+// counts only when all three carry the same term T (confirm). Why it is
+// then safe, using only etcd's raft and lessor rules:
+//
+//  1. M had applied an entry of term T before it got the second
+//     keepalive (its first answer says so). That entry was committed by
+//     a quorum in term T, before s.
+//  2. A member renews a lease itself only while its lessor is primary:
+//     etcd promotes the lessor when the member, as leader, applies the
+//     first entry of its term, and demotes it when the member stops
+//     leading, before it applies any later entry. Otherwise it forwards
+//     the keepalive to the member it takes for the leader of its current
+//     term. Having applied an entry of term T, M therefore leads term T or
+//     a later one, or forwards to the leader of T or of a later term: the
+//     lessor that renewed belongs to the leader of T or of a later term.
+//  3. The read's member answered only after a read index confirmed by the
+//     leader of some term T' through heartbeats that a quorum answered in
+//     T', all after the read was sent (raft's ReadIndex; the leader
+//     answers only once it committed an entry of its own term, so the
+//     index covers one). Having applied that index, the member had applied
+//     an entry of T', so T' <= T. The quorum of
+//     step 1 was in term T or later before s, and it shares a member with
+//     the quorum of T' (terms never decrease), so T' >= T: T' = T. So the
+//     leader L of term T led with a quorum after the read was sent, and
+//     no leader of a later term was elected before then (its voters share
+//     a member with L's quorum, which answered L in term T after the read
+//     was sent and voted only later).
+//  4. By 2 and 3, L's lessor renewed the lease, at an instant u after s,
+//     to expire TTL after u by L's clock, and L led until after u.
+//  5. Every later leader was elected after the read was sent, so after u,
+//     and on promotion gives every lease its full TTL plus an election
+//     timeout. A leader of an earlier term can no longer commit a revoke:
+//     its quorum moved on.
+//  6. So no etcd leader expires the lease before s + TTL by its clock;
+//     TTL/20 covers clock rates that differ by up to 1/20 over one TTL.
+//
+// A grant is a raft write: committed by a quorum, applied by every later
+// leader, its TTL started by the leader that applies it (after it was
+// sent); it needs no confirmation.
+//
+// The confirmation is for an etcd leader cut off from its quorum: it
+// answers keepalives locally until CheckQuorum makes it step down, up to
+// about two election timeouts after the cut (every etcd release except
+// 3.4.31-3.4.33 and 3.5.13-3.5.15, which checked leadership first; later
+// ones skip that check while the member's raft ticks run), while the
+// majority can elect a new leader from about one election timeout less
+// two heartbeat intervals after the cut, and that leader extends leases
+// by one election timeout only. A renewal the stale leader answered late
+// can so end on the new leader up to about two heartbeat intervals before
+// s + TTL: more than TTL/20 at a 2-3s lease, or with a WAN-tuned etcd. Its
+// confirming read fails (through the stale leader, which has no quorum)
+// or carries the new term (through another member): it does not count.
+//
+// Our election key is bound to the lease: until the lease expires it
+// goes only by an explicit delete (ours, after the term or in Finish, or
+// an operator's, which our watch on the key reports). Another candidate
+// wins only once our key is gone (fair: it is older than theirs; unfair:
+// it is the lock). So no other term begins before s + TTL on the etcd
+// leader's clock. Renewals counted before the win count too: the key of
+// the term exists from the join on, bound to the same lease. A member cut
+// off from its peers as a follower cannot extend D either: it cannot
+// reach the leader to forward a keepalive, and with "require leader" it
+// refuses requests once it notices it has no leader.
 //
 // When etcd's leader changes, the new leader gives every lease its full
-// TTL plus an election timeout from its promotion: leases live longer on
-// the server, never shorter, and D does not move (it counts only answers
-// to our own requests). The same extension covers etcd before 3.5.11 (for
-// example Debian's 3.4), whose leader renews leases without first
-// confirming it still leads: an isolated leader answers keepalives only
-// until it steps down, at most two election timeouts after it was cut
-// off, while the majority elects a new leader no earlier than one election
-// timeout after the cut and extends every lease by one more; so a renewal
-// answered by the stale leader ends no later than the new leader's TTL.
+// TTL plus an election timeout from its promotion: the lease lives longer
+// on the server, and D does not move (it counts only confirmed answers to
+// our own requests). A renewal a stale etcd leader answered is not inside
+// that extension, as above; it never counts.
 //
 // Assumed: clock rates on this host and on the etcd leader within 1/20 of
 // each other (steps do not matter: only durations measured on one host
 // are compared); etcd's own safety (one leader per raft term, a quorum per
-// write); lease checkpointing (LeaseCheckpoint, off by default) disabled,
-// or its interval longer than the TTL (a checkpointed remaining TTL could
-// be shorter than one renewed after it); the etcd leader's ticks on time
-// (its step down after losing its quorum is counted in ticks).
+// write) and the rules of steps 2 and 3 (etcd 3.4 to 3.7 follow them:
+// linearizable reads by ReadIndex, the header's term set when an entry is
+// applied, the lessor promoted and demoted with leadership); lease
+// checkpointing (LeaseCheckpoint, off by default) disabled, or its
+// interval longer than the TTL (a checkpointed remaining TTL could be
+// shorter than one renewed after it); the etcd leader never stopped
+// (SIGSTOP, a frozen VM) for longer than a TTL (on waking it may revoke
+// leases it no longer holds, docs/safety.md).
 //
 // # What is not guaranteed
 //

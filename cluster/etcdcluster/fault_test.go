@@ -1,8 +1,11 @@
 package etcdcluster
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -154,14 +157,15 @@ func keyGone(t *testing.T, cli *clientv3.Client, key string, rev int64) <-chan t
 
 // The deadline counts from when a renewal was sent, never from its answer
 // and never from what etcd does with the lease. a's client reaches etcd
-// through a proxy that delays what etcd sends back by 2s; right after a
-// renewal's answer arrived (nothing is in flight then) the proxy carries
-// nothing more. etcd renewed the lease when the renewal arrived, at once,
-// and a's Expiry must fail before etcd deletes a's key (a deadline taken
-// from the answer would be 2s later: after the delete). Then, with etcd's own
-// leader stopped while a is cut off: the new etcd leader gives every lease
-// a full TTL again, so a's key lives well past a's deadline, and a's
-// Expiry still fails on time.
+// through a proxy that delays what etcd sends back by 1.5s (a renewal is
+// three round trips, so it is confirmed 4.5s after its first request:
+// within the 10s lease); right after a renewal was confirmed the proxy
+// carries nothing more. etcd renewed the lease when the renewal arrived,
+// at once, and a's Expiry must fail before etcd deletes a's key (a
+// deadline taken from an answer would be 1.5 to 4.5s later: after the
+// delete). Then, with etcd's own leader stopped while a is cut off: the
+// new etcd leader gives every lease a full TTL again, so a's key lives
+// well past a's deadline, and a's Expiry still fails on time.
 func TestDeadlineIsOurs(t *testing.T) {
 	for _, leaderChange := range []bool{false, true} {
 		name := "SendTime"
@@ -201,7 +205,7 @@ func TestDeadlineIsOurs(t *testing.T) {
 			ch, _ := a.campaign(t, Fair)
 			w := next(t, ch)
 			if !leaderChange {
-				proxy.SetDelay(0, 2*time.Second)
+				proxy.SetDelay(0, 1500*time.Millisecond)
 				// Wait for two answers: the second was sent with the latency.
 				for range 2 {
 					<-renewed // drop one answered before
@@ -326,4 +330,139 @@ func TestWatchOnIsolatedMember(t *testing.T) {
 	}
 	c.Heal(x)
 	pause.became(t, "while cut off")
+}
+
+// Renewals answered by an isolated etcd leader do not count. The Conn
+// reaches etcd only through the etcd leader X, which is then cut off from
+// its peers: X renews leases locally until it steps down (up to about two
+// election timeouts after the cut, on every server line tested), while the
+// majority elects a new leader after about one and extends leases by one
+// election timeout only, so a deadline counted from such a renewal could
+// outlive the lease. Right after the cut the test renews at once (check),
+// as a renewal that falls due then would, and the session's deadline must
+// never count from a renewal sent after the cut. A raw keepalive through X
+// shows that X did answer after the cut (else the iteration shows
+// nothing; at least one per server line must). A few iterations per line,
+// at etcd's smallest lease (2s with a 1s election timeout).
+func TestIsolatedLeaderRenewalsDoNotCount(t *testing.T) {
+	const iterations = 3
+	for _, srv := range etcdtest.Servers(t) {
+		t.Run(srv.Name, func(t *testing.T) {
+			c := etcdtest.Start(t, etcdtest.Options{Server: srv})
+			stale := 0
+			for i := range iterations {
+				x := c.Leader()
+				cli, err := clientv3.New(clientv3.Config{Endpoints: []string{c.Members[x].Endpoint()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+				if err != nil {
+					t.Fatal(err)
+				}
+				conn, err := NewConn(cli, ConnConfig{LeaseTTL: 2 * time.Second, Logger: testLogger("a")})
+				if err != nil {
+					t.Fatal(err)
+				}
+				ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+				s, err := conn.Session(ctx)
+				cancel()
+				if err != nil {
+					t.Fatal(err)
+				}
+				// A fresh deadline (the grant or a renewal) before the cut.
+				waitFor(t, 20*time.Second, "a renewal", func() bool { return s.Deadline().Sub(time.Now()) > s.TTL()-s.RenewInterval()/2 })
+				cut := time.Now()
+				c.Isolate(x)
+				conn.check(s)
+				kctx, kcancel := context.WithTimeout(clientv3.WithRequireLeader(t.Context()), time.Second)
+				ka, kerr := cli.KeepAliveOnce(kctx, s.ID)
+				kcancel()
+				answered := kerr == nil && ka.TTL > 0
+				if answered {
+					stale++
+				}
+				select {
+				case <-s.Done():
+				case <-time.After(2 * s.TTL()):
+					t.Fatalf("iteration %d: the session did not end within 2 TTLs of the cut", i)
+				}
+				d := s.Deadline()
+				t.Logf("iteration %d: etcd leader %s cut off; it answered a keepalive after the cut: %t (%v); session ended %v after the cut (%v); deadline %v after the cut",
+					i, c.Members[x].Name, answered, kerr, time.Since(cut).Round(time.Millisecond), s.Err(), d.Sub(cut).Round(time.Millisecond))
+				if limit := cut.Add(s.TTL() - s.TTL()/RateDiv); d.After(limit) {
+					t.Errorf("iteration %d: the deadline is %v after the cut, later than a renewal sent before it allows (%v): a renewal the isolated leader answered counted",
+						i, d.Sub(cut).Round(time.Millisecond), limit.Sub(cut))
+				}
+				if !errors.Is(s.Err(), cluster.ErrLeaseExpired) {
+					t.Errorf("iteration %d: the session ended with %v; want ErrLeaseExpired", i, s.Err())
+				}
+				conn.Close()
+				cli.Close()
+				c.Heal(x)
+				c.WaitServing(60 * time.Second)
+			}
+			if stale == 0 {
+				t.Errorf("the isolated etcd leader answered no keepalive after the cut in %d iterations: the test showed nothing", iterations)
+			}
+		})
+	}
+}
+
+// A daemon's Conn warns at its first session when etcd is a release
+// without pre-vote by default (Debian's 3.4), naming the flag, and stays
+// quiet on the release line.
+func TestPreVoteWarningAtStart(t *testing.T) {
+	for _, srv := range etcdtest.Servers(t) {
+		t.Run(srv.Name, func(t *testing.T) {
+			v, err := srv.Version()
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := etcdtest.Start(t, etcdtest.Options{Server: srv})
+			cli, err := Dial(DialConfig{Endpoints: c.Endpoints()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var buf syncBuffer
+			logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn}))
+			conn, err := NewConn(cli, ConnConfig{LeaseTTL: testTTL, WarnVersions: true, Logger: logger})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+			defer cancel()
+			if _, err := conn.Session(ctx); err != nil {
+				t.Fatal(err)
+			}
+			want := PreVoteWarning(v) != ""
+			if want {
+				deadline := time.Now().Add(20 * time.Second)
+				for strings.Count(buf.String(), "--pre-vote=true") < len(c.Members) && time.Now().Before(deadline) {
+					time.Sleep(10 * time.Millisecond)
+				}
+			}
+			conn.Close() // waits for the version check
+			cli.Close()
+			got := buf.String()
+			t.Logf("etcd %s: logged %q", v, got)
+			if n := strings.Count(got, "--pre-vote=true"); want && n != len(c.Members) || !want && n != 0 {
+				t.Errorf("etcd %s: %d pre-vote warnings for %d members; want a warning: %t", v, n, len(c.Members), want)
+			}
+		})
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent use.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

@@ -170,7 +170,8 @@ func openEtcd(cfg *config.Config, nodeID, instance string, logger *slog.Logger) 
 	if err != nil {
 		return nil, &unreachableError{desc: desc, err: err}
 	}
-	conn, err := etcdcluster.NewConn(cli, etcdcluster.ConnConfig{LeaseTTL: cfg.Etcd.LeaseTTL.Std(), Logger: logger})
+	conn, err := etcdcluster.NewConn(cli, etcdcluster.ConnConfig{LeaseTTL: cfg.Etcd.LeaseTTL.Std(), Logger: logger,
+		ReadKey: layoutOf(cfg).Config(), WarnVersions: nodeID != ""})
 	if err != nil {
 		cli.Close()
 		return nil, err
