@@ -183,6 +183,26 @@ func mutantUpsert(ctx context.Context, s *zk.Session, path string, b []byte, _ z
 		Tests: []selection{{"./cluster/etcdcluster/", "TestOnSharedCluster/GuardedWrites"}},
 	},
 	{
+		Name: "join-another-election",
+		What: "a node that ran in one cluster record joins a place with none, as a node new to every cluster does",
+		Edits: []edit{{
+			File: "cluster/home.go",
+			Old:  "\t\tif home == \"\" {\n\t\t\treturn nil\n\t\t}\n\t\treturn &MovedError{Home: home, Where: where}",
+			New:  "\t\treturn nil",
+		}},
+		Tests: []selection{{"./cluster/backendtest/", "TestMemory/Join"}, {"./cmd/failoverd/", "TestBackendSwitchNeedsMigration"}},
+	},
+	{
+		Name: "epoch-floor-ignored",
+		What: "a term's epoch is the backend's alone, without the moved cluster's epoch floor",
+		Edits: []edit{{
+			File: "controller/takeover.go",
+			Old:  "epoch := l.floor + ev.t.Epoch()",
+			New:  "epoch := ev.t.Epoch()",
+		}},
+		Tests: []selection{{"./controller/", "TestEpochFloorAdded"}, {"./cmd/failoverd/", "TestBackendSwitchNeedsMigration"}},
+	},
+	{
 		Name: "etcd-deadline-from-answer",
 		What: "etcd: the lease deadline counts from a renewal's answer arriving instead of from its send time",
 		Edits: []edit{{
