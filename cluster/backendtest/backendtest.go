@@ -131,4 +131,5 @@ func Run(t *testing.T, newBackend func(t *testing.T) Backend) {
 		}
 		testDeadlineCutOff(t, p.Partition(t))
 	})
+	runLeaderCutOff(t, newBackend)
 }
