@@ -223,6 +223,16 @@ func mutantUpsert(ctx context.Context, s *zk.Session, path string, b []byte, _ z
 		Tests: []selection{{"./cluster/etcdcluster/", "TestLateGrantRenewedAtOnce"}},
 	},
 	{
+		Name: "etcd-unconfirmed-renewal",
+		What: "etcd: a renewal counts without the linearizable read that confirms its etcd leader still led (an isolated etcd leader's renewals count)",
+		Edits: []edit{{
+			File: "cluster/etcdcluster/conn.go",
+			Old:  "read, err := c.cli.Get(rctx, c.readKey, clientv3.WithCountOnly())",
+			New:  "read, err := &clientv3.GetResponse{Header: second.Header}, rctx.Err()",
+		}},
+		Tests: []selection{{"./cluster/etcdcluster/", "TestIsolatedLeaderRenewalsDoNotCount"}},
+	},
+	{
 		Name: "etcd-serializable-leader-view",
 		What: "etcd: the leader view reads the member records and the breadcrumb from the member's own copy (serializable)",
 		Edits: []edit{{
