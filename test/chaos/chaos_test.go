@@ -59,7 +59,7 @@ func TestChaosSliceEtcd(t *testing.T) {
 }
 
 // EtcdSliceKinds is TestChaosSliceEtcd's schedule.
-var EtcdSliceKinds = append([]string{KillDaemon, PauseDaemon, ReloadConfig, BreadcrumbClear}, EtcdNemeses...)
+var EtcdSliceKinds = append([]string{KillDaemon, PauseDaemon, ReloadConfig, BreadcrumbClear, SwitchedPlace}, EtcdNemeses...)
 
 // TestChaosKinds runs chosen kinds once each, in order, for working on a
 // nemesis: CHAOS_KINDS=hook-unkillable,zk-names (CHAOS_MODE=unfair for an

@@ -67,7 +67,8 @@ var EtcdNemeses = []string{EtcdKillLeader, EtcdKillMember, EtcdPauseLeader, Etcd
 // run unchanged on both backends (a cut from the coordination service is
 // the backend's: ZooKeeper proxies or etcd client proxies).
 var DaemonKinds = []string{KillDaemon, KillService, PauseDaemon, PauseService, PartitionPeer, FenceFail, PromoteHang,
-	DemoteHang, HookUnkillable, HandoverKill, LaggingFailover, PauseCluster, VetoTakeover, FenceWrongAnswer, ReloadConfig, BreadcrumbClear}
+	DemoteHang, HookUnkillable, HandoverKill, LaggingFailover, PauseCluster, VetoTakeover, FenceWrongAnswer, ReloadConfig, BreadcrumbClear,
+	SwitchedPlace}
 
 // EtcdKinds is the fair-mode schedule on etcd: every daemon kind, every
 // etcd nemesis and the slow-hooks kinds of etcd.

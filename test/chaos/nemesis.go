@@ -100,7 +100,7 @@ func init() { TakeoverKinds[HookUnkillable] = true }
 var AllKinds = []string{KillDaemon, KillService, PauseDaemon, PauseService, ZKKillLeader, ZKKillFollower, ZKOutage,
 	PartitionZK, LatencyZK, ResetZK, PartitionPeer, FenceFail, PromoteHang, DemoteHang,
 	HookUnkillable, NamesZK, HandshakeDrop, QuorumPartition, LostReplyLagging, LaggingFailover, HandoverKill,
-	SlowHooksOutage, SlowHooksIsolated, SlowHooksStop, PauseCluster, VetoTakeover, FenceWrongAnswer, ReloadConfig, BreadcrumbClear}
+	SlowHooksOutage, SlowHooksIsolated, SlowHooksStop, PauseCluster, VetoTakeover, FenceWrongAnswer, ReloadConfig, BreadcrumbClear, SwitchedPlace}
 
 // UnfairKinds is the schedule of the unfair-mode cluster: the lost replies
 // it exists for (with and without a lagging server to reconnect to), and the crash and partition faults that end terms there.
@@ -506,6 +506,9 @@ func (m *Nemesis) Step(kind string) bool {
 
 	case BreadcrumbClear:
 		m.breadcrumbClear(id, leader, holdIn, inject, heal)
+
+	case SwitchedPlace:
+		m.switchedPlace(id, leader, holdIn, inject, heal)
 
 	case LaggingFailover:
 		// A standby lags, then the leader's daemon dies for longer than its
