@@ -32,8 +32,8 @@ type MovedError struct {
 	// Home is the record ID the node last ran in ("" for a record that
 	// moved away, whatever the node's home).
 	Home string
-	// Where names the record the configuration points at
-	// ("zookeeper [..] /failoverd/orders/config").
+	// Where is the path (ZooKeeper) or key (etcd) of the cluster record
+	// the configuration points at.
 	Where string
 	// Found is that record's ID ("": there is none); MovedTo is set when
 	// the record says the cluster moved away.
@@ -43,17 +43,18 @@ type MovedError struct {
 func (e *MovedError) Error() string {
 	switch {
 	case e.MovedTo != "":
-		return fmt.Sprintf("the cluster record %s (id %s) says the cluster moved to the record with id %s: "+
+		return fmt.Sprintf("the cluster record at %s (id %s) says the cluster moved to the record with id %s: "+
 			"refusing to join an election nobody else runs; point this node's configuration at the coordination "+
 			"service the cluster moved to (docs/operations.md, \"Moving a cluster\")",
 			e.Where, e.Found, e.MovedTo)
 	case e.Found == "":
-		return fmt.Sprintf("this node last ran in the cluster record with id %s, but %s holds no cluster record: "+
+		return fmt.Sprintf("this node last ran in the cluster record with id %s, but the coordination service it is "+
+			"configured for has none at %s: "+
 			"refusing to start a second election beside the one this node left (both could promote); "+
 			"to move the cluster here, stop failoverd on every node and run failoverd migrate "+
 			"(docs/operations.md, \"Moving a cluster\")", e.Home, e.Where)
 	default:
-		return fmt.Sprintf("this node last ran in the cluster record with id %s, but %s holds the record with id %s: "+
+		return fmt.Sprintf("this node last ran in the cluster record with id %s, but the one at %s has id %s: "+
 			"refusing to join another cluster's election (both could promote); point this node's configuration "+
 			"back at its own cluster, or move the cluster with failoverd migrate "+
 			"(docs/operations.md, \"Moving a cluster\")", e.Home, e.Where, e.Found)
@@ -61,8 +62,8 @@ func (e *MovedError) Error() string {
 }
 
 // Admit decides whether a node whose home is home ("": none remembered)
-// may join the cluster whose record is r (nil: there is none yet), found
-// at where, in election mode mode. It returns nil, a *MovedError or a
+// may join the cluster whose record is r (nil: there is none yet), at path
+// or key where, in election mode mode. It returns nil, a *MovedError or a
 // *ModeMismatchError. Every backend's CheckJoin decides with it; a backend
 // creates a missing record only when home is "" (a node new to every
 // cluster), since a node that ran elsewhere must not start an election of

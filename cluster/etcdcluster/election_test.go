@@ -41,6 +41,7 @@ func TestOnSharedCluster(t *testing.T) {
 		{"Members", testMembers},
 		{"FailoverRequests", testFailoverRequests},
 		{"CheckJoin", testCheckJoin},
+		{"Move", testMove},
 		{"PositionAndHistory", testPositionAndHistory},
 		{"Watches", testWatches},
 		{"WatchCompacted", testWatchCompacted},

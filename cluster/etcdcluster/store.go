@@ -45,9 +45,7 @@ type Store struct {
 	inst   string
 	log    *slog.Logger
 
-	mu       sync.Mutex
-	joined   cluster.ClusterRecord // the cluster record as last read
-	joinedOn *Session              // the session on which it was read
+	mu sync.Mutex
 
 	// Set by tests only: afterWatchRead runs in a watch loop between its
 	// read and the watch from the revision after it (where a compaction
@@ -227,30 +225,21 @@ func (s *Store) CheckJoin(ctx context.Context, mode, home string) (cluster.Clust
 	if mode == "" {
 		return cluster.ClusterRecord{}, nil
 	}
-	sess, err := s.conn.Session(ctx)
-	if err != nil {
+	if _, err := s.conn.Session(ctx); err != nil {
 		return cluster.ClusterRecord{}, err
 	}
 	if err := s.checkElectionDir(ctx, mode); err != nil {
 		return cluster.ClusterRecord{}, err
 	}
-	where := "the etcd key " + s.layout.Config()
-	s.mu.Lock()
-	rec, checked := s.joined, s.joinedOn == sess
-	s.mu.Unlock()
-	if !checked {
-		r, err := s.joinRecord(ctx, mode, home)
-		if err != nil {
-			return cluster.ClusterRecord{}, err
-		}
-		if r == nil {
-			return cluster.ClusterRecord{}, cluster.Admit(nil, where, mode, home)
-		}
-		rec = *r
-		s.mu.Lock()
-		s.joined, s.joinedOn = rec, sess
-		s.mu.Unlock()
+	where := s.layout.Config()
+	r, err := s.joinRecord(ctx, mode, home)
+	if err != nil {
+		return cluster.ClusterRecord{}, err
 	}
+	if r == nil {
+		return cluster.ClusterRecord{}, cluster.Admit(nil, where, mode, home)
+	}
+	rec := *r
 	if err := cluster.Admit(&rec, where, mode, home); err != nil {
 		return cluster.ClusterRecord{}, err
 	}

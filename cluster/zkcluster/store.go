@@ -51,9 +51,7 @@ type Store struct {
 	log    *slog.Logger
 
 	mu         sync.Mutex
-	joined     cluster.ClusterRecord // the cluster record as last read
-	joinedOn   *zk.Session           // the session on which it was read
-	sessCh     chan struct{}         // closed when a new session begins (SessionChanged)
+	sessCh     chan struct{} // closed when a new session begins (SessionChanged)
 	followOnce sync.Once
 
 	// beforeHistoryWrite, set by tests only, runs in AppendHistory between
@@ -447,7 +445,7 @@ func (w *watchSet) forget(key string) { delete(w.armed, key) }
 // (cluster.Admit; it is created, by a node with no home only, when there is
 // none). A refusal is a *cluster.ModeMismatchError or a *cluster.MovedError;
 // any other error means the checks could not run. The cluster record is
-// read once per session.
+// read every time (it is small): a record marked moved refuses at once.
 func (s *Store) CheckJoin(ctx context.Context, mode, home string) (cluster.ClusterRecord, error) {
 	if mode == "" {
 		return cluster.ClusterRecord{}, nil
@@ -461,23 +459,15 @@ func (s *Store) CheckJoin(ctx context.Context, mode, home string) (cluster.Clust
 	if err := s.checkElectionDir(ctx, sess, mode); err != nil {
 		return cluster.ClusterRecord{}, err
 	}
-	where := "the ZooKeeper node " + s.layout.Config()
-	s.mu.Lock()
-	rec, checked := s.joined, s.joinedOn == sess
-	s.mu.Unlock()
-	if !checked {
-		r, err := s.joinRecord(ctx, sess, mode, home)
-		if err != nil {
-			return cluster.ClusterRecord{}, err
-		}
-		if r == nil {
-			return cluster.ClusterRecord{}, cluster.Admit(nil, where, mode, home)
-		}
-		rec = *r
-		s.mu.Lock()
-		s.joined, s.joinedOn = rec, sess
-		s.mu.Unlock()
+	where := s.layout.Config()
+	r, err := s.joinRecord(ctx, sess, mode, home)
+	if err != nil {
+		return cluster.ClusterRecord{}, err
 	}
+	if r == nil {
+		return cluster.ClusterRecord{}, cluster.Admit(nil, where, mode, home)
+	}
+	rec := *r
 	if err := cluster.Admit(&rec, where, mode, home); err != nil {
 		return cluster.ClusterRecord{}, err
 	}
