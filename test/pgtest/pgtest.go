@@ -223,6 +223,16 @@ func Start(t testing.TB, o Options) *Cluster {
 // script runs one of examples/postgresql's scripts.
 func (c *Cluster) script(name string, env []string, args ...string) string {
 	c.t.Helper()
+	out, err := c.runScript(name, env, args...)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return out
+}
+
+// runScript runs one of examples/postgresql's scripts; an error holds its
+// output.
+func (c *Cluster) runScript(name string, env []string, args ...string) (string, error) {
 	p := filepath.Join(RepoRoot(), "examples", "postgresql", name)
 	if _, err := os.Stat(p); err != nil {
 		p = filepath.Join(c.Hooks, name)
@@ -232,9 +242,9 @@ func (c *Cluster) script(name string, env []string, args ...string) string {
 	cmd.Env = append(os.Environ(), env...)
 	b, err := cmd.CombinedOutput()
 	if err != nil {
-		c.t.Fatalf("%s %v: %v\n%s", name, args, err, b)
+		return string(b), fmt.Errorf("%s %v: %v\n%s", name, args, err, b)
 	}
-	return string(b)
+	return string(b), nil
 }
 
 // freeBlocks finds two bases with base+1..base+3 free on loopback.
@@ -297,6 +307,13 @@ next:
 func (n *Node) StartPG() {
 	n.c.t.Helper()
 	n.c.script("start.sh", nil, n.EnvFile)
+}
+
+// TryStartPG is StartPG, returning start.sh's failure (with its output)
+// instead of failing the test.
+func (n *Node) TryStartPG() error {
+	_, err := n.c.runScript("start.sh", nil, n.EnvFile)
+	return err
 }
 
 // StartPGNaively starts the node's PostgreSQL the way a unit without the
