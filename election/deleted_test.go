@@ -20,20 +20,19 @@ func TestLeaveSendsNothingAfterTheTermDeletedItsZnode(t *testing.T) {
 	modes(t, func(t *testing.T, m Mode) {
 		var mu sync.Mutex
 		var leaves []string
-		testHookLeave = func(_ *zk.Session, node string) bool {
+		hooks := &testHooks{leave: func(_ *zk.Session, node string) bool {
 			mu.Lock()
 			leaves = append(leaves, node)
 			mu.Unlock()
 			return false
-		}
-		t.Cleanup(func() { testHookLeave = nil })
+		}}
 
 		c, err := zk.NewClient(zk.Config{Servers: zks.Addrs(), SessionTimeout: 2 * time.Second}, zk.Deps{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		el, err := New(Config{Dir: "/failoverd/test/deleted-" + m.String(), NodeID: "n0", Mode: m, TickTime: zktest.TickTime},
+		el, err := New(Config{Dir: "/failoverd/test/deleted-" + m.String(), NodeID: "n0", Mode: m, TickTime: zktest.TickTime, testHooks: hooks},
 			Deps{Client: c, Logger: testLogger("n0")})
 		if err != nil {
 			t.Fatal(err)

@@ -172,6 +172,10 @@ type Config struct {
 	// the renewals a leader sends. false: only a candidate told Warm(true)
 	// keeps a chain.
 	WarmStandby bool
+
+	// testHooks, set by tests only, are this elector's failpoints (nil:
+	// none).
+	testHooks *testHooks
 }
 
 // Deps are the parts an Elector uses.
@@ -244,6 +248,9 @@ func New(cfg Config, deps Deps) (*Elector, error) {
 	}
 	if deps.Logger == nil {
 		deps.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.testHooks == nil {
+		cfg.testHooks = &testHooks{}
 	}
 	var b [16]byte
 	rand.Read(b[:])

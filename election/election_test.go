@@ -217,6 +217,7 @@ type opts struct {
 	tick    time.Duration // the ensemble's tickTime; 0: unknown
 	budget  time.Duration // demote budget
 	cold    bool          // Config.WarmStandby false (the tests run warm, as the daemon does by default)
+	hooks   *testHooks    // the elector's failpoints (nil: none)
 }
 
 // testLogger logs to stderr when ELECTION_TEST_LOG is set.
@@ -234,7 +235,7 @@ func startCandidate(t *testing.T, r *referee, id string, o opts) *cand {
 		t.Fatal(err)
 	}
 	el, err := New(Config{Dir: "/failoverd/test/election", NodeID: id, Mode: o.mode, Lease: o.lease, RenewInterval: o.renew,
-		TickTime: o.tick, DemoteBudget: o.budget, WarmStandby: !o.cold}, Deps{Client: c, Logger: testLogger(id)})
+		TickTime: o.tick, DemoteBudget: o.budget, WarmStandby: !o.cold, testHooks: o.hooks}, Deps{Client: c, Logger: testLogger(id)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -679,20 +680,19 @@ func TestLostCreateResponse(t *testing.T) {
 	zks := zktest.Start(t, 1)
 	modes(t, func(t *testing.T, m Mode) {
 		var once sync.Once
-		testHookAfterCreate = func(sess *zk.Session, p string, cerr error) error {
+		hooks := &testHooks{afterCreate: func(sess *zk.Session, p string, cerr error) error {
 			var err error
 			if cerr == nil {
 				once.Do(func() { err = fmt.Errorf("%w: injected", zk.ErrConnectionLoss) })
 			}
 			return err
-		}
-		defer func() { testHookAfterCreate = nil }()
+		}}
 
 		r := newReferee()
 		// An orphan of an earlier session of this elector sits in the queue.
 		old, closeOld := openSession(t, zks.Addrs(), 10*time.Second)
 		defer closeOld()
-		a := startCandidate(t, r, "a", opts{mode: m, timeout: 2 * time.Second, servers: zks.Addrs()})
+		a := startCandidate(t, r, "a", opts{mode: m, timeout: 2 * time.Second, servers: zks.Addrs(), hooks: hooks})
 		dir := "/failoverd/test/election"
 		if err := old.EnsurePath(t.Context(), dir); err != nil {
 			t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -145,12 +146,16 @@ func (e *Elector) lead(ctx context.Context, r *run, epoch int64, deleted *atomic
 		onElected(lctx, l)
 	}()
 
-	if testHookLeading != nil {
-		testHookLeading(l)
+	if f := e.cfg.testHooks.leading; f != nil {
+		f(l)
 	}
-	cause := e.watch(ctx, r, done, l.finishing)
+	// The renewals and the watch of our znode run beside the leadership;
+	// they end after it (never delaying its end), before Run returns.
+	var watchers sync.WaitGroup
+	cause := e.watch(ctx, r, done, l.finishing, &watchers)
 	cancel(cause)
 	<-done
+	watchers.Wait()
 	e.log.Info("leadership ended", "epoch", epoch, "reason", cause.Error())
 }
 
@@ -257,8 +262,9 @@ func (e *Elector) settle(ctx context.Context, r *run) error {
 // watch returns why the leadership ended. It makes no ZooKeeper call itself:
 // renewals and the watch on our znode run in goroutines that report over
 // channels, so however long any call blocks, the loop only selects and ends
-// leadership when the lease runs out by the clock.
-func (e *Elector) watch(ctx context.Context, r *run, done <-chan struct{}, finishing *atomic.Bool) error {
+// leadership when the lease runs out by the clock. Those goroutines run in
+// watchers; they are told to stop when watch returns.
+func (e *Elector) watch(ctx context.Context, r *run, done <-chan struct{}, finishing *atomic.Bool, watchers *sync.WaitGroup) error {
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
 
@@ -270,8 +276,8 @@ func (e *Elector) watch(ctx context.Context, r *run, done <-chan struct{}, finis
 		}
 	}
 	full := make(chan struct{}, 1)
-	go e.renewLoop(wctx, r, true, full, report)
-	go e.watchNode(wctx, r, report)
+	watchers.Go(func() { e.renewLoop(wctx, r, true, full, report) })
+	watchers.Go(func() { e.watchNode(wctx, r, report) })
 
 	timer := time.NewTimer(r.tm.Lease)
 	defer timer.Stop()

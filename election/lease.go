@@ -239,8 +239,8 @@ func (e *Elector) renewLoop(ctx context.Context, r *run, leader bool, full <-cha
 		}
 		if err == nil {
 			check, announcing = false, false
-			if leader && testHookRenewed != nil {
-				testHookRenewed()
+			if f := e.cfg.testHooks.renewed; leader && f != nil {
+				f()
 			}
 		}
 		next = time.Now().Add(r.tm.Renew)

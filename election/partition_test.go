@@ -43,16 +43,15 @@ func TestQuorumPartitionOldLeaderStopsFirst(t *testing.T) {
 		var armed atomic.Bool
 		var cut time.Time
 		cutDone := make(chan struct{})
-		testHookRenewed = func() {
+		hooks := &testHooks{renewed: func() {
 			if armed.CompareAndSwap(true, false) {
 				zks.Isolate(x)
 				cut = time.Now()
 				close(cutDone)
 			}
-		}
-		defer func() { testHookRenewed = nil }()
+		}}
 		r := newReferee()
-		startCandidate(t, r, "a", opts{mode: m, timeout: timeout, servers: []string{zks.Servers[x].Addr()}, lease: lease, tick: tick, budget: budget})
+		startCandidate(t, r, "a", opts{mode: m, timeout: timeout, servers: []string{zks.Servers[x].Addr()}, lease: lease, tick: tick, budget: budget, hooks: hooks})
 		if l := r.waitLeader(t, "", 20*time.Second); l != "a" {
 			t.Fatalf("leader %s, want a", l)
 		}

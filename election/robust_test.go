@@ -94,17 +94,18 @@ func TestTinyLeasesDoNotPanic(t *testing.T) {
 func TestNoEpochReuseAfterLostDeleteAndCreateReply(t *testing.T) {
 	zks := zktest.Start(t, 1)
 	var loseDelete, loseCreate atomic.Bool
-	testHookLeave = func(*zk.Session, string) bool { return loseDelete.CompareAndSwap(true, false) }
-	testHookAfterCreate = func(_ *zk.Session, _ string, err error) error {
-		if loseCreate.CompareAndSwap(true, false) {
-			return fmt.Errorf("%w: injected (the server said %v)", zk.ErrConnectionLoss, err)
-		}
-		return nil
+	hooks := &testHooks{
+		leave: func(*zk.Session, string) bool { return loseDelete.CompareAndSwap(true, false) },
+		afterCreate: func(_ *zk.Session, _ string, err error) error {
+			if loseCreate.CompareAndSwap(true, false) {
+				return fmt.Errorf("%w: injected (the server said %v)", zk.ErrConnectionLoss, err)
+			}
+			return nil
+		},
 	}
-	defer func() { testHookLeave, testHookAfterCreate = nil, nil }()
 	modes(t, func(t *testing.T, m Mode) {
 		r := newReferee()
-		a := startCandidate(t, r, "a", opts{mode: m, timeout: 4 * time.Second, servers: zks.Addrs()})
+		a := startCandidate(t, r, "a", opts{mode: m, timeout: 4 * time.Second, servers: zks.Addrs(), hooks: hooks})
 		r.waitLeader(t, "", 10*time.Second)
 		for i := range 3 {
 			first := r.lastTerm()
@@ -141,15 +142,14 @@ func TestLeaseEndsWhileCallsHang(t *testing.T) {
 			var cutAt atomic.Int64 // unix nanos of the cut
 			var armed atomic.Bool
 			armed.Store(when == "at election")
-			testHookLeading = func(Leadership) {
+			hooks := &testHooks{leading: func(Leadership) {
 				if armed.CompareAndSwap(true, false) {
 					proxy.Blackhole(true)
 					cutAt.Store(time.Now().UnixNano())
 				}
-			}
-			defer func() { testHookLeading = nil }()
+			}}
 			r := newReferee()
-			startCandidate(t, r, "a", opts{mode: Fair, timeout: 6 * time.Second, servers: []string{proxy.Addr()}, lease: lease, tick: zktest.TickTime})
+			startCandidate(t, r, "a", opts{mode: Fair, timeout: 6 * time.Second, servers: []string{proxy.Addr()}, lease: lease, tick: zktest.TickTime, hooks: hooks})
 			r.waitLeader(t, "", 10*time.Second)
 			r.leaderOf(t, "a")
 			if when == "mid-term" {

@@ -64,23 +64,25 @@ func nonce() string {
 	return hex.EncodeToString(b[:])
 }
 
-// Failpoints for tests. testHookAfterCreate sees every create's outcome and
-// may replace it (a lost response: the create happened, or failed, but we
-// hear ErrConnectionLoss); testHookLeave may lose a leave's delete (it
-// returns true: the request never reached the server).
-// testHookLeading runs when a leadership has begun, right before the elector
-// starts watching it; testHookRenewed right after a renewal was answered.
-var (
-	testHookAfterCreate func(sess *zk.Session, path string, err error) error
-	testHookLeave       func(sess *zk.Session, path string) bool
-	testHookLeading     func(l Leadership)
-	testHookRenewed     func()
-)
+// testHooks are one elector's failpoints for tests (Config.testHooks),
+// fixed before the elector exists and only read after, so that no test's
+// hook is seen by, or races with, another test's elector. afterCreate sees
+// every create's outcome and may replace it (a lost response: the create
+// happened, or failed, but we hear ErrConnectionLoss); leave may lose a
+// leave's delete (it returns true: the request never reached the server).
+// leading runs when a leadership has begun, right before the elector
+// starts watching it; renewed right after a leader's renewal was answered.
+type testHooks struct {
+	afterCreate func(sess *zk.Session, path string, err error) error
+	leave       func(sess *zk.Session, path string) bool
+	leading     func(l Leadership)
+	renewed     func()
+}
 
 func (e *Elector) create(ctx context.Context, sess *zk.Session, p string, mode zk.CreateMode, join string) (string, zk.Stat, error) {
 	got, st, err := sess.Create(ctx, p, e.data(join), mode)
-	if testHookAfterCreate != nil {
-		if herr := testHookAfterCreate(sess, got, err); herr != nil {
+	if f := e.cfg.testHooks.afterCreate; f != nil {
+		if herr := f(sess, got, err); herr != nil {
 			return "", zk.Stat{}, herr
 		}
 	}
@@ -99,7 +101,7 @@ func (e *Elector) leave(sess *zk.Session, node string, czxid int64) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	if testHookLeave != nil && testHookLeave(sess, node) {
+	if f := e.cfg.testHooks.leave; f != nil && f(sess, node) {
 		e.log.Warn("leaving the election failed; the znode goes with the session", "node", node, "err", "injected")
 		return
 	}

@@ -17,23 +17,20 @@ import (
 var clusterTiming = opts{timeout: 2 * time.Second, tick: zktest.TickTime,
 	budget: lease.DemoteBudget(lease.KillGrace, 600*time.Millisecond, lease.KillGrace)}
 
-// leaveTimes records when each elector sent the delete of its znode at the
-// end of a term (testHookLeave runs right before it).
+// leaveTimes records when each elector given its hooks sent the delete of
+// its znode at the end of a term (the leave hook runs right before it).
 type leaveTimes struct {
 	mu sync.Mutex
 	at []time.Time
 }
 
-func recordLeaves(t *testing.T) *leaveTimes {
-	lt := &leaveTimes{}
-	testHookLeave = func(*zk.Session, string) bool {
+func (lt *leaveTimes) hooks() *testHooks {
+	return &testHooks{leave: func(*zk.Session, string) bool {
 		lt.mu.Lock()
 		lt.at = append(lt.at, time.Now())
 		lt.mu.Unlock()
 		return false
-	}
-	t.Cleanup(func() { testHookLeave = nil })
-	return lt
+	}}
 }
 
 func (lt *leaveTimes) last() time.Time {
@@ -85,10 +82,10 @@ func median(ds []time.Duration) time.Duration {
 func TestWarmChainLeaderValidAtOnce(t *testing.T) {
 	zks := zktest.Start(t, 1)
 	modes(t, func(t *testing.T, m Mode) {
-		lt := recordLeaves(t)
+		lt := &leaveTimes{}
 		r := newReferee()
 		o := clusterTiming
-		o.mode, o.servers = m, zks.Addrs()
+		o.mode, o.servers, o.hooks = m, zks.Addrs(), lt.hooks()
 		cands := map[string]*cand{}
 		for i := range 5 {
 			id := fmt.Sprintf("n%d", i)
@@ -134,10 +131,10 @@ func TestWarmChainLeaderValidAtOnce(t *testing.T) {
 func TestColdCandidateStillSettles(t *testing.T) {
 	zks := zktest.Start(t, 1)
 	modes(t, func(t *testing.T, m Mode) {
-		lt := recordLeaves(t)
+		lt := &leaveTimes{}
 		r := newReferee()
 		o := clusterTiming
-		o.mode, o.servers, o.cold = m, zks.Addrs(), true
+		o.mode, o.servers, o.cold, o.hooks = m, zks.Addrs(), true, lt.hooks()
 		cands := map[string]*cand{}
 		for i := range 4 {
 			id := fmt.Sprintf("n%d", i)

@@ -51,6 +51,23 @@ type ElectorConfig struct {
 	// its budget, to stop the service: the elector refuses to campaign on
 	// a lease that cannot hold it (Refusal).
 	DemoteBudget time.Duration
+
+	// hooks, set by tests only, are this elector's failpoints (nil:
+	// none). They are fixed before the elector exists and only read after,
+	// so that no test's hook is seen by, or races with, another's elector.
+	hooks *electorHooks
+}
+
+// electorHooks are one elector's failpoints for tests: waiting sees a
+// fair candidate's key and the predecessor it is about to watch; woke
+// runs when a waiting fair candidate woke to look at the election again;
+// watchFailed runs when a wait ended because its watch failed (etcd's
+// leader changed, the stream broke), not because the watched key went
+// or the wait was called off.
+type electorHooks struct {
+	waiting     func(key, pred string)
+	woke        func()
+	watchFailed func()
 }
 
 // Elector campaigns for one node in the Store's layout (cluster.Elector).
@@ -82,6 +99,9 @@ func (s *Store) Elector(cfg ElectorConfig) (*Elector, error) {
 	}
 	var b [16]byte
 	rand.Read(b[:])
+	if cfg.hooks == nil {
+		cfg.hooks = &electorHooks{}
+	}
 	return &Elector{s: s, cfg: cfg, guid: hex.EncodeToString(b[:]),
 		log: s.log.With("mode", cfg.Mode.String())}, nil
 }
@@ -322,22 +342,23 @@ func (e *Elector) waitTurn(ctx context.Context, sess *Session, en entry) error {
 			return nil // the oldest: ours
 		}
 		pred := string(kvs[0].Key)
-		if testHookWaiting != nil {
-			testHookWaiting(en.key, pred)
+		if f := e.cfg.hooks.waiting; f != nil {
+			f(en.key, pred)
 		}
 		e.log.Debug("waiting for predecessor", "predecessor", pred)
 		if err := e.waitGone(ctx, sess.Done(), pred, kvs[0].CreateRevision, resp.Header.Revision+1); err != nil {
 			return sessionErr(sess, err)
 		}
-		if testHookWoke != nil {
-			testHookWoke()
+		if f := e.cfg.hooks.woke; f != nil {
+			f()
 		}
 	}
 }
 
 // waitGone watches key (created at rev) from revision from until it is
 // deleted or re-created (nil), its watch fails (nil: the caller looks
-// again), sessDone is closed or ctx ends (errSessionDone, ctx's error).
+// again), sessDone is closed or ctx ends (errSessionDone, ctx's error;
+// the watch's channel closes when ctx ends, which is no failed watch).
 func (e *Elector) waitGone(ctx context.Context, sessDone <-chan struct{}, key string, rev, from int64) error {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
@@ -346,8 +367,11 @@ func (e *Elector) waitGone(ctx context.Context, sessDone <-chan struct{}, key st
 		select {
 		case resp, ok := <-ch:
 			if !ok || resp.Err() != nil || resp.Canceled {
-				if testHookWatchFailed != nil {
-					testHookWatchFailed()
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				if f := e.cfg.hooks.watchFailed; f != nil {
+					f()
 				}
 				sleep(ctx, 100*time.Millisecond) // no tight loop if it persists
 				return nil
@@ -499,29 +523,33 @@ func (e *Elector) lead(ctx context.Context, sess *Session, en entry, won func(co
 		defer close(done)
 		won(tctx, t)
 	}()
-	cause := e.watch(ctx, sess, en, done, &t.finishing)
-	t.end(cause)
-	cancel(cause)
-	<-done
-	e.log.Info("leadership ended", "epoch", en.rev, "reason", cause.Error())
-}
-
-// watch returns why the term ended: won returned, ctx ended, the session
-// ended, our key was deleted, or the deadline less the demote budget
-// passed without a renewal (checked by the clock, whatever any call is
-// doing). The term ends a demote budget before Expiry, as ZooKeeper's
-// lease does, so that the controller's demote, which starts when the term
-// ends, is over by Expiry: ending it at Expiry would leave the service
-// primary for up to the budget after a successor may have won.
-func (e *Elector) watch(ctx context.Context, sess *Session, en entry, done <-chan struct{}, finishing *atomic.Bool) error {
-	wctx, stop := context.WithCancel(ctx)
-	defer stop()
-	gone := make(chan struct{})
+	// The watch of our key runs beside the term; it ends after the term
+	// (never delaying its end), before Campaign returns.
+	wctx, stopWatch := context.WithCancel(ctx)
+	gone, watched := make(chan struct{}), make(chan struct{})
 	go func() {
+		defer close(watched)
 		if e.watchEntry(wctx, en) {
 			close(gone)
 		}
 	}()
+	cause := e.watch(ctx, sess, en, done, gone, &t.finishing)
+	t.end(cause)
+	cancel(cause)
+	stopWatch()
+	<-done
+	<-watched
+	e.log.Info("leadership ended", "epoch", en.rev, "reason", cause.Error())
+}
+
+// watch returns why the term ended: won returned, ctx ended, the session
+// ended, our key was deleted (gone is closed), or the deadline less the
+// demote budget passed without a renewal (checked by the clock, whatever
+// any call is doing). The term ends a demote budget before Expiry, as ZooKeeper's
+// lease does, so that the controller's demote, which starts when the term
+// ends, is over by Expiry: ending it at Expiry would leave the service
+// primary for up to the budget after a successor may have won.
+func (e *Elector) watch(ctx context.Context, sess *Session, en entry, done, gone <-chan struct{}, finishing *atomic.Bool) error {
 	actUntil := func() time.Time { return sess.Deadline().Add(-e.cfg.DemoteBudget) }
 	timer := time.NewTimer(time.Until(actUntil()))
 	defer timer.Stop()
@@ -582,17 +610,6 @@ func (e *Elector) watchEntry(ctx context.Context, en entry) bool {
 	}
 	return false
 }
-
-// Set by tests only: testHookWaiting sees a fair candidate's key and the
-// predecessor it is about to watch; testHookWoke runs when a waiting fair
-// candidate woke to look at the election again; testHookWatchFailed runs
-// when a wait ended because its watch failed (etcd's leader changed, the
-// stream broke), not because the watched key went.
-var (
-	testHookWaiting     func(key, pred string)
-	testHookWoke        func()
-	testHookWatchFailed func()
-)
 
 // Queue lists the candidates' node ids in election order (fair: by create
 // revision; unfair: the lock holder), for status displays.

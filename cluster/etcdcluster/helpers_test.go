@@ -97,7 +97,13 @@ func (w *won) release() {
 // stop ends the candidacy and waits for Campaign to return.
 func (n *node) campaign(t *testing.T, mode Mode) (terms <-chan *won, stop func()) {
 	t.Helper()
-	el, err := n.s.Elector(ElectorConfig{NodeID: n.id, Mode: mode, DemoteBudget: 500 * time.Millisecond})
+	return n.campaignWith(t, ElectorConfig{NodeID: n.id, Mode: mode, DemoteBudget: 500 * time.Millisecond})
+}
+
+// campaignWith is campaign with an elector of configuration cfg.
+func (n *node) campaignWith(t *testing.T, cfg ElectorConfig) (terms <-chan *won, stop func()) {
+	t.Helper()
+	el, err := n.s.Elector(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,9 +33,7 @@ func TestNoHerdAt100(t *testing.T) {
 	}
 	t.Cleanup(func() { cli.Close() })
 	var woke, failed atomic.Int64
-	testHookWoke = func() { woke.Add(1) }
-	testHookWatchFailed = func() { failed.Add(1) }
-	t.Cleanup(func() { testHookWoke, testHookWatchFailed = nil, nil })
+	hooks := &electorHooks{woke: func() { woke.Add(1) }, watchFailed: func() { failed.Add(1) }}
 	l := newLayout()
 	wins := make(chan *won, n)
 	for i := range n {
@@ -51,7 +49,7 @@ func TestNoHerdAt100(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		el, err := s.Elector(ElectorConfig{NodeID: id, Mode: Fair})
+		el, err := s.Elector(ElectorConfig{NodeID: id, Mode: Fair, hooks: hooks})
 		if err != nil {
 			t.Fatal(err)
 		}
