@@ -25,6 +25,7 @@ func TestOnSharedCluster(t *testing.T) {
 		{"FairElection", testFairElection},
 		{"UnfairElection", testUnfairElection},
 		{"NoHerd", testNoHerd},
+		{"WinWaitsForLease", testWinWaitsForLease},
 		{"WinAfterLeaseGone/Fair", func(t *testing.T, c *etcdtest.Cluster, adm *clientv3.Client) {
 			testWinAfterLeaseGone(t, c, adm, Fair)
 		}},

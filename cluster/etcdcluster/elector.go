@@ -498,6 +498,10 @@ func (e *Elector) lead(ctx context.Context, sess *Session, en entry, won func(co
 		e.log.Error("refusing to lead with an epoch not above our last one", "epoch", en.rev, "last_epoch", e.lastEpoch)
 		return
 	}
+	e.waitLease(ctx, sess)
+	if ctx.Err() != nil {
+		return
+	}
 	if err := e.fits(sess); err != nil {
 		e.log.Error("won the election but cannot lead safely; giving it back", "err", err)
 		return
@@ -540,6 +544,45 @@ func (e *Elector) lead(ctx context.Context, sess *Session, en entry, won func(co
 	<-done
 	<-watched
 	e.log.Info("leadership ended", "epoch", en.rev, "reason", cause.Error())
+}
+
+// waitLease waits, before a won term is handed over, until the session's
+// deadline leaves the term the demote budget and MinTolerance beyond it,
+// what LeaseFits keeps for a leader between two renewals. A win can come
+// while renewals are late (etcd's leader changed, a slow answer): handed
+// over then, the term would end at once (it ends its demote budget before
+// the deadline) or the controller would refuse it (its Expiry cannot hold
+// the budget), and giving it back costs the epoch and our place in the
+// queue, where the Conn's next renewal, retried every retryInterval,
+// would have given the lease back. The wait is bounded by the deadline as
+// it stood at the win: then, or when the session or ctx ends, the caller
+// judges the term as it stands.
+func (e *Elector) waitLease(ctx context.Context, sess *Session) {
+	need := e.cfg.DemoteBudget + MinTolerance
+	until := sess.Deadline()
+	left := time.Until(until)
+	if left >= need || left <= 0 {
+		return
+	}
+	e.log.Info("won while the lease leaves less than a term needs; waiting for a renewal",
+		"lease_left", left.Round(time.Millisecond).String(), "need", need.String())
+	start := time.Now()
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for time.Now().Before(until) {
+		select {
+		case <-t.C:
+		case <-sess.Done():
+			return
+		case <-ctx.Done():
+			return
+		}
+		if time.Until(sess.Deadline()) >= need {
+			e.log.Info("renewed; leading", "waited", time.Since(start).Round(time.Millisecond).String(),
+				"lease_left", time.Until(sess.Deadline()).Round(time.Millisecond).String())
+			return
+		}
+	}
 }
 
 // watch returns why the term ended: won returned, ctx ended, the session
