@@ -16,6 +16,10 @@ import (
 // The join checks therefore admit a node only to its home's record, or to
 // the record a checked move (failoverd migrate) made from it.
 
+// MovedMode is the election mode of a record marked moved: no node of any
+// version joins it.
+const MovedMode = "moved"
+
 // NewRecordID returns a random cluster record ID.
 func NewRecordID() string {
 	var b [16]byte
@@ -36,17 +40,21 @@ type MovedError struct {
 	// the configuration points at.
 	Where string
 	// Found is that record's ID ("": there is none); MovedTo is set when
-	// the record says the cluster moved away.
-	Found, MovedTo string
+	// the record says the cluster moved away, MovedToPlace where to.
+	Found, MovedTo, MovedToPlace string
 }
 
 func (e *MovedError) Error() string {
 	switch {
 	case e.MovedTo != "":
-		return fmt.Sprintf("the cluster record at %s (id %s) says the cluster moved to the record with id %s: "+
+		to := "the record with id " + e.MovedTo
+		if e.MovedToPlace != "" {
+			to = fmt.Sprintf("%s (record %s)", e.MovedToPlace, e.MovedTo)
+		}
+		return fmt.Sprintf("the cluster record at %s (id %s) says the cluster moved to %s: "+
 			"refusing to join an election nobody else runs; point this node's configuration at the coordination "+
 			"service the cluster moved to (docs/operations.md, \"Moving a cluster\")",
-			e.Where, e.Found, e.MovedTo)
+			e.Where, e.Found, to)
 	case e.Found == "":
 		return fmt.Sprintf("this node last ran in the cluster record with id %s, but the coordination service it is "+
 			"configured for has none at %s: "+
@@ -76,7 +84,7 @@ func Admit(r *ClusterRecord, where, mode, home string) error {
 		return &MovedError{Home: home, Where: where}
 	}
 	if r.MovedTo != "" {
-		return &MovedError{Where: where, Found: r.ID, MovedTo: r.MovedTo}
+		return &MovedError{Where: where, Found: r.ID, MovedTo: r.MovedTo, MovedToPlace: r.MovedToPlace}
 	}
 	if home != "" && r.ID != home && !slices.Contains(r.MovedFrom, home) {
 		return &MovedError{Home: home, Where: where, Found: r.ID}

@@ -251,6 +251,14 @@ type ClusterRecord struct {
 	// MovedTo, set on a record the cluster was moved away from, is the ID
 	// of the record it moved to: nobody joins this one any more.
 	MovedTo string `json:"moved_to,omitempty"`
+	// MovedToPlace names where the record MovedTo is, for the messages
+	// of the nodes still configured for this one
+	// ("etcd [https://10.0.0.7:2379] /failoverd/orders").
+	MovedToPlace string `json:"moved_to_place,omitempty"`
+	// ModeBeforeMove is ElectionMode before the record was marked moved:
+	// the mark sets ElectionMode to MovedMode, which no version of
+	// failoverd accepts (versions that know no MovedTo refuse it too).
+	ModeBeforeMove string `json:"mode_before_move,omitempty"`
 	// MovedAt is when the move was made (set with MovedFrom or MovedTo).
 	MovedAt *time.Time `json:"moved_at,omitempty"`
 }

@@ -113,3 +113,40 @@ func TestEpochBelowHomeRefused(t *testing.T) {
 		}
 	})
 }
+
+// A running node whose session expired (a partition longer than the
+// session timeout) has no member record and no election entry, so a
+// failoverd migrate run then finds nobody and moves the cluster. When the
+// node's new session comes up its elector campaigns at once, on the join
+// verdict of the old session; the join checks run again after every win
+// find the mark, and the node gives the term back before it writes or
+// promotes anything (docs/safety.md, "One election per cluster", step 3).
+func TestSessionLostThenMovedIsNotLedAgain(t *testing.T) {
+	test(t, func(t *testing.T, w *controllertest.World) {
+		w.SetClusterRecord(&cluster.ClusterRecord{ElectionMode: "fair", ID: "R"})
+		a := leader(t, w, "a", withHome(&memHome{id: "R"}))
+		promotes := func() int {
+			n := 0
+			for _, c := range a.hooks.Calls() {
+				if c.Name == "promote" {
+					n++
+				}
+			}
+			return n
+		}
+		if promotes() != 1 {
+			t.Fatalf("hooks %v", a.hooks.Reasons())
+		}
+		// a's session expires: its member record and entry are gone.
+		w.ExpireSession("a")
+		// failoverd migrate runs now: it finds nobody on R's place and
+		// marks R moved (and creates the new record elsewhere).
+		w.SetClusterRecord(&cluster.ClusterRecord{ElectionMode: "fair", ID: "R", MovedTo: "S"})
+		time.Sleep(10 * time.Second)
+		if n := promotes(); n > 1 {
+			t.Fatalf("a promoted again in the election of R after R was marked moved (hooks %v, state %s, why %q): "+
+				"a second election beside the moved cluster's", a.hooks.Reasons(), a.state(), a.c.Status().NotLeading)
+		}
+		a.want(controller.StateOut)
+	})
+}

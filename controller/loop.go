@@ -415,7 +415,7 @@ func (c *Controller) startCandidacy() {
 // and holds it until the loop released it.
 func (c *Controller) won(gen uint64, ctx context.Context, t cluster.Term) {
 	release := make(chan struct{})
-	if !c.send(termWon{gen: gen, t: t, ctx: ctx, release: release, reads: startReads(ctx, t, c.readsLag.Load())}) {
+	if !c.send(termWon{gen: gen, t: t, ctx: ctx, release: release, reads: startReads(ctx, t, c.readsLag.Load(), c.joinAgain)}) {
 		return
 	}
 	select {

@@ -188,6 +188,7 @@ type stepResult struct {
 	readErr  error
 	failover *cluster.FailoverRequest // a standing request, if any
 	choice   *winOutcome              // the rules at a win chose not to take over
+	joinErr  error                    // the join checks after the win failed
 	// fence step
 	fenced      bool
 	fenceMethod string // the method that fenced
@@ -226,14 +227,35 @@ type termReads struct {
 	membersErr error
 	leaderPos  *cluster.LeaderPosition
 	lpErr      error
+	// joinErr is the join checks run again after the win (nil: they
+	// pass). The verdict the loop holds may be older than the term's
+	// session: a node whose session expired while a move marked its
+	// cluster record moved would otherwise lead in the election it left.
+	joinErr error
+}
+
+// joinAgain runs the join checks for this node's home (startReads).
+func (c *Controller) joinAgain(ctx context.Context) error {
+	home, _ := c.home.Load()
+	_, err := c.rec.CheckJoin(ctx, c.cfg.ElectionMode, home)
+	return err
 }
 
 // The last leader position matters only to election.max_lag (leaderPos
 // false: not read, one request less on the critical path).
-func startReads(ctx context.Context, t cluster.Term, leaderPos bool) *termReads {
+//
+// join runs the join checks again, beside the reads: issued after the win,
+// it sees a mark of a move made before this term's election entry was
+// created; a mark made after it finds the entry and refuses the move
+// (docs/safety.md, "One election per cluster").
+func startReads(ctx context.Context, t cluster.Term, leaderPos bool, join func(context.Context) error) *termReads {
 	r := &termReads{done: make(chan struct{})}
 	var wg sync.WaitGroup
-	wg.Add(3)
+	wg.Add(4)
+	go func() {
+		defer wg.Done()
+		r.joinErr = join(ctx)
+	}()
 	go func() {
 		defer wg.Done()
 		r.failover, r.foErr = t.ReadFailover(ctx)
@@ -326,12 +348,15 @@ func (c *Controller) startStep(tm *term, p phase, step func(*term) stepResult) {
 func (c *Controller) readStep(tm *term, seen string, failed map[string]bool) stepResult {
 	r := tm.reads
 	if r == nil { // not started by the won callback
-		r = startReads(tm.ctx, tm.t, tm.set.maxLag != nil)
+		r = startReads(tm.ctx, tm.t, tm.set.maxLag != nil, c.joinAgain)
 	}
 	select {
 	case <-r.done:
 	case <-tm.ctx.Done():
 		return stepResult{read: true, readErr: context.Cause(tm.ctx)}
+	}
+	if r.joinErr != nil {
+		return stepResult{read: true, joinErr: r.joinErr}
 	}
 	if r.foErr != nil && tm.ctx.Err() == nil {
 		c.log.Warn("cannot read the failover request; taking over as if there were none", "err", r.foErr)
@@ -467,6 +492,20 @@ func (c *Controller) onRead(tm *term, r stepResult) {
 		return
 	}
 	if tm.ctx.Err() != nil {
+		tm.phase = phRelease
+		return
+	}
+	if r.joinErr != nil {
+		// Nothing was written. A refusal stands as the join verdict
+		// until the member publisher's next check says otherwise.
+		c.log.Error("elected, but the join checks now refuse this node: giving leadership back", "epoch", tm.epoch, "err", r.joinErr)
+		if joinVerdict(r.joinErr) {
+			l.joinErr = r.joinErr
+			c.setJoinProblem(r.joinErr)
+		} else {
+			c.setErr(r.joinErr.Error())
+			c.backoff("join_check")
+		}
 		tm.phase = phRelease
 		return
 	}

@@ -31,15 +31,15 @@ func (s *Store) ClusterRecord(ctx context.Context) (*cluster.ClusterRecord, clus
 }
 
 // WriteClusterRecord writes rec if the record is still at rev (its mod
-// revision; the zero revision: creates it, failing if it exists). stamp is
-// the revision of the write: above the create revision of every key
-// written before it, so above every epoch the backend gave a term of any
-// cluster of this etcd cluster.
-func (s *Store) WriteClusterRecord(ctx context.Context, rec cluster.ClusterRecord, rev cluster.Revision) (stamp int64, err error) {
+// revision; the zero revision: creates it, failing if it exists), and
+// returns the record's new revision. stamp is the revision of the write:
+// above the create revision of every key written before it, so above
+// every epoch the backend gave a term of any cluster of this etcd cluster.
+func (s *Store) WriteClusterRecord(ctx context.Context, rec cluster.ClusterRecord, rev cluster.Revision) (newRev cluster.Revision, stamp int64, err error) {
 	key := s.layout.Config()
 	data, err := json.Marshal(rec)
 	if err != nil {
-		return 0, err
+		return cluster.Revision{}, 0, err
 	}
 	cmp := clientv3.Compare(clientv3.CreateRevision(key), "=", 0)
 	if mod, ok := rev.Backend(); ok {
@@ -47,12 +47,13 @@ func (s *Store) WriteClusterRecord(ctx context.Context, rec cluster.ClusterRecor
 	}
 	resp, err := s.cli.Txn(ctx).If(cmp).Then(clientv3.OpPut(key, string(data))).Commit()
 	if err != nil {
-		return 0, fmt.Errorf("writing the cluster record %s: %w", key, err)
+		return cluster.Revision{}, 0, fmt.Errorf("writing the cluster record %s: %w", key, err)
 	}
 	if !resp.Succeeded {
-		return 0, fmt.Errorf("writing the cluster record %s: it changed since it was read (%v)", key, rev)
+		return cluster.Revision{}, 0, fmt.Errorf("writing the cluster record %s: it changed since it was read (%v)", key, rev)
 	}
-	return resp.Header.Revision, nil
+	// The put's mod revision is the transaction's revision.
+	return cluster.RevisionOf(resp.Header.Revision), resp.Header.Revision, nil
 }
 
 // ReadCarried reads the records a move copies, as stored.

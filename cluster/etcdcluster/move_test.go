@@ -36,7 +36,7 @@ func testMove(t *testing.T, c *etcdtest.Cluster, adm *clientv3.Client) {
 	}
 	marked := *stored
 	marked.MovedTo = "elsewhere"
-	stamp, err := a.s.WriteClusterRecord(ctx, marked, rev)
+	markRev, stamp, err := a.s.WriteClusterRecord(ctx, marked, rev)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +44,10 @@ func testMove(t *testing.T, c *etcdtest.Cluster, adm *clientv3.Client) {
 	if err != nil || len(resp.Kvs) != 1 || stamp < resp.Kvs[0].ModRevision || stamp < resp.Kvs[0].CreateRevision {
 		t.Fatalf("stamp %d, record %+v, %v; want a stamp at or above the record's revisions", stamp, resp.Kvs, err)
 	}
-	if _, err := a.s.WriteClusterRecord(ctx, *stored, rev); err == nil {
+	if mod, _ := markRev.Backend(); mod != resp.Kvs[0].ModRevision {
+		t.Fatalf("the mark's revision %v; want the record's mod revision %d", markRev, resp.Kvs[0].ModRevision)
+	}
+	if _, _, err := a.s.WriteClusterRecord(ctx, *stored, rev); err == nil {
 		t.Fatal("WriteClusterRecord at a revision read before a change succeeded")
 	}
 	if _, err := b.s.CheckJoin(ctx, "fair", ""); err == nil {

@@ -290,8 +290,11 @@ func (s *Store) joinRecord(ctx context.Context, mode, home string) (*cluster.Clu
 		if err := json.Unmarshal(cur.value, &rec); err != nil {
 			return nil, &cluster.ModeMismatchError{Mode: mode, Cluster: key, Why: fmt.Sprintf("the cluster record %s is unreadable (%q)", key, cur.value)}
 		}
-		if rec.ID != "" || attempt >= 3 || rec.ElectionMode == "" {
+		if rec.ID != "" || rec.ElectionMode == "" {
 			return &rec, nil
+		}
+		if attempt >= 3 {
+			return nil, fmt.Errorf("giving the cluster record %s its id: it changed at every try", key)
 		}
 		// A record of an earlier version: give it its ID, once (a node
 		// that wrote first wins; read its ID).

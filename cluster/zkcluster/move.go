@@ -36,34 +36,35 @@ func (s *Store) ClusterRecord(ctx context.Context) (*cluster.ClusterRecord, clus
 }
 
 // WriteClusterRecord writes rec if the record is still at rev (the zero
-// revision: creates it, failing if it exists). stamp is the zxid of the
-// write: above the zxid of every znode created before it, so above every
-// epoch the backend gave a term of any cluster of this ensemble.
-func (s *Store) WriteClusterRecord(ctx context.Context, rec cluster.ClusterRecord, rev cluster.Revision) (stamp int64, err error) {
+// revision: creates it, failing if it exists), and returns the record's
+// new revision. stamp is the zxid of the write: above the zxid of every
+// znode created before it, so above every epoch the backend gave a term of
+// any cluster of this ensemble.
+func (s *Store) WriteClusterRecord(ctx context.Context, rec cluster.ClusterRecord, rev cluster.Revision) (newRev cluster.Revision, stamp int64, err error) {
 	sess, err := s.session(ctx)
 	if err != nil {
-		return 0, err
+		return cluster.Revision{}, 0, err
 	}
 	path := s.layout.Config()
 	data, err := json.Marshal(rec)
 	if err != nil {
-		return 0, err
+		return cluster.Revision{}, 0, err
 	}
 	if !rev.Exists() {
 		if err := sess.EnsurePath(ctx, s.layout.Dir()); err != nil {
-			return 0, err
+			return cluster.Revision{}, 0, err
 		}
 		_, st, err := sess.Create(ctx, path, data, zk.Persistent)
 		if err != nil {
-			return 0, fmt.Errorf("creating the cluster record %s: %w", path, err)
+			return cluster.Revision{}, 0, fmt.Errorf("creating the cluster record %s: %w", path, err)
 		}
-		return st.Czxid, nil
+		return revision(st.Version), st.Czxid, nil
 	}
 	st, err := sess.Set(ctx, path, data, version(rev))
 	if err != nil {
-		return 0, fmt.Errorf("writing the cluster record %s: %w", path, err)
+		return cluster.Revision{}, 0, fmt.Errorf("writing the cluster record %s: %w", path, err)
 	}
-	return st.Mzxid, nil
+	return revision(st.Version), st.Mzxid, nil
 }
 
 // ReadCarried reads the records a move copies, as stored.

@@ -41,14 +41,17 @@ func TestMoveRecords(t *testing.T) {
 	}
 	marked := *stored
 	marked.MovedTo = "elsewhere"
-	stamp, err := a.WriteClusterRecord(ctx, marked, rev)
+	markRev, stamp, err := a.WriteClusterRecord(ctx, marked, rev)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, st, err := sess.Get(ctx, testLayout.Config()); err != nil || stamp != st.Mzxid || stamp <= st.Czxid {
 		t.Fatalf("stamp %d, record stat %+v, %v; want the write's zxid, above the record's create", stamp, st, err)
 	}
-	if _, err := a.WriteClusterRecord(ctx, *stored, rev); err == nil {
+	if _, st, _ := sess.Get(ctx, testLayout.Config()); markRev != revision(st.Version) {
+		t.Fatalf("the mark's revision %v; want the znode's version %d", markRev, st.Version)
+	}
+	if _, _, err := a.WriteClusterRecord(ctx, *stored, rev); err == nil {
 		t.Fatal("WriteClusterRecord at a version read before a change succeeded")
 	}
 	var moved *cluster.MovedError

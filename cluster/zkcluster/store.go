@@ -508,8 +508,11 @@ func (s *Store) joinRecord(ctx context.Context, sess *zk.Session, mode, home str
 		if err := json.Unmarshal(b, &rec); err != nil {
 			return nil, &cluster.ModeMismatchError{Mode: mode, Cluster: path, Why: fmt.Sprintf("the cluster record %s is unreadable (%q)", path, b)}
 		}
-		if rec.ID != "" || attempt >= 3 || rec.ElectionMode == "" {
+		if rec.ID != "" || rec.ElectionMode == "" {
 			return &rec, nil
+		}
+		if attempt >= 3 {
+			return nil, fmt.Errorf("giving the cluster record %s its id: it changed at every try", path)
 		}
 		// A record of an earlier version: give it its ID, once (a node
 		// that wrote first wins; read its ID).

@@ -47,7 +47,7 @@ type operatorStore interface {
 	WithdrawFailover(ctx context.Context, id string) error
 	// The move of a cluster to another coordination service (migrate.go).
 	ClusterRecord(ctx context.Context) (*cluster.ClusterRecord, cluster.Revision, error)
-	WriteClusterRecord(ctx context.Context, rec cluster.ClusterRecord, rev cluster.Revision) (stamp int64, err error)
+	WriteClusterRecord(ctx context.Context, rec cluster.ClusterRecord, rev cluster.Revision) (newRev cluster.Revision, stamp int64, err error)
 	ReadCarried(ctx context.Context) (cluster.Carried, error)
 	WriteCarried(ctx context.Context, c cluster.Carried) error
 }

@@ -43,6 +43,12 @@ func cmdLeader(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "failoverd: reading the leader:", err)
 		return exitRuntime
 	}
+	if l == nil {
+		if mv := movedOf(ctx, store); mv != nil {
+			fmt.Fprintf(stderr, "failoverd: this cluster moved to %s (failoverd migrate); this configuration names the old place\n", mv)
+			return exitRuntime
+		}
+	}
 	printLeader(stdout, l, *asJSON)
 	if l == nil {
 		return exitNoLeader

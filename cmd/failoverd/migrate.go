@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -20,6 +19,21 @@ import (
 func cmdMigrate(args []string, stdout, stderr io.Writer) int {
 	f := newFlags("migrate", "migrate -c NEW_FILE --from OLD_FILE", stderr)
 	from := f.fs.String("from", "", "the configuration the nodes ran with: where the cluster is now (required)")
+	f.fs.Usage = func() {
+		fmt.Fprint(stderr, `Usage: failoverd migrate -c NEW_FILE --from OLD_FILE
+
+Moves the cluster from the place OLD_FILE names (coordination service,
+ensemble, root or prefix) to the one NEW_FILE names: marks the old cluster
+record moved, copies the breadcrumb, history and pause, and creates the new
+record with an epoch floor above every epoch of the old place. Stop
+failoverd on every node first (failoverd pause before that keeps the
+service's primary up); safe to run again. See docs/operations.md, "Moving a
+cluster".
+
+Flags:
+`)
+		f.fs.PrintDefaults()
+	}
 	if code := f.parse(args); code >= 0 {
 		return code
 	}
@@ -110,6 +124,12 @@ func (m migration) run(ctx context.Context, out io.Writer) error {
 			"refusing to merge two elections (move to an empty place: another root or prefix)", m.newWhere, newRec.ID)
 	}
 
+	// Nobody may run there: checked before the mark too, so that a move
+	// refused for it changes nothing.
+	if alive, err := m.alive(ctx); err != nil || len(alive) > 0 {
+		return orAlive(err, alive)
+	}
+
 	// 1. Mark the old record (a move stopped half way is marked already:
 	// its write gives a new stamp all the same).
 	newID := oldRec.MovedTo
@@ -120,11 +140,17 @@ func (m migration) run(ctx context.Context, out io.Writer) error {
 	if unmarked.ID == "" { // a record of an earlier version no node gave an ID
 		unmarked.ID = cluster.NewRecordID()
 	}
-	unmarked.MovedTo, unmarked.MovedAt = "", nil
+	if oldRec.MovedTo != "" && oldRec.ModeBeforeMove != "" {
+		unmarked.ElectionMode = oldRec.ModeBeforeMove
+	}
+	unmarked.MovedTo, unmarked.MovedToPlace, unmarked.ModeBeforeMove, unmarked.MovedAt = "", "", "", nil
 	marked := unmarked
 	now := time.Now().UTC()
-	marked.MovedTo, marked.MovedAt = newID, &now
-	stamp, err := m.old.WriteClusterRecord(ctx, marked, oldRev)
+	// The mode no version accepts keeps out nodes that do not know
+	// MovedTo (an older failoverd started with the old configuration).
+	marked.MovedTo, marked.MovedToPlace, marked.MovedAt = newID, m.newWhere, &now
+	marked.ElectionMode, marked.ModeBeforeMove = cluster.MovedMode, unmarked.ElectionMode
+	markRev, stamp, err := m.old.WriteClusterRecord(ctx, marked, oldRev)
 	if err != nil {
 		return fmt.Errorf("marking the old cluster record moved: %w", err)
 	}
@@ -132,7 +158,7 @@ func (m migration) run(ctx context.Context, out io.Writer) error {
 
 	// 2. Nobody may run there.
 	if alive, err := m.alive(ctx); err != nil || len(alive) > 0 {
-		if uerr := m.unmark(ctx, newID, unmarked); uerr != nil {
+		if uerr := m.unmark(ctx, markRev, unmarked); uerr != nil {
 			return fmt.Errorf("%v; and the mark could not be taken back (%v): run migrate again once failoverd is stopped everywhere", orAlive(err, alive), uerr)
 		}
 		fmt.Fprintf(out, "took the mark back: the cluster stays on %s\n", m.oldWhere)
@@ -154,7 +180,7 @@ func (m migration) run(ctx context.Context, out io.Writer) error {
 		ElectionMode: m.mode, ID: newID, EpochFloor: floor,
 		MovedFrom: append(slices.Clone(unmarked.MovedFrom), unmarked.ID), MovedAt: &now,
 	}
-	if _, err := m.new.WriteClusterRecord(ctx, rec, cluster.Revision{}); err != nil {
+	if _, _, err := m.new.WriteClusterRecord(ctx, rec, cluster.Revision{}); err != nil {
 		return fmt.Errorf("creating the cluster record at %s: %w", m.newWhere, err)
 	}
 	copied := "nothing else (no breadcrumb, history or pause)"
@@ -165,6 +191,9 @@ func (m migration) run(ctx context.Context, out io.Writer) error {
 	fmt.Fprintf(out, "epoch floor %d: every epoch there is above every epoch of the old place\n", floor)
 	fmt.Fprintf(out, "copied: %s\n", copied)
 	fmt.Fprintf(out, "next: give every node the new configuration and start failoverd; each joins the moved cluster\n")
+	if carried.Pause != nil {
+		fmt.Fprintf(out, "note: the cluster is paused (the pause came along): run failoverd resume -c NEW_FILE once every node runs\n")
+	}
 	return nil
 }
 
@@ -189,17 +218,14 @@ func (m migration) alive(ctx context.Context) ([]string, error) {
 	return out, nil
 }
 
-// unmark takes step 1 back, if the old record still holds our mark.
-func (m migration) unmark(ctx context.Context, newID string, unmarked cluster.ClusterRecord) error {
-	cur, rev, err := m.old.ClusterRecord(ctx)
-	if err != nil {
-		return err
+// unmark takes step 1 back, if the old record is still as our mark left
+// it (at markRev): a move run again meanwhile marks it anew, with the same
+// new ID, and may have gone on to create the new record; its mark stays.
+func (m migration) unmark(ctx context.Context, markRev cluster.Revision, unmarked cluster.ClusterRecord) error {
+	if _, _, err := m.old.WriteClusterRecord(ctx, unmarked, markRev); err != nil {
+		return fmt.Errorf("the old cluster record changed since our mark (another migrate?): %w", err)
 	}
-	if cur == nil || cur.MovedTo != newID {
-		return errors.New("the old cluster record changed meanwhile")
-	}
-	_, err = m.old.WriteClusterRecord(ctx, unmarked, rev)
-	return err
+	return nil
 }
 
 // orAlive is err, or the refusal of a move while alive run.
@@ -207,6 +233,7 @@ func orAlive(err error, alive []string) error {
 	if err != nil {
 		return fmt.Errorf("cannot tell whether failoverd still runs on the old place: %w", err)
 	}
-	return fmt.Errorf("failoverd still runs on the old place (%s): stop it on every node first "+
-		"(a node that crashed leaves its records until its session or lease expires)", strings.Join(alive, ", "))
+	return fmt.Errorf("failoverd still runs on the old place (%s): stop it on every node first, nothing was changed "+
+		"(a node that crashed leaves its records until its session or lease expires: zookeeper.session_timeout or etcd.lease_ttl)",
+		strings.Join(alive, ", "))
 }

@@ -170,8 +170,8 @@ func TestBackendSwitchNeedsMigration(t *testing.T) {
 	}
 	// The move is refused while failoverd runs on ZooKeeper, and leaves
 	// the cluster where it is.
-	if out, code := migrate(); code != exitRuntime || !strings.Contains(out, "still runs on the old place") || !strings.Contains(out, "took the mark back") {
-		t.Fatalf("migrate while failoverd runs: exit %d:\n%s\nwant exit %d, refused, the mark taken back", code, out, exitRuntime)
+	if out, code := migrate(); code != exitRuntime || !strings.Contains(out, "still runs on the old place") || !strings.Contains(out, "nothing was changed") {
+		t.Fatalf("migrate while failoverd runs: exit %d:\n%s\nwant exit %d, refused, nothing changed", code, out, exitRuntime)
 	}
 
 	// The move: stop every node, migrate, switch the others, start all.
@@ -185,6 +185,13 @@ func TestBackendSwitchNeedsMigration(t *testing.T) {
 	t.Logf("migrate:\n%s", out)
 	if out, code := migrate(); code != exitOK || !strings.Contains(out, "already moved") {
 		t.Fatalf("migrate again: exit %d:\n%s; want already moved", code, out)
+	}
+	// The old place says where the cluster went.
+	if out, err := exec.Command(fd, "status", "-c", zkConfig).CombinedOutput(); err != nil || !strings.Contains(string(out), "Moved: this cluster moved to etcd") {
+		t.Fatalf("status of the old place after the move: %v:\n%s\nwant a Moved: line naming etcd", err, out)
+	}
+	if out, err := exec.Command(fd, "leader", "-c", zkConfig).CombinedOutput(); err == nil || !strings.Contains(string(out), "moved to etcd") {
+		t.Fatalf("leader of the old place after the move: %v:\n%s\nwant exit 1 naming etcd", err, out)
 	}
 	for _, n := range c.Nodes {
 		if n != first {

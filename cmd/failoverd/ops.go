@@ -49,6 +49,37 @@ type clusterView struct {
 	// failed handover); NoLeader why no member leads ("": one does).
 	NotLeading map[string]string `json:"not_leading,omitempty"`
 	NoLeader   string            `json:"no_leader,omitempty"`
+	// Moved is set when the cluster was moved away from the place this
+	// configuration names (failoverd migrate): the rest is history.
+	Moved *movedView `json:"moved,omitempty"`
+}
+
+// movedView is where a cluster moved to.
+type movedView struct {
+	Record string     `json:"record"`
+	Place  string     `json:"place,omitempty"`
+	At     *time.Time `json:"at,omitempty"`
+}
+
+func (m *movedView) String() string {
+	s := "record " + m.Record
+	if m.Place != "" {
+		s = fmt.Sprintf("%s (record %s)", m.Place, m.Record)
+	}
+	if m.At != nil {
+		s += " at " + m.At.UTC().Format(time.RFC3339)
+	}
+	return s
+}
+
+// movedOf reads whether the cluster moved away (nil: it did not, or the
+// record cannot be read: the commands then show what they always do).
+func movedOf(ctx context.Context, store operatorStore) *movedView {
+	rec, _, err := store.ClusterRecord(ctx)
+	if err != nil || rec == nil || rec.MovedTo == "" {
+		return nil
+	}
+	return &movedView{Record: rec.MovedTo, Place: rec.MovedToPlace, At: rec.MovedAt}
 }
 
 // connect loads the config and opens a session with its coordination
@@ -84,7 +115,7 @@ func connect(path string, stderr io.Writer) (cfg *config.Config, store operatorS
 }
 
 func readView(ctx context.Context, cfg *config.Config, store operatorStore) (clusterView, error) {
-	v := clusterView{Cluster: cfg.Cluster}
+	v := clusterView{Cluster: cfg.Cluster, Moved: movedOf(ctx, store)}
 	var err error
 	if v.Members, err = store.Members(ctx); err != nil {
 		return v, err
@@ -138,6 +169,9 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 	fmt.Fprintf(stdout, "Cluster: %s\n", v.Cluster)
+	if v.Moved != nil {
+		fmt.Fprintf(stdout, "Moved: this cluster moved to %s (failoverd migrate); this configuration names the old place, shown below as it was left\n", v.Moved)
+	}
 	printPause(stdout, v)
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tROLE\tSTATE\tHEALTH\tEPOCH\tSINCE\tHOST\tADDRESS\tFOLLOWING\tFOLLOWING SINCE\tPRIORITY\tPOSITION\tLAG\tCONFIG\tCONFIG LOADED")

@@ -193,6 +193,16 @@ func mutantUpsert(ctx context.Context, s *zk.Session, path string, b []byte, _ z
 		Tests: []selection{{"./cluster/backendtest/", "TestMemory/Join"}, {"./cmd/failoverd/", "TestBackendSwitchNeedsMigration"}},
 	},
 	{
+		Name: "join-not-checked-at-win",
+		What: "a won term does not run the join checks again: a node whose session expired while its cluster moved leads the old election",
+		Edits: []edit{{
+			File: "controller/takeover.go",
+			Old:  "\t\tr.joinErr = join(ctx)",
+			New:  "\t\t_ = join",
+		}},
+		Tests: []selection{{"./controller/", "TestSessionLostThenMovedIsNotLedAgain"}},
+	},
+	{
 		Name: "epoch-floor-ignored",
 		What: "a term's epoch is the backend's alone, without the moved cluster's epoch floor",
 		Edits: []edit{{
