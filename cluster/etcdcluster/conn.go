@@ -58,8 +58,9 @@ type ConnConfig struct {
 	Logger       *slog.Logger // nil: discard
 
 	// onRenewed, set by tests only, runs after a renewal's answer was
-	// recorded.
+	// recorded; onRevoke right before an ended session's lease is revoked.
 	onRenewed func()
+	onRevoke  func()
 }
 
 // Conn keeps a daemon's sessions with etcd over one client: a session is
@@ -76,6 +77,7 @@ type Conn struct {
 	log     *slog.Logger
 
 	onRenewed func() // ConnConfig.onRenewed
+	onRevoke  func() // ConnConfig.onRevoke
 
 	ctx    context.Context // ends with Close
 	cancel context.CancelFunc
@@ -108,7 +110,7 @@ func NewConn(cli *clientv3.Client, cfg ConnConfig) (*Conn, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Conn{
 		cli: cli, ttl: int64((cfg.LeaseTTL + time.Second - 1) / time.Second), renew: cfg.RenewInterval, readKey: cfg.ReadKey, warnVer: cfg.WarnVersions,
-		log: cfg.Logger.With("component", "etcdcluster"), onRenewed: cfg.onRenewed,
+		log: cfg.Logger.With("component", "etcdcluster"), onRenewed: cfg.onRenewed, onRevoke: cfg.onRevoke,
 		ctx: ctx, cancel: cancel, done: make(chan struct{}), changed: make(chan struct{}),
 	}
 	go c.run()
@@ -137,6 +139,51 @@ type Session struct {
 	anchor time.Time     // send time of the grant or of the newest confirmed renewal
 	ttl    time.Duration // the TTL etcd granted in that answer
 	ok     bool          // the newest attempt was answered and confirmed
+	// holds counts the terms of this session still held (Hold); drained
+	// is closed when it drops to 0 (nil while it is 0).
+	holds   int
+	drained chan struct{}
+}
+
+// Hold marks a term of this session as held until release is called
+// (once its won callback returned): the Conn revokes an ended session's
+// lease, which deletes its election entry, only after every hold was
+// released, so that the entry stays until the term's demote is over, as
+// the contract says (cluster.Elector).
+func (s *Session) Hold() (release func()) {
+	s.mu.Lock()
+	if s.holds == 0 {
+		s.drained = make(chan struct{})
+	}
+	s.holds++
+	s.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if s.holds--; s.holds == 0 {
+				close(s.drained)
+				s.drained = nil
+			}
+		})
+	}
+}
+
+// waitHolds waits until no term of s is held, at most d.
+func (s *Session) waitHolds(d time.Duration) {
+	s.mu.Lock()
+	ch := s.drained
+	s.mu.Unlock()
+	if ch == nil {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ch:
+	case <-t.C:
+	}
 }
 
 // Done is closed when the session is over.
@@ -313,13 +360,19 @@ func (c *Conn) run() {
 		c.mu.Unlock()
 		// Whatever of it may survive on the server (a lease we stopped
 		// trusting) goes now rather than after its TTL, when etcd is
-		// reachable: its election entry would keep others waiting.
+		// reachable: its election entry would keep others waiting. Not
+		// before the terms held on it returned (their demote is over):
+		// at most a TTL, after which etcd has expired it anyway.
 		switch {
 		case errors.Is(err, cluster.ErrSessionExpired):
 		case c.ctx.Err() != nil:
+			s.waitHolds(s.TTL())
 			c.revoke(s.ID) // before the caller closes the client
 		default:
-			go c.revoke(s.ID)
+			go func() {
+				s.waitHolds(s.TTL())
+				c.revoke(s.ID)
+			}()
 		}
 	}
 }
@@ -496,6 +549,9 @@ func (c *Conn) abandon(s *Session) {
 
 // revoke revokes lease id, best effort, within a few seconds.
 func (c *Conn) revoke(id clientv3.LeaseID) {
+	if c.onRevoke != nil {
+		c.onRevoke()
+	}
 	ctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(context.Background()), 2*time.Second)
 	defer cancel()
 	if _, err := c.cli.Revoke(ctx, id); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {

@@ -523,8 +523,12 @@ func (e *Elector) lead(ctx context.Context, sess *Session, en entry, won func(co
 		"session_timeout", ttl.String(), "lease", (ttl - ttl/RateDiv - e.cfg.DemoteBudget).String(),
 		"demote_budget", e.cfg.DemoteBudget.String(),
 		"lease_left", time.Until(sess.Deadline()).Round(time.Millisecond).String())
+	// The session's lease, and with it our election entry, is revoked
+	// only after won returned (Session.Hold).
+	release := sess.Hold()
 	go func() {
 		defer close(done)
+		defer release()
 		won(tctx, t)
 	}()
 	// The watch of our key runs beside the term; it ends after the term

@@ -193,6 +193,16 @@ func mutantUpsert(ctx context.Context, s *zk.Session, path string, b []byte, _ z
 		Tests: []selection{{"./cluster/backendtest/", "TestMemory/Join"}, {"./cmd/failoverd/", "TestBackendSwitchNeedsMigration"}},
 	},
 	{
+		Name: "etcd-revoke-before-term-returned",
+		What: "etcd: a session ended at its deadline has its lease revoked (its election entry deleted) while a term on it still runs",
+		Edits: []edit{{
+			File: "cluster/etcdcluster/conn.go",
+			Old:  "\t\t\tgo func() {\n\t\t\t\ts.waitHolds(s.TTL())\n\t\t\t\tc.revoke(s.ID)\n\t\t\t}()",
+			New:  "\t\t\tgo c.revoke(s.ID)",
+		}},
+		Tests: []selection{{"./cluster/etcdcluster/", "TestEndedLeaseRevokedAfterTheTermReturned"}},
+	},
+	{
 		Name: "join-not-checked-at-win",
 		What: "a won term does not run the join checks again: a node whose session expired while its cluster moved leads the old election",
 		Edits: []edit{{
