@@ -242,9 +242,11 @@ type Term interface {
 	// in the term's own view so that a winner sees every request its
 	// predecessor saw before leaving.
 	ReadFailover(ctx context.Context) (*FailoverRequest, error)
-	// CompleteFailover marks a request to this node done with the term's
-	// epoch, if there is one and it is not done yet, guarded by the term.
-	CompleteFailover(ctx context.Context) error
+	// CompleteFailover marks a request to this node done with epoch (the
+	// term's epoch as the controller publishes it: Epoch plus the cluster
+	// record's EpochFloor), if there is one and it is not done yet, guarded
+	// by the term.
+	CompleteFailover(ctx context.Context, epoch int64) error
 	// ReadMembers reads every member record, in the term's own view (the
 	// candidates' positions at the win).
 	ReadMembers(ctx context.Context) ([]Member, error)

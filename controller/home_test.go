@@ -150,3 +150,22 @@ func TestSessionLostThenMovedIsNotLedAgain(t *testing.T) {
 		a.want(controller.StateOut)
 	})
 }
+
+// A manual failover to a node of a moved cluster is marked done with the
+// epoch the node leads at, the record's floor included.
+func TestFailoverDoneAtTheFlooredEpoch(t *testing.T) {
+	test(t, func(t *testing.T, w *controllertest.World) {
+		const floor = 1 << 40
+		w.SetClusterRecord(&cluster.ClusterRecord{ElectionMode: "fair", ID: "moved", EpochFloor: floor})
+		leader(t, w, "a", withHome(&memHome{id: "moved"}))
+		b := start(t, w, "b", withHome(&memHome{id: "moved"}))
+		b.healthy()
+		b.want(controller.StateStandby)
+		w.SetFailover(&cluster.FailoverRequest{To: "b", TimeoutMS: 60000, ID: "op"})
+		b.want(controller.StateLeader)
+		e := b.c.Status().Epoch
+		if r := w.Failover(); r == nil || !r.Done || r.Epoch != e || e <= floor {
+			t.Fatalf("the request after b took over: %+v; want done at b's epoch %d (above the floor %d)", r, e, floor)
+		}
+	})
+}

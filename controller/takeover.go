@@ -684,7 +684,7 @@ func (c *Controller) onPromoteDone(tm *term, err error) {
 	go func() {
 		ctx, cancel := context.WithTimeout(tm.ctx, 2*time.Second)
 		defer cancel()
-		if err := tm.t.CompleteFailover(ctx); err != nil {
+		if err := tm.t.CompleteFailover(ctx, tm.epoch); err != nil {
 			c.log.Warn("could not mark the failover request done; the others rejoin when it is deleted or times out", "err", err)
 		}
 	}()

@@ -154,7 +154,7 @@ func testGuardedWrites(t *testing.T, b Backend, f fault) {
 	if _, err := ha.Term.WriteBreadcrumb(ctx, crumb("a", e+1), rev); err == nil {
 		failed = append(failed, "WriteBreadcrumb succeeded")
 	}
-	if err := ha.Term.CompleteFailover(ctx); err == nil {
+	if err := ha.Term.CompleteFailover(ctx, ha.Epoch()); err == nil {
 		failed = append(failed, "CompleteFailover succeeded")
 	}
 	if err := ha.Term.WriteLeaderPosition(ctx, position("a", e, 20)); err == nil {
@@ -293,7 +293,7 @@ func testSuccession(t *testing.T, b Backend, f fault) {
 	if err := ha.Term.WriteLeaderPosition(ctx, pos); err != nil {
 		t.Fatalf("WriteLeaderPosition: %v", err)
 	}
-	if err := ha.Term.CompleteFailover(ctx); err != nil {
+	if err := ha.Term.CompleteFailover(ctx, ha.Epoch()); err != nil {
 		t.Fatalf("CompleteFailover: %v", err)
 	}
 	f.apply(t, b, ha)
@@ -832,7 +832,7 @@ func testShortcuts(t *testing.T, b Backend) {
 		t.Fatal(err)
 	}
 	agree("a request", na, ha.Term)
-	if err := ha.Term.CompleteFailover(ctx); err != nil {
+	if err := ha.Term.CompleteFailover(ctx, ha.Epoch()); err != nil {
 		t.Fatal(err)
 	}
 	agree("a request done", na, ha.Term)

@@ -51,7 +51,7 @@ func testGuardedWrites(t *testing.T, c *etcdtest.Cluster, adm *clientv3.Client, 
 	}
 	writes := map[string]error{}
 	_, writes["WriteBreadcrumb"] = tm.WriteBreadcrumb(ctx, crumb("a", e+1), rev)
-	writes["CompleteFailover"] = tm.CompleteFailover(ctx)
+	writes["CompleteFailover"] = tm.CompleteFailover(ctx, tm.Epoch())
 	writes["WriteLeaderPosition"] = tm.WriteLeaderPosition(ctx, cluster.LeaderPosition{NodeID: "a", Epoch: e, Position: 20})
 	_, writes["AppendHistory"] = tm.AppendHistory(ctx, cluster.HistoryEntry{NewLeader: "a", NewEpoch: e, Reason: cluster.HistoryStart})
 	writes["Finish"] = tm.Finish(ctx, rev)
@@ -243,7 +243,7 @@ func testFailoverRequests(t *testing.T, c *etcdtest.Cluster, adm *clientv3.Clien
 	}
 	ch, _ := a.campaign(t, Fair)
 	w := next(t, ch)
-	if err := w.t.CompleteFailover(ctx); err != nil {
+	if err := w.t.CompleteFailover(ctx, w.t.Epoch()); err != nil {
 		t.Fatal(err)
 	}
 	got, _ := a.s.ReadFailover(ctx)

@@ -133,11 +133,10 @@ func (t *term) ReadFailover(ctx context.Context) (*cluster.FailoverRequest, erro
 	return t.s.ReadFailover(ctx)
 }
 
-// CompleteFailover marks a request to this node done with the term's
-// epoch, guarded by the term and compared against the request read (a
+// CompleteFailover marks a request to this node done with epoch, guarded by the term and compared against the request read (a
 // request replaced meanwhile is left alone). The request keeps its lease
 // (the requester's): it goes when the requester does.
-func (t *term) CompleteFailover(ctx context.Context) error {
+func (t *term) CompleteFailover(ctx context.Context, epoch int64) error {
 	key := t.s.layout.Failover()
 	cur, _, err := t.s.get(ctx, key)
 	if err != nil {
@@ -147,7 +146,7 @@ func (t *term) CompleteFailover(ctx context.Context) error {
 	if req == nil || req.To != t.nodeID || req.Done {
 		return nil
 	}
-	req.Done, req.Epoch = true, t.epoch
+	req.Done, req.Epoch = true, epoch
 	b, _ := json.Marshal(req)
 	_, err = t.commit(ctx, "marking the failover request "+key+" done", []clientv3.Cmp{unchanged(key, cur)},
 		clientv3.OpPut(key, string(b), clientv3.WithIgnoreLease()))

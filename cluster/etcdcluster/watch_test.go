@@ -136,7 +136,7 @@ func testWatches(t *testing.T, c *etcdtest.Cluster, adm *clientv3.Client) {
 		t.Fatal(err)
 	}
 	ld.became(t, fmt.Sprintf("a@%d", e))
-	if err := tm.CompleteFailover(ctx); err != nil {
+	if err := tm.CompleteFailover(ctx, tm.Epoch()); err != nil {
 		t.Fatal(err)
 	}
 	fo.became(t, "r1->a done=true")

@@ -700,21 +700,21 @@ func TestTermRecordsAndFinish(t *testing.T) {
 		if r, err := tm.ReadFailover(ctx); r != nil || err != nil {
 			t.Fatalf("ReadFailover with none = %+v, %v", r, err)
 		}
-		if err := tm.CompleteFailover(ctx); err != nil {
+		if err := tm.CompleteFailover(ctx, tm.Epoch()); err != nil {
 			t.Fatalf("CompleteFailover with none: %v", err)
 		}
 		put(t, cluster.FailoverRequest{To: "b", TimeoutMS: 30000, ID: "r1"})
 		if r, err := tm.ReadFailover(ctx); err != nil || r == nil || r.To != "b" {
 			t.Fatalf("ReadFailover = %+v, %v; want the request to b", r, err)
 		}
-		if err := tm.CompleteFailover(ctx); err != nil {
+		if err := tm.CompleteFailover(ctx, tm.Epoch()); err != nil {
 			t.Fatal(err)
 		}
 		if r, _ := get(t); r.Done {
 			t.Fatal("a request to another node was marked done")
 		}
 		put(t, cluster.FailoverRequest{To: "a", TimeoutMS: 30000, ID: "r2"})
-		if err := tm.CompleteFailover(ctx); err != nil {
+		if err := tm.CompleteFailover(ctx, tm.Epoch()); err != nil {
 			t.Fatal(err)
 		}
 		if r, _ := get(t); !r.Done || r.Epoch != tm.Epoch() || r.ID != "r2" {
@@ -737,7 +737,7 @@ func TestTermRecordsAndFinish(t *testing.T) {
 		if err := adm.Delete(ctx, tm.l.Path, -1); err != nil { // an operator, say: the term is over
 			t.Fatal(err)
 		}
-		if err := tm.CompleteFailover(ctx); !errors.Is(err, zk.ErrNoNode) {
+		if err := tm.CompleteFailover(ctx, tm.Epoch()); !errors.Is(err, zk.ErrNoNode) {
 			t.Fatalf("CompleteFailover without our znode = %v, want ErrNoNode", err)
 		}
 		if r, v := get(t); r.Done || r.Epoch != 0 || v != before {

@@ -193,7 +193,7 @@ func (t *term) ReadFailover(ctx context.Context) (*cluster.FailoverRequest, erro
 }
 
 // CompleteFailover marks a pending failover request to this node done
-// (with the term's epoch) once promoted, so the other nodes stop standing
+// (with epoch, the term's as published) once promoted, so the other nodes stop standing
 // aside: they are the candidates if we die now. The write is
 // version-checked (a request replaced meanwhile is left alone) and, like
 // every write of a term, guarded by the term's election znode in the same
@@ -201,13 +201,13 @@ func (t *term) ReadFailover(ctx context.Context) (*cluster.FailoverRequest, erro
 // to it is done (they would stop standing aside for a target that no
 // longer leads, and the request would carry an epoch that is not the
 // current leader's).
-func (t *term) CompleteFailover(ctx context.Context) error {
+func (t *term) CompleteFailover(ctx context.Context, epoch int64) error {
 	path := t.s.layout.Failover()
 	req, st, err := t.s.getFailover(ctx, t.l.Session)
 	if err != nil || req == nil || req.To != t.l.NodeID || req.Done {
 		return err
 	}
-	req.Done, req.Epoch = true, t.l.Epoch
+	req.Done, req.Epoch = true, epoch
 	b, _ := json.Marshal(req)
 	err = t.l.Session.Multi(ctx,
 		zk.CheckOp{Path: t.l.Path, Version: -1},

@@ -977,7 +977,7 @@ func (t *Term) ReadFailover(ctx context.Context) (*cluster.FailoverRequest, erro
 
 // CompleteFailover marks a request to this node done, guarded by the
 // term's entry as zkcluster's is.
-func (t *Term) CompleteFailover(ctx context.Context) error {
+func (t *Term) CompleteFailover(ctx context.Context, epoch int64) error {
 	w := t.w
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -989,7 +989,7 @@ func (t *Term) CompleteFailover(ctx context.Context) error {
 		return ErrGone
 	}
 	d := *r
-	d.Done, d.Epoch = true, t.epoch
+	d.Done, d.Epoch = true, epoch
 	w.setFailoverLocked(&d)
 	return nil
 }
