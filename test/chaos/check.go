@@ -65,7 +65,7 @@ const (
 
 // AllViolationKinds lists every kind, for the summary.
 var AllViolationKinds = []string{VOverlap, VServiceOverlap, VStaleWrite, VWrongWriter, VUnpromoted, VEpochOrder, VStaleLeader, VLateStandDown, VPromoteAfterFailedFence,
-	VFencedByWrongAnswer, VClearAccepted, VSwitchedLed, VZnodeDeleted, VFollowBadLeader, VFollowInTerm, VPromotedPriorityZero, VPromotedAfterVeto, VPromotedAfterDecline, VPromotedLagging,
+	VFencedByWrongAnswer, VClearAccepted, VSwitchedLed, VPinnedTermExtended, VZnodeDeleted, VFollowBadLeader, VFollowInTerm, VPromotedPriorityZero, VPromotedAfterVeto, VPromotedAfterDecline, VPromotedLagging,
 	VPausedAction, VLiveness, VLeaseLostQuiet, VNoTakeover, VLockedOut, VExit, VCrash, VGoroutines, VFDs, VUnhealedFaults}
 
 // Violation is one failed property.
@@ -528,6 +528,7 @@ func Check(h History, cfg CheckConfig) Report {
 	checkWrongFenceAnswers(h, &r, add)
 	checkBreadcrumbClears(h, &r, add)
 	checkSwitched(h, &r, add)
+	checkPinnedTerm(h, &r, add)
 	checkQuietLeaseLoss(h, &r, add)
 	sort.SliceStable(r.Violations, func(i, j int) bool { return r.Violations[i].At.Before(r.Violations[j].At) })
 	return r

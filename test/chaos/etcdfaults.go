@@ -60,7 +60,7 @@ const (
 
 // EtcdNemeses lists the etcd backend's own fault kinds.
 var EtcdNemeses = []string{EtcdKillLeader, EtcdKillMember, EtcdPauseLeader, EtcdPauseMember, EtcdIsolate,
-	EtcdClientPartition, EtcdClientLatency, EtcdLeaseRevoke, EtcdCompact}
+	EtcdClientPartition, EtcdClientLatency, EtcdLeaseRevoke, EtcdCompact, EtcdIsolatePinned}
 
 // DaemonKinds are the fault kinds that strike the daemons, their services,
 // hooks and the operator's controls, not the coordination service: they
@@ -304,6 +304,9 @@ func (m *Nemesis) etcdStep(kind string, id int, leader, anyNode *clustertest.Nod
 		time.Sleep(holdIn(e.Session+time.Second, e.Session+4*time.Second))
 		et.Heal(i)
 		healEtcd(member(i))
+
+	case EtcdIsolatePinned:
+		m.etcdIsolatePinned(id, leader, pick, holdIn, inject, heal)
 
 	case EtcdClientPartition:
 		variant := (m.count[kind] - 1) % 2

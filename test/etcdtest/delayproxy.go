@@ -61,6 +61,19 @@ func (p *DelayProxy) Blackhole(on bool) {
 	p.mu.Unlock()
 }
 
+// Reset closes every connection open now, both ends, as a reset from the
+// network would; the proxy goes on accepting (and, while Blackhole is on,
+// holds what the new connections carry). A client then gives up its
+// connections at once instead of after its keepalive's timeout.
+func (p *DelayProxy) Reset() {
+	p.mu.Lock()
+	for c := range p.conns {
+		c.Close()
+	}
+	p.conns = map[net.Conn]struct{}{}
+	p.mu.Unlock()
+}
+
 // Close stops the proxy and closes every connection.
 func (p *DelayProxy) Close() {
 	p.l.Close()
