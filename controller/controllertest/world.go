@@ -657,7 +657,7 @@ func (n *Node) CheckJoin(ctx context.Context, mode, home string) (cluster.Cluste
 	if n.w.record == nil && home == "" {
 		n.w.record = &cluster.ClusterRecord{ElectionMode: mode, ID: cluster.NewRecordID()}
 	}
-	if err := cluster.Admit(n.w.record, "/ct/config", mode, home); err != nil {
+	if err := cluster.Admit(n.w.record, cluster.Layout{Root: "/failoverd", Cluster: "ct"}.Config(), mode, home); err != nil {
 		return cluster.ClusterRecord{}, err
 	}
 	return *n.w.record, nil
