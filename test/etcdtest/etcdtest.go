@@ -152,6 +152,9 @@ type Options struct {
 	// Security, when set, serves clients over TLS with client
 	// certificates and turns etcd's auth on (see Security).
 	Security *Security
+	// PreVote starts every member with --pre-vote=true: raft's pre-vote,
+	// off by default before etcd 3.5 (Debian's 3.4), on from 3.5.
+	PreVote bool
 }
 
 // Member is one etcd server process.
@@ -298,6 +301,9 @@ func (c *Cluster) launch(m *Member) {
 		"--heartbeat-interval", strconv.FormatInt(c.opts.Heartbeat.Milliseconds(), 10),
 		"--election-timeout", strconv.FormatInt(c.opts.Election.Milliseconds(), 10),
 		"--logger", "zap", "--log-outputs", "stderr",
+	}
+	if c.opts.PreVote {
+		args = append(args, "--pre-vote=true")
 	}
 	args = append(args, c.opts.Security.serverArgs()...)
 	cmd := exec.Command(c.opts.Server.Path, args...)
