@@ -40,8 +40,26 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 	for _, w := range cfg.Warnings() {
 		fmt.Fprintln(stderr, "warning:", w)
 	}
+	if w := homeWarning(cfg); w != "" {
+		fmt.Fprintln(stderr, "warning:", w)
+	}
 	fmt.Fprintln(stdout, "ok")
 	return exitOK
+}
+
+// homeWarning says when the node state file names another place than cfg
+// does ("": it does not, or there is none or it cannot be read here, as
+// by a user other than the daemon's): the daemon would stay out of the
+// election there.
+func homeWarning(cfg *config.Config) string {
+	st, found, err := readHome(homePath(cfg))
+	if err != nil || !found || st.RecordID == "" || st.Coordination == "" || st.Coordination == placeOf(cfg) {
+		return ""
+	}
+	return fmt.Sprintf("node.state_dir: this node last ran in %s (cluster record %s); this file names %s. "+
+		"If that is another coordination service, ensemble, root or prefix, the daemon will stay out of the election "+
+		"there until the cluster is moved with failoverd migrate (docs/operations.md, \"Moving a cluster\"); "+
+		"if it is the same ensemble with other servers listed, ignore this", st.Coordination, st.RecordID, placeOf(cfg))
 }
 
 func cmdRun(args []string, stdout, stderr io.Writer) int {
@@ -242,7 +260,7 @@ func buildOn(cfg *config.Config, logger *slog.Logger, ccfg controller.Config, be
 	if err != nil {
 		return nil, err
 	}
-	home, err := openHome(cfg, be.desc+" "+layoutOf(cfg).Dir())
+	home, err := openHome(cfg, placeOf(cfg))
 	if err != nil {
 		return nil, err
 	}

@@ -75,3 +75,27 @@ func TestNodeStateFile(t *testing.T) {
 		t.Fatalf("an unreadable state file: %v; want an error", err)
 	}
 }
+
+// validate warns when the node state file names another place than the
+// configuration, and says nothing when it names the same one.
+func TestHomeWarning(t *testing.T) {
+	cfg := homeConfig(filepath.Join(t.TempDir(), "state"), "orders", "a")
+	cfg.ZooKeeper.Servers = []string{"z1:2181"}
+	if w := homeWarning(cfg); w != "" {
+		t.Fatalf("warning without a state file: %q", w)
+	}
+	h, err := openHome(cfg, placeOf(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Joined("rec1"); err != nil {
+		t.Fatal(err)
+	}
+	if w := homeWarning(cfg); w != "" {
+		t.Fatalf("warning for the place the node ran in: %q", w)
+	}
+	cfg.ZooKeeper.Root = "/elsewhere"
+	if w := homeWarning(cfg); !strings.Contains(w, "rec1") || !strings.Contains(w, "/elsewhere/orders") || !strings.Contains(w, "failoverd migrate") {
+		t.Fatalf("warning for another root: %q; want the record, the new place and failoverd migrate named", w)
+	}
+}
