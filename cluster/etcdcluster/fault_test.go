@@ -264,12 +264,7 @@ func TestDeadlineIsOurs(t *testing.T) {
 // holds everything for 3.5s while the grant is in flight.
 func TestLateGrantRenewedAtOnce(t *testing.T) {
 	c := etcdtest.Start(t, etcdtest.Options{})
-	proxy := etcdtest.NewDelayProxy(t, c.Members[0].ClientAddr())
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"http://" + proxy.Addr()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cli.Close() })
+	proxy, cli := proxiedClient(t, c)
 	const ttl = 5 * time.Second
 	proxy.Blackhole(true)
 	sent := time.Now()

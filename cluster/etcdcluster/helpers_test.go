@@ -10,6 +10,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"github.com/failoverd/failoverd/cluster"
 	"github.com/failoverd/failoverd/test/etcdtest"
@@ -180,4 +181,17 @@ func admin(t *testing.T, c *etcdtest.Cluster) *clientv3.Client {
 func member(id, state string, epoch int64) cluster.Member {
 	return cluster.Member{Cluster: "t", NodeID: id, Host: "host-" + id, State: state, Role: "standby",
 		Health: "healthy", Epoch: epoch, Since: time.Now().UTC().Truncate(time.Millisecond), Version: "test", Instance: "inst-" + id}
+}
+
+// proxiedClient is a client of c's first member through a DelayProxy, so
+// that a test can hold or cut its traffic.
+func proxiedClient(t *testing.T, c *etcdtest.Cluster) (*etcdtest.DelayProxy, *clientv3.Client) {
+	t.Helper()
+	proxy := etcdtest.NewDelayProxy(t, c.Members[0].ClientAddr())
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"http://" + proxy.Addr()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return proxy, cli
 }

@@ -5,9 +5,6 @@ import (
 	"testing"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
-
 	"github.com/failoverd/failoverd/test/etcdtest"
 )
 
@@ -17,12 +14,7 @@ import (
 // after the hold was released.
 func TestEndedLeaseRevokedAfterTheTermReturned(t *testing.T) {
 	c := etcdtest.Start(t, etcdtest.Options{})
-	proxy := etcdtest.NewDelayProxy(t, c.Members[0].ClientAddr())
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"http://" + proxy.Addr()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cli.Close() })
+	proxy, cli := proxiedClient(t, c)
 	revoked := make(chan time.Time, 8)
 	conn, err := NewConn(cli, ConnConfig{LeaseTTL: 2 * time.Second, Logger: testLogger("a"), onRevoke: func() { revoked <- time.Now() }})
 	if err != nil {
