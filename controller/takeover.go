@@ -236,8 +236,7 @@ type termReads struct {
 
 // joinAgain runs the join checks for this node's home (startReads).
 func (c *Controller) joinAgain(ctx context.Context) error {
-	home, _ := c.home.Load()
-	_, err := c.rec.CheckJoin(ctx, c.cfg.ElectionMode, home)
+	_, err := c.checkJoin(ctx)
 	return err
 }
 

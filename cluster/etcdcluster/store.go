@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
-	"sync"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -44,8 +43,6 @@ type Store struct {
 	nodeID string
 	inst   string
 	log    *slog.Logger
-
-	mu sync.Mutex
 
 	// Set by tests only: afterWatchRead runs in a watch loop between its
 	// read and the watch from the revision after it (where a compaction
@@ -220,7 +217,8 @@ func (s *Store) WatchMembers(ctx context.Context, fn func([]cluster.Member)) err
 // (cluster.Admit; it is created, by a node with no home only, when there
 // is none). A refusal is a *cluster.ModeMismatchError or a
 // *cluster.MovedError; any other error means the checks could not run. The
-// cluster record is read once per session.
+// cluster record is read every time (it is small): a record marked moved
+// refuses at once.
 func (s *Store) CheckJoin(ctx context.Context, mode, home string) (cluster.ClusterRecord, error) {
 	if mode == "" {
 		return cluster.ClusterRecord{}, nil
@@ -236,14 +234,11 @@ func (s *Store) CheckJoin(ctx context.Context, mode, home string) (cluster.Clust
 	if err != nil {
 		return cluster.ClusterRecord{}, err
 	}
-	if r == nil {
-		return cluster.ClusterRecord{}, cluster.Admit(nil, where, mode, home)
-	}
-	rec := *r
-	if err := cluster.Admit(&rec, where, mode, home); err != nil {
+	// r is nil only for a node with a home, which Admit then refuses.
+	if err := cluster.Admit(r, where, mode, home); err != nil {
 		return cluster.ClusterRecord{}, err
 	}
-	return rec, nil
+	return *r, nil
 }
 
 // joinRecord reads the cluster record (nil: there is none and home is set,

@@ -464,14 +464,11 @@ func (s *Store) CheckJoin(ctx context.Context, mode, home string) (cluster.Clust
 	if err != nil {
 		return cluster.ClusterRecord{}, err
 	}
-	if r == nil {
-		return cluster.ClusterRecord{}, cluster.Admit(nil, where, mode, home)
-	}
-	rec := *r
-	if err := cluster.Admit(&rec, where, mode, home); err != nil {
+	// r is nil only for a node with a home, which Admit then refuses.
+	if err := cluster.Admit(r, where, mode, home); err != nil {
 		return cluster.ClusterRecord{}, err
 	}
-	return rec, nil
+	return *r, nil
 }
 
 // joinRecord reads the cluster record (nil: there is none and home is set,

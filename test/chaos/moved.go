@@ -3,6 +3,7 @@ package chaos
 import (
 	"bytes"
 	"os"
+	"strings"
 	"syscall"
 	"time"
 
@@ -69,8 +70,7 @@ func (m *Nemesis) switchedPlace(id int, leader *clustertest.Node, holdIn func(lo
 	for time.Now().Before(end) {
 		if s, ok := n.Status(); ok {
 			led = led || s.State == controller.StateLeader
-			refused = refused || len(s.NotLeading) >= len(controller.NotLeadingJoinRefused) &&
-				s.NotLeading[:len(controller.NotLeadingJoinRefused)] == controller.NotLeadingJoinRefused
+			refused = refused || strings.HasPrefix(s.NotLeading, controller.NotLeadingJoinRefused)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
