@@ -93,8 +93,9 @@ var ErrStalePosition = errors.New("cluster: the leader position is of a later ep
 // and nobody computes with it. The zero Revision means "absent": a write
 // at it creates the record and fails if the record exists.
 type Revision struct {
-	n  int64
-	ok bool
+	n   int64
+	ok  bool
+	any bool // AnyRevision
 }
 
 // RevisionOf is a backend's revision n of an existing record.
@@ -109,7 +110,10 @@ func (r Revision) Exists() bool { return r.ok }
 func (r Revision) Backend() (n int64, ok bool) { return r.n, r.ok }
 
 func (r Revision) String() string {
-	if !r.ok {
+	switch {
+	case r.any:
+		return "any"
+	case !r.ok:
 		return "absent"
 	}
 	return fmt.Sprint(r.n)
