@@ -33,8 +33,7 @@ func BenchmarkRedisFollow(b *testing.B) {
 	n := runs("FOLLOW", 20)
 	s := series{}
 	for i := 0; i < n; i++ {
-		old := c.WaitLeader("", 60*time.Second)
-		c.WaitFollowing(old, 60*time.Second, c.Others(old)...)
+		old := c.WaitSettled("", 60*time.Second)
 		target := next(c, old)
 		replicas := c.Others(target)
 		poll := pollFollowing(replicas, target)
@@ -113,9 +112,9 @@ func pollFollowing(nodes []*redistest.Node, leader *redistest.Node) *followPoll 
 		go func(n *redistest.Node) {
 			defer p.wg.Done()
 			for {
-				r := n.Role()
+				r := redistest.RoleOf(n)
 				at := time.Now()
-				if r.Follows(leader.RedisAddr) {
+				if r.Follows(leader.ServiceAddr) {
 					p.mu.Lock()
 					p.first[n.ID] = at
 					p.mu.Unlock()

@@ -16,7 +16,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -152,6 +151,16 @@ type Options struct {
 	// hook sleeps as many seconds as its directory's file demote-sleep
 	// says ("demote_sleep" event), then demotes as usual.
 	GracefulDemoteTimeout time.Duration
+
+	// Service runs beside each failoverd (nil: the toy service, which the
+	// options above shape; an example's service renders its own configs
+	// and takes only Backend, EtcdLeaseTTL and the timeouts below).
+	Service Service
+	// StatusTimeout bounds a request to a node's admin API (default 1s).
+	StatusTimeout time.Duration
+	// SettleTimeout bounds Start's wait for a leader whose service is the
+	// primary, followed by every other node's (default 60s).
+	SettleTimeout time.Duration
 }
 
 // Cluster is a running test cluster.
@@ -174,14 +183,17 @@ type Cluster struct {
 	EtcdSecurity *etcdtest.Security
 }
 
-// Node is one failoverd plus its toy service.
+// Node is one failoverd plus its service.
 type Node struct {
 	c         *Cluster
 	ID        string
 	Config    string
 	AdminAddr string
-	ToyAddr   string
-	Proxy     *zktest.Proxy
+	// ServiceAddr is where the node's service serves (host:port).
+	ServiceAddr string
+	// ToyAddr is the toy service's address (the toy service only).
+	ToyAddr string
+	Proxy   *zktest.Proxy
 	// EtcdProxies (Options.ThroughProxy on etcd) are this node's proxies,
 	// one per etcd member, in member order.
 	EtcdProxies []*zktest.Proxy
@@ -201,9 +213,8 @@ type Node struct {
 	dir        string
 
 	mu     sync.Mutex
-	daemon *exec.Cmd
-	done   chan struct{}
-	exit   error
+	daemon *Process
+	starts int // how many times the daemon was started
 	toy    *exec.Cmd
 	// toyDone is closed when the current toy process has exited.
 	toyDone chan struct{}
@@ -241,11 +252,6 @@ func Binaries(t testing.TB) (failoverd, toy string) {
 		t.Fatal(buildErr)
 	}
 	return filepath.Join(binDir, "failoverd"), filepath.Join(binDir, "toyservice")
-}
-
-func repoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
 }
 
 // Backend names for Options.Backend.
@@ -293,12 +299,6 @@ func Start(t testing.TB, o Options) *Cluster {
 	default:
 		t.Fatalf("clustertest: unknown backend %q", o.Backend)
 	}
-	if _, err := exec.LookPath("curl"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("curl is required (make deps)")
-		}
-		t.Skip("curl is required (make deps)")
-	}
 	if o.Nodes == 0 {
 		o.Nodes = 3
 	}
@@ -311,7 +311,15 @@ func Start(t testing.TB, o Options) *Cluster {
 	if o.Mode == "" {
 		o.Mode = "fair"
 	}
-	fd, toy := Binaries(t)
+	if o.Service == nil {
+		o.Service = &toyService{}
+	}
+	if o.StatusTimeout == 0 {
+		o.StatusTimeout = time.Second
+	}
+	if o.SettleTimeout == 0 {
+		o.SettleTimeout = 60 * time.Second
+	}
 	c := &Cluster{t: t, Opts: o, Dir: t.TempDir(), Token: "test-token-" + strconv.Itoa(os.Getpid())}
 	c.EventsPath = filepath.Join(c.Dir, "events.log")
 	if o.Backend == BackendEtcd {
@@ -335,73 +343,66 @@ func Start(t testing.TB, o Options) *Cluster {
 	}
 	must(t, os.WriteFile(filepath.Join(c.Dir, "token"), []byte(c.Token+"\n"), 0o600))
 	must(t, os.WriteFile(filepath.Join(c.Dir, "zk.cred"), []byte("failoverd:s3cret\n"), 0o600))
-	c.writeScripts()
-
-	ports := zktest.FreePorts(t, 2*o.Nodes)
-	var fenceMap strings.Builder
 	for i := 0; i < o.Nodes; i++ {
-		n := &Node{c: c, ID: fmt.Sprintf("node-%c", 'a'+i),
-			AdminAddr: fmt.Sprintf("127.0.0.1:%d", ports[2*i]),
-			ToyAddr:   fmt.Sprintf("127.0.0.1:%d", ports[2*i+1])}
+		n := &Node{c: c, ID: fmt.Sprintf("node-%c", 'a'+i)}
 		n.dir = filepath.Join(c.Dir, n.ID)
 		must(t, os.MkdirAll(n.dir, 0o755))
-		if o.ThroughProxy && c.ZK != nil {
-			n.Proxy = zktest.NewProxy(t, func() string { return c.ZK.Servers[0].Addr() })
-		}
-		if o.ThroughProxy && c.Etcd != nil {
-			for _, m := range n.etcdMembers() {
-				n.EtcdProxies = append(n.EtcdProxies, zktest.NewProxy(t, m.ClientAddr))
-			}
-		}
-		if o.ProxyEnsemble {
-			for _, s := range c.ZK.Servers {
-				n.ZKProxies = append(n.ZKProxies, zktest.NewProxy(t, s.Addr))
-			}
-			if o.LossProxies {
-				for _, p := range n.ZKProxies {
-					n.ZKLossProxies = append(n.ZKLossProxies, zktest.NewLossProxy(t, p.Addr))
-				}
-			}
-		}
-		if o.EtcdClientProxies && c.Etcd != nil {
-			for _, m := range c.Etcd.Members {
-				n.EtcdDelayProxies = append(n.EtcdDelayProxies, etcdtest.NewDelayProxy(t, m.ClientAddr()))
-			}
-		}
-		if o.PeerProxy {
-			admin, node := n.AdminAddr, n
-			n.PeerProxy = zktest.NewProxy(t, func() string {
-				if s, _ := node.peerTarget.Load().(string); s != "" {
-					return s
-				}
-				return admin
-			})
-		}
-		fmt.Fprintf(&fenceMap, "%s http://%s\n", n.ID, n.ToyAddr)
 		c.Nodes = append(c.Nodes, n)
 	}
-	must(t, os.WriteFile(filepath.Join(c.Dir, "toys.map"), []byte(fenceMap.String()), 0o644))
-	for _, n := range c.Nodes {
-		n.writeConfig(fd)
-		n.startToy(toy)
-	}
-	for _, n := range c.Nodes {
-		n.waitToy()
-	}
+	o.Service.Setup(c)
 	t.Cleanup(func() {
 		for _, n := range c.Nodes {
 			n.Kill(syscall.SIGKILL)
-			n.stopToy()
+			o.Service.Crash(n)
 		}
 		if t.Failed() {
 			c.DumpLogs()
 		}
 	})
+	o.Service.Boot(c)
 	for _, n := range c.Nodes {
 		n.Start()
 	}
-	c.WaitLeader("", 60*time.Second)
+	c.WaitSettled("", o.SettleTimeout)
 	return c
+}
+
+// addProxies puts the fault proxies the options ask for in front of the
+// node's coordination service and admin API.
+func (n *Node) addProxies() {
+	c, o, t := n.c, n.c.Opts, n.c.t
+	if o.ThroughProxy && c.ZK != nil {
+		n.Proxy = zktest.NewProxy(t, func() string { return c.ZK.Servers[0].Addr() })
+	}
+	if o.ThroughProxy && c.Etcd != nil {
+		for _, m := range n.etcdMembers() {
+			n.EtcdProxies = append(n.EtcdProxies, zktest.NewProxy(t, m.ClientAddr))
+		}
+	}
+	if o.ProxyEnsemble {
+		for _, s := range c.ZK.Servers {
+			n.ZKProxies = append(n.ZKProxies, zktest.NewProxy(t, s.Addr))
+		}
+		if o.LossProxies {
+			for _, p := range n.ZKProxies {
+				n.ZKLossProxies = append(n.ZKLossProxies, zktest.NewLossProxy(t, p.Addr))
+			}
+		}
+	}
+	if o.EtcdClientProxies && c.Etcd != nil {
+		for _, m := range c.Etcd.Members {
+			n.EtcdDelayProxies = append(n.EtcdDelayProxies, etcdtest.NewDelayProxy(t, m.ClientAddr()))
+		}
+	}
+	if o.PeerProxy {
+		admin := n.AdminAddr
+		n.PeerProxy = zktest.NewProxy(t, func() string {
+			if s, _ := n.peerTarget.Load().(string); s != "" {
+				return s
+			}
+			return admin
+		})
+	}
 }
 
 func must(t testing.TB, err error) {
@@ -758,7 +759,9 @@ func (n *Node) waitToy() {
 	n.c.t.Fatalf("toy service of %s did not start on %s (running: %v); its log ends:\n%s", n.ID, n.ToyAddr, n.ToyRunning(), log)
 }
 
-// Start runs the node's failoverd (again).
+// Start runs the node's failoverd (again), in the node's directory; the
+// hooks get the events log (FAILOVERD_EVENTS_LOG), the node's directory
+// (DIR) and what the service adds (Service.Env).
 func (n *Node) Start() {
 	fd, _ := Binaries(n.c.t)
 	n.mu.Lock()
@@ -768,25 +771,27 @@ func (n *Node) Start() {
 		argv = n.c.Opts.DaemonWrap(n, argv)
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
-	out, err := os.OpenFile(filepath.Join(n.dir, "failoverd.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	must(n.c.t, err)
-	cmd.Stdout, cmd.Stderr = out, out
-	cmd.Env = append(os.Environ(), "TOY=http://"+n.ToyAddr, "DIR="+n.dir)
+	cmd.Dir = n.dir
+	cmd.Env = append(os.Environ(), "FAILOVERD_EVENTS_LOG="+n.c.EventsPath, "DIR="+n.dir)
+	cmd.Env = append(cmd.Env, n.c.Opts.Service.Env(n)...)
 	if n.c.Opts.DaemonEnv != nil {
 		cmd.Env = append(cmd.Env, n.c.Opts.DaemonEnv(n)...)
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	must(n.c.t, cmd.Start())
-	done := make(chan struct{})
-	n.daemon, n.done = cmd, done
-	go func() {
-		err := cmd.Wait()
-		out.Close()
-		n.mu.Lock()
-		n.exit = err
-		n.mu.Unlock()
-		close(done)
-	}()
+	n.starts++
+	logPath := filepath.Join(n.dir, "failoverd.log")
+	if n.starts > 1 {
+		if f, err := os.OpenFile(logPath, os.O_WRONLY|os.O_APPEND, 0); err == nil {
+			fmt.Fprintf(f, "---- start %d at %s ----\n", n.starts, time.Now().UTC().Format(time.RFC3339Nano))
+			f.Close()
+		}
+	}
+	n.daemon = StartProcess(n.c.t, cmd, logPath)
+}
+
+// DaemonLog is everything the node's failoverd logged so far (all starts).
+func (n *Node) DaemonLog() string {
+	b, _ := os.ReadFile(filepath.Join(n.dir, "failoverd.log"))
+	return string(b)
 }
 
 // SetPeerTarget makes the node's peer proxy (Options.PeerProxy), the
@@ -797,13 +802,12 @@ func (n *Node) Start() {
 func (n *Node) SetPeerTarget(addr string) { n.peerTarget.Store(addr) }
 
 // Pid is the daemon's process id (0 when not started).
-func (n *Node) Pid() int {
+func (n *Node) Pid() int { return n.proc().Pid() }
+
+func (n *Node) proc() *Process {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.daemon == nil || n.daemon.Process == nil {
-		return 0
-	}
-	return n.daemon.Process.Pid
+	return n.daemon
 }
 
 // ToyPid is the toy service's process id.
@@ -814,63 +818,30 @@ func (n *Node) ToyPid() int {
 	return n.toy.Process.Pid
 }
 
-// Dir is the node's working directory (logs, config, toy state).
+// Dir is the node's working directory (logs, config, service state).
 func (n *Node) Dir() string { return n.dir }
 
 // Running reports whether the daemon process is alive.
-func (n *Node) Running() bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.done == nil {
-		return false
-	}
-	select {
-	case <-n.done:
-		return false
-	default:
-		return true
-	}
-}
+func (n *Node) Running() bool { return n.proc().Running() }
 
 // Signal sends sig to the daemon.
-func (n *Node) Signal(sig syscall.Signal) {
-	n.mu.Lock()
-	cmd := n.daemon
-	n.mu.Unlock()
-	if cmd != nil && cmd.Process != nil {
-		cmd.Process.Signal(sig)
-	}
-}
+func (n *Node) Signal(sig syscall.Signal) { n.proc().Signal(sig) }
 
-// Kill sends sig and waits for the daemon to exit (SIGCONT first, so a
-// paused daemon can die).
-func (n *Node) Kill(sig syscall.Signal) {
+// Kill sends sig and waits up to 60s for the daemon to exit (SIGCONT
+// first, so a paused daemon can die); it reports whether it did.
+func (n *Node) Kill(sig syscall.Signal) bool {
 	n.Signal(sig)
 	n.Signal(syscall.SIGCONT)
-	n.Wait(30 * time.Second)
+	_, ok := n.Wait(60 * time.Second)
+	return ok
 }
 
 // Wait waits for the daemon to exit and returns its exit error.
-func (n *Node) Wait(timeout time.Duration) (error, bool) {
-	n.mu.Lock()
-	done := n.done
-	n.mu.Unlock()
-	if done == nil {
-		return nil, true
-	}
-	select {
-	case <-done:
-		n.mu.Lock()
-		defer n.mu.Unlock()
-		return n.exit, true
-	case <-time.After(timeout):
-		return nil, false
-	}
-}
+func (n *Node) Wait(timeout time.Duration) (error, bool) { return n.proc().Wait(timeout) }
 
 // Status asks the node's admin API; ok is false when it does not answer.
 func (n *Node) Status() (controller.Status, bool) {
-	cl := http.Client{Timeout: time.Second}
+	cl := http.Client{Timeout: n.c.Opts.StatusTimeout}
 	resp, err := cl.Get("http://" + n.AdminAddr + "/v1/status")
 	if err != nil {
 		return controller.Status{}, false
@@ -947,7 +918,8 @@ func (c *Cluster) Leader() *Node {
 	return found
 }
 
-// WaitLeader waits until a node other than not is promoted.
+// WaitLeader waits until a node other than not reports state leader and
+// its service serves as the primary, and returns it.
 func (c *Cluster) WaitLeader(not string, timeout time.Duration) *Node {
 	c.t.Helper()
 	deadline := time.Now().Add(timeout)
@@ -956,7 +928,7 @@ func (c *Cluster) WaitLeader(not string, timeout time.Duration) *Node {
 			if n.ID == not {
 				continue
 			}
-			if s, ok := n.Status(); ok && s.State == controller.StateLeader {
+			if s, ok := n.Status(); ok && s.State == controller.StateLeader && c.Opts.Service.Primary(n) {
 				return n
 			}
 		}
@@ -974,6 +946,9 @@ type Event struct {
 	KV   map[string]string
 }
 
+// OK reports whether the hook succeeded (result=ok).
+func (e Event) OK() bool { return e.KV["result"] == "ok" }
+
 // Events reads the events log.
 func (c *Cluster) Events() []Event {
 	f, err := os.Open(c.EventsPath)
@@ -984,27 +959,63 @@ func (c *Cluster) Events() []Event {
 	return ParseEvents(f)
 }
 
-// ParseEvents parses "UNIXNANO KIND k=v ..." lines.
+// ParseEvents parses the events log: the toy hooks' "UNIXNANO KIND k=v
+// ..." lines and the examples' "RFC3339NANO event=KIND k=v k=\"quoted
+// value\" ..." lines.
 func ParseEvents(r io.Reader) []Event {
 	var evs []Event
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) < 2 {
-			continue
+		if e, ok := ParseEvent(sc.Text()); ok {
+			evs = append(evs, e)
 		}
-		ns, err := strconv.ParseInt(f[0], 10, 64)
-		if err != nil {
-			continue
-		}
-		e := Event{At: time.Unix(0, ns), Kind: f[1], KV: map[string]string{}}
-		for _, kv := range f[2:] {
-			k, v, _ := strings.Cut(kv, "=")
-			e.KV[k] = v
-		}
-		evs = append(evs, e)
 	}
 	return evs
+}
+
+// ParseEvent parses one line of the events log (ParseEvents).
+func ParseEvent(line string) (Event, bool) {
+	ts, rest, ok := strings.Cut(line, " ")
+	if !ok {
+		return Event{}, false
+	}
+	e := Event{KV: map[string]string{}}
+	if ns, err := strconv.ParseInt(ts, 10, 64); err == nil {
+		e.At = time.Unix(0, ns)
+		e.Kind, rest, _ = strings.Cut(rest, " ")
+	} else if at, err := time.Parse(time.RFC3339Nano, ts); err == nil {
+		e.At = at
+	} else {
+		return Event{}, false
+	}
+	for rest != "" {
+		rest = strings.TrimLeft(rest, " ")
+		k, v, ok := strings.Cut(rest, "=")
+		if !ok {
+			break
+		}
+		if strings.HasPrefix(v, `"`) {
+			end := 1
+			for end < len(v) && v[end] != '"' {
+				if v[end] == '\\' {
+					end++
+				}
+				end++
+			}
+			if uq, err := strconv.Unquote(v[:min(end+1, len(v))]); err == nil {
+				e.KV[k] = uq
+			}
+			rest = v[min(end+1, len(v)):]
+		} else {
+			val, r, _ := strings.Cut(v, " ")
+			e.KV[k] = val
+			rest = r
+		}
+	}
+	if e.Kind == "" {
+		e.Kind = e.KV["event"]
+	}
+	return e, e.Kind != ""
 }
 
 // Find returns the events of a kind, optionally filtered by key=value pairs.
@@ -1053,22 +1064,18 @@ func (c *Cluster) CheckNoOverlap() {
 	}
 }
 
-// DumpLogs writes every node's failoverd log tail and the events log to the test log.
+// DumpLogs writes every node's failoverd and service log tails and the
+// events log to the test log.
 func (c *Cluster) DumpLogs() {
 	for _, n := range c.Nodes {
-		for _, name := range []string{"failoverd.log", "toy.log"} {
-			b, err := os.ReadFile(filepath.Join(n.dir, name))
-			if err != nil {
-				continue
+		for _, p := range append([]string{filepath.Join(n.dir, "failoverd.log")}, c.Opts.Service.Logs(n)...) {
+			if _, err := os.Stat(p); err == nil {
+				c.t.Logf("==== %s %s ====\n%s", n.ID, filepath.Base(p), Tail(p, 48<<10))
 			}
-			if len(b) > 48<<10 {
-				b = b[len(b)-48<<10:]
-			}
-			c.t.Logf("==== %s %s ====\n%s", n.ID, name, b)
 		}
 	}
-	if b, err := os.ReadFile(c.EventsPath); err == nil {
-		c.t.Logf("==== events ====\n%s", b)
+	if _, err := os.Stat(c.EventsPath); err == nil {
+		c.t.Logf("==== events ====\n%s", Tail(c.EventsPath, 48<<10))
 	}
 }
 

@@ -36,3 +36,15 @@ func runCmd(bin string, args ...string) (string, int) {
 	}
 	return string(out), 0
 }
+
+// onEachBackendInParallel runs test as a subtest per backend, named by
+// it, the subtests side by side: the examples' slow scenarios (minutes
+// each) then cost the time of one backend, not two.
+func onEachBackendInParallel(t *testing.T, test func(t *testing.T, backend string)) {
+	for _, b := range clustertest.Backends {
+		t.Run(b, func(t *testing.T) {
+			t.Parallel()
+			test(t, b)
+		})
+	}
+}

@@ -35,11 +35,11 @@ import (
 // close within 30s of that node's failoverd's start. The figures (no
 // primary, write outage, rejoin with or without pg_rewind) are logged;
 // make bench reports them (test/bench/postgres_test.go). The driver is
-// pgtest.RunFailovers. ZooKeeper only: the hooks do not depend on the
-// backend, and a second cluster would double the ~4 minutes.
+// pgtest.RunFailovers. It runs on ZooKeeper and on etcd (lease_ttl 6s),
+// the two clusters side by side.
 //
 // What it needs: the 3 PostgreSQL servers, ZooKeeper and 3 failoverd,
-// about 4 minutes of 2 cores. The bounds of the test itself are generous
+// about 4 minutes of 2 cores per backend. The bounds of the test itself are generous
 // (a leader within 90s, a rejoin within 240s), but follow.sh's own wait
 // for streaming is not: PG_FOLLOW_WAIT (10s, 20s after a pg_rewind) is
 // the example's figure for a quiet host, and a standby started after a
@@ -53,6 +53,8 @@ func TestPostgresFailovers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end")
 	}
-	figures := pgtest.RunFailoversWith(t, 1, pgtest.Options{Env: []string{"PG_FOLLOW_WAIT=25"}})
-	t.Logf("figures:\n%s", pgtest.Format(figures))
+	onEachBackendInParallel(t, func(t *testing.T, backend string) {
+		figures := pgtest.RunFailoversWith(t, 1, pgtest.Options{Backend: backend, Env: []string{"PG_FOLLOW_WAIT=25"}})
+		t.Logf("figures on %s:\n%s", backend, pgtest.Format(figures))
+	})
 }

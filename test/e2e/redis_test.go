@@ -46,12 +46,17 @@ const (
 // readable on every replica; the node that left comes back and follows the
 // new primary too. Throughout, a prober tries a SET on every Redis every
 // 20 ms: no two Redis may accept writes at the same time (see
-// redistest.Overlaps for what 20 ms probes can and cannot prove).
+// redistest.Overlaps for what 20 ms probes can and cannot prove). It runs
+// on ZooKeeper and on etcd, the two clusters side by side.
 func TestRedisReplicasFollowEveryFailover(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end")
 	}
-	c := redistest.Start(t, redistest.Options{})
+	onEachBackendInParallel(t, redisFailovers)
+}
+
+func redisFailovers(t *testing.T, backend string) {
+	c := redistest.Start(t, redistest.Options{Backend: backend})
 	prober := c.StartProber(20 * time.Millisecond)
 	leader := c.WaitSettled("", redisFollowWithin)
 	t.Logf("%s leads at epoch %d; %s follow it", leader.ID, leaderEpoch(t, leader), ids(c.Others(leader)))
@@ -67,15 +72,15 @@ func TestRedisReplicasFollowEveryFailover(t *testing.T) {
 		{
 			name: "crash",
 			cause: func(old *redistest.Node) {
-				old.KillDaemon(syscall.SIGKILL)
-				old.KillRedis()
+				old.Kill(syscall.SIGKILL)
+				old.CrashService()
 			},
 			back: func(old *redistest.Node) {
-				old.StartRedis() // comes back as a parked replica (redis.conf)
-				if r := old.Role(); r.Role != "slave" {
+				old.StartService() // comes back as a parked replica (redis.conf)
+				if r := redistest.RoleOf(old); r.Role != "slave" {
 					t.Errorf("%s's Redis restarted as %v, want a read-only replica", old.ID, r)
 				}
-				old.StartDaemon()
+				old.Start()
 			},
 		},
 		{
@@ -83,35 +88,35 @@ func TestRedisReplicasFollowEveryFailover(t *testing.T) {
 			// takes writes until the successor's fence parks it over the
 			// network.
 			name:  "daemon-crash",
-			cause: func(old *redistest.Node) { old.KillDaemon(syscall.SIGKILL) },
+			cause: func(old *redistest.Node) { old.Kill(syscall.SIGKILL) },
 			back: func(old *redistest.Node) {
-				if r := old.Role(); r.Role != "slave" {
+				if r := redistest.RoleOf(old); r.Role != "slave" {
 					t.Errorf("after the fence, %s's Redis is %v, want a read-only replica", old.ID, r)
 				}
-				old.StartDaemon()
+				old.Start()
 			},
 		},
 		{
 			name: "graceful",
 			cause: func(old *redistest.Node) {
-				old.SignalDaemon(syscall.SIGTERM)
-				if !old.WaitDaemon(30 * time.Second) {
+				old.Signal(syscall.SIGTERM)
+				if _, ok := old.Wait(30 * time.Second); !ok {
 					t.Fatalf("failoverd of %s did not exit within 30s of SIGTERM", old.ID)
 				}
 			},
 			back: func(old *redistest.Node) {
 				// Its demote hook made its Redis a replica before failoverd
 				// let go of the leadership.
-				if r := old.Role(); r.Role != "slave" {
+				if r := redistest.RoleOf(old); r.Role != "slave" {
 					t.Errorf("after a graceful stop, %s's Redis is %v, want a read-only replica", old.ID, r)
 				}
-				old.StartDaemon()
+				old.Start()
 			},
 		},
 		{
 			name:  "unhealthy",
-			cause: func(old *redistest.Node) { old.KillRedis() },
-			back:  func(old *redistest.Node) { old.StartRedis() },
+			cause: func(old *redistest.Node) { old.CrashService() },
+			back:  func(old *redistest.Node) { old.StartService() },
 		},
 		{
 			name: "manual",
@@ -229,28 +234,28 @@ func standbyRedisRestart(t *testing.T, c *redistest.Cluster) {
 	}
 	t.Logf("standby-restart: %s leads; restarting %s's Redis", leader.ID, standby.ID)
 	start := time.Now()
-	standby.KillRedis()
+	standby.CrashService()
 	// Down until its failoverd has seen the health check fail, whatever
 	// the load: a restart it does not notice is out of scope (see
 	// examples/redis/README.md).
 	waitDaemonHealth(t, standby, func(h string) bool { return h != "healthy" }, "not healthy", 60*time.Second)
-	standby.StartRedis()
-	if r := standby.Role(); r.Role != "slave" {
+	standby.StartService()
+	if r := redistest.RoleOf(standby); r.Role != "slave" {
 		t.Errorf("standby-restart: %s's Redis restarted as %v, want a parked read-only replica", standby.ID, r)
-	} else if r.MasterAddr == leader.RedisAddr {
+	} else if r.MasterAddr == leader.ServiceAddr {
 		// Only if failoverd was faster than this ROLE (rise 2 × 1s).
 		t.Logf("standby-restart: %s's Redis already follows %s again", standby.ID, leader.ID)
 	}
 	ev, ok := c.WaitEvent("follow", start, redisRejoinWithin, "node", standby.ID, "reason", "recovered", "result", "ok")
 	if !ok {
 		t.Fatalf("standby-restart: no successful follow run of %s with reason recovered within %v of its Redis's restart (its Redis: %v)",
-			standby.ID, redisRejoinWithin, standby.Role())
+			standby.ID, redisRejoinWithin, redistest.RoleOf(standby))
 	}
 	t.Logf("standby-restart: %s followed %s again (reason recovered) %.1fs after its Redis was killed",
 		standby.ID, ev.KV["leader"], ev.At.Sub(start).Seconds())
 	now := c.WaitSettled("", redisRejoinWithin)
-	if r := standby.Role(); !r.Follows(now.RedisAddr) {
-		t.Errorf("standby-restart: %s's Redis is %v, want a replica of %s (%s) with its link up", standby.ID, r, now.ID, now.RedisAddr)
+	if r := redistest.RoleOf(standby); !r.Follows(now.ServiceAddr) {
+		t.Errorf("standby-restart: %s's Redis is %v, want a replica of %s (%s) with its link up", standby.ID, r, now.ID, now.ServiceAddr)
 	}
 	checkReplicated(t, c, "", []*redistest.Node{now, standby}, "standby-restart")
 }
@@ -293,7 +298,7 @@ func checkReplicated(t *testing.T, c *redistest.Cluster, not string, nodes []*re
 }
 
 func replicated(primary *redistest.Node, nodes []*redistest.Node, key, val string, deadline time.Time) error {
-	if v, err := primary.Do("SET", key, val); err != nil || v != "OK" {
+	if v, err := redistest.Do(primary, "SET", key, val); err != nil || v != "OK" {
 		return fmt.Errorf("SET on the primary %s: %v %v", primary.ID, v, err)
 	}
 	for _, n := range nodes {
@@ -301,12 +306,12 @@ func replicated(primary *redistest.Node, nodes []*redistest.Node, key, val strin
 			continue
 		}
 		for {
-			v, err := n.Do("GET", key)
+			v, err := redistest.Do(n, "GET", key)
 			if err == nil && v == val {
 				break
 			}
 			if time.Now().After(deadline) {
-				return fmt.Errorf("%s does not return %s=%q written on %s (got %v, %v; role %v)", n.ID, key, val, primary.ID, v, err, n.Role())
+				return fmt.Errorf("%s does not return %s=%q written on %s (got %v, %v; role %v)", n.ID, key, val, primary.ID, v, err, redistest.RoleOf(n))
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
@@ -319,10 +324,10 @@ func replicated(primary *redistest.Node, nodes []*redistest.Node, key, val strin
 func checkPromoteEvent(t *testing.T, c *redistest.Cluster, n *redistest.Node, epoch int64, since time.Time) {
 	t.Helper()
 	e := strconv.FormatInt(epoch, 10)
-	if len(redistest.Find(c.Events(), "promote", since, "node", n.ID, "epoch", e, "result", "ok")) == 0 {
+	if len(clustertest.Find(c.EventsSince(since), "promote", "node", n.ID, "epoch", e, "result", "ok")) == 0 {
 		t.Errorf("no successful promote event of %s at epoch %s", n.ID, e)
 	}
-	if v, err := n.Do("GET", "failoverd:epoch"); err != nil || v != e {
+	if v, err := redistest.Do(n, "GET", "failoverd:epoch"); err != nil || v != e {
 		t.Errorf("failoverd:epoch on %s = %v (%v), want %s", n.ID, v, err, e)
 	}
 }
@@ -332,7 +337,7 @@ func checkPromoteEvent(t *testing.T, c *redistest.Cluster, n *redistest.Node, ep
 // primary it turned into a replica).
 func checkFenced(t *testing.T, c *redistest.Cluster, old *redistest.Node, epoch int64, since time.Time, how string) {
 	t.Helper()
-	if len(redistest.Find(c.Events(), "fence", since, "target", old.ID, "target_epoch", strconv.FormatInt(epoch, 10), "how", how, "result", "ok")) == 0 {
+	if len(clustertest.Find(c.EventsSince(since), "fence", "target", old.ID, "target_epoch", strconv.FormatInt(epoch, 10), "how", how, "result", "ok")) == 0 {
 		t.Errorf("no successful fence event for %s at epoch %d with how=%s", old.ID, epoch, how)
 	}
 }

@@ -73,16 +73,16 @@ func RunFailoversWith(t testing.TB, cycles int, o Options) []Figures {
 			name:  "host-crash",
 			cause: func(old *Node) { old.Crash() },
 			back: func(old *Node) {
-				old.StartPG() // what the unit drop-in does: a standby
-				if old.Writable() {
+				old.StartService() // what the unit drop-in does: a standby
+				if Writable(old) {
 					t.Errorf("%s's PostgreSQL, started by start.sh after a crash, is writable", old.ID)
 				}
-				old.StartDaemon()
+				old.Start()
 			},
 		},
 		{
 			name:  "pg-crash",
-			cause: func(old *Node) { old.KillPG() },
+			cause: func(old *Node) { old.CrashService() },
 		},
 		{
 			// A supervisor restarts the crashed PostgreSQL at once (as
@@ -92,8 +92,8 @@ func RunFailoversWith(t testing.TB, cycles int, o Options) []Figures {
 			name: "pg-restart",
 			cause: func(old *Node) {
 				at := time.Now()
-				old.KillPG()
-				if err := old.TryStartPG(); err != nil {
+				old.CrashService()
+				if err := TryStart(old); err != nil {
 					// On a loaded host failoverd's health check may see
 					// PostgreSQL down first: its demote hook then stops
 					// the server start.sh is starting, and start.sh
@@ -110,15 +110,15 @@ func RunFailoversWith(t testing.TB, cycles int, o Options) []Figures {
 		{
 			name: "sigterm",
 			cause: func(old *Node) {
-				old.SignalDaemon(syscall.SIGTERM)
-				if !old.WaitDaemon(60 * time.Second) {
+				old.Signal(syscall.SIGTERM)
+				if _, ok := old.Wait(60 * time.Second); !ok {
 					t.Fatalf("failoverd of %s did not exit within 60s of SIGTERM", old.ID)
 				}
-				if old.Writable() {
+				if Writable(old) {
 					t.Errorf("after a graceful stop, %s's PostgreSQL is writable", old.ID)
 				}
 			},
-			back:       func(old *Node) { old.StartDaemon() },
+			back:       func(old *Node) { old.Start() },
 			wantRewind: "no",
 		},
 		{name: "failover", target: true, wantRewind: "no"},
@@ -126,14 +126,14 @@ func RunFailoversWith(t testing.TB, cycles int, o Options) []Figures {
 			name:  "naive",
 			cause: func(old *Node) { old.Crash() },
 			back: func(old *Node) {
-				os.Remove(old.PGData + "/standby.signal")
-				old.StartPGNaively()
-				if !old.Writable() {
+				os.Remove(PGData(old) + "/standby.signal")
+				StartNaively(old)
+				if !Writable(old) {
 					t.Errorf("%s's PostgreSQL, started by hand without standby.signal, is not a primary", old.ID)
 				}
 				time.Sleep(2 * time.Second)
 				naiveDaemonAt = time.Now()
-				old.StartDaemon()
+				old.Start()
 			},
 			// Started as a primary, it wrote an end-of-recovery checkpoint
 			// the new leader's timeline does not have.
@@ -175,14 +175,14 @@ func RunFailoversWith(t testing.TB, cycles int, o Options) []Figures {
 		if _, ok := c.WaitEvent("promote", start, 30*time.Second, "node", next.ID, "epoch", e, "result", "ok"); !ok {
 			t.Errorf("%s: no successful promote event of %s at epoch %s", s.name, next.ID, e)
 		}
-		if v, err := next.Query("SELECT max(epoch) FROM failoverd_epoch"); err != nil || v != e {
+		if v, err := Query(next, "SELECT max(epoch) FROM failoverd_epoch"); err != nil || v != e {
 			t.Errorf("%s: failoverd_epoch on %s = %q (%v), want %s", s.name, next.ID, v, err, e)
 		}
 		// The surviving standby follows the new primary.
 		c.WaitSettled(old.ID, rejoinWithin, c.Others(old)...)
 		// An insert acknowledged by the new primary: the old one may have
 		// acknowledged some after start, before it went.
-		if !writer.WaitAcks(start, 1, leaderWithin, next.PGAddr) {
+		if !writer.WaitAcks(start, 1, leaderWithin, next.ServiceAddr) {
 			t.Fatalf("%s: no acknowledged insert within %v", s.name, leaderWithin)
 		}
 		f := Figures{Step: s.name}

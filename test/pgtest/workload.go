@@ -40,16 +40,20 @@ type Ack struct {
 
 // StartWriter creates the table on the current leader and starts writing.
 func (c *Cluster) StartWriter(via *Node) *Writer {
-	c.t.Helper()
+	c.T().Helper()
 	l := c.WaitSettled("", 120*time.Second)
-	if _, err := Query1(l.PGAddr, "CREATE TABLE IF NOT EXISTS pgtest_rows (id bigint PRIMARY KEY, at timestamptz DEFAULT now())", 60*time.Second); err != nil {
-		c.t.Fatalf("creating pgtest_rows on %s: %v", l.ID, err)
+	if _, err := Query1(l.ServiceAddr, "CREATE TABLE IF NOT EXISTS pgtest_rows (id bigint PRIMARY KEY, at timestamptz DEFAULT now())", 60*time.Second); err != nil {
+		c.T().Fatalf("creating pgtest_rows on %s: %v", l.ID, err)
 	}
 	w := &Writer{c: c, stop: make(chan struct{}), done: make(chan struct{}), next: 1}
-	w.cmd = exec.Command(c.failoverd, "leader", "-c", via.Config, "--watch", "--json")
+	w.cmd = exec.Command(failoverd(c.T()), "leader", "-c", via.Config, "--watch", "--json")
 	out, err := w.cmd.StdoutPipe()
-	must(c.t, err)
-	must(c.t, w.cmd.Start())
+	if err != nil {
+		c.T().Fatal(err)
+	}
+	if err := w.cmd.Start(); err != nil {
+		c.T().Fatal(err)
+	}
 	go func() {
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
@@ -61,7 +65,7 @@ func (c *Cluster) StartWriter(via *Node) *Writer {
 			}
 		}
 	}()
-	c.t.Cleanup(func() { w.Stop() })
+	c.T().Cleanup(func() { w.Stop() })
 	go w.run()
 	return w
 }
@@ -196,7 +200,7 @@ func (w *Writer) WaitAcks(since time.Time, n int, timeout time.Duration, addr ..
 // Missing returns the acknowledged ids that node's PostgreSQL does not
 // have.
 func Missing(n *Node, acks []Ack) ([]int64, error) {
-	c, err := Dial(n.PGAddr, "postgres", 5*time.Second)
+	c, err := Dial(n.ServiceAddr, "postgres", 5*time.Second)
 	if err != nil {
 		return nil, err
 	}
@@ -245,7 +249,7 @@ func (c *Cluster) StartProber(every time.Duration) *Prober {
 		p.wg.Add(1)
 		go p.probe(n, every)
 	}
-	c.t.Cleanup(p.Stop)
+	c.T().Cleanup(p.Stop)
 	return p
 }
 
@@ -265,7 +269,7 @@ func (p *Prober) probe(n *Node, every time.Duration) {
 		}
 		sent := time.Now()
 		if conn == nil {
-			c, err := Dial(n.PGAddr, "postgres", time.Second)
+			c, err := Dial(n.ServiceAddr, "postgres", time.Second)
 			if err != nil {
 				p.add(Sample{Node: n.ID, Sent: sent, Answered: time.Now()})
 				continue

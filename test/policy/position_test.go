@@ -13,6 +13,7 @@ import (
 
 	"github.com/failoverd/failoverd/cluster"
 	"github.com/failoverd/failoverd/controller"
+	"github.com/failoverd/failoverd/test/clustertest"
 	"github.com/failoverd/failoverd/test/redistest"
 )
 
@@ -40,8 +41,8 @@ func TestLaggingReplicaNotPromoted(t *testing.T) {
 	lagging, caught := others[0], others[1]
 
 	// caught rejoins the election behind lagging.
-	caught.KillDaemon(syscall.SIGTERM)
-	caught.StartDaemon()
+	caught.Kill(syscall.SIGTERM)
+	caught.Start()
 	waitStatus(t, caught, 30*time.Second, "a standby with a position", func(s controller.Status) bool {
 		return s.State == controller.StateStandby && s.Position != nil
 	})
@@ -50,7 +51,7 @@ func TestLaggingReplicaNotPromoted(t *testing.T) {
 		waitStatus(t, n, 30*time.Second, "a position", func(s controller.Status) bool { return s.Position != nil })
 	}
 
-	if _, err := lagging.Do("REPLICAOF", "127.0.0.1", "1"); err != nil {
+	if _, err := redistest.Do(lagging, "REPLICAOF", "127.0.0.1", "1"); err != nil {
 		t.Fatal(err)
 	}
 	before := replOffset(t, lagging)
@@ -98,8 +99,8 @@ func TestLaggingReplicaNotPromoted(t *testing.T) {
 
 	checkQueue(t, caught, primary.ID, lagging.ID, caught.ID)
 	killed := time.Now()
-	primary.KillDaemon(syscall.SIGKILL)
-	primary.KillRedis()
+	primary.Kill(syscall.SIGKILL)
+	primary.CrashService()
 	next := c.WaitLeader(primary.ID, 45*time.Second)
 	if next != caught {
 		t.Fatalf("%s was promoted; want %s, the caught-up replica (%s is %d behind the leader's last position)",
@@ -108,7 +109,7 @@ func TestLaggingReplicaNotPromoted(t *testing.T) {
 	if got := replOffset(t, caught); got < target {
 		t.Errorf("the new primary's offset %d is below the old one's %d", got, target)
 	}
-	if promotes := redistest.Find(c.Events(), "promote", killed, "node", lagging.ID); len(promotes) > 0 {
+	if promotes := clustertest.Find(c.EventsSince(killed), "promote", "node", lagging.ID); len(promotes) > 0 {
 		t.Errorf("%s ran promote although it lagged: %v", lagging.ID, promotes)
 	}
 
@@ -148,7 +149,7 @@ func waitStatus(t *testing.T, n *redistest.Node, d time.Duration, what string, o
 // replOffset is master_repl_offset of n's Redis (what position.sh prints).
 func replOffset(t *testing.T, n *redistest.Node) int64 {
 	t.Helper()
-	v, err := n.Do("INFO", "replication")
+	v, err := redistest.Do(n, "INFO", "replication")
 	if err != nil {
 		t.Fatalf("INFO on %s: %v", n.ID, err)
 	}
@@ -169,7 +170,7 @@ func replOffset(t *testing.T, n *redistest.Node) int64 {
 // writeBytes writes about size bytes of values to n's Redis.
 func writeBytes(t *testing.T, n *redistest.Node, size int) {
 	t.Helper()
-	conn, err := redistest.Dial(n.RedisAddr, 5*time.Second)
+	conn, err := redistest.Dial(n.ServiceAddr, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

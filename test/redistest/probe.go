@@ -34,9 +34,9 @@ func (c *Cluster) StartProber(interval time.Duration) *Prober {
 	p := &Prober{stop: make(chan struct{})}
 	for _, n := range c.Nodes {
 		p.wg.Add(1)
-		go p.run(n.ID, n.RedisAddr, interval)
+		go p.run(n.ID, n.ServiceAddr, interval)
 	}
-	c.t.Cleanup(p.Stop)
+	c.T().Cleanup(p.Stop)
 	return p
 }
 
