@@ -52,15 +52,16 @@ demo:
 	@GO="$(GO)" BACKEND="$(BACKEND)" bash examples/demo/demo.sh
 
 # make demo-redis: a Redis primary and two replicas protected by failoverd
-# (examples/redis); DEMO_KILL=daemon or redis for the other crashes.
+# (examples/redis); DEMO_KILL=daemon or redis for the other crashes;
+# BACKEND=etcd runs it on a local etcd instead of ZooKeeper.
 demo-redis:
-	@GO="$(GO)" bash examples/redis/demo.sh
+	@GO="$(GO)" BACKEND="$(BACKEND)" bash examples/redis/demo.sh
 
 # make demo-postgres: a PostgreSQL primary and two streaming standbys
 # protected by failoverd (examples/postgresql); installs Debian's
-# postgresql when missing.
+# postgresql when missing; BACKEND=etcd runs it on a local etcd.
 demo-postgres:
-	@GO="$(GO)" bash examples/postgresql/demo.sh
+	@GO="$(GO)" BACKEND="$(BACKEND)" bash examples/postgresql/demo.sh
 
 # make chaos DURATION=30m SEED=7: the long chaos schedule (test/chaos) on
 # each backend CHAOS_BACKEND names (zookeeper, etcd, or both: the default,

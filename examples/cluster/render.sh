@@ -26,8 +26,8 @@ toy_base="${TOY_PORT_BASE:-18080}"
 admin_base="${ADMIN_PORT_BASE:-19100}"
 scripts="${SCRIPTS_DIR:-$(cd "$here/../scripts" && pwd)}"
 
-# Escape a value for the right-hand side of a sed s|||.
-esc() { printf '%s' "$1" | sed -e 's/[|&\\]/\\&/g'; }
+# shellcheck source=examples/lib/render.sh
+source "$here/../lib/render.sh"
 
 # Two steps through markers, so a new port can never match another pattern.
 args=(-e "s|127\.0\.0\.1:2181|@ZK@|g" -e "s|\.\./scripts/|@SCRIPTS@/|g")
@@ -44,36 +44,13 @@ if ((toy_base + 3 > admin_base && admin_base + 3 > toy_base)); then
   exit 2
 fi
 
-# to_etcd: the zookeeper block (up to the blank line after it) replaced by
-# the coordination and etcd blocks, when ETCD_ENDPOINTS is set.
-etcd="${ETCD_ENDPOINTS:-}"
-etcd="${etcd// /}"
-to_etcd() {
-  if [[ -z "$etcd" ]]; then
-    cat
-    return
-  fi
-  awk -v eps="${etcd//,/, }" -v ttl="${ETCD_LEASE_TTL:-3s}" '
-    /^zookeeper:/ {
-      print "coordination:\n  backend: etcd\n\netcd:\n  endpoints: [" eps "]\n  prefix: /failoverd"
-      print "  # Whole seconds, at least 2s; 3s keeps the demo quick (validate warns"
-      print "  # below the 5s etcd advises). The demote budget (1.1s) must fit."
-      print "  lease_ttl: " ttl
-      skip = 1
-      next
-    }
-    skip && /^$/ { skip = 0 }
-    !skip
-  '
-}
-
 mkdir -p "$out"
 state="${STATE_DIR:-$(cd "$out" && pwd)/state}"
 args+=(-e "s|state_dir: /var/lib/failoverd|state_dir: $(esc "$state")|")
 for n in a b c; do
   {
     echo "# Rendered by examples/cluster/render.sh from node-$n.yaml; edit the template."
-    sed '1,/^$/d' "$here/node-$n.yaml" | sed "${args[@]}" | to_etcd # minus the template's header
+    sed '1,/^$/d' "$here/node-$n.yaml" | sed "${args[@]}" | to_etcd 3s 'Whole seconds, at least 2s; 3s keeps the demo quick (validate warns' 'below the 5s etcd advises). The demote budget (1.1s) must fit.' # minus the template's header
   } >"$out/node-$n.yaml"
 done
 i=0
@@ -84,6 +61,4 @@ done >"$out/toys.map"
 if [[ ! -s "$out/token" ]]; then
   (umask 077 && od -An -N24 -tx1 /dev/urandom | tr -d ' \n' >"$out/token")
 fi
-coord="zookeeper $zk"
-[[ -z "$etcd" ]] || coord="etcd $etcd"
-echo "rendered $out/node-a.yaml node-b.yaml node-c.yaml ($coord, toy ports $((toy_base + 1))-$((toy_base + 3)), admin ports $((admin_base + 1))-$((admin_base + 3)))"
+echo "rendered $out/node-a.yaml node-b.yaml node-c.yaml ($(coordination_name), toy ports $((toy_base + 1))-$((toy_base + 3)), admin ports $((admin_base + 1))-$((admin_base + 3)))"

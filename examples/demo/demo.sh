@@ -35,18 +35,7 @@ source "$ROOT/examples/lib/demo.sh"
 GO="${GO:-go}"
 KEEP="${DEMO_KEEP:-0}"
 PAUSE="${DEMO_PAUSE:-0}"
-ZK_JAR="${ZOOKEEPER_JAR:-/usr/share/java/zookeeper.jar}"
-JAVA_CP_EXTRA=/usr/share/java/slf4j-log4j12.jar:/usr/share/java/log4j-1.2.jar
 NODES=(node-a node-b node-c)
-BACKEND="${BACKEND:-zookeeper}"
-case "$BACKEND" in
-  zookeeper) COORD=ZooKeeper ;;
-  etcd) COORD=etcd ;;
-  *)
-    echo "demo.sh: BACKEND must be zookeeper or etcd, got '$BACKEND'" >&2
-    exit 2
-    ;;
-esac
 ETCD_LEASE_TTL=3s
 
 # ---------------------------------------------------------------- output ---
@@ -84,7 +73,7 @@ cleanup() {
     # demote its service and delete its breadcrumb (a graceful stop).
     ((${#fds[@]})) && stop TERM 12 "${fds[@]}" 2>/dev/null
     ((${#toys[@]})) && stop TERM 3 "${toys[@]}" 2>/dev/null
-    alive "$ZK_PID" && stop TERM 5 "$ZK_PID" 2>/dev/null
+    stop_backend
     ok "stopped the failoverd daemons, the toy services, the store and $COORD"
   fi
   if [[ -n "$WORK" && -d "$WORK" ]]; then
@@ -105,18 +94,6 @@ trap 'exit 143' TERM
 
 # tcp_open PORT: something accepts connections on 127.0.0.1:PORT.
 
-# http METHOD HOST:PORT PATH: prints the response body; fails if no answer
-# or not 2xx. Plain bash, so the demo needs no curl.
-http() {
-  local resp status
-  resp=$(timeout 3 bash -c '
-    exec 3<>"/dev/tcp/${2%:*}/${2##*:}" || exit 1
-    printf "%s %s HTTP/1.0\r\nHost: %s\r\nContent-Length: 0\r\n\r\n" "$1" "$3" "$2" >&3
-    cat <&3' _ "$1" "$2" "$3" 2>/dev/null) || return 1
-  status=$(printf '%s\n' "$resp" | head -n 1 | cut -d' ' -f2)
-  printf '%s\n' "$resp" | sed '1,/^\r\{0,1\}$/d'
-  [[ "$status" == 2* ]]
-}
 
 # json_get KEY: the value of "KEY" in the JSON object on stdin (flat objects
 # only; enough for the toy service's answers and failoverd's log lines).
@@ -146,36 +123,7 @@ pick_ports() {
   die "no free loopback ports found (set ZK_PORT, TOY_PORT_BASE, ADMIN_PORT_BASE)"
 }
 
-# etcd_bin: the etcd server to run (ETCD_BIN, else the release line that
-# scripts/deps.sh builds, else Debian's).
-etcd_bin() {
-  local cache="${FAILOVERD_CACHE:-$HOME/.cache/failoverd}" f
-  for f in "${ETCD_BIN:-}" "$cache"/etcd-v*/etcd /usr/bin/etcd; do
-    [[ -n "$f" && -x "$f" ]] && echo "$f" && return 0
-  done
-  return 1
-}
 
-# start_etcd starts a one-member etcd on 127.0.0.1:$ZK_PORT (peers on the
-# next port) under $WORK/etcd (ZK_PID) and waits until it serves.
-start_etcd() {
-  local dir="$WORK/etcd" t0 bin
-  bin=$(etcd_bin) || die "no etcd server found (set ETCD_BIN, or run 'make deps')"
-  mkdir -p "$dir"
-  "$bin" --name demo --data-dir "$dir/data" \
-    --listen-client-urls "http://127.0.0.1:$ZK_PORT" --advertise-client-urls "http://127.0.0.1:$ZK_PORT" \
-    --listen-peer-urls "http://127.0.0.1:$((ZK_PORT + 1))" --initial-advertise-peer-urls "http://127.0.0.1:$((ZK_PORT + 1))" \
-    --initial-cluster "demo=http://127.0.0.1:$((ZK_PORT + 1))" --initial-cluster-state new \
-    >"$dir/etcd.log" 2>&1 </dev/null &
-  ZK_PID=$!
-  t0=$(date +%s%N)
-  until http GET "127.0.0.1:$ZK_PORT" /health 2>/dev/null | grep -q '"health":"true"'; do
-    alive "$ZK_PID" || die "etcd exited (see $dir/etcd.log)"
-    (($(ms_since "$t0") < 60000)) || die "etcd did not answer /health within 60s"
-    sleep 0.2
-  done
-  ok "etcd serves on 127.0.0.1:$ZK_PORT ($("$bin" --version | head -n 1), one member, up in $(ms_since "$t0") ms)"
-}
 
 toy_addr() { echo "127.0.0.1:$((TOY_PORT_BASE + $1 + 1))"; } # by index 0..2
 cfg_of() { echo "$WORK/cluster/$1.yaml"; }
@@ -204,16 +152,9 @@ fi
 missing=()
 command -v "$GO" >/dev/null 2>&1 || missing+=("go ($GO)")
 command -v timeout >/dev/null 2>&1 || missing+=(timeout)
-if [[ "$BACKEND" == etcd ]]; then
-  etcd_bin >/dev/null || missing+=("an etcd server (ETCD_BIN)")
-  ((${#missing[@]} == 0)) || die "missing: ${missing[*]}; run 'make deps'"
-  ok "go and etcd ($(etcd_bin)) are here"
-else
-  command -v java >/dev/null 2>&1 || missing+=(java)
-  for f in "$ZK_JAR" ${JAVA_CP_EXTRA//:/ }; do [[ -f "$f" ]] || missing+=("$f"); done
-  ((${#missing[@]} == 0)) || die "missing: ${missing[*]}; run 'sudo make deps' (Debian packages zookeeper, default-jre-headless)"
-  ok "go, java and ZooKeeper ($ZK_JAR) are here"
-fi
+need_backend
+((${#missing[@]} == 0)) || die "missing: ${missing[*]}; run 'sudo make deps' (Debian packages zookeeper, default-jre-headless)"
+ok "go and $BACKEND_FOUND are here"
 
 section "Building failoverd and the toy service"
 mkdir -p bin
@@ -237,19 +178,13 @@ pause
 
 section "Starting $COORD"
 pick_ports
-if [[ "$BACKEND" == etcd ]]; then
-  start_etcd
-  render_env=(ETCD_ENDPOINTS="http://127.0.0.1:$ZK_PORT" ETCD_LEASE_TTL="$ETCD_LEASE_TTL")
-else
-  start_zookeeper
-  render_env=()
-fi
+start_backend
 
 section "Starting three toy services and a failoverd beside each"
 say "The toy service is a stand-in for a database: each node runs one, as"
 say "standby until failoverd promotes it. The primary writes to a shared store"
 say "every 100ms with its epoch; the store rejects writes from an older epoch."
-env "${render_env[@]}" ZK_SERVERS="127.0.0.1:$ZK_PORT" TOY_PORT_BASE="$TOY_PORT_BASE" ADMIN_PORT_BASE="$ADMIN_PORT_BASE" \
+env "${RENDER_ENV[@]}" TOY_PORT_BASE="$TOY_PORT_BASE" ADMIN_PORT_BASE="$ADMIN_PORT_BASE" \
   examples/cluster/render.sh "$WORK/cluster" | indent
 for n in "${NODES[@]}"; do
   out=$("$FAILOVERD" validate -c "$(cfg_of "$n")" 2>&1) || die "failoverd validate $n.yaml: $out"

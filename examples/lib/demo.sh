@@ -1,7 +1,10 @@
-# Shared by the demo scripts (examples/demo/demo.sh, examples/redis/demo.sh),
-# sourced after they set PAUSE, WORK, ZK_PORT, ZK_JAR and JAVA_CP_EXTRA:
-# the output helpers, process helpers, small parsers, and a standalone
-# ZooKeeper. Each script defines its own show_logs (die calls it).
+# Shared by the three demo scripts (examples/demo, examples/redis,
+# examples/postgresql), sourced first: the output helpers, process helpers,
+# small parsers, the backend (BACKEND=zookeeper or etcd: a standalone
+# ZooKeeper or a one-member etcd), its dependencies, start and stop, and
+# the failoverd build. The scripts set PAUSE, WORK and ZK_PORT (the
+# backend's client port) before they use them, and define their own
+# show_logs (die calls it).
 # shellcheck shell=bash
 # The bash -c '...' snippets below expand their own positional arguments:
 # shellcheck disable=SC2016
@@ -114,4 +117,130 @@ EOF
       sed -n 's/^Mode: //p' || true)
   done
   ok "ZooKeeper serves on 127.0.0.1:$ZK_PORT (standalone, tickTime 200ms, up in $(ms_since "$t0") ms)"
+}
+
+# http METHOD HOST:PORT PATH: prints the response body; fails if no answer
+# or a status other than 2xx. Plain bash (/dev/tcp), no curl needed.
+http() {
+  local resp status
+  resp=$(timeout 3 bash -c '
+    exec 3<>"/dev/tcp/${2%:*}/${2##*:}" || exit 1
+    printf "%s %s HTTP/1.0\r\nHost: %s\r\nContent-Length: 0\r\n\r\n" "$1" "$3" "$2" >&3
+    cat <&3' _ "$1" "$2" "$3" 2>/dev/null) || return 1
+  status=$(printf '%s\n' "$resp" | head -n 1 | cut -d' ' -f2)
+  printf '%s\n' "$resp" | sed '1,/^\r\{0,1\}$/d'
+  [[ "$status" == 2* ]]
+}
+
+# --------------------------------------------------------------- backend ---
+
+ZK_JAR="${ZOOKEEPER_JAR:-/usr/share/java/zookeeper.jar}"
+JAVA_CP_EXTRA=/usr/share/java/slf4j-log4j12.jar:/usr/share/java/log4j-1.2.jar
+ZK_PID='' # the ZooKeeper or etcd server
+BACKEND="${BACKEND:-zookeeper}"
+case "$BACKEND" in
+  zookeeper) COORD=ZooKeeper ;;
+  etcd) COORD=etcd ;;
+  *)
+    echo "demo: BACKEND must be zookeeper or etcd, got '$BACKEND'" >&2
+    exit 2
+    ;;
+esac
+
+# etcd_bin: the etcd server to run (ETCD_BIN, else the release line that
+# scripts/deps.sh builds, else Debian's).
+etcd_bin() {
+  local cache="${FAILOVERD_CACHE:-$HOME/.cache/failoverd}" f
+  for f in "${ETCD_BIN:-}" "$cache"/etcd-v*/etcd /usr/bin/etcd; do
+    [[ -n "$f" && -x "$f" ]] && echo "$f" && return 0
+  done
+  return 1
+}
+
+# need_backend: adds what the backend needs and this host lacks to the
+# caller's missing array, and names what it found in BACKEND_FOUND.
+need_backend() {
+  local f
+  if [[ "$BACKEND" == etcd ]]; then
+    BACKEND_FOUND="etcd ($(etcd_bin || echo none))"
+    etcd_bin >/dev/null || missing+=("an etcd server (ETCD_BIN, or make deps)")
+  else
+    BACKEND_FOUND="java and ZooKeeper ($ZK_JAR)"
+    command -v java >/dev/null 2>&1 || missing+=(java)
+    for f in "$ZK_JAR" ${JAVA_CP_EXTRA//:/ }; do [[ -f "$f" ]] || missing+=("$f"); done
+  fi
+  return 0
+}
+
+# start_etcd starts a one-member etcd on 127.0.0.1:$ZK_PORT (peers on the
+# next port) under $WORK/etcd (ZK_PID) and waits until it serves.
+start_etcd() {
+  local dir="$WORK/etcd" t0 bin
+  bin=$(etcd_bin) || die "no etcd server found (set ETCD_BIN, or run 'make deps')"
+  mkdir -p "$dir"
+  "$bin" --name demo --data-dir "$dir/data" \
+    --listen-client-urls "http://127.0.0.1:$ZK_PORT" --advertise-client-urls "http://127.0.0.1:$ZK_PORT" \
+    --listen-peer-urls "http://127.0.0.1:$((ZK_PORT + 1))" --initial-advertise-peer-urls "http://127.0.0.1:$((ZK_PORT + 1))" \
+    --initial-cluster "demo=http://127.0.0.1:$((ZK_PORT + 1))" --initial-cluster-state new \
+    >"$dir/etcd.log" 2>&1 </dev/null &
+  ZK_PID=$!
+  t0=$(date +%s%N)
+  until http GET "127.0.0.1:$ZK_PORT" /health 2>/dev/null | grep -q '"health":"true"'; do
+    alive "$ZK_PID" || die "etcd exited (see $dir/etcd.log)"
+    (($(ms_since "$t0") < 60000)) || die "etcd did not answer /health within 60s"
+    sleep 0.2
+  done
+  ok "etcd serves on 127.0.0.1:$ZK_PORT ($("$bin" --version | head -n 1), one member, up in $(ms_since "$t0") ms)"
+}
+
+# start_backend starts ZooKeeper or etcd on $ZK_PORT, and sets RENDER_ENV
+# to what the examples' render.sh need to write its block (etcd.lease_ttl:
+# ETCD_LEASE_TTL).
+start_backend() {
+  if [[ "$BACKEND" == etcd ]]; then
+    start_etcd
+    RENDER_ENV=(ETCD_ENDPOINTS="http://127.0.0.1:$ZK_PORT" ETCD_LEASE_TTL="$ETCD_LEASE_TTL")
+  else
+    start_zookeeper
+    RENDER_ENV=(ZK_SERVERS="127.0.0.1:$ZK_PORT")
+  fi
+}
+
+# stop_backend stops ZooKeeper or etcd (after the daemons: SIGTERM makes a
+# leader hand over through it).
+stop_backend() {
+  if alive "$ZK_PID"; then stop TERM 5 "$ZK_PID" 2>/dev/null; fi
+  return 0
+}
+
+# backend_logs: the backend's log, for show_logs.
+backend_logs() { echo "$WORK/zookeeper/server.log" "$WORK/etcd/etcd.log"; }
+
+# expiry_note: what a crashed leader waits for before a successor can win.
+expiry_note() {
+  if [[ "$BACKEND" == etcd ]]; then
+    echo "Waiting for etcd to expire its lease (lease_ttl $ETCD_LEASE_TTL)..."
+  else
+    echo "Waiting for ZooKeeper to expire its session (session_timeout $1)..."
+  fi
+}
+
+# build_failoverd sets FAILOVERD: DEMO_FAILOVERD, else bin/failoverd built
+# from this tree.
+build_failoverd() {
+  if [[ -n "${DEMO_FAILOVERD:-}" ]]; then
+    FAILOVERD="$DEMO_FAILOVERD"
+    [[ -x "$FAILOVERD" ]] || die "DEMO_FAILOVERD=$FAILOVERD is not an executable"
+  else
+    section "Building failoverd"
+    mkdir -p bin
+    # Build beside the target and rename: replacing a binary that is running
+    # (another demo, a test) must not fail with "text file busy".
+    BUILD_TMP="bin/.failoverd.$$"
+    "$GO" build -o "$BUILD_TMP" ./cmd/failoverd || die "go build ./cmd/failoverd failed"
+    mv -f "$BUILD_TMP" bin/failoverd
+    BUILD_TMP=''
+    FAILOVERD="$ROOT/bin/failoverd"
+  fi
+  ok "failoverd $("$FAILOVERD" version)"
 }

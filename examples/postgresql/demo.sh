@@ -18,6 +18,10 @@
 # Exit 0 when all of that happened, 1 when not.
 #
 # Environment (all optional):
+#   BACKEND            zookeeper (default) or etcd: the coordination service
+#   ETCD_BIN           the etcd server with BACKEND=etcd (default: the one
+#                      scripts/deps.sh builds, else /usr/bin/etcd)
+#   ETCD_LEASE_TTL     etcd.lease_ttl with BACKEND=etcd   (6s)
 #   DEMO_KEEP=1        keep the work directory
 #   DEMO_PAUSE=1       wait for Enter between the steps
 #   DEMO_SKIP_DEPS=1   do not run scripts/deps.sh
@@ -36,8 +40,7 @@ source "$ROOT/examples/lib/demo.sh"
 GO="${GO:-go}"
 KEEP="${DEMO_KEEP:-0}"
 PAUSE="${DEMO_PAUSE:-0}"
-ZK_JAR="${ZOOKEEPER_JAR:-/usr/share/java/zookeeper.jar}"
-JAVA_CP_EXTRA=/usr/share/java/slf4j-log4j12.jar:/usr/share/java/log4j-1.2.jar
+ETCD_LEASE_TTL="${ETCD_LEASE_TTL:-6s}" # BACKEND=etcd: the example's lease_ttl
 NODES=(node-a node-b node-c)
 HOOKS="$ROOT/examples/postgresql/hooks"
 ROWS=100
@@ -54,7 +57,6 @@ show_logs() {
 
 WORK='' BUILD_TMP=''
 declare -A FD_PID=()
-ZK_PID=''
 
 pg_pids() {
   local n f pid
@@ -78,8 +80,8 @@ cleanup() {
     ((${#fds[@]})) && stop TERM 20 "${fds[@]}" 2>/dev/null
     [[ -n "$WORK" ]] && mapfile -t pgs < <(pg_pids)
     ((${#pgs[@]})) && stop INT 10 "${pgs[@]}" 2>/dev/null
-    alive "$ZK_PID" && stop TERM 5 "$ZK_PID" 2>/dev/null
-    ok "stopped the failoverd daemons, the PostgreSQL servers and ZooKeeper"
+    stop_backend
+    ok "stopped the failoverd daemons, the PostgreSQL servers and $COORD"
   fi
   if [[ -n "$WORK" && -d "$WORK" ]]; then
     if [[ "$KEEP" == 1 ]]; then
@@ -209,7 +211,7 @@ start_failoverd() {
 count_rows() { q "$1" "SELECT count(*) FROM demo_rows" || echo '?'; }
 
 printf '%sfailoverd + PostgreSQL demo%s: a primary and two streaming standbys, a failoverd beside each,\n' "$BOLD" "$RESET"
-printf 'one ZooKeeper, and a primary that crashes. Everything runs on 127.0.0.1 and is removed at the end.\n'
+printf "one $COORD, and a primary that crashes. Everything runs on 127.0.0.1 and is removed at the end.\n"
 
 section "Checking dependencies"
 if [[ "${DEMO_SKIP_DEPS:-0}" != 1 ]]; then
@@ -217,27 +219,14 @@ if [[ "${DEMO_SKIP_DEPS:-0}" != 1 ]]; then
 fi
 missing=()
 [[ -n "${DEMO_FAILOVERD:-}" ]] || command -v "$GO" >/dev/null 2>&1 || missing+=("go ($GO)")
-command -v java >/dev/null 2>&1 || missing+=(java)
 command -v psql >/dev/null 2>&1 || missing+=(psql)
 compgen -G '/usr/lib/postgresql/*/bin/pg_rewind' >/dev/null || missing+=("PostgreSQL server (/usr/lib/postgresql/N/bin)")
 if ((EUID == 0)); then id postgres >/dev/null 2>&1 || missing+=("the postgres user"); fi
-for f in "$ZK_JAR" ${JAVA_CP_EXTRA//:/ }; do [[ -f "$f" ]] || missing+=("$f"); done
+need_backend
 ((${#missing[@]} == 0)) || die "missing: ${missing[*]}; run 'sudo make deps' (Debian packages zookeeper, default-jre-headless, postgresql)"
-ok "go, java, ZooKeeper and $(psql --version) are here"
+ok "go, $BACKEND_FOUND and $(psql --version) are here"
 
-if [[ -n "${DEMO_FAILOVERD:-}" ]]; then
-  FAILOVERD="$DEMO_FAILOVERD"
-  [[ -x "$FAILOVERD" ]] || die "DEMO_FAILOVERD=$FAILOVERD is not an executable"
-else
-  section "Building failoverd"
-  mkdir -p bin
-  BUILD_TMP="bin/.failoverd.$$"
-  "$GO" build -o "$BUILD_TMP" ./cmd/failoverd || die "go build ./cmd/failoverd failed"
-  mv -f "$BUILD_TMP" bin/failoverd
-  BUILD_TMP=''
-  FAILOVERD="$ROOT/bin/failoverd"
-fi
-ok "failoverd $("$FAILOVERD" version)"
+build_failoverd
 
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/failoverd-demo-postgres.XXXXXX")"
 chmod 755 "$WORK" # PostgreSQL runs as postgres when we are root
@@ -247,12 +236,12 @@ chmod 666 "$FAILOVERD_EVENTS_LOG"
 say "work directory: $WORK"
 pause
 
-section "Starting ZooKeeper"
+section "Starting $COORD"
 pick_ports
-start_zookeeper
+start_backend
 
 section "Bootstrapping one PostgreSQL, and starting a failoverd beside each node"
-ZK_SERVERS="127.0.0.1:$ZK_PORT" PG_PORT_BASE="$PG_PORT_BASE" ADMIN_PORT_BASE="$ADMIN_PORT_BASE" \
+env "${RENDER_ENV[@]}" PG_PORT_BASE="$PG_PORT_BASE" ADMIN_PORT_BASE="$ADMIN_PORT_BASE" \
   examples/postgresql/render.sh "$WORK/cluster" | indent
 for n in "${NODES[@]}"; do
   out=$("$FAILOVERD" validate -c "$(cfg_of "$n")" 2>&1) || die "failoverd validate $n.yaml: $out"
@@ -302,7 +291,7 @@ kill_ns=$(date +%s%N)
 pm=$(head -n 1 "$WORK/cluster/$old/data/postmaster.pid")
 { kill -KILL -- "-$pm" "${FD_PID[$old]}" && wait "${FD_PID[$old]}"; } 2>/dev/null || true
 ok "killed PostgreSQL (process group $pm) and failoverd of $old"
-say "Waiting for ZooKeeper to expire its session (session_timeout 6s)..."
+say "$(expiry_note 6s)"
 
 promote_line=''
 while [[ -z "$promote_line" ]]; do

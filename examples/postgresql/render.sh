@@ -6,6 +6,9 @@
 # Usage: render.sh OUTDIR
 # Env (all optional):
 #   ZK_SERVERS        comma-separated host:port list     (127.0.0.1:2181)
+#   ETCD_ENDPOINTS    comma-separated etcd client URLs: run on etcd instead of
+#                     ZooKeeper (the zookeeper block becomes an etcd block)
+#   ETCD_LEASE_TTL    etcd.lease_ttl with ETCD_ENDPOINTS   (6s)
 #   STATE_DIR         node.state_dir of every node       (OUTDIR/state)
 #   PG_PORT_BASE      PostgreSQL of node N on base+N     (5440)
 #   ADMIN_PORT_BASE   failoverd admin API on base+N      (19300)
@@ -21,6 +24,8 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=examples/lib/render.sh
+source "$here/../lib/render.sh"
 out="${1:?usage: render.sh OUTDIR}"
 zk="${ZK_SERVERS:-127.0.0.1:2181}"
 zk="${zk// /}"
@@ -46,7 +51,6 @@ state="${STATE_DIR:-$out/state}"
 # PostgreSQL's user must reach its node directory.
 if ((EUID == 0)); then chmod go+x "$out"; fi
 
-esc() { printf '%s' "$1" | sed -e 's/[|&\\]/\\&/g'; }
 
 args=(-e "s|127\.0\.0\.1:2181|@ZK@|g" -e "s|\[hooks/|[@HOOKS@/|g" -e "s|\(node-[abc]\)/pg\.env|@OUT@/\1/pg.env|g")
 for i in 1 2 3; do
@@ -63,7 +67,7 @@ for n in a b c; do
   i=$((i + 1))
   {
     echo "# Rendered by examples/postgresql/render.sh from node-$n.yaml; edit the template."
-    sed '1,/^$/d' "$here/node-$n.yaml" | sed "${args[@]}"
+    sed '1,/^$/d' "$here/node-$n.yaml" | sed "${args[@]}" | to_etcd 6s "6s: the shortest lease that validate accepts beside the 3s demote" "hook; a longer one rides out an etcd leader election more often"
   } >"$out/node-$n.yaml"
   mkdir -p "$out/node-$n"
   cat >"$out/node-$n/pg.env" <<ENV
@@ -84,5 +88,5 @@ done
 if [[ ! -s "$out/token" ]]; then
   (umask 077 && od -An -N24 -tx1 /dev/urandom | tr -d ' \n' >"$out/token")
 fi
-echo "rendered $out/node-{a,b,c}.yaml and node-{a,b,c}/pg.env (zookeeper $zk," \
+echo "rendered $out/node-{a,b,c}.yaml and node-{a,b,c}/pg.env ($(coordination_name)," \
   "PostgreSQL ports $((pg_base + 1))-$((pg_base + 3)), admin ports $((admin_base + 1))-$((admin_base + 3)))"

@@ -15,6 +15,10 @@
 # Exit 0 when all of that happened, 1 when not (or the set-up failed).
 #
 # Environment (all optional):
+#   BACKEND            zookeeper (default) or etcd: the coordination service
+#   ETCD_BIN           the etcd server with BACKEND=etcd (default: the one
+#                      scripts/deps.sh builds, else /usr/bin/etcd)
+#   ETCD_LEASE_TTL     etcd.lease_ttl with BACKEND=etcd   (6s)
 #   DEMO_KILL=node     what crashes: node (Redis + failoverd, default),
 #                      daemon (only failoverd: its Redis still runs as
 #                      primary and must be fenced over the network), or
@@ -42,8 +46,7 @@ GO="${GO:-go}"
 KEEP="${DEMO_KEEP:-0}"
 PAUSE="${DEMO_PAUSE:-0}"
 KILL="${DEMO_KILL:-node}"
-ZK_JAR="${ZOOKEEPER_JAR:-/usr/share/java/zookeeper.jar}"
-JAVA_CP_EXTRA=/usr/share/java/slf4j-log4j12.jar:/usr/share/java/log4j-1.2.jar
+ETCD_LEASE_TTL="${ETCD_LEASE_TTL:-6s}" # BACKEND=etcd: the example's lease_ttl
 NODES=(node-a node-b node-c)
 KEYS=100 # keys written before the crash
 
@@ -59,7 +62,7 @@ esac
 show_logs() {
   [[ -n "${WORK:-}" && -d "${WORK:-}" ]] || return 0
   local f
-  for f in "$WORK"/zookeeper/server.log "$WORK"/events.log "$WORK"/node-*/failoverd.log "$WORK"/node-*/redis.log; do
+  for f in $(backend_logs) "$WORK"/events.log "$WORK"/node-*/failoverd.log "$WORK"/node-*/redis.log; do
     [[ -s "$f" ]] || continue
     printf '\n%s--- last lines of %s ---%s\n' "$DIM" "${f#"$WORK"/}" "$RESET"
     tail -n 15 "$f"
@@ -70,7 +73,6 @@ show_logs() {
 
 WORK='' BUILD_TMP=''
 declare -A FD_PID=() REDIS_PID=()
-ZK_PID=''
 
 
 
@@ -84,12 +86,12 @@ cleanup() {
   for p in "${REDIS_PID[@]}"; do alive "$p" && reds+=("$p"); done
   if ((${#fds[@]} + ${#reds[@]})) || alive "$ZK_PID"; then
     section "Cleaning up"
-    # failoverd first, while ZooKeeper and Redis are still up: SIGTERM
+    # failoverd first, while the backend and Redis are still up: SIGTERM
     # makes a leader demote its Redis and delete its breadcrumb.
     ((${#fds[@]})) && stop TERM 12 "${fds[@]}" 2>/dev/null
     ((${#reds[@]})) && stop TERM 5 "${reds[@]}" 2>/dev/null
-    alive "$ZK_PID" && stop TERM 5 "$ZK_PID" 2>/dev/null
-    ok "stopped the failoverd daemons, the Redis servers and ZooKeeper"
+    stop_backend
+    ok "stopped the failoverd daemons, the Redis servers and $COORD"
   fi
   if [[ -n "$WORK" && -d "$WORK" ]]; then
     if [[ "$KEEP" == 1 ]]; then
@@ -270,7 +272,7 @@ count_keys() { rc "$1" EVAL "return #redis.call('KEYS', 'demo:[0-9][0-9][0-9]')"
 # ------------------------------------------------------------------ demo ---
 
 printf '%sfailoverd + Redis demo%s: a Redis primary and two replicas, a failoverd beside each,\n' "$BOLD" "$RESET"
-printf 'one ZooKeeper, and a primary that crashes. Everything runs on 127.0.0.1 and is removed at the end.\n'
+printf "one $COORD, and a primary that crashes. Everything runs on 127.0.0.1 and is removed at the end.\n"
 
 section "Checking dependencies"
 if [[ "${DEMO_SKIP_DEPS:-0}" != 1 ]]; then
@@ -280,29 +282,14 @@ if [[ "${DEMO_SKIP_DEPS:-0}" != 1 ]]; then
 fi
 missing=()
 [[ -n "${DEMO_FAILOVERD:-}" ]] || command -v "$GO" >/dev/null 2>&1 || missing+=("go ($GO)")
-command -v java >/dev/null 2>&1 || missing+=(java)
 command -v timeout >/dev/null 2>&1 || missing+=(timeout)
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 command -v redis-cli >/dev/null 2>&1 || missing+=(redis-cli)
-for f in "$ZK_JAR" ${JAVA_CP_EXTRA//:/ }; do [[ -f "$f" ]] || missing+=("$f"); done
+need_backend
 ((${#missing[@]} == 0)) || die "missing: ${missing[*]}; run 'sudo make deps' (Debian packages zookeeper, default-jre-headless, redis-server, redis-tools)"
-ok "go, java, ZooKeeper and $(redis-server --version | cut -d' ' -f1-3) are here"
+ok "go, $BACKEND_FOUND and $(redis-server --version | cut -d' ' -f1-3) are here"
 
-if [[ -n "${DEMO_FAILOVERD:-}" ]]; then
-  FAILOVERD="$DEMO_FAILOVERD"
-  [[ -x "$FAILOVERD" ]] || die "DEMO_FAILOVERD=$FAILOVERD is not an executable"
-else
-  section "Building failoverd"
-  mkdir -p bin
-  # Build beside the target and rename: replacing a binary that is running
-  # (another demo, a test) must not fail with "text file busy".
-  BUILD_TMP="bin/.failoverd.$$"
-  "$GO" build -o "$BUILD_TMP" ./cmd/failoverd || die "go build ./cmd/failoverd failed"
-  mv -f "$BUILD_TMP" bin/failoverd
-  BUILD_TMP=''
-  FAILOVERD="$ROOT/bin/failoverd"
-fi
-ok "failoverd $("$FAILOVERD" version)"
+build_failoverd
 
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/failoverd-demo-redis.XXXXXX")"
 export FAILOVERD_EVENTS_LOG="$WORK/events.log" # every hook appends one line here
@@ -310,12 +297,12 @@ export FAILOVERD_EVENTS_LOG="$WORK/events.log" # every hook appends one line her
 say "work directory: $WORK"
 pause
 
-section "Starting ZooKeeper"
+section "Starting $COORD"
 pick_ports
-start_zookeeper
+start_backend
 
 section "Starting three Redis servers and a failoverd beside each"
-ZK_SERVERS="127.0.0.1:$ZK_PORT" REDIS_PORT_BASE="$REDIS_PORT_BASE" ADMIN_PORT_BASE="$ADMIN_PORT_BASE" \
+env "${RENDER_ENV[@]}" REDIS_PORT_BASE="$REDIS_PORT_BASE" ADMIN_PORT_BASE="$ADMIN_PORT_BASE" \
   examples/redis/render.sh "$WORK/cluster" | indent
 for n in "${NODES[@]}"; do
   mkdir -p "$WORK/$n"
@@ -392,7 +379,7 @@ case "$KILL" in
     kill_ns=$(date +%s%N)
     { kill -KILL "${REDIS_PID[$old]}" "${FD_PID[$old]}" && wait "${REDIS_PID[$old]}" "${FD_PID[$old]}"; } 2>/dev/null || true
     ok "killed redis-server and failoverd of $old at $(date -u +%Y-%m-%dT%H:%M:%S.%3NZ)"
-    say "Waiting for ZooKeeper to expire its session (session_timeout 6s)..."
+    say "$(expiry_note 6s)"
     ;;
   daemon)
     section "Crash: SIGKILL to $old's failoverd (its Redis keeps running as primary)"
@@ -401,7 +388,7 @@ case "$KILL" in
     kill_ns=$(date +%s%N)
     { kill -KILL "${FD_PID[$old]}" && wait "${FD_PID[$old]}"; } 2>/dev/null || true
     ok "killed failoverd of $old at $(date -u +%Y-%m-%dT%H:%M:%S.%3NZ)"
-    say "Waiting for ZooKeeper to expire its session (session_timeout 6s)..."
+    say "$(expiry_note 6s)"
     ;;
   redis)
     section "Crash: SIGKILL to $old's Redis (its failoverd sees an unhealthy service)"
@@ -433,7 +420,7 @@ fence_ok=$(tail -n "+$((events_before + 1))" "$FAILOVERD_EVENTS_LOG" | grep ' ev
 fencer=$new
 [[ -n "$fence_ok" ]] && fencer=$(logfmt_get node "$fence_ok")
 section "Fencing: $fencer makes sure $old's Redis cannot take writes"
-say "$fencer won the election. The breadcrumb in ZooKeeper said $old led at"
+say "$fencer won the election. The breadcrumb in $COORD said $old led at"
 say "epoch $old_epoch, so before promoting, $fencer fenced $old, trying the"
 say "methods of fencing.methods in order:"
 while IFS= read -r line; do
@@ -473,11 +460,11 @@ pause
 section "The new primary, and the replicas following it"
 printf '   %s✓ New leader: %s at epoch %s%s (previous: %s at epoch %s)\n' "$BOLD$GREEN" "$new" "$new_epoch" "$RESET" "$old" "$old_epoch"
 printf '   %s✓ Failover took %s ms%s from the SIGKILL to the promote hook finishing on %s\n' "$BOLD$GREEN" "$failover_ms" "$RESET" "$new"
-# On a busy host the new leader's lease can run out (ZooKeeper answering too
+# On a busy host the new leader's lease can run out ($COORD answering too
 # late) and the leadership move on once more: go on with whoever leads now.
 cur=$(settled_leader 30) || die "no leader with a primary Redis 30s after $new's promotion"
 if [[ "$cur" != "$new" ]]; then
-  note "  (the leadership has moved on to $cur since: $new's lease ran out, ZooKeeper answering"
+  note "  (the leadership has moved on to $cur since: $new's lease ran out, $COORD answering"
   note "   too late on a busy host; $cur fenced $new and took over)"
   new=$cur
   promote_line=$(tail -n "+$((events_before + 1))" "$FAILOVERD_EVENTS_LOG" |

@@ -6,6 +6,9 @@
 # Usage: render.sh OUTDIR
 # Env (all optional):
 #   ZK_SERVERS       comma-separated host:port list   (default 127.0.0.1:2181)
+#   ETCD_ENDPOINTS    comma-separated etcd client URLs: run on etcd instead of
+#                     ZooKeeper (the zookeeper block becomes an etcd block)
+#   ETCD_LEASE_TTL    etcd.lease_ttl with ETCD_ENDPOINTS   (6s)
 #   STATE_DIR        node.state_dir of every node      (default OUTDIR/state)
 #   REDIS_PORT_BASE  Redis of node N on base+N        (default 6380)
 #   ADMIN_PORT_BASE  failoverd admin API on base+N    (default 19200)
@@ -16,6 +19,8 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=examples/lib/render.sh
+source "$here/../lib/render.sh"
 out="${1:?usage: render.sh OUTDIR}"
 zk="${ZK_SERVERS:-127.0.0.1:2181}"
 zk="${zk// /}"
@@ -31,8 +36,6 @@ mkdir -p "$out"
 out="$(cd "$out" && pwd)"
 state="${STATE_DIR:-$out/state}"
 
-# Escape a value for the right-hand side of a sed s|||.
-esc() { printf '%s' "$1" | sed -e 's/[|&\\]/\\&/g'; }
 
 # Two steps through markers, so a new port can never match another pattern.
 args=(-e "s|127\.0\.0\.1:2181|@ZK@|g" -e "s|\[hooks/|[@HOOKS@/|g")
@@ -50,7 +53,7 @@ for n in a b c; do
   i=$((i + 1))
   {
     echo "# Rendered by examples/redis/render.sh from node-$n.yaml; edit the template."
-    sed '1,/^$/d' "$here/node-$n.yaml" | sed "${args[@]}" # minus the template's header
+    sed '1,/^$/d' "$here/node-$n.yaml" | sed "${args[@]}" | to_etcd 6s "6s: the shortest lease that validate accepts beside the 3s demote" "hook; a longer one rides out an etcd leader election more often" # minus the template's header
   } >"$out/node-$n.yaml"
   mkdir -p "$out/node-$n"
   {
@@ -62,5 +65,5 @@ done
 if [[ ! -s "$out/token" ]]; then
   (umask 077 && od -An -N24 -tx1 /dev/urandom | tr -d ' \n' >"$out/token")
 fi
-echo "rendered $out/node-{a,b,c}.yaml and redis-{a,b,c}.conf (zookeeper $zk," \
+echo "rendered $out/node-{a,b,c}.yaml and redis-{a,b,c}.conf ($(coordination_name)," \
   "Redis ports $((redis_base + 1))-$((redis_base + 3)), admin ports $((admin_base + 1))-$((admin_base + 3)))"
