@@ -18,6 +18,7 @@ import (
 
 	"github.com/failoverd/failoverd/admin"
 	"github.com/failoverd/failoverd/adminapi"
+	"github.com/failoverd/failoverd/cluster"
 	"github.com/failoverd/failoverd/controller"
 	"github.com/failoverd/failoverd/fencer"
 	"github.com/failoverd/failoverd/internal/secret"
@@ -62,12 +63,12 @@ func (n *fakeNode) calls() (demotes []string, cedes []time.Duration) {
 var _ admin.Node = (*fakeNode)(nil)
 
 func leaderStatus() controller.Status {
-	return controller.Status{
+	return controller.Status{State: controller.StateLeader, Member: cluster.Member{
 		Cluster: "orders", NodeID: "node-a", Host: "10.0.0.11",
-		State: controller.StateLeader, Role: "leader", Health: "healthy",
+		Role: "leader", Health: "healthy",
 		Epoch: 42, Since: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC),
 		Connected: true, ZKConnected: true, LeaseRemaining: 2.5, Version: "1.2.3",
-	}
+	}}
 }
 
 func withState(state controller.State, health string) controller.Status {

@@ -502,15 +502,14 @@ func (c *Controller) clearErr(msg string) {
 // publish stores a new snapshot when anything shown changed.
 func (c *Controller) publish() {
 	l := &c.l
-	s := &snapshot{status: Status{
+	s := &snapshot{status: Status{State: l.state, Priority: c.priority, Member: cluster.Member{
 		Cluster: c.cfg.Cluster, NodeID: c.cfg.NodeID, Host: c.cfg.Host, AdminURL: c.cfg.AdminURL,
-		State: l.state, Health: l.health.String(), Epoch: l.epoch, Since: l.since,
+		Health: l.health.String(), Epoch: l.epoch, Since: l.since,
 		LastError: l.lastErr, Version: c.cfg.Version, Instance: c.instance, Role: "standby",
-		ServiceAddress: c.cfg.ServiceAddress, Priority: c.priority,
-		Paused: l.pause.cur, CooldownUntil: c.cooldownShown(time.Now()),
+		ServiceAddress: c.cfg.ServiceAddress, Paused: l.pause.cur, CooldownUntil: c.cooldownShown(time.Now()),
 		Position: l.pos.value, PositionAt: l.pos.at,
 		ConfigHash: c.cfg.ConfigHash, ConfigLoadedAt: c.cfg.ConfigLoadedAt,
-	}}
+	}}}
 	if f := l.follow.following; f != nil {
 		s.status.Following, s.status.FollowingEpoch = f.NodeID, f.Epoch
 	}

@@ -16,19 +16,13 @@ const memberDebounce = 25 * time.Millisecond
 // memberWarnEvery bounds how often a repeated member failure is logged.
 const memberWarnEvery = 30 * time.Second
 
-// memberOf is the published record of a status.
+// memberOf is the published record of a status: its Member, with the
+// typed State and Priority, and ZKConnected the same as Connected.
 func memberOf(s Status) cluster.Member {
-	return cluster.Member{
-		Cluster: s.Cluster, NodeID: s.NodeID, Host: s.Host, AdminURL: s.AdminURL,
-		State: string(s.State), Role: s.Role, Health: s.Health, Epoch: s.Epoch, Since: s.Since,
-		Connected: s.Connected, ZKConnected: s.Connected, LeaseRemaining: s.LeaseRemaining, LastError: s.LastError,
-		Version: s.Version, Instance: s.Instance, ServiceAddress: s.ServiceAddress,
-		Following: s.Following, FollowingEpoch: s.FollowingEpoch, FollowingSince: s.FollowingSince,
-		Priority: &s.Priority, Paused: s.Paused, CooldownUntil: s.CooldownUntil,
-		Position: s.Position, PositionAt: s.PositionAt,
-		NotFollowing: s.NotFollowing, NotLeading: s.NotLeading, Holds: s.Holds,
-		ConfigHash: s.ConfigHash, ConfigLoadedAt: s.ConfigLoadedAt,
-	}
+	m := s.Member
+	p := s.Priority
+	m.State, m.Priority, m.ZKConnected = string(s.State), &p, s.Connected
+	return m
 }
 
 // busy reports whether s is in the middle of a takeover or a term's end:

@@ -170,7 +170,7 @@ func TestLint(t *testing.T) {
 // testdata/exposition.golden; run with -update to rewrite it.
 func TestExposition(t *testing.T) {
 	pos := int64(12345)
-	st := &fakeStatus{s: controller.Status{Connected: true, LeaseRemaining: 2.5, Position: &pos}}
+	st := &fakeStatus{s: controller.Status{Member: cluster.Member{Connected: true, LeaseRemaining: 2.5, Position: &pos}}}
 	m, reg := newTestMetrics(t, st.get)
 	exercise(m)
 
@@ -333,9 +333,9 @@ func TestStatusGauges(t *testing.T) {
 		lease     float64
 	}{
 		{controller.Status{}, 0, 0},
-		{controller.Status{Connected: true, LeaseRemaining: 3.25}, 1, 3.25},
-		{controller.Status{Connected: false, LeaseRemaining: 0.5}, 0, 0.5},
-		{controller.Status{Connected: true, Paused: &cluster.Pause{By: "ops"}}, 1, 0},
+		{controller.Status{Member: cluster.Member{Connected: true, LeaseRemaining: 3.25}}, 1, 3.25},
+		{controller.Status{Member: cluster.Member{Connected: false, LeaseRemaining: 0.5}}, 0, 0.5},
+		{controller.Status{Member: cluster.Member{Connected: true, Paused: &cluster.Pause{By: "ops"}}}, 1, 0},
 	} {
 		st.set(tc.status)
 		want := fmt.Sprintf(`
@@ -407,7 +407,7 @@ func TestConcurrentUse(t *testing.T) {
 	for range 4 {
 		wg.Go(func() {
 			exercise(m)
-			st.set(controller.Status{Connected: true})
+			st.set(controller.Status{Member: cluster.Member{Connected: true}})
 			if _, err := reg.Gather(); err != nil {
 				t.Errorf("Gather: %v", err)
 			}
@@ -575,7 +575,7 @@ func TestPositionGauge(t *testing.T) {
 		t.Errorf("unknown position: %d failoverd_position series, %v; want none", n, err)
 	}
 	pos := int64(42)
-	st.set(controller.Status{Position: &pos})
+	st.set(controller.Status{Member: cluster.Member{Position: &pos}})
 	want := `
 # HELP failoverd_position The service's replication position as service.position last printed it; absent while unknown (the command failed) or not configured. Exact up to 2^53.
 # TYPE failoverd_position gauge

@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/failoverd/failoverd/cluster"
 	"github.com/failoverd/failoverd/controller"
 )
 
@@ -19,8 +20,8 @@ func TestStandbyNotFollowing(t *testing.T) {
 		want   string
 	}{
 		{controller.Status{State: controller.StateStandby}, "0"},
-		{controller.Status{State: controller.StateStandby, NotFollowing: controller.NotFollowingStalled + ": position 9 unchanged"}, "1"},
-		{controller.Status{State: controller.StateOut, NotFollowing: controller.NotFollowingFailing + ": 3 failed runs"}, "1"},
+		{controller.Status{State: controller.StateStandby, Member: cluster.Member{NotFollowing: controller.NotFollowingStalled + ": position 9 unchanged"}}, "1"},
+		{controller.Status{State: controller.StateOut, Member: cluster.Member{NotFollowing: controller.NotFollowingFailing + ": 3 failed runs"}}, "1"},
 		{controller.Status{State: controller.StateLeader}, "0"},
 	} {
 		st.set(tc.status)
