@@ -1,19 +1,23 @@
 // Package controllertest is an in-memory world for the controller's
 // state-machine tests: a fair FIFO election whose terms have a fake lease,
-// the breadcrumb (versioned, guarded by the term's entry), the failover
-// request, member records, and scripted hooks and fencer. It starts no
-// goroutines of its own (but for the timer that ends a term whose
-// renewals stopped, which fires in its bubble's time), so inside a
+// a record store keyed by the cluster's Layout (revisions, records of a
+// node's session, directories) on which the real record rules run
+// (cluster.Store, and the Term it makes), and scripted hooks and fencer.
+// It starts no goroutines of its own (but for the timer that ends a term
+// whose renewals stopped, which fires in its bubble's time), and its
+// watches wake through channels closed on change, so inside a
 // testing/synctest bubble synctest.Wait means "the controller has nothing
 // left to do".
 package controllertest
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
+	"path"
+	"sort"
 	"sync"
 	"time"
 
@@ -24,15 +28,29 @@ import (
 // ErrGone is the guard's refusal: the term's election entry is gone.
 var ErrGone = errors.New("controllertest: election entry gone")
 
-// ErrBadVersion is the breadcrumb's compare-and-set refusal.
-var ErrBadVersion = errors.New("controllertest: breadcrumb version changed")
+// ErrBadVersion is the compare-and-set refusal: a record is not at the
+// revision a write gave.
+var ErrBadVersion = fmt.Errorf("controllertest: record version changed: %w", cluster.ErrConflict)
+
+// ErrFailoverStands is ProposeFailover's refusal.
+var ErrFailoverStands = cluster.ErrFailoverStands
+
+// Layout is where the world keeps the records of its one cluster.
+var Layout = cluster.Layout{Root: "/failoverd", Cluster: "ct"}
+
+// record is one stored record.
+type record struct {
+	data    []byte
+	rev     int64
+	session int64 // the session it goes with (0: persistent)
+}
 
 // World is the shared coordination service of the nodes of one test.
 type World struct {
 	mu       sync.Mutex
 	queue    []*entry // the election, in join order: the first one leads
 	entries  int      // entries created so far (their names)
-	lastZxid int64
+	lastZxid int64    // the last epoch handed out
 	// guarantee is how far ahead of now every valid term's Expiry lies
 	// (a lease renewed without fail); session is every term's
 	// SessionTimeout; budget is the demote budget of the world's
@@ -40,39 +58,33 @@ type World struct {
 	// Expiry (StopRenewals), as the real backends' do.
 	guarantee, session, budget time.Duration
 
-	record   *cluster.ClusterRecord // nil: absent (CheckJoin creates it)
-	bc       *breadcrumb.Record     // nil: absent
-	bcVer    int32
-	bcErr    error // ReadBreadcrumb fails with it (corrupt or unreadable)
-	failover *cluster.FailoverRequest
-	foChange chan struct{} // closed and replaced on every failover change
-	members  map[string]cluster.Member
-	known    map[string]cluster.KnownMember // persistent: survives DropMember
+	records  map[string]*record
+	rev      int64 // the revision of the last commit
+	sessions int64 // sessions begun so far
 	nodes    map[string]*Node
-	// leaderPos is the LeaderPosition record (nil: absent), posWrites
-	// every successful write of it.
-	leaderPos *cluster.LeaderPosition
-	posWrites []cluster.LeaderPosition
-	published map[string]int // member record writes per node
-	// lrChange is closed and replaced whenever the breadcrumb or a member
-	// record changes: the leader watches look again.
-	lrChange chan struct{}
-	hideLR   bool // leader changes are not reported to watches
+	// changed is closed and replaced on every change; seq counts the
+	// changes, notified says at which one each key (and its directory)
+	// last changed visibly to watches.
+	changed  chan struct{}
+	seq      int64
+	notified map[string]int64
+
 	// termHop > 0: a term's context ends that long after its candidacy's
 	// (SetTermHop), as zkcluster's does (one goroutine hop).
 	termHop time.Duration
 
+	hideLR      bool              // breadcrumb and member changes are not reported to watches
+	hideFO      bool              // failover changes are not reported to watches
+	bcErr       error             // breadcrumb reads fail with it (SetBreadcrumbError)
+	historyErr  error             // history reads fail with it (SetHistoryError)
 	beforeWrite func(epoch int64) // runs right before a breadcrumb write
 	afterWrite  func(epoch int64) // runs right after a successful one
-	hideFO      bool              // failover changes are not reported to watches
-	lateAnswer  time.Duration     // ProposeFailover answers that late (LateProposeAnswer)
-	pause       *cluster.Pause    // nil: not paused
-	pauseChange chan struct{}     // closed and replaced on every pause change
+	lateAnswer  time.Duration     // a proposed failover request is answered that late
+	published   map[string]int    // member record writes per node
 	writes      []breadcrumb.Record
 	finishes    []int32
+	posWrites   []cluster.LeaderPosition
 	spans       []Span
-	history     []cluster.HistoryEntry
-	historyErr  error // AppendHistory fails with it (SetHistoryError)
 }
 
 // Span is one term as the elector saw it: from the won callback's start to
@@ -90,17 +102,14 @@ func (w *World) Spans() []Span {
 	return append([]Span(nil), w.spans...)
 }
 
-// entry is one candidate's election entry (a znode).
+// entry is one candidate's election entry, a record of its node's session
+// under the election directory.
 type entry struct {
 	node  *Node
+	key   string
 	turn  chan struct{} // closed when first in line
 	first bool
 	term  *Term
-	// name identifies the entry (Successor.Entry); epoch, once a
-	// leader's Successor named this entry, is the epoch it leads with
-	// (as a ZooKeeper znode's czxid is fixed when it joins).
-	name  string
-	epoch int64
 }
 
 // New returns an empty world whose terms have a 6s session and expire
@@ -108,16 +117,14 @@ type entry struct {
 // it would); its elector's demote budget is that grace, 1.7s.
 func New() *World {
 	return &World{
-		guarantee:   5700 * time.Millisecond,
-		session:     6 * time.Second,
-		budget:      1700 * time.Millisecond,
-		bcVer:       -1,
-		foChange:    make(chan struct{}),
-		lrChange:    make(chan struct{}),
-		pauseChange: make(chan struct{}),
-		members:     map[string]cluster.Member{},
-		known:       map[string]cluster.KnownMember{},
-		nodes:       map[string]*Node{},
+		guarantee: 5700 * time.Millisecond,
+		session:   6 * time.Second,
+		budget:    1700 * time.Millisecond,
+		records:   map[string]*record{},
+		nodes:     map[string]*Node{},
+		changed:   make(chan struct{}),
+		notified:  map[string]int64{},
+		published: map[string]int{},
 	}
 }
 
@@ -144,57 +151,224 @@ func (w *World) DemoteBudget() time.Duration {
 	return w.budget
 }
 
+// --- the record store ---
+
+// bump wakes every watch and every waiter. Call with w.mu held.
+func (w *World) bump() {
+	w.seq++
+	close(w.changed)
+	w.changed = make(chan struct{})
+}
+
+// hidden reports whether a change of key is kept from the watches now.
+// Call with w.mu held.
+func (w *World) hidden(key string) bool {
+	return (w.hideLR && (key == Layout.Breadcrumb() || path.Dir(key) == Layout.MembersDir())) ||
+		(w.hideFO && key == Layout.Failover())
+}
+
+// touched notes a change of key. Call with w.mu held, then bump.
+func (w *World) touched(key string) {
+	if w.hidden(key) {
+		return
+	}
+	w.notified[key] = w.seq + 1
+	w.notified[path.Dir(key)] = w.seq + 1
+}
+
+// set writes (data non-nil) or deletes key outside any guard or
+// compare-and-set, as a persistent record, and wakes the watches. Call
+// with w.mu held.
+func (w *World) set(key string, data []byte) {
+	w.rev++
+	if data == nil {
+		delete(w.records, key)
+	} else {
+		w.records[key] = &record{data: data, rev: w.rev}
+	}
+	w.touched(key)
+	w.bump()
+}
+
+// setJSON stores v's JSON at key (nil: deletes it).
+func (w *World) setJSON(key string, v any) {
+	var data []byte
+	if v != nil {
+		data, _ = json.Marshal(v)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.set(key, data)
+}
+
+// getJSON decodes the record at key into v, reporting whether there is one.
+func (w *World) getJSON(key string, v any) (rev int64, ok bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	r := w.records[key]
+	if r == nil {
+		return -1, false
+	}
+	_ = json.Unmarshal(r.data, v)
+	return r.rev, true
+}
+
+// below lists the records directly below dir, ordered by name. Call with
+// w.mu held.
+func (w *World) below(dir string) []string {
+	var keys []string
+	for k := range w.records {
+		if path.Dir(k) == dir {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// read reads qs as node n sees them (term: in a term of n). Call with
+// w.mu held.
+func (w *World) read(n *Node, term bool, qs []cluster.Query) ([]cluster.Result, error) {
+	out := make([]cluster.Result, len(qs))
+	for i, q := range qs {
+		switch {
+		case q.Key == Layout.Breadcrumb() && w.bcErr != nil:
+			return nil, w.bcErr
+		case q.Key == Layout.History() && w.historyErr != nil:
+			return nil, w.historyErr
+		case q.Key == Layout.Config() && !term && n.joinErr != nil:
+			return nil, n.joinErr
+		}
+		keys := []string{q.Key}
+		if q.Dir {
+			keys = w.below(q.Key)
+		}
+		for _, k := range keys {
+			if r := w.records[k]; r != nil {
+				out[i].Items = append(out[i].Items, cluster.Item{Name: path.Base(k), Data: bytes.Clone(r.data),
+					Rev: cluster.RevisionOf(r.rev), Owner: n.owner(r)})
+			}
+		}
+	}
+	return out, nil
+}
+
+// commit applies ops for node n atomically, guarded by t's entry when t
+// is set, with the hooks of the keys written. It returns the breadcrumb
+// records it wrote.
+func (w *World) commit(ctx context.Context, n *Node, t *Term, ops []cluster.Op, finish bool) (cluster.Committed, error) {
+	bcPut := false
+	for _, op := range ops {
+		bcPut = bcPut || (op.Key == Layout.Breadcrumb() && op.Kind != cluster.OpDelete)
+	}
+	w.mu.Lock()
+	before := w.beforeWrite
+	w.mu.Unlock()
+	if t != nil && bcPut && before != nil {
+		before(t.epoch)
+	}
+	if err := ctx.Err(); err != nil {
+		return cluster.Committed{}, err
+	}
+	w.mu.Lock()
+	if t != nil && !t.present() {
+		w.mu.Unlock()
+		return cluster.Committed{}, ErrGone
+	}
+	for _, op := range ops {
+		if op.Key == Layout.Member(n.id) && op.Kind != cluster.OpDelete && t == nil && n.pubErr != nil {
+			w.mu.Unlock()
+			return cluster.Committed{}, n.pubErr
+		}
+		r := w.records[op.Key]
+		switch {
+		case op.Rev.IsAny():
+		case !op.Rev.Exists() && r != nil, op.Rev.Exists() && (r == nil || cluster.RevisionOf(r.rev) != op.Rev):
+			w.mu.Unlock()
+			return cluster.Committed{}, fmt.Errorf("%s at revision %v: %w", op.Key, op.Rev, ErrBadVersion)
+		}
+	}
+	w.rev++
+	c := cluster.Committed{Revs: make([]cluster.Revision, len(ops)), Stamp: w.lastZxid + w.rev}
+	var wrote []breadcrumb.Record
+	late := false
+	for i, op := range ops {
+		w.touched(op.Key)
+		if op.Kind == cluster.OpDelete {
+			if op.Key == Layout.Breadcrumb() && finish {
+				if r := w.records[op.Key]; r != nil {
+					w.finishes = append(w.finishes, int32(r.rev))
+				}
+			}
+			delete(w.records, op.Key)
+			continue
+		}
+		data := bytes.Clone(op.Data)
+		var session int64
+		if old := w.records[op.Key]; old != nil {
+			session = old.session // a put keeps the record's owner
+		}
+		if op.Kind == cluster.OpPutSession {
+			session = n.session
+		}
+		switch {
+		case op.Key == Layout.Member(n.id) && t == nil:
+			data = n.withPosition(data)
+			w.published[n.id]++
+		case op.Key == Layout.Breadcrumb() && t != nil:
+			var rec breadcrumb.Record
+			_ = json.Unmarshal(data, &rec)
+			wrote = append(wrote, rec)
+		case op.Key == Layout.LeaderPosition() && t != nil:
+			var p cluster.LeaderPosition
+			_ = json.Unmarshal(data, &p)
+			w.posWrites = append(w.posWrites, p)
+		case op.Key == Layout.Failover() && t == nil && op.Kind == cluster.OpPutSession:
+			late = true
+		}
+		w.records[op.Key] = &record{data: data, rev: w.rev, session: session}
+		c.Revs[i] = cluster.RevisionOf(w.rev)
+	}
+	if finish {
+		w.remove(t.e)
+	}
+	w.writes = append(w.writes, wrote...)
+	w.bump()
+	after, lateBy := w.afterWrite, w.lateAnswer
+	w.mu.Unlock()
+	if len(wrote) > 0 && after != nil {
+		after(t.epoch)
+	}
+	if late && lateBy > 0 {
+		// The answer travels late: the watches report the request (and
+		// the writer's loop acts on it) before the writer hears back.
+		time.Sleep(lateBy)
+		if err := ctx.Err(); err != nil {
+			return cluster.Committed{}, err
+		}
+	}
+	return c, nil
+}
+
+// --- the election ---
+
 // Node returns the backend of node id (Elector and Records), creating it.
 func (w *World) Node(id string) *Node {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	return w.node(id)
+}
+
+// node returns node id, creating it. Call with w.mu held.
+func (w *World) node(id string) *Node {
 	n := w.nodes[id]
 	if n == nil {
-		n = &Node{w: w, id: id, session: make(chan struct{})}
+		w.sessions++
+		n = &Node{w: w, id: id, session: w.sessions, sessionCh: make(chan struct{})}
+		n.Store = cluster.NewStore(n, cluster.StoreConfig{Layout: Layout, NodeID: id, Instance: "instance-" + id})
 		w.nodes[id] = n
 	}
 	return n
-}
-
-// leaderChanged wakes the leader watches. Call with w.mu held.
-func (w *World) leaderChanged() {
-	if !w.hideLR {
-		close(w.lrChange)
-		w.lrChange = make(chan struct{})
-	}
-}
-
-// HideLeader stops (true) or resumes (false) reporting leader changes to
-// the nodes' leader watches.
-func (w *World) HideLeader(hide bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.hideLR = hide
-	w.leaderChanged()
-}
-
-// PromotedLeader is the promoted leader as cluster.LeaderOf picks it from
-// the breadcrumb and the member records (nil: none).
-func (w *World) PromotedLeader() *cluster.Leader {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.promotedLeader()
-}
-
-func (w *World) promotedLeader() *cluster.Leader {
-	members := make([]cluster.Member, 0, len(w.members))
-	for _, m := range w.members {
-		members = append(members, m)
-	}
-	return cluster.LeaderOf(w.bc, members)
-}
-
-// DropMember deletes node id's member record (its session is gone).
-func (w *World) DropMember(id string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	delete(w.members, id)
-	w.leaderChanged()
 }
 
 // promoteFirst gives the first entry its turn. Call with w.mu held.
@@ -210,6 +384,7 @@ func (w *World) remove(e *entry) bool {
 	for i, x := range w.queue {
 		if x == e {
 			w.queue = append(w.queue[:i:i], w.queue[i+1:]...)
+			w.set(e.key, nil)
 			w.promoteFirst()
 			return true
 		}
@@ -254,8 +429,9 @@ func (w *World) Leader() string {
 // entry stays until the term is released.
 func (w *World) Expire(id string) { w.end(id, cluster.ErrLeaseExpired, false) }
 
-// ExpireSession ends node id's term as a session expiry: its entry is
-// deleted at once and Valid fails.
+// ExpireSession ends node id's term as a session expiry: its session's
+// records (its entry, its member record) are deleted at once, Valid
+// fails, and the node goes on with a new session.
 func (w *World) ExpireSession(id string) { w.end(id, cluster.ErrSessionExpired, true) }
 
 // DeleteZnode deletes node id's entry (an operator's delete): the term
@@ -269,10 +445,15 @@ func (w *World) DeleteZnode(id string) { w.end(id, cluster.ErrEntryDeleted, true
 func (w *World) Lapse(id string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.held(id).invalid = cluster.ErrLeaseExpired
+}
+
+// held returns node id's term, panicking when it holds none. Call with
+// w.mu held.
+func (w *World) held(id string) *Term {
 	for _, e := range w.queue {
 		if e.node.id == id && e.term != nil {
-			e.term.invalid = cluster.ErrLeaseExpired
-			return
+			return e.term
 		}
 	}
 	panic(fmt.Sprintf("controllertest: %s holds no term", id))
@@ -294,18 +475,12 @@ func (w *World) StopRenewalsUnnoticed(id string) { w.stopRenewals(id, false) }
 func (w *World) stopRenewals(id string, noticed bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for _, e := range w.queue {
-		if e.node.id == id && e.term != nil {
-			t := e.term
-			t.frozen = time.Now().Add(t.guarantee)
-			if noticed {
-				frozen := t.frozen
-				time.AfterFunc(time.Until(frozen.Add(-w.budget)), func() { w.lapse(t, frozen) })
-			}
-			return
-		}
+	t := w.held(id)
+	t.frozen = time.Now().Add(t.guarantee)
+	if noticed {
+		frozen := t.frozen
+		time.AfterFunc(time.Until(frozen.Add(-w.budget)), func() { w.lapse(t, frozen) })
 	}
-	panic(fmt.Sprintf("controllertest: %s holds no term", id))
 }
 
 // lapse ends t, whose renewals stopped at frozen, as its elector would:
@@ -327,53 +502,42 @@ func (w *World) EndTerm(id string, cause error) { w.end(id, cause, false) }
 
 func (w *World) end(id string, cause error, deleteEntry bool) {
 	w.mu.Lock()
-	var t *Term
-	for _, e := range w.queue {
-		if e.node.id == id && e.term != nil {
-			t = e.term
-			if deleteEntry {
-				w.remove(e)
-			}
-			break
-		}
+	t := w.held(id)
+	if deleteEntry {
+		w.remove(t.e)
 	}
-	if t != nil {
-		t.invalid = cause
-	}
-	if t != nil && cause == cluster.ErrSessionExpired {
-		delete(w.members, id) // ephemeral, of the session that ended
-		w.leaderChanged()
+	t.invalid = cause
+	if cause == cluster.ErrSessionExpired {
+		t.e.node.newSession()
 	}
 	w.mu.Unlock()
-	if t == nil {
-		panic(fmt.Sprintf("controllertest: %s holds no term", id))
-	}
 	t.cancel(cause)
 }
 
+// --- the records, as tests set and inspect them ---
+
 // SetBreadcrumb stores r (nil: deletes it).
 func (w *World) SetBreadcrumb(r *breadcrumb.Record) {
+	var data []byte
+	if r != nil {
+		var err error
+		if data, err = breadcrumb.Encode(*r); err != nil {
+			data, _ = json.Marshal(r) // stored as given: readers find it corrupt
+		}
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	defer w.leaderChanged()
-	if r == nil {
-		w.bc, w.bcVer = nil, -1
-		return
-	}
-	rec := *r
-	w.bc = &rec
-	w.bcVer++
+	w.set(Layout.Breadcrumb(), data)
 }
 
 // Breadcrumb returns the breadcrumb (nil: absent) and its version.
 func (w *World) Breadcrumb() (*breadcrumb.Record, int32) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.bc == nil {
+	var r breadcrumb.Record
+	rev, ok := w.getJSON(Layout.Breadcrumb(), &r)
+	if !ok {
 		return nil, -1
 	}
-	r := *w.bc
-	return &r, w.bcVer
+	return &r, int32(rev)
 }
 
 // SetBreadcrumbError makes every breadcrumb read fail with err (nil: reads work).
@@ -384,20 +548,47 @@ func (w *World) SetBreadcrumbError(err error) {
 }
 
 // BeforeWrite runs f (with the writer's epoch) right before every
-// breadcrumb write, outside the world's lock: the injection point of the
-// tests that end a term there.
+// breadcrumb write of a term, outside the world's lock: the injection
+// point of the tests that end a term there.
 func (w *World) BeforeWrite(f func(epoch int64)) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.beforeWrite = f
 }
 
-// AfterWrite runs f right after every successful breadcrumb write, outside
-// the world's lock.
+// AfterWrite runs f right after every successful breadcrumb write of a
+// term, outside the world's lock.
 func (w *World) AfterWrite(f func(epoch int64)) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.afterWrite = f
+}
+
+// Writes lists the breadcrumbs terms wrote, in order.
+func (w *World) Writes() []breadcrumb.Record {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]breadcrumb.Record(nil), w.writes...)
+}
+
+// Finishes lists the breadcrumb version every successful Finish deleted.
+func (w *World) Finishes() []int32 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]int32(nil), w.finishes...)
+}
+
+// HideLeader stops (true) or resumes (false) reporting changes of the
+// breadcrumb and the member records to the nodes' watches.
+func (w *World) HideLeader(hide bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.hideLR = hide
+	if !hide {
+		w.touched(Layout.Breadcrumb())
+		w.touched(Layout.Member("any"))
+		w.bump()
+	}
 }
 
 // HideFailover stops (true) or resumes (false) reporting failover changes
@@ -407,71 +598,204 @@ func (w *World) HideFailover(hide bool) {
 	defer w.mu.Unlock()
 	w.hideFO = hide
 	if !hide {
-		close(w.foChange)
-		w.foChange = make(chan struct{})
+		w.touched(Layout.Failover())
+		w.bump()
 	}
 }
 
-// Writes lists the breadcrumbs written, in order.
-func (w *World) Writes() []breadcrumb.Record {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return append([]breadcrumb.Record(nil), w.writes...)
-}
-
-// Finishes lists the bcVersion of every successful Finish.
-func (w *World) Finishes() []int32 {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return append([]int32(nil), w.finishes...)
-}
-
-// SetFailover stores the failover request (nil: withdraws it).
+// SetFailover stores the failover request, persistent (nil: withdraws it).
 func (w *World) SetFailover(r *cluster.FailoverRequest) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.setFailoverLocked(r)
+	if r == nil {
+		w.setJSON(Layout.Failover(), nil)
+		return
+	}
+	w.setJSON(Layout.Failover(), r)
 }
 
-func (w *World) setFailoverLocked(r *cluster.FailoverRequest) {
-	if r != nil {
-		c := *r
-		r = &c
-	}
-	w.failover = r
-	if !w.hideFO {
-		close(w.foChange)
-		w.foChange = make(chan struct{})
-	}
-}
-
-// Failover returns the failover request (nil: none).
+// Failover returns the failover request (nil: none or unreadable).
 func (w *World) Failover() *cluster.FailoverRequest {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.failover == nil {
-		return nil
+	if r := w.records[Layout.Failover()]; r != nil {
+		return cluster.DecodeFailover(r.data)
 	}
-	r := *w.failover
-	return &r
+	return nil
+}
+
+// LateProposeAnswer makes every ProposeFailover answer d after the
+// request is stored (and reported to the watches).
+func (w *World) LateProposeAnswer(d time.Duration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.lateAnswer = d
+}
+
+// SetClusterRecord replaces the cluster record (nil: none), as a move of
+// the cluster (failoverd migrate) or an operator would.
+func (w *World) SetClusterRecord(r *cluster.ClusterRecord) {
+	if r == nil {
+		w.setJSON(Layout.Config(), nil)
+		return
+	}
+	w.setJSON(Layout.Config(), r)
 }
 
 // Member returns node id's published record.
 func (w *World) Member(id string) (cluster.Member, bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	m, ok := w.members[id]
+	var m cluster.Member
+	_, ok := w.getJSON(Layout.Member(id), &m)
 	return m, ok
 }
 
-// Node is one node's view of the world: it implements controller.Elector
-// and controller.Records.
+// Members returns every member record, sorted by node id.
+func (w *World) Members() []cluster.Member {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.members()
+}
+
+// members decodes the member records. Call with w.mu held.
+func (w *World) members() []cluster.Member {
+	out := []cluster.Member{}
+	for _, k := range w.below(Layout.MembersDir()) {
+		var m cluster.Member
+		if json.Unmarshal(w.records[k].data, &m) != nil {
+			m = cluster.Member{NodeID: path.Base(k), State: "unreadable"}
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// DropMember deletes node id's member record (its session is gone).
+func (w *World) DropMember(id string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.set(Layout.Member(id), nil)
+}
+
+// Publishes counts node id's member record writes so far.
+func (w *World) Publishes(id string) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.published[id]
+}
+
+// PromotedLeader is the promoted leader as cluster.LeaderOf picks it from
+// the breadcrumb and the member records (nil: none).
+func (w *World) PromotedLeader() *cluster.Leader {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var bc *breadcrumb.Record
+	if r := w.records[Layout.Breadcrumb()]; r != nil {
+		if rec, err := breadcrumb.Decode(r.data); err == nil {
+			bc = &rec
+		}
+	}
+	return cluster.LeaderOf(bc, w.members())
+}
+
+// Known lists the known-member records, sorted by node id.
+func (w *World) Known() []cluster.KnownMember {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := []cluster.KnownMember{}
+	for _, k := range w.below(Layout.KnownDir()) {
+		out = append(out, cluster.DecodeKnown(path.Base(k), w.records[k].data))
+	}
+	return out
+}
+
+// LeaderPosition returns the LeaderPosition record (nil: none).
+func (w *World) LeaderPosition() *cluster.LeaderPosition {
+	var p cluster.LeaderPosition
+	if _, ok := w.getJSON(Layout.LeaderPosition(), &p); !ok {
+		return nil
+	}
+	return &p
+}
+
+// SetLeaderPosition stores the LeaderPosition record (nil: deletes it),
+// as a dead leader of an earlier term left it.
+func (w *World) SetLeaderPosition(p *cluster.LeaderPosition) {
+	if p == nil {
+		w.setJSON(Layout.LeaderPosition(), nil)
+		return
+	}
+	w.setJSON(Layout.LeaderPosition(), p)
+}
+
+// PositionWrites lists every leader position a term wrote, in order.
+func (w *World) PositionWrites() []cluster.LeaderPosition {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]cluster.LeaderPosition(nil), w.posWrites...)
+}
+
+// History lists the history entries, oldest first.
+func (w *World) History() []cluster.HistoryEntry {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if r := w.records[Layout.History()]; r != nil {
+		h, _ := cluster.DecodeHistory(r.data)
+		return h
+	}
+	return nil
+}
+
+// SetHistoryError makes every read of the history, and so every
+// AppendHistory, fail with err (nil: they work).
+func (w *World) SetHistoryError(err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.historyErr = err
+}
+
+// SetTermHop makes every later term's context end d after its candidacy's
+// context, not with it: zkcluster translates the cause on its way down
+// (termContext), one goroutine hop later, and the controller must not
+// rely on the context alone to see that it ended a candidacy itself.
+func (w *World) SetTermHop(d time.Duration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.termHop = d
+}
+
+// SetPause pauses the cluster with p (nil: resumes it); the nodes' pause
+// watches see it at once.
+func (w *World) SetPause(p *cluster.Pause) {
+	if p == nil {
+		w.setJSON(Layout.Pause(), nil)
+		return
+	}
+	w.setJSON(Layout.Pause(), p)
+}
+
+// HidePause makes node id's pause watch report nothing at all (its first
+// report included) until ShowPause: its reads of the pause record do not
+// answer, as a backend that cannot read it.
+func (w *World) HidePause(id string, hide bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.node(id).hidePause = hide
+	w.touched(Layout.Pause())
+	w.bump()
+}
+
+// --- a node: its backend (cluster.Backend), its Records (a cluster.Store
+// on it) and its elector ---
+
+// Node is one node's view of the world: it implements cluster.Backend,
+// cluster.Elector, and cluster.Records through the cluster.Store it
+// embeds.
 type Node struct {
+	*cluster.Store
 	w         *World
 	id        string
-	joinErr   error // CheckJoin's answer
-	pubErr    error // PublishMember's answer
-	session   chan struct{}
+	session   int64         // the current session
+	sessionCh chan struct{} // SessionChanged: never closed
+	joinErr   error         // SetJoinError: reads of the cluster record fail with it
+	pubErr    error         // SetPublishError: writes of the member record fail with it
 	warm      bool
 	hidePause bool   // the pause watch reports nothing
 	pos       *int64 // SetPosition: published in every member record
@@ -479,6 +803,169 @@ type Node struct {
 	foBlind   bool   // SetFailoverBlind: the failover watch reports only its first value
 	offline   bool   // SetConnected(false): Connected reports false
 }
+
+var (
+	_ cluster.Backend = (*Node)(nil)
+	_ cluster.Elector = (*Node)(nil)
+	_ cluster.Records = (*Node)(nil)
+)
+
+// owner says whose record r is, as n sees it.
+func (n *Node) owner(r *record) cluster.Owner {
+	switch r.session {
+	case 0:
+		return cluster.Persistent
+	case n.session:
+		return cluster.OwnSession
+	}
+	return cluster.OtherSession
+}
+
+// newSession ends n's session: its records go, a new one begins. As
+// before the world had sessions, SessionChanged does not report it: the
+// node writes its member record again on its next change, not at once
+// (which would race its successor's election). Call with w.mu held.
+func (n *Node) newSession() {
+	w := n.w
+	for k, r := range w.records {
+		// The election entry goes with the term (end removes it).
+		if r.session == n.session && path.Dir(k) != Layout.ElectionDir() {
+			w.set(k, nil)
+		}
+	}
+	w.sessions++
+	n.session = w.sessions
+}
+
+// withPosition returns member record data with the position SetPosition
+// set. Call with w.mu held.
+func (n *Node) withPosition(data []byte) []byte {
+	if n.pos == nil {
+		return data
+	}
+	var m cluster.Member
+	if json.Unmarshal(data, &m) != nil {
+		return data
+	}
+	v := *n.pos
+	m.Position = &v
+	out, _ := json.Marshal(m)
+	return out
+}
+
+// Read reads qs (see cluster.Reader).
+func (n *Node) Read(ctx context.Context, qs ...cluster.Query) ([]cluster.Result, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	n.w.mu.Lock()
+	defer n.w.mu.Unlock()
+	return n.w.read(n, false, qs)
+}
+
+// Commit applies ops atomically (see cluster.KV).
+func (n *Node) Commit(ctx context.Context, ops ...cluster.Op) (cluster.Committed, error) {
+	return n.w.commit(ctx, n, nil, ops, false)
+}
+
+// Fresh returns at once: the world is always in touch.
+func (n *Node) Fresh(ctx context.Context) error { return ctx.Err() }
+
+// SessionChanged is never closed (see newSession).
+func (n *Node) SessionChanged() <-chan struct{} { return n.sessionCh }
+
+// Connected is true unless SetConnected said otherwise.
+func (n *Node) Connected() bool {
+	n.w.mu.Lock()
+	defer n.w.mu.Unlock()
+	return !n.offline
+}
+
+// SetConnected sets what Connected reports (nothing else changes: the
+// node's session and records stay).
+func (n *Node) SetConnected(on bool) {
+	n.w.mu.Lock()
+	defer n.w.mu.Unlock()
+	n.offline = !on
+}
+
+// Queue lists the node ids in the election, first (the leader) first.
+func (n *Node) Queue(ctx context.Context) ([]string, error) { return n.w.Queue(), ctx.Err() }
+
+// Watch starts a watch loop's reader (see cluster.Watcher).
+func (n *Node) Watch(ctx context.Context) cluster.Watcher {
+	return &watcher{n: n, keys: map[string]bool{}}
+}
+
+// watcher is a Watcher of the world: Wait returns once a key read since
+// the last Wait changed visibly (HideLeader, HideFailover and
+// SetFailoverBlind keep changes from it).
+type watcher struct {
+	n     *Node
+	keys  map[string]bool
+	since int64 // the change the first read of the round saw (-1: none yet)
+	read  bool
+}
+
+func (x *watcher) Read(ctx context.Context, qs ...cluster.Query) ([]cluster.Result, error) {
+	w, n := x.n.w, x.n
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		hung := false
+		for _, q := range qs {
+			hung = hung || (n.hidePause && q.Key == Layout.Pause())
+		}
+		if !hung {
+			break
+		}
+		ch := w.changed // a read that does not answer until HidePause ends
+		w.mu.Unlock()
+		select {
+		case <-ctx.Done():
+		case <-ch:
+		}
+		w.mu.Lock()
+	}
+	if !x.read {
+		x.read, x.since = true, w.seq
+	}
+	for _, q := range qs {
+		x.keys[q.Key] = true
+	}
+	return w.read(n, false, qs)
+}
+
+func (x *watcher) Wait(ctx context.Context) error {
+	w := x.n.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for {
+		if x.read {
+			for k := range x.keys {
+				if w.notified[k] > x.since && !(k == Layout.Failover() && x.n.foBlind) {
+					x.read = false
+					clear(x.keys)
+					return nil
+				}
+			}
+		}
+		ch := w.changed
+		w.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			w.mu.Lock()
+			return ctx.Err()
+		case <-ch:
+		}
+		w.mu.Lock()
+	}
+}
+
+func (x *watcher) Close() {}
 
 // SetFailoverBlind makes the node's failover watch report nothing after
 // its first value, as a watch whose notification is late: the node learns
@@ -497,7 +984,7 @@ func (n *Node) SetRefusal(err error) {
 	defer n.w.mu.Unlock()
 	n.refusal = err
 	if err == nil {
-		n.w.leaderChanged() // wakes a Campaign waiting for it
+		n.w.bump() // wakes a Campaign waiting for it
 	}
 }
 
@@ -505,19 +992,22 @@ func (n *Node) SetRefusal(err error) {
 // carry position p (nil: what the controller publishes), as if its
 // position command printed it; the current record changes at once.
 func (n *Node) SetPosition(p *int64) {
-	n.w.mu.Lock()
-	defer n.w.mu.Unlock()
+	w := n.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	n.pos = p
-	if m, ok := n.w.members[n.id]; ok && p != nil {
-		v := *p
-		m.Position = &v
-		n.w.members[n.id] = m
-		n.w.leaderChanged()
+	key := Layout.Member(n.id)
+	if r := w.records[key]; r != nil && p != nil {
+		w.rev++
+		w.records[key] = &record{data: n.withPosition(r.data), rev: w.rev, session: r.session}
+		w.touched(key)
+		w.bump()
 	}
 }
 
 // SetJoinError makes CheckJoin answer err (a *cluster.ModeMismatchError is
-// a refusal, anything else a failure to check).
+// a refusal, anything else a failure to check): the node's reads of the
+// cluster record fail with it.
 func (n *Node) SetJoinError(err error) {
 	n.w.mu.Lock()
 	defer n.w.mu.Unlock()
@@ -525,7 +1015,8 @@ func (n *Node) SetJoinError(err error) {
 }
 
 // SetPublishError makes PublishMember answer err (a
-// *cluster.DuplicateIDError is a refusal).
+// *cluster.DuplicateIDError is a refusal): the node's writes of its
+// member record fail with it.
 func (n *Node) SetPublishError(err error) {
 	n.w.mu.Lock()
 	defer n.w.mu.Unlock()
@@ -539,14 +1030,30 @@ func (n *Node) Warmed() bool {
 	return n.warm
 }
 
+// Warm records the hint.
+func (n *Node) Warm(on bool) {
+	n.w.mu.Lock()
+	defer n.w.mu.Unlock()
+	n.warm = on
+}
+
+// Refusal says what SetRefusal set.
+func (n *Node) Refusal() error {
+	n.w.mu.Lock()
+	defer n.w.mu.Unlock()
+	return n.refusal
+}
+
 // Campaign joins the election until ctx ends: fair and FIFO, one entry per
-// term, a new entry after each term (as the ZooKeeper elector does).
+// term, a new entry after each term (as the ZooKeeper elector does). Each
+// entry is a record of the node's session under the election directory;
+// won gets the cluster.Term the node's Store makes of the world's Term.
 func (n *Node) Campaign(ctx context.Context, won func(context.Context, cluster.Term)) error {
 	w := n.w
 	for ctx.Err() == nil {
 		w.mu.Lock()
 		if n.refusal != nil {
-			ch := w.lrChange
+			ch := w.changed
 			w.mu.Unlock()
 			select {
 			case <-ctx.Done():
@@ -555,8 +1062,12 @@ func (n *Node) Campaign(ctx context.Context, won func(context.Context, cluster.T
 			continue
 		}
 		w.entries++
-		e := &entry{node: n, turn: make(chan struct{}), name: fmt.Sprintf("entry-%d", w.entries)}
+		e := &entry{node: n, turn: make(chan struct{}), key: path.Join(Layout.ElectionDir(), fmt.Sprintf("%s%010d", cluster.FairPrefix, w.entries))}
 		w.queue = append(w.queue, e)
+		w.rev++
+		w.records[e.key] = &record{data: []byte(n.id), rev: w.rev, session: n.session}
+		w.touched(e.key)
+		w.bump()
 		w.promoteFirst()
 		w.mu.Unlock()
 		select {
@@ -568,18 +1079,14 @@ func (n *Node) Campaign(ctx context.Context, won func(context.Context, cluster.T
 		case <-e.turn:
 		}
 		w.mu.Lock()
-		epoch := e.epoch
-		if epoch == 0 {
-			w.lastZxid++
-			epoch = w.lastZxid
-		}
+		w.lastZxid++
 		tctx, cancel := context.WithCancelCause(ctx)
 		if d := w.termHop; d > 0 {
 			tctx, cancel = context.WithCancelCause(context.WithoutCancel(ctx))
 			end := cancel
 			context.AfterFunc(ctx, func() { time.Sleep(d); end(context.Cause(ctx)) })
 		}
-		t := &Term{w: w, e: e, epoch: epoch, guarantee: w.guarantee, session: w.session, ctx: tctx, cancel: cancel}
+		t := &Term{w: w, e: e, epoch: w.lastZxid, guarantee: w.guarantee, session: w.session, ctx: tctx, cancel: cancel}
 		e.term = t
 		span := len(w.spans)
 		w.spans = append(w.spans, Span{Node: n.id, Epoch: t.epoch, From: time.Now()})
@@ -587,7 +1094,7 @@ func (n *Node) Campaign(ctx context.Context, won func(context.Context, cluster.T
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			won(tctx, t)
+			won(tctx, n.NewTerm(t))
 		}()
 		select {
 		case <-done:
@@ -604,281 +1111,8 @@ func (n *Node) Campaign(ctx context.Context, won func(context.Context, cluster.T
 	return nil
 }
 
-// Refusal says what SetRefusal set.
-func (n *Node) Refusal() error {
-	n.w.mu.Lock()
-	defer n.w.mu.Unlock()
-	return n.refusal
-}
-
-// Warm records the hint.
-func (n *Node) Warm(on bool) {
-	n.w.mu.Lock()
-	defer n.w.mu.Unlock()
-	n.warm = on
-}
-
-// PublishMember stores m unless SetPublishError says otherwise.
-func (n *Node) PublishMember(ctx context.Context, m cluster.Member) error {
-	n.w.mu.Lock()
-	defer n.w.mu.Unlock()
-	if n.pubErr != nil {
-		return n.pubErr
-	}
-	if n.pos != nil {
-		v := *n.pos
-		m.Position = &v
-	}
-	n.w.members[n.id] = m
-	if n.w.published == nil {
-		n.w.published = map[string]int{}
-	}
-	n.w.published[n.id]++
-	n.w.leaderChanged()
-	return nil
-}
-
-// Publishes counts node id's member record writes so far.
-func (w *World) Publishes(id string) int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.published[id]
-}
-
-// CheckJoin answers what SetJoinError said when it said something; else
-// it checks the cluster record as a backend does (cluster.Admit), creating
-// it for a node with no home.
-func (n *Node) CheckJoin(ctx context.Context, mode, home string) (cluster.ClusterRecord, error) {
-	n.w.mu.Lock()
-	defer n.w.mu.Unlock()
-	if n.joinErr != nil || mode == "" {
-		return cluster.ClusterRecord{}, n.joinErr
-	}
-	if n.w.record == nil && home == "" {
-		n.w.record = &cluster.ClusterRecord{ElectionMode: mode, ID: cluster.NewRecordID()}
-	}
-	if err := cluster.Admit(n.w.record, cluster.Layout{Root: "/failoverd", Cluster: "ct"}.Config(), mode, home); err != nil {
-		return cluster.ClusterRecord{}, err
-	}
-	return *n.w.record, nil
-}
-
-// SetClusterRecord replaces the cluster record (nil: none), as a move of
-// the cluster (failoverd migrate) or an operator would.
-func (w *World) SetClusterRecord(r *cluster.ClusterRecord) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if r != nil {
-		c := *r
-		r = &c
-	}
-	w.record = r
-}
-
-// WatchFailover calls fn with the request now and after every change.
-func (n *Node) WatchFailover(ctx context.Context, fn func(*cluster.FailoverRequest)) error {
-	w := n.w
-	for {
-		w.mu.Lock()
-		ch := w.foChange
-		var r *cluster.FailoverRequest
-		if w.failover != nil {
-			c := *w.failover
-			r = &c
-		}
-		blind := n.foBlind
-		w.mu.Unlock()
-		fn(r)
-		if blind {
-			<-ctx.Done()
-			return ctx.Err()
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-ch:
-		}
-	}
-}
-
-// WatchLeader calls fn with the promoted leader now and after every change
-// (by Same or by any field).
-func (n *Node) WatchLeader(ctx context.Context, fn func(*cluster.Leader)) error {
-	w := n.w
-	var last *cluster.Leader
-	for first := true; ; first = false {
-		w.mu.Lock()
-		ch := w.lrChange
-		ld := w.promotedLeader()
-		w.mu.Unlock()
-		if first || !ld.Equal(last) {
-			fn(ld)
-			last = ld
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-ch:
-		}
-	}
-}
-
-// ExpireFailover deletes the request with key id unless it is done.
-// ReadFailover returns the standing request (nil: none).
-func (n *Node) ReadFailover(ctx context.Context) (*cluster.FailoverRequest, error) {
-	n.w.mu.Lock()
-	defer n.w.mu.Unlock()
-	if n.w.failover == nil {
-		return nil, nil
-	}
-	r := *n.w.failover
-	return &r, nil
-}
-
-func (n *Node) ExpireFailover(ctx context.Context, id string) error {
-	w := n.w
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.failover == nil || w.failover.Key() != id || w.failover.Done {
-		return nil
-	}
-	w.setFailoverLocked(nil)
-	return nil
-}
-
-// RequestFailover stores r, replacing any request (as the CLI's does).
-func (n *Node) RequestFailover(ctx context.Context, r cluster.FailoverRequest) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	n.w.SetFailover(&r)
-	return nil
-}
-
-// ProposeFailover stores r unless a request that is not done stands
-// (ErrFailoverStands), as zkcluster's does.
-func (n *Node) ProposeFailover(ctx context.Context, r cluster.FailoverRequest) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	w := n.w
-	w.mu.Lock()
-	if w.failover != nil && !w.failover.Done {
-		w.mu.Unlock()
-		return ErrFailoverStands
-	}
-	w.setFailoverLocked(&r)
-	late := w.lateAnswer
-	w.mu.Unlock()
-	if late > 0 {
-		// The answer travels late: the watches report the request (and
-		// the writer's loop acts on it) before the writer hears back.
-		time.Sleep(late)
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// LateProposeAnswer makes every ProposeFailover answer d after the
-// request is stored (and reported to the watches).
-func (w *World) LateProposeAnswer(d time.Duration) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.lateAnswer = d
-}
-
-// ErrFailoverStands is ProposeFailover's refusal.
-var ErrFailoverStands = errors.New("controllertest: a failover request stands already")
-
-// WithdrawFailover deletes the request with key id (whoever wrote it:
-// the world has no sessions).
-func (n *Node) WithdrawFailover(ctx context.Context, id string) error {
-	w := n.w
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.failover != nil && w.failover.Key() == id {
-		w.setFailoverLocked(nil)
-	}
-	return nil
-}
-
-// WatchMembers calls fn with every member record (Members) now and after
-// every change of any of its fields (cluster.SameMembers).
-func (n *Node) WatchMembers(ctx context.Context, fn func([]cluster.Member)) error {
-	w := n.w
-	var last []cluster.Member
-	for first := true; ; first = false {
-		w.mu.Lock()
-		ch := w.lrChange
-		w.mu.Unlock()
-		ms := w.Members()
-		if first || !cluster.SameMembers(ms, last) {
-			fn(ms)
-			last = ms
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-ch:
-		}
-	}
-}
-
-// ReadBreadcrumb reads the breadcrumb outside a term.
-func (n *Node) ReadBreadcrumb(ctx context.Context) (breadcrumb.Record, cluster.Revision, error) {
-	return n.w.readBreadcrumb()
-}
-
-func (w *World) readBreadcrumb() (breadcrumb.Record, cluster.Revision, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	switch {
-	case w.bcErr != nil:
-		return breadcrumb.Record{}, rev(w.bcVer), w.bcErr
-	case w.bc == nil:
-		return breadcrumb.Record{}, cluster.Revision{}, breadcrumb.ErrAbsent
-	}
-	return *w.bc, rev(w.bcVer), nil
-}
-
-// rev is the world's breadcrumb version v as a revision (-1: absent).
-func rev(v int32) cluster.Revision {
-	if v < 0 {
-		return cluster.Revision{}
-	}
-	return cluster.RevisionOf(int64(v))
-}
-
-// ver is the version r stands for (-1: absent).
-func ver(r cluster.Revision) int32 {
-	n, ok := r.Backend()
-	if !ok {
-		return -1
-	}
-	return int32(n)
-}
-
-// SessionChanged is never closed here.
-func (n *Node) SessionChanged() <-chan struct{} { return n.session }
-
-// Connected is true unless SetConnected said otherwise.
-func (n *Node) Connected() bool {
-	n.w.mu.Lock()
-	defer n.w.mu.Unlock()
-	return !n.offline
-}
-
-// SetConnected sets what Connected reports (nothing else changes: the
-// node's session and records stay).
-func (n *Node) SetConnected(on bool) {
-	n.w.mu.Lock()
-	defer n.w.mu.Unlock()
-	n.offline = !on
-}
-
-// Term is one leadership in the world; it implements cluster.Term.
+// Term is one leadership in the world: it implements cluster.TermKV, and
+// its node's Store makes the controller's cluster.Term of it.
 type Term struct {
 	w         *World
 	e         *entry
@@ -891,8 +1125,13 @@ type Term struct {
 	frozen    time.Time // StopRenewals: the Expiry the term keeps (zero: renewed)
 }
 
+var _ cluster.TermKV = (*Term)(nil)
+
 // Epoch is the term's fencing token.
 func (t *Term) Epoch() int64 { return t.epoch }
+
+// NodeID is the node that holds the term.
+func (t *Term) NodeID() string { return t.e.node.id }
 
 // Expiry lies the world's guarantee ahead of now while the term is valid
 // and renewed; it fails once Expire or ExpireSession ended the term, once
@@ -918,319 +1157,31 @@ func (t *Term) Expiry() (time.Time, error) {
 // SessionTimeout is the world's session timeout when the term was won.
 func (t *Term) SessionTimeout() time.Duration { return t.session }
 
-// ReadBreadcrumb reads the breadcrumb.
-func (t *Term) ReadBreadcrumb(ctx context.Context) (breadcrumb.Record, cluster.Revision, error) {
-	if err := ctx.Err(); err != nil {
-		return breadcrumb.Record{}, cluster.Revision{}, err
-	}
-	return t.w.readBreadcrumb()
-}
-
 // present reports whether the term's entry still exists. Call with w.mu held.
 func (t *Term) present() bool {
-	for _, e := range t.w.queue {
-		if e == t.e {
-			return true
-		}
-	}
-	return false
+	_, ok := t.w.records[t.e.key]
+	return ok
 }
 
-// WriteBreadcrumb writes r guarded by the term's entry, compare-and-set on version.
-func (t *Term) WriteBreadcrumb(ctx context.Context, r breadcrumb.Record, r0 cluster.Revision) (cluster.Revision, error) {
-	version := ver(r0)
+// Read reads qs in the term's view (the world's).
+func (t *Term) Read(ctx context.Context, qs ...cluster.Query) ([]cluster.Result, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	t.w.mu.Lock()
-	f := t.w.beforeWrite
-	t.w.mu.Unlock()
-	if f != nil {
-		f(t.epoch)
-	}
-	if err := ctx.Err(); err != nil {
-		return cluster.Revision{}, err
-	}
-	w := t.w
-	w.mu.Lock()
-	switch {
-	case !t.present():
-		w.mu.Unlock()
-		return cluster.Revision{}, ErrGone
-	case version != w.bcVer:
-		w.mu.Unlock()
-		return cluster.Revision{}, ErrBadVersion
-	}
-	w.bc = &r
-	w.bcVer++
-	w.writes = append(w.writes, r)
-	w.leaderChanged()
-	v, after := w.bcVer, w.afterWrite
-	w.mu.Unlock()
-	if after != nil {
-		after(t.epoch)
-	}
-	return rev(v), nil
+	defer t.w.mu.Unlock()
+	return t.w.read(t.e.node, true, qs)
 }
 
-// ReadFailover returns the request.
-func (t *Term) ReadFailover(ctx context.Context) (*cluster.FailoverRequest, error) {
-	return t.w.Failover(), nil
+// Commit applies ops guarded by the term's entry; a breadcrumb write runs
+// the BeforeWrite and AfterWrite hooks around it.
+func (t *Term) Commit(ctx context.Context, ops ...cluster.Op) (cluster.Committed, error) {
+	return t.w.commit(ctx, t.e.node, t, ops, false)
 }
 
-// CompleteFailover marks a request to this node done, guarded by the
-// term's entry as zkcluster's is.
-func (t *Term) CompleteFailover(ctx context.Context, epoch int64) error {
-	w := t.w
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	r := w.failover
-	if r == nil || r.To != t.e.node.id || r.Done {
-		return nil
-	}
-	if !t.present() {
-		return ErrGone
-	}
-	d := *r
-	d.Done, d.Epoch = true, epoch
-	w.setFailoverLocked(&d)
-	return nil
-}
-
-// Finish deletes the breadcrumb (at bcVersion) and the entry in one step.
-func (t *Term) Finish(ctx context.Context, r cluster.Revision) error {
-	bcVersion := ver(r)
-	w := t.w
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	switch {
-	case !t.present():
-		return ErrGone
-	case w.bc == nil || w.bcVer != bcVersion:
-		return ErrBadVersion
-	}
-	w.finishes = append(w.finishes, bcVersion)
-	w.bc, w.bcVer = nil, -1
-	w.leaderChanged()
-	w.remove(t.e)
-	return nil
-}
-
-// ReadMembers returns every member record, sorted by node id as
-// zkcluster lists them.
-func (t *Term) ReadMembers(ctx context.Context) ([]cluster.Member, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	return t.w.Members(), nil
-}
-
-// RememberMember writes k's known-member record (the world has no
-// revisions to race on: its lock is the compare-and-set).
-func (n *Node) RememberMember(ctx context.Context, k cluster.KnownMember) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	n.w.mu.Lock()
-	defer n.w.mu.Unlock()
-	n.w.known[k.NodeID] = k
-	return nil
-}
-
-// KnownMembers lists the known-member records, sorted by node id.
-func (n *Node) KnownMembers(ctx context.Context) ([]cluster.KnownMember, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	return n.w.Known(), nil
-}
-
-// Known lists the known-member records, sorted by node id.
-func (w *World) Known() []cluster.KnownMember {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	out := make([]cluster.KnownMember, 0, len(w.known))
-	for _, k := range w.known {
-		out = append(out, k)
-	}
-	slices.SortFunc(out, func(a, b cluster.KnownMember) int { return strings.Compare(a.NodeID, b.NodeID) })
-	return out
-}
-
-// ForgetMember deletes id's known-member record unless its member record
-// exists.
-func (n *Node) ForgetMember(ctx context.Context, id string) (bool, error) {
-	if err := ctx.Err(); err != nil {
-		return false, err
-	}
-	n.w.mu.Lock()
-	defer n.w.mu.Unlock()
-	if _, live := n.w.members[id]; live {
-		return false, fmt.Errorf("forgetting %s: %w", id, cluster.ErrMemberLive)
-	}
-	_, ok := n.w.known[id]
-	delete(n.w.known, id)
-	return ok, nil
-}
-
-// Members returns every member record, sorted by node id.
-func (w *World) Members() []cluster.Member {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	out := make([]cluster.Member, 0, len(w.members))
-	for _, m := range w.members {
-		out = append(out, m)
-	}
-	slices.SortFunc(out, func(a, b cluster.Member) int { return strings.Compare(a.NodeID, b.NodeID) })
-	return out
-}
-
-// ReadLeaderPosition returns the LeaderPosition record (nil: none).
-func (t *Term) ReadLeaderPosition(ctx context.Context) (*cluster.LeaderPosition, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	return t.w.LeaderPosition(), nil
-}
-
-// WriteLeaderPosition stores p guarded by the term's entry, and refuses
-// one of an earlier epoch than the record's, as zkcluster's does.
-func (t *Term) WriteLeaderPosition(ctx context.Context, p cluster.LeaderPosition) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	w := t.w
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	switch {
-	case !t.present():
-		return ErrGone
-	case w.leaderPos != nil && w.leaderPos.Epoch > p.Epoch:
-		return cluster.ErrStalePosition
-	}
-	w.leaderPos = &p
-	w.posWrites = append(w.posWrites, p)
-	return nil
-}
-
-// LeaderPosition returns the LeaderPosition record (nil: none).
-func (w *World) LeaderPosition() *cluster.LeaderPosition {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.leaderPos == nil {
-		return nil
-	}
-	p := *w.leaderPos
-	return &p
-}
-
-// SetLeaderPosition stores the LeaderPosition record (nil: deletes it),
-// as a dead leader of an earlier term left it.
-func (w *World) SetLeaderPosition(p *cluster.LeaderPosition) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if p != nil {
-		c := *p
-		p = &c
-	}
-	w.leaderPos = p
-}
-
-// PositionWrites lists every successful WriteLeaderPosition, in order.
-func (w *World) PositionWrites() []cluster.LeaderPosition {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return append([]cluster.LeaderPosition(nil), w.posWrites...)
-}
-
-// AppendHistory appends e (cluster.AppendHistory) guarded by the term's
-// entry, as zkcluster's does, unless SetHistoryError says otherwise.
-func (t *Term) AppendHistory(ctx context.Context, e cluster.HistoryEntry) (cluster.HistoryEntry, error) {
-	w := t.w
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	switch {
-	case w.historyErr != nil:
-		return e, w.historyErr
-	case !t.present():
-		return e, ErrGone
-	}
-	var stored cluster.HistoryEntry
-	w.history, stored, _ = cluster.AppendHistory(w.history, e)
-	return stored, nil
-}
-
-// History lists the history entries, oldest first.
-func (w *World) History() []cluster.HistoryEntry {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return append([]cluster.HistoryEntry(nil), w.history...)
-}
-
-// SetHistoryError makes every AppendHistory fail with err (nil: appends work).
-func (w *World) SetHistoryError(err error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.historyErr = err
-}
-
-// SetTermHop makes every later term's context end d after its candidacy's
-// context, not with it: zkcluster translates the cause on its way down
-// (termContext), one goroutine hop later, and the controller must not
-// rely on the context alone to see that it ended a candidacy itself.
-func (w *World) SetTermHop(d time.Duration) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.termHop = d
-}
-
-// SetPause pauses the cluster with p (nil: resumes it); the nodes' pause
-// watches see it at once.
-func (w *World) SetPause(p *cluster.Pause) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if p != nil {
-		c := *p
-		p = &c
-	}
-	w.pause = p
-	close(w.pauseChange)
-	w.pauseChange = make(chan struct{})
-}
-
-// HidePause makes node id's pause watch report nothing at all (its first
-// report included) until ShowPause: a backend that cannot read the pause
-// record.
-func (w *World) HidePause(id string, hide bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	n := w.nodes[id]
-	if n == nil {
-		n = &Node{w: w, id: id, session: make(chan struct{})}
-		w.nodes[id] = n
-	}
-	n.hidePause = hide
-	close(w.pauseChange)
-	w.pauseChange = make(chan struct{})
-}
-
-// WatchPause calls fn with the pause now and after every change (nothing
-// while HidePause hides it from this node).
-func (n *Node) WatchPause(ctx context.Context, fn func(*cluster.Pause)) error {
-	w := n.w
-	for {
-		w.mu.Lock()
-		ch, hidden := w.pauseChange, n.hidePause
-		var p *cluster.Pause
-		if w.pause != nil {
-			c := *w.pause
-			p = &c
-		}
-		w.mu.Unlock()
-		if !hidden {
-			fn(p)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-ch:
-		}
-	}
+// Finish applies ops and deletes the term's entry in one step, guarded by
+// the entry.
+func (t *Term) Finish(ctx context.Context, ops ...cluster.Op) error {
+	_, err := t.w.commit(ctx, t.e.node, t, ops, true)
+	return err
 }
