@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/failoverd/failoverd/controller"
 	"github.com/failoverd/failoverd/internal/lease"
 	"github.com/failoverd/failoverd/internal/secret"
 )
@@ -162,30 +163,30 @@ func TestLeaseBounds(t *testing.T) {
 		}
 		if tc.want == "" {
 			// What validated, the elector accepts for the same timeout.
-			if _, err := lease.Compute(tc.session, tc.tick, cfg.DemoteBudget(), tc.lease, 0); err != nil {
+			if _, err := lease.Compute(tc.session, tc.tick, cfg.demoteBudget(), tc.lease, 0); err != nil {
 				t.Errorf("%s: validated, but lease.Compute refuses it: %v", name, err)
 			}
 		}
 	}
 }
 
-// TestDemoteBudgetDerivesTheLease pins the demote budget (lease.DemoteBudget
-// with a kill grace of lease.KillGrace for the promote and the demote) and
-// the default lease derived from it.
+// TestDemoteBudgetDerivesTheLease pins the demote budget validation checks
+// with (controller.DemoteBudget, with the controller's KillGrace for the
+// promote and the demote) and the default lease derived from it.
 func TestDemoteBudgetDerivesTheLease(t *testing.T) {
 	cfg := validConfig()
-	if got, want := cfg.DemoteBudget(), time.Second+2*lease.KillGrace; got != want {
+	if got, want := cfg.demoteBudget(), time.Second+2*controller.KillGrace; got != want {
 		t.Errorf("DemoteBudget with defaults = %v, want %v", got, want)
 	}
-	if got, want := cfg.EffectiveLease(), 5*time.Second-1500*time.Millisecond-250*time.Millisecond; got != want {
+	if got, want := effectiveLease(cfg), 5*time.Second-1500*time.Millisecond-250*time.Millisecond; got != want {
 		t.Errorf("EffectiveLease with defaults = %v, want %v", got, want)
 	}
 	cfg.Service.Demote.Timeout = Duration(2 * time.Second)
-	if got, want := cfg.EffectiveLease(), 5*time.Second-2500*time.Millisecond-250*time.Millisecond; got != want {
+	if got, want := effectiveLease(cfg), 5*time.Second-2500*time.Millisecond-250*time.Millisecond; got != want {
 		t.Errorf("EffectiveLease with a 2s demote = %v, want %v", got, want)
 	}
 	cfg.Election.Lease = Duration(time.Second)
-	if got := cfg.EffectiveLease(); got != time.Second {
+	if got := effectiveLease(cfg); got != time.Second {
 		t.Errorf("EffectiveLease with lease 1s = %v", got)
 	}
 }

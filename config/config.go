@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/failoverd/failoverd/internal/lease"
 	"github.com/failoverd/failoverd/internal/loopback"
 )
 
@@ -185,7 +184,7 @@ type Etcd struct {
 	// LeaseTTL is the TTL of the etcd lease that holds this node's
 	// candidacy and bounds a leader's term (see package etcdcluster).
 	// Default 5s; whole seconds, at least MinEtcdLeaseTTL, and long enough
-	// for the demote budget (etcdcluster.LeaseFits).
+	// for the demote budget (the etcd backend's timing check).
 	LeaseTTL Duration `yaml:"lease_ttl"`
 	// DialTimeout bounds establishing a connection. 0 (unset): the etcd
 	// backend's default, 5s.
@@ -211,7 +210,7 @@ type Election struct {
 	// as leader, counted from the newest write the ZooKeeper leader provably
 	// credited to its session, before it demotes itself. 0 (default) means
 	// the longest that fits: session timeout - demote budget - session/20
-	// (see Config.Timing).
+	// (the ZooKeeper backend's timing check, internal/lease).
 	Lease Duration `yaml:"lease"`
 	// WarmStandby has the standby that would lead next (fair: the one next
 	// in line, and a failover target; unfair: every standby) renew its
@@ -281,9 +280,9 @@ type ExecCheck struct {
 type Service struct {
 	// Promote makes the local service the primary. Timeout default 30s.
 	Promote Hook `yaml:"promote"`
-	// Demote makes the local service stop acting as primary. Timeout default
-	// 1s; it is part of the demote budget (Config.DemoteBudget), which the
-	// lease leaves free in the session timeout. GracefulTimeout bounds the
+	// Demote makes the local service stop acting as primary. Timeout
+	// default 1s; it is part of the demote budget (controller.DemoteBudget),
+	// which the lease leaves free in the session timeout. GracefulTimeout bounds the
 	// demote of a leader that ends its term on purpose.
 	Demote DemoteHook `yaml:"demote"`
 	// PrePromote runs on the elected node after the previous leader was
@@ -342,7 +341,7 @@ type Hook struct {
 	Command []string `yaml:"command"`
 	// Timeout after which the hook is sent SIGTERM and counts as failed. It
 	// then gets a kill grace to exit before its process group is sent
-	// SIGKILL: 250ms for the promote and demote hooks (lease.KillGrace,
+	// SIGKILL: 250ms for the promote and demote hooks (controller.KillGrace,
 	// part of the demote budget).
 	Timeout Duration `yaml:"timeout"`
 }
@@ -355,7 +354,7 @@ type DemoteHook struct {
 	// Timeout bounds a demote forced by the end of the lease (and every
 	// other demote but the graceful one): after it the hook is sent
 	// SIGTERM and counts as failed, then SIGKILL after a kill grace of
-	// 250ms (lease.KillGrace). Part of the demote budget. Default 1s.
+	// 250ms (controller.KillGrace). Part of the demote budget. Default 1s.
 	Timeout Duration `yaml:"timeout"`
 	// GracefulTimeout bounds the demote of a leader that ends its term on
 	// purpose (a graceful stop, a cede, a handover to the target of
@@ -522,7 +521,7 @@ const MinSessionTimeout = time.Second
 // MinLease is the shortest election.lease accepted, whatever the other
 // settings: a lease of a few round trips is never renewed in time, and a
 // lease of nanoseconds would make no sense. The real floor depends on the
-// tickTime (see Config.Timing).
+// tickTime (the ZooKeeper backend's timing check).
 const MinLease = 200 * time.Millisecond
 
 // MinTimeout is the shortest timeout or interval accepted for health checks,
@@ -602,27 +601,6 @@ func (c *Config) applyDefaults() {
 	}
 }
 
-// DemoteBudget is how long a leader may need after its lease ended to stop
-// its service: the kill grace of a promote that may be running, the demote
-// timeout and the demote's kill grace (lease.DemoteBudget; the daemon gives
-// both hooks lease.KillGrace).
-func (c *Config) DemoteBudget() time.Duration {
-	return lease.DemoteBudget(lease.KillGrace, time.Duration(c.Service.Demote.Timeout), lease.KillGrace)
-}
-
-// Timing is the lease arithmetic for a session of the given timeout (the
-// configured one for validation; the daemon's elector applies the same
-// function to the one ZooKeeper grants).
-func (c *Config) Timing(session time.Duration) (lease.Timing, error) {
-	return lease.Compute(session, time.Duration(c.ZooKeeper.TickTime), c.DemoteBudget(), time.Duration(c.Election.Lease), 0)
-}
-
-// EffectiveLease returns the lease for the configured session timeout.
-func (c *Config) EffectiveLease() time.Duration {
-	t, _ := c.Timing(time.Duration(c.ZooKeeper.SessionTimeout))
-	return t.Lease
-}
-
 // AdminURL returns the base URL (no trailing slash) peers use to reach this
 // node's admin API: Node.Admin.AdvertiseURL when set, otherwise
 // "http://" (or "https://" with Node.Admin.TLS) + Node.Admin.Listen with
@@ -697,22 +675,20 @@ func (c *Config) ReadCredentials() (Secret, error) {
 }
 
 // Warnings lists settings that validate but that an operator should know
-// about, each with its YAML path: a leader that a move to another
-// ZooKeeper server (a server restart, a rolling upgrade, a reset
-// connection) can cost its leadership, because the lease leaves less than
-// a new connection needs to renew it (lease.Timing.RidesOutReconnect); an
-// admin URL on loopback that peers' rpc fencers cannot reach; an
-// etcd.lease_ttl below etcd's advice; an etcd password sent over plain
-// http; an rpc fencing timeout shorter than the demote timeout it waits
-// for; a graceful stop longer than the shipped unit allows.
+// about, each with its YAML path: those of the backend's timing check
+// (SetTimingChecks), such as a ZooKeeper leader that a move to another
+// server (a server restart, a rolling upgrade, a reset connection) can
+// cost its leadership; an admin URL on loopback that peers' rpc fencers
+// cannot reach; an etcd.lease_ttl below etcd's advice; an etcd password
+// sent over plain http; an rpc fencing timeout shorter than the demote
+// timeout it waits for; a graceful stop longer than the shipped unit
+// allows.
 func (c *Config) Warnings() []string {
 	var w []string
 	if s := c.loopbackAdminWarning(); s != "" {
 		w = append(w, s)
 	}
-	if s := c.reconnectWarning(); s != "" && c.Coordination.Backend == BackendZooKeeper {
-		w = append(w, s)
-	}
+	w = append(w, c.timingWarnings()...)
 	if s := c.etcdLeaseWarning(); s != "" {
 		w = append(w, s)
 	}
@@ -762,29 +738,4 @@ func (c *Config) loopbackAdminWarning() string {
 		"a peer's rpc fencer would reach its own daemon, not this one, so rpc fencing of this node always fails (the next method runs); "+
 		"listen on an address peers reach (with node.admin.tls, or allow_insecure_http on their rpc method) or set node.admin.advertise_url",
 		c.AdminURL(), c.Node.Host)
-}
-
-func (c *Config) reconnectWarning() string {
-	session := time.Duration(c.ZooKeeper.SessionTimeout)
-	t, err := c.Timing(session)
-	if err != nil || t.RidesOutReconnect() {
-		return ""
-	}
-	tick := "zookeeper.tick_time " + fmtDur(t.Tick)
-	path := "zookeeper.session_timeout"
-	if !t.TickKnown {
-		tick = fmt.Sprintf("zookeeper.tick_time unset (assumed %s, half the session timeout)", fmtDur(t.Tick))
-		path = "zookeeper.tick_time"
-	}
-	fix := "raise zookeeper.session_timeout or lower service.demote.timeout"
-	if s := lease.SessionForReconnect(time.Duration(c.ZooKeeper.TickTime), t.Budget); s > 0 && time.Duration(c.Election.Lease) == 0 {
-		fix = fmt.Sprintf("raise zookeeper.session_timeout to %s or more, or lower service.demote.timeout", fmtDur(s))
-	}
-	if !t.TickKnown {
-		fix = "set zookeeper.tick_time to the ensemble's tickTime, or " + fix
-	}
-	return fmt.Sprintf("%s: with %s and a lease of %s renewed every %s, a leader rides out %s without ZooKeeper, "+
-		"but after moving to another ZooKeeper server it needs one renew interval and round trips before its lease moves again: "+
-		"a ZooKeeper server restart or a reset connection may end its leadership and cause a failover; %s",
-		path, tick, fmtDur(t.Lease), fmtDur(t.Renew), fmtDur(max(t.Tolerance(), 0)), fix)
 }

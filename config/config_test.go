@@ -147,7 +147,7 @@ func TestLoadFull(t *testing.T) {
 		}},
 		{"method names", []string{cfg.Fencing.Methods[0].Name(), cfg.Fencing.Methods[1].Name(), cfg.Fencing.Methods[3].Name()}, []string{"rpc", "ssh", "shell"}},
 		{"log", cfg.Log, Log{Format: "json", Level: "debug"}},
-		{"EffectiveLease", cfg.EffectiveLease(), 5 * time.Second},
+		{"effective lease", effectiveLease(cfg), 5 * time.Second},
 		{"AdminURL", cfg.AdminURL(), "http://db-b.example.com:9201"},
 	} {
 		if !reflect.DeepEqual(tc.got, tc.want) {

@@ -1,37 +1,45 @@
 package config_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/failoverd/failoverd/config"
+	"github.com/failoverd/failoverd/controller"
 	"github.com/failoverd/failoverd/election"
-	"github.com/failoverd/failoverd/internal/lease"
 )
 
 // TestLeaseRuleMatchesElection keeps the rule config validates with the one
-// the elector applies: both call lease.Compute with the same inputs, so a
-// config that validates is never refused or shortened by the elector for
-// the session timeout it was validated against, and the default lease is
-// the same on both sides.
+// the elector applies: the ZooKeeper backend's timing check and the elector
+// both call lease.Compute with the same inputs, so a config that validates
+// is never refused or shortened by the elector for the session timeout it
+// was validated against, and one the elector would refuse or shorten does
+// not validate.
 func TestLeaseRuleMatchesElection(t *testing.T) {
+	budget := controller.DemoteBudget(controller.Config{Demote: controller.Hook{Timeout: config.DefaultDemoteTimeout}})
 	for _, s := range []time.Duration{config.MinSessionTimeout, 1500 * time.Millisecond, 2 * time.Second, 4 * time.Second,
 		5 * time.Second, 9*time.Second + 7, 40 * time.Second, config.MaxDuration} {
 		for _, tick := range []time.Duration{0, 200 * time.Millisecond, 2 * time.Second} {
 			for _, l := range []time.Duration{0, 300 * time.Millisecond, 3 * time.Second} {
 				cfg := config.Default()
+				cfg.ZooKeeper.Servers = []string{"127.0.0.1:2181"}
 				cfg.ZooKeeper.SessionTimeout, cfg.ZooKeeper.TickTime, cfg.Election.Lease = config.Duration(s), config.Duration(tick), config.Duration(l)
-				ct, cerr := cfg.Timing(s)
-				et, eerr := election.Config{Lease: l, TickTime: tick, DemoteBudget: cfg.DemoteBudget()}.Timing(s)
-				if (cerr == nil) != (eerr == nil) || ct != et {
-					t.Errorf("session %v tick %v lease %v: config %+v (%v), elector %+v (%v)", s, tick, l, ct, cerr, et, eerr)
+				var leaseErrs []string
+				var es config.ValidationErrors
+				errors.As(cfg.Validate(), &es)
+				for _, e := range es {
+					if e.Path == "election.lease" || strings.HasPrefix(e.Path, "zookeeper.") {
+						leaseErrs = append(leaseErrs, e.Error())
+					}
+				}
+				et, eerr := election.Config{Lease: l, TickTime: tick, DemoteBudget: budget}.Timing(s)
+				if elector := eerr == nil && !et.Clamped; elector != (len(leaseErrs) == 0) {
+					t.Errorf("session %v tick %v lease %v: config %q, elector %+v (%v)", s, tick, l, leaseErrs, et, eerr)
 				}
 			}
 		}
-	}
-	if got, want := config.Default().DemoteBudget(), lease.DemoteBudget(lease.KillGrace, config.DefaultDemoteTimeout, lease.KillGrace); got != want {
-		t.Errorf("default demote budget %v, want %v", got, want)
 	}
 }
 

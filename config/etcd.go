@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/failoverd/failoverd/cluster/etcdcluster"
 	"github.com/failoverd/failoverd/internal/loopback"
 )
 
@@ -19,10 +18,10 @@ import (
 const MinEtcdLeaseTTL = 2 * time.Second
 
 // AdvisedEtcdLeaseTTL is the lease TTL below which validation warns:
-// etcd's maintainers advise 5s as a lower bound (etcdcluster's default),
-// and an etcd tuned for a slow network, with a longer election timeout,
-// raises shorter TTLs anyway.
-const AdvisedEtcdLeaseTTL = etcdcluster.DefaultLeaseTTL
+// etcd's maintainers advise 5s as a lower bound (the default), and an etcd
+// tuned for a slow network, with a longer election timeout, raises shorter
+// TTLs anyway.
+const AdvisedEtcdLeaseTTL = DefaultEtcdLeaseTTL
 
 // etcd checks the etcd block, which coordination.backend etcd requires.
 func (v *validator) etcd(c *Config) {
@@ -31,7 +30,8 @@ func (v *validator) etcd(c *Config) {
 	v.etcdEndpoints(e)
 	v.etcdPrefix(p+".prefix", e.Prefix)
 
-	// lease_ttl: etcd's floor, whole seconds, and the demote budget.
+	// lease_ttl: etcd's floor, whole seconds, and the demote budget (the
+	// etcd backend's timing check).
 	ttl := time.Duration(e.LeaseTTL)
 	demote := time.Duration(c.Service.Demote.Timeout)
 	switch {
@@ -46,12 +46,7 @@ func (v *validator) etcd(c *Config) {
 	case ttl%time.Second != 0:
 		v.add(p+".lease_ttl", "%s is not a whole number of seconds: etcd grants lease TTLs in seconds", fmtDur(ttl))
 	case demote > 0 && demote <= MaxDuration:
-		if err := etcdcluster.LeaseFits(ttl, 0, c.DemoteBudget()); err != nil {
-			v.add(p+".lease_ttl", "%s is too short for service.demote.timeout %s: a leader renews every third of the TTL and must demote "+
-				"within what is left after a renewal that went unanswered, less a margin of TTL/%d and %s; %s "+
-				"(the demote budget is service.demote.timeout plus the kill graces of a running promote and of the demote)",
-				fmtDur(ttl), fmtDur(demote), etcdcluster.RateDiv, fmtDur(etcdcluster.MinTolerance), strings.TrimPrefix(err.Error(), etcdcluster.ErrLeaseTooShort.Error()+": "))
-		}
+		v.checkTiming(BackendEtcd, c.Timing())
 	}
 
 	switch d := time.Duration(e.DialTimeout); {

@@ -146,7 +146,7 @@ func TestEtcdLeaseTTL(t *testing.T) {
 				t.Fatal(err)
 			}
 			// The rule is LeaseFits itself, on the TTL asked for.
-			if err := etcdcluster.LeaseFits(cfg.Etcd.LeaseTTL.Std(), 0, cfg.DemoteBudget()); err != nil {
+			if err := etcdcluster.LeaseFits(cfg.Etcd.LeaseTTL.Std(), 0, cfg.demoteBudget()); err != nil {
 				t.Errorf("config accepted what LeaseFits refuses: %v", err)
 			}
 			w := cfg.Warnings()

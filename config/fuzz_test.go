@@ -11,7 +11,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/failoverd/failoverd/breadcrumb"
-	"github.com/failoverd/failoverd/internal/lease"
+	"github.com/failoverd/failoverd/controller"
 	"github.com/failoverd/failoverd/internal/proc"
 )
 
@@ -88,7 +88,7 @@ func FuzzLoadConfig(f *testing.F) {
 func derived(t *testing.T, cfg *Config) {
 	t.Helper()
 	session := cfg.ZooKeeper.SessionTimeout.Std()
-	tm, err := cfg.Timing(session)
+	tm, err := zkTiming(cfg, session)
 	switch {
 	case err != nil:
 		t.Fatalf("validated, but the lease does not fit: %v", err)
@@ -102,7 +102,7 @@ func derived(t *testing.T, cfg *Config) {
 	// A server may grant a different timeout: the timing follows it or
 	// refuses it, without panicking.
 	for _, granted := range []time.Duration{session / 2, session * 2, MinSessionTimeout} {
-		if tm, err := cfg.Timing(granted); err == nil && (tm.Lease <= 0 || tm.Renew <= 0) {
+		if tm, err := zkTiming(cfg, granted); err == nil && (tm.Lease <= 0 || tm.Renew <= 0) {
 			t.Fatalf("timing %+v for a granted timeout of %v", tm, granted)
 		}
 	}
@@ -110,10 +110,10 @@ func derived(t *testing.T, cfg *Config) {
 	ticker(t, "health.interval", cfg.Health.Interval.Std())
 	timer(t, "health.timeout", cfg.Health.Timeout.Std())
 	timer(t, "node.shutdown_timeout", cfg.Node.ShutdownTimeout.Std())
-	// The daemon gives both hooks lease.KillGrace.
-	timer(t, "promote timeout plus kill grace", proc.MaxDuration(cfg.Service.Promote.Timeout.Std(), lease.KillGrace))
-	timer(t, "demote timeout plus kill grace", proc.MaxDuration(cfg.Service.Demote.Timeout.Std(), lease.KillGrace))
-	timer(t, "graceful demote timeout plus kill grace", proc.MaxDuration(cfg.Service.Demote.Graceful(), lease.KillGrace))
+	// The daemon gives both hooks controller.KillGrace.
+	timer(t, "promote timeout plus kill grace", proc.MaxDuration(cfg.Service.Promote.Timeout.Std(), controller.KillGrace))
+	timer(t, "demote timeout plus kill grace", proc.MaxDuration(cfg.Service.Demote.Timeout.Std(), controller.KillGrace))
+	timer(t, "graceful demote timeout plus kill grace", proc.MaxDuration(cfg.Service.Demote.Graceful(), controller.KillGrace))
 	for i, m := range cfg.Fencing.Methods {
 		switch {
 		// 0 leaves the rpc timeout and the ssh connect timeout to fencer's

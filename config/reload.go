@@ -200,7 +200,7 @@ func CompareForReload(start, cur, next *Config) []Change {
 		case r.Reload == Restart:
 			out[i].Refused = "cannot change at run time: " + r.Note + "; restart to apply it"
 		}
-		if out[i].Path == "service.demote.timeout" && next.DemoteBudget() > start.DemoteBudget() {
+		if out[i].Path == "service.demote.timeout" && next.demoteBudget() > start.demoteBudget() {
 			out[i].Refused = fmt.Sprintf("cannot be raised above %s, its value at start, at run time: the lease was sized for that demote budget; restart to apply it",
 				fmtDur(time.Duration(start.Service.Demote.Timeout)))
 		}

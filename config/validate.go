@@ -12,9 +12,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/failoverd/failoverd/controller"
 	"github.com/failoverd/failoverd/fencer"
 	"github.com/failoverd/failoverd/internal/ids"
-	"github.com/failoverd/failoverd/internal/lease"
 	"github.com/failoverd/failoverd/internal/secret"
 )
 
@@ -179,7 +179,7 @@ func (c *Config) validate(opts LoadOptions, set written) error {
 			demoteOK = false
 		}
 	}
-	if demote := svc.Demote.Graceful() + lease.KillGrace; demoteOK && n.ShutdownTimeout > 0 && time.Duration(n.ShutdownTimeout) < demote {
+	if demote := svc.Demote.Graceful() + controller.KillGrace; demoteOK && n.ShutdownTimeout > 0 && time.Duration(n.ShutdownTimeout) < demote {
 		// At start and on every reload: the fixed default does not grow
 		// with a raised graceful timeout, so an unset key is named as such.
 		unset := ""
@@ -545,16 +545,14 @@ func (v *validator) duration(p string, d Duration, min time.Duration) bool {
 func (v *validator) timeout(p string, d Duration) bool { return v.duration(p, d, MinTimeout) }
 
 // lease checks election.lease, zookeeper.session_timeout,
-// zookeeper.tick_time and service.demote.timeout together, by the rule the
-// elector applies to the session timeout ZooKeeper grants (lease.Compute,
-// the same function): the lease plus the demote budget plus a margin
-// (session/20) within the session timeout, and the lease at least two renew
-// intervals plus lease.MinTolerance. The daemon checks again against the
-// granted timeout, and stays out of the election when it does not fit.
+// zookeeper.tick_time and service.demote.timeout together: the ranges
+// here, then the ZooKeeper backend's timing check (SetTimingChecks), which
+// applies the elector's rule to the configured values. When
+// service.demote.timeout is not valid (reported on its own), the check
+// gets 0 for it and can only check the lease against the session timeout.
 func (v *validator) lease(c *Config, sessionOK bool) {
 	const p = "election.lease"
 	l := time.Duration(c.Election.Lease)
-	session := time.Duration(c.ZooKeeper.SessionTimeout)
 	tick := time.Duration(c.ZooKeeper.TickTime)
 	demote := time.Duration(c.Service.Demote.Timeout)
 	switch {
@@ -567,40 +565,12 @@ func (v *validator) lease(c *Config, sessionOK bool) {
 		return
 	case !sessionOK || tick < 0 || tick > MaxDuration:
 		return
-	case demote <= 0 || demote > MaxDuration:
-		// service.demote.timeout is reported below; the lease can only be
-		// checked against the session timeout.
-		if l >= session-lease.Margin(session) {
-			v.add(p, "%s is too long for zookeeper.session_timeout (%s): the lease, the demote budget and a margin (session/%d) must fit in it",
-				fmtDur(l), fmtDur(session), lease.MarginDiv)
-		}
-		return
 	}
-	t, err := c.Timing(session)
-	tickDesc := "zookeeper.tick_time " + fmtDur(tick)
-	if !t.TickKnown {
-		tickDesc = fmt.Sprintf("zookeeper.tick_time unknown (assumed %s, half the session timeout)", fmtDur(t.Tick))
+	t := c.Timing()
+	if demote <= 0 || demote > MaxDuration {
+		t.DemoteTimeout, t.DemoteBudget = 0, 0
 	}
-	budget := fmt.Sprintf("the demote budget %s (service.demote.timeout %s plus the kill graces of a running promote and of the demote, %s each)",
-		fmtDur(t.Budget), fmtDur(demote), fmtDur(lease.KillGrace))
-	switch {
-	case t.Max < t.MinLease():
-		fix := "raise the session timeout or lower the demote timeout"
-		if !t.TickKnown {
-			fix = "raise the session timeout, lower the demote timeout or set zookeeper.tick_time"
-		}
-		v.add("zookeeper.session_timeout", "%s is too short for service.demote.timeout %s with %s: the session timeout minus %s minus a margin of %s leaves a lease of %s, "+
-			"and a lease must be at least twice the renew interval (%s, tickTime/2 + %d%%) plus %s = %s to tolerate anything; %s",
-			fmtDur(session), fmtDur(demote), tickDesc, budget, fmtDur(t.Margin), fmtDur(t.Max),
-			fmtDur(t.Renew), 100/lease.RateDiv, fmtDur(lease.MinTolerance), fmtDur(t.MinLease()), fix)
-	case t.Clamped:
-		v.add(p, "%s is too long for zookeeper.session_timeout (%s) and service.demote.timeout (%s): the lease plus %s plus a margin of %s (session/%d) must fit in the session timeout, "+
-			"so that the old leader has demoted before its session can expire; use at most %s, or leave it unset for that",
-			fmtDur(l), fmtDur(session), fmtDur(demote), budget, fmtDur(t.Margin), lease.MarginDiv, fmtDur(t.Max))
-	case err != nil:
-		v.add(p, "%s leaves no tolerance with %s: a lease must be at least twice the renew interval (%s, tickTime/2 + %d%%) plus %s = %s; raise it (at most %s) or leave it unset",
-			fmtDur(l), tickDesc, fmtDur(t.Renew), 100/lease.RateDiv, fmtDur(lease.MinTolerance), fmtDur(t.MinLease()), fmtDur(t.Max))
-	}
+	v.checkTiming(BackendZooKeeper, t)
 }
 
 func (v *validator) notNegative(p string, n int) {

@@ -143,8 +143,8 @@ type Hook struct {
 	Argv    []string
 	Timeout time.Duration
 	// KillGrace is how long the hook may take to exit after SIGTERM (0:
-	// lease.KillGrace). The promote's and the demote's are part of the
-	// demote budget (see DemoteBudget).
+	// KillGrace). The promote's and the demote's are part of the demote
+	// budget (see DemoteBudget).
 	KillGrace time.Duration
 }
 

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/failoverd/failoverd/cluster"
-	"github.com/failoverd/failoverd/internal/lease"
 )
 
 // primaryTracker remembers whether the local service may be acting as
@@ -125,23 +124,29 @@ func (c *Controller) stuckOver(h *stuckHook) {
 	c.log.Warn("the service is demoted; this node may join the election again", "hook", h.name)
 }
 
+// KillGrace is the time between SIGTERM and SIGKILL for a hook that sets
+// no kill grace of its own (Hook.KillGrace 0): the promote, killed when its
+// leadership ends, and the demote that follows are part of the demote
+// budget, so it is kept short; a hook gets its full timeout before it.
+const KillGrace = 250 * time.Millisecond
+
 // DemoteBudget is how long, after a leadership's lease ended, this
 // controller may need to stop the service: kill a promote that may be
-// running, then demote (timeout, then kill grace). It is lease.DemoteBudget
-// of the configured hooks, the one function the elector and config
-// validation use too; the daemon hands it to the elector
-// (election.Config.DemoteBudget), which keeps that much between the lease
-// and the session timeout.
+// running (its kill grace), then demote (its timeout, then its kill
+// grace). It is the one formula of the budget: config validation checks
+// the configured lease against it (the daemon wires each backend's timing
+// check), and the daemon hands it to the elector, which keeps that much
+// between the lease and the session timeout or lease TTL.
 func DemoteBudget(cfg Config) time.Duration {
-	return lease.DemoteBudget(killGrace(cfg.Promote), cfg.Demote.Timeout, killGrace(cfg.Demote))
+	return killGrace(cfg.Promote) + cfg.Demote.Timeout + killGrace(cfg.Demote)
 }
 
-// killGrace is a hook's kill grace: lease.KillGrace unless set.
+// killGrace is a hook's kill grace: KillGrace unless set.
 func killGrace(h Hook) time.Duration {
 	if h.KillGrace > 0 {
 		return h.KillGrace
 	}
-	return lease.KillGrace
+	return KillGrace
 }
 
 // checkDemoteBudget refuses a leadership whose expiry, as the backend

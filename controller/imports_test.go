@@ -8,20 +8,24 @@ import (
 	"testing"
 )
 
-// backendPackages are the ZooKeeper backend: cmd/failoverd plugs it in,
-// and the controller must not depend on it (directly or through another
-// package), so that a second backend is one more package and the
-// controller speaks only cluster's vocabulary. clientLibraries are the
-// coordination services' client libraries, which no package the
-// controller links may import either.
+// backendPackages are the coordination backends (ZooKeeper: election,
+// zkcluster, zk and its lease arithmetic, internal/lease; etcd:
+// etcdcluster): cmd/failoverd plugs them in, and the controller must not
+// depend on them (directly or through another package), so that a backend
+// is one more package and the controller speaks only cluster's
+// vocabulary. clientLibraries are the coordination services' client
+// libraries (the ZooKeeper one is the fork in third_party, replacing
+// github.com/go-zookeeper/zk), which no package the controller links may
+// import either. config/imports_test.go holds config to the same lists.
 var (
-	backendPackages = []string{"election", "cluster/zkcluster", "zk"}
+	backendPackages = []string{"election", "cluster/zkcluster", "zk", "internal/lease", "cluster/etcdcluster"}
 	clientLibraries = []string{"github.com/go-zookeeper/", "go.etcd.io/"}
 )
 
 // TestControllerImportsNoBackend follows the module's own imports from
-// package controller (tests aside, as `go list -deps ./controller` does)
-// and fails on a path to a backend package, naming the chain.
+// the controller's packages (tests aside, as `go list -deps
+// ./controller/...` does) and fails on a path to a backend package or
+// the vendored client fork, naming the chain.
 func TestControllerImportsNoBackend(t *testing.T) {
 	root, err := filepath.Abs("..")
 	if err != nil {
@@ -38,8 +42,8 @@ func TestControllerImportsNoBackend(t *testing.T) {
 	}
 	module = strings.TrimSpace(module)
 
-	chain := map[string]string{"controller": "controller"} // package (module-relative) → how it is reached
-	queue := []string{"controller"}
+	chain := map[string]string{"controller": "controller", "controller/controllertest": "controller/controllertest"} // package (module-relative) → how it is reached
+	queue := []string{"controller", "controller/controllertest"}
 	for len(queue) > 0 {
 		pkg := queue[0]
 		queue = queue[1:]
@@ -70,6 +74,11 @@ func TestControllerImportsNoBackend(t *testing.T) {
 	for _, b := range backendPackages {
 		if c, ok := chain[b]; ok {
 			t.Errorf("the controller depends on the backend package %s: %s; use cluster's vocabulary (and translate in the backend's adapter)", b, c)
+		}
+	}
+	for rel, c := range chain {
+		if strings.HasPrefix(rel, "third_party/") {
+			t.Errorf("the controller links the vendored client %s: %s", rel, c)
 		}
 	}
 }

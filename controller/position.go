@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/failoverd/failoverd/cluster"
-	"github.com/failoverd/failoverd/internal/lease"
 	"github.com/failoverd/failoverd/internal/proc"
 )
 
@@ -119,7 +118,7 @@ func (p ProcPosition) ReadPosition(ctx context.Context) (int64, error) {
 		Argv:        p.Argv,
 		Env:         []string{"FAILOVERD_CLUSTER=" + p.Cluster, "FAILOVERD_NODE_ID=" + p.NodeID},
 		Timeout:     p.Timeout,
-		KillGrace:   lease.KillGrace,
+		KillGrace:   KillGrace,
 		OutputLimit: 4 << 10,
 		OnLine: func(stream, line string) {
 			if stream != "stdout" {

@@ -22,7 +22,6 @@ import (
 	"github.com/failoverd/failoverd/election"
 	"github.com/failoverd/failoverd/fencer"
 	"github.com/failoverd/failoverd/healthcheck"
-	"github.com/failoverd/failoverd/internal/lease"
 	"github.com/failoverd/failoverd/internal/proc"
 	"github.com/failoverd/failoverd/internal/proc/proctest"
 	"github.com/failoverd/failoverd/test/zktest"
@@ -78,12 +77,12 @@ func TestPrimaryTrackerRules(t *testing.T) {
 	}
 }
 
-// The controller's demote budget is lease.DemoteBudget of its hooks (kill
-// graces lease.KillGrace unless set), and a leadership whose grace cannot
-// hold it is refused.
+// The controller's demote budget is the promote's kill grace, the demote
+// timeout and the demote's kill grace (KillGrace unless set), and a
+// leadership whose grace cannot hold it is refused.
 func TestDemoteBudget(t *testing.T) {
 	cfg := Config{Demote: Hook{Timeout: time.Second}}
-	if got, want := DemoteBudget(cfg), lease.DemoteBudget(lease.KillGrace, time.Second, lease.KillGrace); got != want {
+	if got, want := DemoteBudget(cfg), time.Second+2*KillGrace; got != want {
 		t.Errorf("DemoteBudget = %v, want %v", got, want)
 	}
 	cfg.Promote.KillGrace, cfg.Demote.KillGrace = time.Second, 2*time.Second

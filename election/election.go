@@ -163,7 +163,7 @@ type Config struct {
 	// half the negotiated session timeout (ZooKeeper's default limits).
 	TickTime time.Duration
 	// DemoteBudget is how long the controller may need, after the lease
-	// ended, to stop the service (lease.DemoteBudget).
+	// ended, to stop the service (controller.DemoteBudget).
 	DemoteBudget time.Duration
 	// WarmStandby keeps a credit chain on the candidate that would lead
 	// next (fair: the one next in line; unfair: every candidate) while it

@@ -34,7 +34,7 @@ type Leadership struct {
 	// Grace is how long after the lease ended no successor can have been
 	// elected yet: SessionTimeout - Lease - SessionTimeout/20, at least
 	// Config.DemoteBudget. What must happen after the lease ends (killing
-	// a promote, the demote) must fit in it (lease.DemoteBudget); the
+	// a promote, the demote) must fit in it (controller.DemoteBudget); the
 	// controller refuses to lead when it does not.
 	Grace time.Duration
 	// Timing is the whole arithmetic (tick assumed, tolerance).

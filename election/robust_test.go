@@ -25,7 +25,7 @@ func TestTimingForAnyLease(t *testing.T) {
 		for _, l := range values {
 			for _, renew := range values {
 				for _, tick := range []time.Duration{0, 1, T / 10, T / 2, T} {
-					for _, budget := range []time.Duration{0, T / 4, time.Second + 2*lease.KillGrace} {
+					for _, budget := range []time.Duration{0, T / 4, 1500 * time.Millisecond} {
 						e := &Elector{cfg: Config{Lease: l, RenewInterval: renew, TickTime: tick, DemoteBudget: budget}}
 						name := fmt.Sprintf("T=%v lease=%v renew=%v tick=%v budget=%v", T, l, renew, tick, budget)
 						tm, err := e.timing(T)

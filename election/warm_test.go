@@ -15,7 +15,7 @@ import (
 // The test clusters' timing: session 2 s, tickTime 200 ms, demote timeout
 // 600 ms, so a lease of 800 ms renewed every 105 ms.
 var clusterTiming = opts{timeout: 2 * time.Second, tick: zktest.TickTime,
-	budget: lease.DemoteBudget(lease.KillGrace, 600*time.Millisecond, lease.KillGrace)}
+	budget: 1100 * time.Millisecond}
 
 // leaveTimes records when each elector given its hooks sent the delete of
 // its znode at the end of a term (the leave hook runs right before it).

@@ -22,7 +22,6 @@ import (
 	"github.com/failoverd/failoverd/election"
 	"github.com/failoverd/failoverd/fencer"
 	"github.com/failoverd/failoverd/healthcheck"
-	"github.com/failoverd/failoverd/internal/lease"
 	"github.com/failoverd/failoverd/metrics"
 	"github.com/failoverd/failoverd/zk"
 )
@@ -147,18 +146,19 @@ func zkConfig(cfg *config.Config) (zk.Config, error) {
 	return zc, nil
 }
 
-// controllerConfig is the controller's part of cfg. The promote's and the
-// demote's kill graces are set explicitly: both are part of the demote
-// budget (controller.DemoteBudget, the same lease.DemoteBudget that config
-// validation used). The follow hook's kill grace is the same: a node
-// elected while its follow runs waits that long at most for the slot.
+// controllerConfig is the controller's part of cfg. No hook sets a kill
+// grace: each gets the controller's KillGrace, which the demote budget
+// counts for the promote and the demote (controller.DemoteBudget, the one
+// config validation checks the lease against: config.Timing). The follow
+// hook's is the same: a node elected while its follow runs waits that
+// long at most for the slot.
 func controllerConfig(cfg *config.Config) controller.Config {
 	ccfg := controller.Config{
 		Cluster: cfg.Cluster, NodeID: cfg.Node.ID, Host: cfg.Node.Host, AdminURL: cfg.AdminURL(),
 		ServiceAddress: cfg.Node.ServiceAddress,
 		Version:        version, ElectionMode: cfg.Election.Mode, Instance: controller.NewInstance(),
-		Promote:               controller.Hook{Argv: cfg.Service.Promote.Command, Timeout: cfg.Service.Promote.Timeout.Std(), KillGrace: lease.KillGrace},
-		Demote:                controller.Hook{Argv: cfg.Service.Demote.Command, Timeout: cfg.Service.Demote.Timeout.Std(), KillGrace: lease.KillGrace},
+		Promote:               controller.Hook{Argv: cfg.Service.Promote.Command, Timeout: cfg.Service.Promote.Timeout.Std()},
+		Demote:                controller.Hook{Argv: cfg.Service.Demote.Command, Timeout: cfg.Service.Demote.Timeout.Std()},
 		GracefulDemoteTimeout: cfg.Service.Demote.Graceful(),
 		ShutdownTimeout:       cfg.Node.ShutdownTimeout.Std(),
 		FailoverCooldown:      cfg.Election.FailoverCooldown.Std(),
@@ -167,14 +167,14 @@ func controllerConfig(cfg *config.Config) controller.Config {
 	ccfg.Priority = &priority
 	ccfg.MaxLag, ccfg.PreemptAfter = cfg.Election.MaxLag, cfg.Election.PreemptAfter.Std()
 	if p := cfg.Service.PrePromote; p != nil {
-		ccfg.PrePromote = &controller.Hook{Argv: p.Command, Timeout: p.Timeout.Std(), KillGrace: lease.KillGrace}
+		ccfg.PrePromote = &controller.Hook{Argv: p.Command, Timeout: p.Timeout.Std()}
 	}
 	if p := cfg.Service.Position; p != nil {
 		ccfg.PositionInterval = p.Interval.Std()
 	}
 	if f := cfg.Service.Follow; f != nil {
 		ccfg.Follow = &controller.Follow{
-			Hook:          controller.Hook{Argv: f.Command, Timeout: f.Timeout.Std(), KillGrace: lease.KillGrace},
+			Hook:          controller.Hook{Argv: f.Command, Timeout: f.Timeout.Std()},
 			NoLeaderAfter: f.NoLeaderWait(),
 		}
 	}

@@ -38,3 +38,39 @@ fencing: {methods: [{shell: {command: [/bin/true]}}]}
 		}
 	}
 }
+
+// validate checks each backend's timing through the check the daemon
+// wires into config (config imports no backend): a lease that does not
+// leave the demote budget is refused with its YAML path, in the backend's
+// words; with the check unwired it would pass.
+func TestValidateChecksBackendTiming(t *testing.T) {
+	base := `cluster: orders
+node: {id: node-a, host: 127.0.0.1}
+health: {http: {url: "http://127.0.0.1:8080/health"}}
+service:
+  promote: {command: [/bin/true]}
+  demote: {command: [/bin/true], timeout: 3s}
+fencing: {methods: [{shell: {command: [/bin/true]}}]}
+`
+	for _, tc := range []struct {
+		backend, want string
+	}{
+		{`zookeeper: {servers: ["127.0.0.1:2181"]}`,
+			"zookeeper.session_timeout: 5s is too short for service.demote.timeout 3s with zookeeper.tick_time unknown (assumed 2.5s, half the session timeout): " +
+				"the session timeout minus the demote budget 3.5s (service.demote.timeout 3s plus the kill graces of a running promote and of the demote, 250ms each)"},
+		{"coordination: {backend: etcd}\netcd: {endpoints: [\"127.0.0.1:2379\"], lease_ttl: 5s}",
+			"etcd.lease_ttl: 5s is too short for service.demote.timeout 3s: a leader renews every third of the TTL"},
+	} {
+		path := filepath.Join(t.TempDir(), "c.yaml")
+		if err := os.WriteFile(path, []byte(base+tc.backend+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var out, errb bytes.Buffer
+		if code := cmdValidate([]string{"-c", path}, &out, &errb); code != exitUsage || out.String() != "" {
+			t.Fatalf("%s: exit %d, stdout %q, stderr %q; want the timing refused", tc.backend, code, out.String(), errb.String())
+		}
+		if got := errb.String(); !strings.Contains(got, tc.want) {
+			t.Errorf("%s: stderr %q, want %q", tc.backend, got, tc.want)
+		}
+	}
+}

@@ -15,9 +15,10 @@ import (
 )
 
 // The daemon hands the elector the controller's demote budget, and it is
-// the one config validation checked: a config that validates never has
-// its elector refuse (or its controller reject) the leadership for the
-// session timeout it was validated against.
+// the one config validation checked (config.Timing, through the wired
+// timing check): a config that validates never has its elector refuse (or
+// its controller reject) the leadership for the session timeout it was
+// validated against.
 func TestWiringDemoteBudgetMatchesConfig(t *testing.T) {
 	for _, tc := range []struct {
 		session, tick, demote, lease time.Duration
@@ -31,15 +32,26 @@ func TestWiringDemoteBudgetMatchesConfig(t *testing.T) {
 		cfg.Cluster, cfg.Node.ID, cfg.Node.Host = "c", "n", "h"
 		cfg.ZooKeeper.SessionTimeout, cfg.ZooKeeper.TickTime = config.Duration(tc.session), config.Duration(tc.tick)
 		cfg.Service.Demote.Timeout, cfg.Election.Lease = config.Duration(tc.demote), config.Duration(tc.lease)
+		cfg.ZooKeeper.Servers = []string{"127.0.0.1:2181"}
 		ccfg := controllerConfig(cfg)
 		ecfg := electionConfig(cfg, ccfg)
-		if got, want := ecfg.DemoteBudget, cfg.DemoteBudget(); got != want || controller.DemoteBudget(ccfg) != want {
+		if got, want := ecfg.DemoteBudget, cfg.Timing().DemoteBudget; got != want || controller.DemoteBudget(ccfg) != want {
 			t.Errorf("%+v: elector budget %v, controller %v, config %v", tc, got, controller.DemoteBudget(ccfg), want)
 		}
-		ct, cerr := cfg.Timing(tc.session)
+		if kg := cfg.Timing().KillGrace; kg != controller.KillGrace {
+			t.Errorf("%+v: validation names a kill grace of %v, the controller's is %v", tc, kg, controller.KillGrace)
+		}
+		var timingErrs []string
+		var es config.ValidationErrors
+		errors.As(cfg.Validate(), &es)
+		for _, e := range es {
+			if e.Path == "election.lease" || strings.HasPrefix(e.Path, "zookeeper.") {
+				timingErrs = append(timingErrs, e.Error())
+			}
+		}
 		et, eerr := ecfg.Timing(tc.session)
-		if cerr != nil || eerr != nil || ct != et {
-			t.Errorf("%+v: config timing %+v (%v), elector %+v (%v)", tc, ct, cerr, et, eerr)
+		if len(timingErrs) != 0 || eerr != nil || et.Clamped {
+			t.Errorf("%+v: config %q, elector %+v (%v)", tc, timingErrs, et, eerr)
 		}
 		if ecfg.WarmStandby != cfg.Election.WarmStandby {
 			t.Errorf("%+v: elector warm_standby %v, config %v", tc, ecfg.WarmStandby, cfg.Election.WarmStandby)
@@ -119,7 +131,7 @@ func TestWiringGracefulDemoteTimeout(t *testing.T) {
 	if got := controllerConfig(cfg).GracefulDemoteTimeout; got != config.DefaultDemoteTimeout {
 		t.Errorf("graceful demote timeout %v by default, want service.demote.timeout %v", got, config.DefaultDemoteTimeout)
 	}
-	budget := cfg.DemoteBudget()
+	budget := cfg.Timing().DemoteBudget
 	g := config.Duration(time.Minute)
 	cfg.Service.Demote.GracefulTimeout = &g
 	ccfg := controllerConfig(cfg)

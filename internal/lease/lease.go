@@ -1,10 +1,11 @@
-// Package lease is the one place that computes a leadership's timing from
-// the ZooKeeper session timeout T, the ensemble's tickTime and the demote
+// Package lease is the one place that computes a ZooKeeper leadership's
+// timing from the session timeout T, the ensemble's tickTime and the demote
 // budget D: the default lease, the renew interval and what is left as
-// tolerance. The elector applies it to the timeout ZooKeeper negotiated,
-// the controller checks its hooks against the budget with DemoteBudget, and
-// config validation applies it to the configured values, so the three
-// cannot disagree.
+// tolerance. It is the ZooKeeper backend's arithmetic: the elector applies
+// it to the timeout ZooKeeper negotiated, and zkcluster's timing check
+// (which config validation calls through the daemon's wiring) to the
+// configured values, so the two cannot disagree. D itself is the
+// controller's (controller.DemoteBudget).
 //
 // The argument (the election package's doc comment has it in full): a lease
 // runs from an anchor, the send time of a write whose touch of the session
@@ -20,12 +21,6 @@ import (
 	"fmt"
 	"time"
 )
-
-// KillGrace is the time between SIGTERM and SIGKILL for the hooks that can
-// be running when a lease ends (the promote, killed when its leadership
-// ends, and the demote that follows). It is part of the demote budget, so
-// it is kept short; a hook gets its full timeout before it.
-const KillGrace = 250 * time.Millisecond
 
 // MinTolerance is the least a lease must leave beyond two renew intervals
 // (the anchor's steady-state lag): the round trips of the renewals and
@@ -43,14 +38,6 @@ const (
 	MarginDiv = 20
 	RateDiv   = 20
 )
-
-// DemoteBudget is D, how long after its lease ended a leader may still need
-// to stop its service: a promote that may be running is killed (its kill
-// grace), then the demote runs (its timeout, then its kill grace). Every
-// part of failoverd that reasons about the budget calls this function.
-func DemoteBudget(promoteKillGrace, demoteTimeout, demoteKillGrace time.Duration) time.Duration {
-	return promoteKillGrace + demoteTimeout + demoteKillGrace
-}
 
 // Margin is kept free between Lease + D and the session timeout.
 func Margin(session time.Duration) time.Duration { return session / MarginDiv }

@@ -15,11 +15,11 @@ func TestCompute(t *testing.T) {
 		wantLease, wantRenew, wantTolerance time.Duration
 		wantErr, wantClamped, wantTickKnown bool
 	}{
-		{"5s, tick unknown, demote 1s", 5 * time.Second, 0, DemoteBudget(KillGrace, time.Second, KillGrace), 0,
+		{"5s, tick unknown, demote 1s", 5 * time.Second, 0, ms(1500), 0,
 			ms(3250), 1312500 * time.Microsecond, ms(625), false, false, false},
 		{"5s, tick 2s, demote 1s", 5 * time.Second, 2 * time.Second, ms(1500), 0,
 			ms(3250), ms(1050), ms(1150), false, false, true},
-		{"test clusters", 2 * time.Second, ms(200), DemoteBudget(KillGrace, ms(600), KillGrace), 0,
+		{"test clusters", 2 * time.Second, ms(200), ms(1100), 0,
 			ms(800), ms(105), ms(590), false, false, true},
 		{"2s, tick unknown: no lease fits", 2 * time.Second, 0, ms(1100), 0,
 			ms(800), ms(525), ms(800) - ms(1050), true, false, false},
@@ -54,7 +54,7 @@ func TestCompute(t *testing.T) {
 // only when tick_time is known.
 func TestReconnectSlack(t *testing.T) {
 	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
-	budget := DemoteBudget(KillGrace, time.Second, KillGrace)
+	budget := ms(1500)
 	for _, tc := range []struct {
 		name          string
 		session, tick time.Duration

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/failoverd/failoverd/controller"
-	"github.com/failoverd/failoverd/internal/lease"
 	"github.com/failoverd/failoverd/test/clustertest"
 )
 
@@ -57,7 +56,7 @@ const VPinnedTermExtended = "pinned_term_extended"
 // at most TTL - TTL/20 after the cut, and the term ends the demote budget
 // earlier. 100ms are allowed for bytes in flight through the peer proxies
 // when Isolate returns.
-const EtcdPinnedEndBound = EtcdPinnedTTL - EtcdPinnedTTL/20 - (EtcdPinnedDemoteTimeout + 2*lease.KillGrace) + 100*time.Millisecond
+const EtcdPinnedEndBound = EtcdPinnedTTL - EtcdPinnedTTL/20 - (EtcdPinnedDemoteTimeout + 2*controller.KillGrace) + 100*time.Millisecond
 
 // EtcdPinnedTTL and EtcdPinnedDemoteTimeout are the pinned node's
 // etcd.lease_ttl and service.demote.timeout for the fault: at 3s, TTL/20

@@ -26,7 +26,6 @@ import (
 
 	"github.com/failoverd/failoverd/cluster/etcdcluster"
 	"github.com/failoverd/failoverd/controller"
-	"github.com/failoverd/failoverd/internal/lease"
 	"github.com/failoverd/failoverd/internal/tlstest"
 	"github.com/failoverd/failoverd/test/etcdtest"
 	"github.com/failoverd/failoverd/test/zktest"
@@ -619,7 +618,7 @@ func (n *Node) writeConfig(failoverd string) {
 // ends (its deadline less the demote budget): at a 3s TTL about 0.5s, for
 // a loaded test machine.
 func etcdDemoteTimeout(ttl time.Duration) time.Duration {
-	left := ttl - ttl/etcdcluster.RateDiv - ttl/3 - etcdcluster.MinTolerance - 2*lease.KillGrace
+	left := ttl - ttl/etcdcluster.RateDiv - ttl/3 - etcdcluster.MinTolerance - 2*controller.KillGrace
 	return (left * 2 / 3).Round(time.Millisecond)
 }
 

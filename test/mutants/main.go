@@ -284,9 +284,9 @@ func mutantUpsert(ctx context.Context, s *zk.Session, path string, b []byte, _ z
 		Name: "lease-without-kill-graces",
 		What: "the demote budget leaves out the promote's and the demote's kill graces (lease 0.8s -> 1.3s on the test clusters)",
 		Edits: []edit{{
-			File: "internal/lease/lease.go",
-			Old:  "return promoteKillGrace + demoteTimeout + demoteKillGrace",
-			New:  "return demoteTimeout",
+			File: "controller/guards.go",
+			Old:  "return killGrace(cfg.Promote) + cfg.Demote.Timeout + killGrace(cfg.Demote)",
+			New:  "return cfg.Demote.Timeout",
 		}},
 		Tests: []selection{{chaos, "TestChaosSlice"}},
 	},
