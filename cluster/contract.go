@@ -274,3 +274,37 @@ type Term interface {
 	// node.
 	Finish(ctx context.Context, rev Revision) error
 }
+
+// Operator is what the CLI commands and the admin API use of a cluster's
+// records beyond Records: status, failover --to, pause and resume,
+// forget, breadcrumb clear, history, and the move of a cluster
+// (failoverd migrate). Store implements it, once for every backend, and
+// the conformance suite runs it against each.
+type Operator interface {
+	Members(ctx context.Context) ([]Member, error)
+	WatchMembers(ctx context.Context, fn func([]Member)) error
+	Queue(ctx context.Context) ([]string, error)
+	Leader(ctx context.Context) (*Leader, error)
+	WatchLeader(ctx context.Context, fn func(*Leader)) error
+	// Fresh returns once the backend proved it is in touch with its
+	// quorum now.
+	Fresh(ctx context.Context) error
+	ReadBreadcrumb(ctx context.Context) (breadcrumb.Record, Revision, error)
+	ReadBreadcrumbData(ctx context.Context) ([]byte, Revision, error)
+	// ClearBreadcrumb deletes the breadcrumb only if it is still at rev:
+	// breadcrumb.ErrChanged when it was rewritten, ErrAbsent when gone.
+	ClearBreadcrumb(ctx context.Context, rev Revision) error
+	ReadLeaderPosition(ctx context.Context) (*LeaderPosition, error)
+	ReadPause(ctx context.Context) (*Pause, error)
+	SetPause(ctx context.Context, p Pause) (Pause, bool, error)
+	ClearPause(ctx context.Context) (bool, error)
+	History(ctx context.Context) ([]HistoryEntry, error)
+	KnownMembers(ctx context.Context) ([]KnownMember, error)
+	ForgetMember(ctx context.Context, id string) (bool, error)
+	RequestFailover(ctx context.Context, r FailoverRequest) error
+	WithdrawFailover(ctx context.Context, id string) error
+	ClusterRecord(ctx context.Context) (*ClusterRecord, Revision, error)
+	WriteClusterRecord(ctx context.Context, rec ClusterRecord, rev Revision) (newRev Revision, stamp int64, err error)
+	ReadCarried(ctx context.Context) (Carried, error)
+	WriteCarried(ctx context.Context, c Carried) error
+}

@@ -51,7 +51,10 @@ type Store struct {
 	BeforeHistoryWrite func()
 }
 
-var _ Records = (*Store)(nil)
+var (
+	_ Records  = (*Store)(nil)
+	_ Operator = (*Store)(nil)
+)
 
 // NewStore makes a Store on kv.
 func NewStore(kv Backend, cfg StoreConfig) *Store {

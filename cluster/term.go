@@ -180,3 +180,12 @@ func (t *term) Finish(ctx context.Context, rev Revision) error {
 	}
 	return nil
 }
+
+// Primitive returns the backend's term a Term made by NewTerm wraps (nil:
+// another Term), for a backend's own tests.
+func Primitive(t Term) TermKV {
+	if t, ok := t.(*term); ok {
+		return t.t
+	}
+	return nil
+}

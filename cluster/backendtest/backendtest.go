@@ -99,6 +99,7 @@ var obligations = []obligation{
 	{"Shortcuts", testShortcuts},
 	{"KnownMembers", testKnownMembers},
 	{"Join", testJoin},
+	{"Operator", testOperator},
 }
 
 // Run runs every obligation against the backend newBackend makes, each as

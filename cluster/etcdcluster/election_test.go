@@ -89,7 +89,7 @@ func joinInOrder(t *testing.T, c *etcdtest.Cluster, adm *clientv3.Client, l clus
 		}()
 		if mode == Fair {
 			waitFor(t, 20*time.Second, "the queue", func() bool {
-				q, err := (&Store{cli: adm, layout: l}).Queue(ctxT(t))
+				q, err := (&Store{cli: adm, layout: l}).queue(ctxT(t))
 				return err == nil && len(q) == i+1
 			})
 		}

@@ -529,7 +529,7 @@ func (e *Elector) lead(ctx context.Context, sess *Session, en entry, won func(co
 	go func() {
 		defer close(done)
 		defer release()
-		won(tctx, t)
+		won(tctx, e.s.NewTerm(t))
 	}()
 	// The watch of our key runs beside the term; it ends after the term
 	// (never delaying its end), before Campaign returns.
@@ -658,9 +658,9 @@ func (e *Elector) watchEntry(ctx context.Context, en entry) bool {
 	return false
 }
 
-// Queue lists the candidates' node ids in election order (fair: by create
+// queue lists the candidates' node ids in election order (fair: by create
 // revision; unfair: the lock holder), for status displays.
-func (s *Store) Queue(ctx context.Context) ([]string, error) {
+func (s *Store) queue(ctx context.Context) ([]string, error) {
 	resp, err := s.cli.Get(ctx, dir(s.layout.ElectionDir()), clientv3.WithPrefix(),
 		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
 	if err != nil {

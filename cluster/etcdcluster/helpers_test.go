@@ -77,7 +77,7 @@ func (n *node) session(t *testing.T) *Session {
 
 // won is a term handed to a campaign's callback.
 type won struct {
-	t     *term
+	t     *wonTerm
 	ctx   context.Context
 	at    time.Time
 	node  string
@@ -114,7 +114,7 @@ func (n *node) campaignWith(t *testing.T, cfg ElectorConfig) (terms <-chan *won,
 	go func() {
 		defer close(done)
 		el.Campaign(ctx, func(ctx context.Context, tm cluster.Term) {
-			w := &won{t: tm.(*term), ctx: ctx, at: time.Now(), node: n.id, leave: make(chan struct{})}
+			w := &won{t: asWon(tm), ctx: ctx, at: time.Now(), node: n.id, leave: make(chan struct{})}
 			ch <- w
 			select {
 			case <-ctx.Done():
@@ -194,4 +194,20 @@ func proxiedClient(t *testing.T, c *etcdtest.Cluster) (*etcdtest.DelayProxy, *cl
 	}
 	t.Cleanup(func() { cli.Close() })
 	return proxy, cli
+}
+
+// wonTerm is a won term as the tests use it: the controller's Term, with
+// the fields of the backend's term under it.
+type wonTerm struct {
+	cluster.Term
+	s     *Store
+	sess  *Session
+	key   string
+	epoch int64
+}
+
+// asWon is tm as a wonTerm.
+func asWon(tm cluster.Term) *wonTerm {
+	p := cluster.Primitive(tm).(*term)
+	return &wonTerm{Term: tm, s: p.s, sess: p.sess, key: p.key, epoch: p.epoch}
 }

@@ -58,7 +58,7 @@ func TestNoHerdAt100(t *testing.T) {
 		go func() {
 			defer close(done)
 			el.Campaign(ctx, func(ctx context.Context, tm cluster.Term) {
-				w := &won{t: tm.(*term), ctx: ctx, at: time.Now(), node: id, leave: make(chan struct{})}
+				w := &won{t: asWon(tm), ctx: ctx, at: time.Now(), node: id, leave: make(chan struct{})}
 				wins <- w
 				select {
 				case <-ctx.Done():
@@ -69,7 +69,7 @@ func TestNoHerdAt100(t *testing.T) {
 		t.Cleanup(func() { cancel(); <-done; conn.Close() })
 	}
 	waitFor(t, 60*time.Second, "100 candidates queued", func() bool {
-		q, err := (&Store{cli: adm, layout: l}).Queue(ctxT(t))
+		q, err := (&Store{cli: adm, layout: l}).queue(ctxT(t))
 		return err == nil && len(q) == n
 	})
 	w := next(t, wins)
@@ -87,7 +87,7 @@ func TestNoHerdAt100(t *testing.T) {
 	}
 	// Only the leaders left: a candidate whose lease lapsed would wake
 	// its successor too, which is load, not a herd.
-	if q, err := (&Store{cli: adm, layout: l}).Queue(ctxT(t)); err != nil || len(q) != n-changes {
+	if q, err := (&Store{cli: adm, layout: l}).queue(ctxT(t)); err != nil || len(q) != n-changes {
 		t.Errorf("%d candidates queued after %d changes (%v), want %d: leases lapsed, the wake-ups below are not all the leaders'", len(q), changes, err, n-changes)
 	}
 	t.Logf("%d candidates, %d leader changes: waiting candidates woken by a deletion per change %v (%d in all); by a failed watch %v",

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/failoverd/failoverd/breadcrumb"
@@ -73,7 +74,7 @@ func testGuardedWrites(t *testing.T, c *etcdtest.Cluster, adm *clientv3.Client, 
 
 // changedRecords lists the records (other than the election and the
 // member records) that differ between two reads of the layout.
-func changedRecords(before, after []*mvccKV, l cluster.Layout) string {
+func changedRecords(before, after []*mvccpb.KeyValue, l cluster.Layout) string {
 	skip := func(k string) bool {
 		return len(k) >= len(dir(l.ElectionDir())) && k[:len(dir(l.ElectionDir()))] == dir(l.ElectionDir()) ||
 			len(k) >= len(dir(l.MembersDir())) && k[:len(dir(l.MembersDir()))] == dir(l.MembersDir())
@@ -180,7 +181,11 @@ func testMembers(t *testing.T, c *etcdtest.Cluster, adm *clientv3.Client) {
 	}
 	// Another process with node id a.
 	dup := newNode(t, c.Endpoints(), l, "a")
-	dup.s.inst = "other-instance"
+	dupStore, err := New(Config{Layout: l, NodeID: "a", Instance: "other-instance"}, Deps{Conn: dup.conn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dup.s = dupStore
 	var de *cluster.DuplicateIDError
 	if err := dup.s.PublishMember(ctx, member("a", "standby", 0)); !errors.As(err, &de) {
 		t.Fatalf("PublishMember of a duplicate node id: %v; want a DuplicateIDError", err)
@@ -232,8 +237,8 @@ func testFailoverRequests(t *testing.T, c *etcdtest.Cluster, adm *clientv3.Clien
 	if err := o.s.ProposeFailover(ctx, r1); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.s.ProposeFailover(ctx, cluster.FailoverRequest{To: "o", ID: "r2"}); !errors.Is(err, ErrFailoverStands) {
-		t.Fatalf("ProposeFailover over a standing request: %v; want ErrFailoverStands", err)
+	if err := a.s.ProposeFailover(ctx, cluster.FailoverRequest{To: "o", ID: "r2"}); !errors.Is(err, cluster.ErrFailoverStands) {
+		t.Fatalf("ProposeFailover over a standing request: %v; want cluster.ErrFailoverStands", err)
 	}
 	if err := a.s.WithdrawFailover(ctx, "r1"); err != nil {
 		t.Fatal(err)
@@ -333,7 +338,7 @@ func testPositionAndHistory(t *testing.T, c *etcdtest.Cluster, adm *clientv3.Cli
 	other := cluster.HistoryEntry{NewLeader: "x", NewEpoch: 1, Reason: cluster.HistoryStart}
 	b, _ := json.Marshal([]cluster.HistoryEntry{other})
 	var once sync.Once
-	a.s.beforeHistoryWrite = func() {
+	a.s.BeforeHistoryWrite = func() {
 		once.Do(func() {
 			if _, err := adm.Put(ctx, l.History(), string(b)); err != nil {
 				t.Error(err)

@@ -2,7 +2,6 @@ package etcdcluster
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -10,11 +9,10 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/failoverd/failoverd/breadcrumb"
 	"github.com/failoverd/failoverd/cluster"
 )
 
-// term is one leadership as a cluster.Term. Every write it makes is one
+// term is one leadership as a cluster.TermKV. Every write it makes is one
 // transaction whose first comparison is that the term's election key
 // still exists at its create revision, the epoch: a term whose key is
 // gone (its lease expired or was revoked, or someone deleted it) writes
@@ -37,9 +35,10 @@ type term struct {
 	finishing atomic.Bool
 }
 
-var _ cluster.Term = (*term)(nil)
+var _ cluster.TermKV = (*term)(nil)
 
-func (t *term) Epoch() int64 { return t.epoch }
+func (t *term) Epoch() int64   { return t.epoch }
+func (t *term) NodeID() string { return t.nodeID }
 
 // end records why the term ended, for Expiry, when that means the term
 // is over for etcd too (its key or lease is gone, or the lease can no
@@ -96,150 +95,37 @@ func (t *term) commit(ctx context.Context, what string, cmps []clientv3.Cmp, ops
 	return nil, fmt.Errorf("%s: %w", what, ErrConflict)
 }
 
-// casOn compares key against rev (zero: absent) and returns the
-// comparison; false when rev is not an etcd revision of a record.
-func casOn(key string, rev cluster.Revision) clientv3.Cmp {
-	n, ok := rev.Backend()
-	if !ok {
-		return clientv3.Compare(clientv3.CreateRevision(key), "=", 0)
-	}
-	return clientv3.Compare(clientv3.ModRevision(key), "=", n)
+// Read reads linearizably, as every read here: a winner sees every
+// write its predecessor made before its key went.
+func (t *term) Read(ctx context.Context, qs ...cluster.Query) ([]cluster.Result, error) {
+	out, _, err := t.s.read(ctx, qs)
+	return out, err
 }
 
-// ReadBreadcrumb reads the breadcrumb (linearizable, as every read here).
-func (t *term) ReadBreadcrumb(ctx context.Context) (breadcrumb.Record, cluster.Revision, error) {
-	return t.s.readBreadcrumb(ctx)
-}
-
-// WriteBreadcrumb stores r if the breadcrumb is still at rev (zero: it
-// must not exist), guarded by the term; the new revision is the
-// transaction's, which is the key's new mod revision.
-func (t *term) WriteBreadcrumb(ctx context.Context, r breadcrumb.Record, rev cluster.Revision) (cluster.Revision, error) {
-	b, err := breadcrumb.Encode(r)
+// Commit applies ops in the term's guarded transaction.
+func (t *term) Commit(ctx context.Context, ops ...cluster.Op) (cluster.Committed, error) {
+	cmps, txOps, err := t.s.txn(ctx, ops)
 	if err != nil {
-		return cluster.Revision{}, err
+		return cluster.Committed{}, err
 	}
-	key := t.s.layout.Breadcrumb()
-	resp, err := t.commit(ctx, "writing breadcrumb "+key, []clientv3.Cmp{casOn(key, rev)}, clientv3.OpPut(key, string(b)))
+	resp, err := t.commit(ctx, "writing", cmps, txOps...)
 	if err != nil {
-		return cluster.Revision{}, err
+		return cluster.Committed{}, err
 	}
-	return cluster.RevisionOf(resp.Header.Revision), nil
+	return committed(ops, resp.Header.Revision), nil
 }
 
-// ReadFailover reads the standing request: etcd's linearizable read sees
-// every request its predecessor saw before its key went.
-func (t *term) ReadFailover(ctx context.Context) (*cluster.FailoverRequest, error) {
-	return t.s.ReadFailover(ctx)
-}
-
-// CompleteFailover marks a request to this node done with epoch, guarded by the term and compared against the request read (a
-// request replaced meanwhile is left alone). The request keeps its lease
-// (the requester's): it goes when the requester does.
-func (t *term) CompleteFailover(ctx context.Context, epoch int64) error {
-	key := t.s.layout.Failover()
-	cur, _, err := t.s.get(ctx, key)
-	if err != nil {
-		return fmt.Errorf("reading the failover request %s: %w", key, err)
-	}
-	req := decodeFailover(cur)
-	if req == nil || req.To != t.nodeID || req.Done {
-		return nil
-	}
-	req.Done, req.Epoch = true, epoch
-	b, _ := json.Marshal(req)
-	_, err = t.commit(ctx, "marking the failover request "+key+" done", []clientv3.Cmp{unchanged(key, cur)},
-		clientv3.OpPut(key, string(b), clientv3.WithIgnoreLease()))
-	return err
-}
-
-// ReadMembers reads every member record.
-func (t *term) ReadMembers(ctx context.Context) ([]cluster.Member, error) {
-	return t.s.Members(ctx)
-}
-
-// ReadLeaderPosition reads the last position a leader published.
-func (t *term) ReadLeaderPosition(ctx context.Context) (*cluster.LeaderPosition, error) {
-	return t.s.ReadLeaderPosition(ctx)
-}
-
-// WriteLeaderPosition stores p (a key without a lease: it outlives the
-// leader), guarded by the term and compared against the record read; it
-// refuses to replace a record of a later epoch (cluster.ErrStalePosition).
-// A record that cannot be decoded is replaced.
-func (t *term) WriteLeaderPosition(ctx context.Context, p cluster.LeaderPosition) error {
-	key := t.s.layout.LeaderPosition()
-	data, err := json.Marshal(p)
+// Finish applies ops and deletes the term's election key in one
+// transaction guarded by the key: if the term is over or a record changed,
+// nothing changes (the breadcrumb stays, and the successor fences this
+// node).
+func (t *term) Finish(ctx context.Context, ops ...cluster.Op) error {
+	cmps, txOps, err := t.s.txn(ctx, ops)
 	if err != nil {
 		return err
 	}
-	for attempt := 0; ; attempt++ {
-		old, cur, err := t.s.getLeaderPosition(ctx)
-		switch {
-		case err != nil && !errors.Is(err, errUnreadablePosition):
-			return fmt.Errorf("writing the leader position of epoch %d: %w", p.Epoch, err)
-		case old != nil && old.Epoch > p.Epoch:
-			return fmt.Errorf("writing the leader position %s of epoch %d: %w (epoch %d)", key, p.Epoch, cluster.ErrStalePosition, old.Epoch)
-		}
-		_, err = t.commit(ctx, "writing the leader position "+key, []clientv3.Cmp{unchanged(key, cur)}, clientv3.OpPut(key, string(data)))
-		if errors.Is(err, ErrConflict) && attempt < 3 {
-			continue // changed since we read it: judge again
-		}
-		return err
-	}
-}
-
-// historyAttempts bounds AppendHistory's rounds on a concurrent change of
-// the history.
-const historyAttempts = 10
-
-// AppendHistory appends e to the history record: read, append
-// (cluster.AppendHistory), and write back compared against what was read,
-// guarded by the term. A concurrent change reads again and retries; an
-// unreadable record is logged and replaced by a fresh list.
-func (t *term) AppendHistory(ctx context.Context, e cluster.HistoryEntry) (cluster.HistoryEntry, error) {
-	key := t.s.layout.History()
-	for attempt := 1; ; attempt++ {
-		cur, _, err := t.s.get(ctx, key)
-		if err != nil {
-			return e, fmt.Errorf("reading the history %s: %w", key, err)
-		}
-		var h []cluster.HistoryEntry
-		if cur != nil {
-			if h, err = cluster.DecodeHistory(cur.value); err != nil {
-				t.s.log.Error("history unreadable: starting a fresh list", "key", key, "err", err)
-			}
-		}
-		out, stored, added := cluster.AppendHistory(h, e)
-		if !added {
-			return stored, nil // an earlier attempt of ours went through
-		}
-		b, err := json.Marshal(out)
-		if err != nil {
-			return e, fmt.Errorf("encoding the history: %w", err)
-		}
-		if f := t.s.beforeHistoryWrite; f != nil {
-			f()
-		}
-		_, err = t.commit(ctx, "appending to the history "+key, []clientv3.Cmp{unchanged(key, cur)}, clientv3.OpPut(key, string(b)))
-		if errors.Is(err, ErrConflict) && attempt < historyAttempts {
-			continue
-		}
-		return stored, err
-	}
-}
-
-// Finish deletes the breadcrumb (if still at rev) and the term's election
-// key in one transaction guarded by the key: if the term is over or the
-// breadcrumb changed, nothing changes and the successor fences this node.
-func (t *term) Finish(ctx context.Context, rev cluster.Revision) error {
-	if !rev.Exists() {
-		return fmt.Errorf("finishing term %d: no breadcrumb revision (%s): nothing of ours to delete", t.epoch, rev)
-	}
-	bc := t.s.layout.Breadcrumb()
 	t.finishing.Store(true)
-	_, err := t.commit(ctx, fmt.Sprintf("finishing term %d (deleting the breadcrumb and %s)", t.epoch, t.key),
-		[]clientv3.Cmp{casOn(bc, rev)}, clientv3.OpDelete(bc), clientv3.OpDelete(t.key))
+	_, err = t.commit(ctx, "finishing term "+fmt.Sprint(t.epoch), cmps, append(txOps, clientv3.OpDelete(t.key))...)
 	if err != nil {
 		t.finishing.Store(false)
 		return err

@@ -12,19 +12,19 @@ import (
 
 // campaignFair starts id's elector in s (fair mode) and returns its terms as
 // they are won; each is held until the test ends or stop is called.
-func campaignFair(t *testing.T, s *Store, c *zk.Client, id string) (terms <-chan *term, stop func()) {
+func campaignFair(t *testing.T, s *Store, c *zk.Client, id string) (terms <-chan *wonTerm, stop func()) {
 	t.Helper()
 	el, err := election.New(election.Config{Dir: s.Layout().ElectionDir(), NodeID: id, Mode: election.Fair}, election.Deps{Client: c})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	won := make(chan *term, 4)
+	won := make(chan *wonTerm, 4)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		s.Elector(el).Campaign(ctx, func(ctx context.Context, tm cluster.Term) {
-			won <- tm.(*term)
+			won <- asWon(tm)
 			<-ctx.Done()
 		})
 	}()
@@ -34,7 +34,7 @@ func campaignFair(t *testing.T, s *Store, c *zk.Client, id string) (terms <-chan
 }
 
 // nextTerm returns the next term won on ch (campaignFair's).
-func nextTerm(t *testing.T, ch <-chan *term) *term {
+func nextTerm(t *testing.T, ch <-chan *wonTerm) *wonTerm {
 	t.Helper()
 	select {
 	case tm := <-ch:
@@ -58,4 +58,18 @@ func waitQueueLen(t *testing.T, adm *zk.Session, n int) {
 func validErr(t cluster.Term) error {
 	_, err := t.Expiry()
 	return err
+}
+
+// wonTerm is a won term as the tests use it: the controller's Term, with
+// the leadership of the backend's term under it.
+type wonTerm struct {
+	cluster.Term
+	l election.Leadership
+	s *Store
+}
+
+// asWon is tm as a wonTerm.
+func asWon(tm cluster.Term) *wonTerm {
+	p := cluster.Primitive(tm).(*term)
+	return &wonTerm{Term: tm, l: p.l, s: p.s}
 }

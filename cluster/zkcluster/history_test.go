@@ -25,7 +25,7 @@ func entry(id string, epoch int64) cluster.HistoryEntry {
 // guardTerm is a term of node id whose guard is an ephemeral znode of a
 // session of its own, made by the test: several of them can append at
 // once, which the election never allows, to race their writes.
-func guardTerm(t *testing.T, zkc *zktest.Cluster, id string, epoch int64) (*term, *zk.Session) {
+func guardTerm(t *testing.T, zkc *zktest.Cluster, id string, epoch int64) (*wonTerm, *zk.Session) {
 	t.Helper()
 	s, c := newStore(t, zkc, id, "inst-"+id)
 	sess := session(t, c)
@@ -36,7 +36,7 @@ func guardTerm(t *testing.T, zkc *zktest.Cluster, id string, epoch int64) (*term
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &term{l: election.Leadership{Session: sess, Path: p, Epoch: epoch, NodeID: id}, s: s}, sess
+	return asWon(s.NewTerm(&term{l: election.Leadership{Session: sess, Path: p, Epoch: epoch, NodeID: id}, s: s})), sess
 }
 
 // The history of a real term: appended and read back in order, the old
@@ -164,7 +164,7 @@ func TestAppendHistoryVersionConflictRetried(t *testing.T) {
 	}
 	for i, epoch := range []int64{10, 20} { // the first creates the record, the second sets it
 		interfered := 0
-		g.s.beforeHistoryWrite = func() {
+		g.s.BeforeHistoryWrite = func() {
 			if interfered < 2 {
 				interfered++
 				other(epoch + int64(interfered))

@@ -14,20 +14,20 @@ import (
 
 // campaign joins s's election for node id in the background; the first
 // term won arrives on the channel. The campaign ends with the test.
-func campaign(t *testing.T, s *Store, c *zk.Client, id string) <-chan *term {
+func campaign(t *testing.T, s *Store, c *zk.Client, id string) <-chan *wonTerm {
 	t.Helper()
 	el, err := election.New(election.Config{Dir: s.Layout().ElectionDir(), NodeID: id, Mode: election.Fair}, election.Deps{Client: c})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	won := make(chan *term, 1)
+	won := make(chan *wonTerm, 1)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		s.Elector(el).Campaign(ctx, func(ctx context.Context, tm cluster.Term) {
 			select {
-			case won <- tm.(*term):
+			case won <- asWon(tm):
 			default:
 			}
 			<-ctx.Done()
@@ -63,7 +63,7 @@ func TestLeaderPositionRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var ta *term
+	var ta *wonTerm
 	select {
 	case ta = <-campaign(t, sa, ca, "a"):
 	case <-time.After(30 * time.Second):
@@ -95,7 +95,7 @@ func TestLeaderPositionRecord(t *testing.T) {
 
 	// a's session expires: its term is over, the record stays for b.
 	expire(t, zkc, ca)
-	var tb *term
+	var tb *wonTerm
 	select {
 	case tb = <-wonB:
 	case <-time.After(30 * time.Second):

@@ -24,10 +24,11 @@ func TestProposeFailoverNeverReplacesAStandingRequest(t *testing.T) {
 	}
 	read := func() *cluster.FailoverRequest {
 		t.Helper()
-		r, _, err := node.getFailover(ctx, sess)
-		if err != nil {
+		data, _, err := sess.Get(ctx, testLayout.Failover())
+		if err != nil && !errors.Is(err, zk.ErrNoNode) {
 			t.Fatal(err)
 		}
+		r := cluster.DecodeFailover(data)
 		// Store.ReadFailover (the controller's check of a "none" its
 		// watch reported) reads the same on the client's session.
 		if r2, err := node.ReadFailover(ctx); err != nil || (r == nil) != (r2 == nil) || r != nil && r.Key() != r2.Key() {
@@ -41,7 +42,7 @@ func TestProposeFailoverNeverReplacesAStandingRequest(t *testing.T) {
 	if err := op.RequestFailover(ctx, operators); err != nil {
 		t.Fatal(err)
 	}
-	if err := node.ProposeFailover(ctx, mine); !errors.Is(err, ErrFailoverStands) {
+	if err := node.ProposeFailover(ctx, mine); !errors.Is(err, cluster.ErrFailoverStands) {
 		t.Fatalf("ProposeFailover over an operator's request: %v, want ErrFailoverStands", err)
 	}
 	if r := read(); r == nil || r.ID != "op" {
@@ -63,7 +64,7 @@ func TestProposeFailoverNeverReplacesAStandingRequest(t *testing.T) {
 	}
 
 	// Ours stands now: a second proposal is refused too.
-	if err := node.ProposeFailover(ctx, cluster.FailoverRequest{To: "d", ID: "again"}); !errors.Is(err, ErrFailoverStands) {
+	if err := node.ProposeFailover(ctx, cluster.FailoverRequest{To: "d", ID: "again"}); !errors.Is(err, cluster.ErrFailoverStands) {
 		t.Fatalf("second ProposeFailover: %v, want ErrFailoverStands", err)
 	}
 

@@ -489,13 +489,13 @@ func TestSessionChanged(t *testing.T) {
 
 // elect campaigns for node id in the store's election and returns the
 // first term won; the campaign ends with the test.
-func elect(t *testing.T, s *Store, c *zk.Client, id string) *term {
+func elect(t *testing.T, s *Store, c *zk.Client, id string) *wonTerm {
 	t.Helper()
 	return electIn(t, s, c, id, election.Fair)
 }
 
 // electIn is elect in the given election mode.
-func electIn(t *testing.T, s *Store, c *zk.Client, id string, mode election.Mode) *term {
+func electIn(t *testing.T, s *Store, c *zk.Client, id string, mode election.Mode) *wonTerm {
 	t.Helper()
 	el, err := election.New(election.Config{Dir: s.Layout().ElectionDir(), NodeID: id, Mode: mode}, election.Deps{Client: c})
 	if err != nil {
@@ -517,7 +517,7 @@ func electIn(t *testing.T, s *Store, c *zk.Client, id string, mode election.Mode
 	t.Cleanup(func() { cancel(); <-done })
 	select {
 	case tm := <-won:
-		return tm.(*term)
+		return asWon(tm)
 	case <-time.After(30 * time.Second):
 		t.Fatal("not elected")
 	}
@@ -540,7 +540,7 @@ func TestTermRecordsAndFinish(t *testing.T) {
 		return ok
 	}
 	_ = admin
-	rec := func(tm *term) breadcrumb.Record {
+	rec := func(tm *wonTerm) breadcrumb.Record {
 		return breadcrumb.Record{NodeID: "a", Host: "host-a", Epoch: tm.Epoch(), Since: time.Now().UTC()}
 	}
 	put := func(t *testing.T, r cluster.FailoverRequest) {
@@ -855,7 +855,7 @@ func TestTermCauseInClusterTerms(t *testing.T) {
 	}
 	type won struct {
 		ctx context.Context
-		t   *term
+		t   *wonTerm
 	}
 	wins := make(chan won, 4)
 	ret := make(chan struct{}, 4) // a value makes the callback return
@@ -864,7 +864,7 @@ func TestTermCauseInClusterTerms(t *testing.T) {
 	go func() {
 		defer close(done)
 		s.Elector(el).Campaign(cctx, func(tctx context.Context, tm cluster.Term) {
-			wins <- won{tctx, tm.(*term)}
+			wins <- won{tctx, asWon(tm)}
 			select {
 			case <-tctx.Done():
 			case <-ret:

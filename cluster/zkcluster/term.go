@@ -2,13 +2,10 @@ package zkcluster
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"time"
 
-	"github.com/failoverd/failoverd/breadcrumb"
 	"github.com/failoverd/failoverd/cluster"
 	"github.com/failoverd/failoverd/election"
 	"github.com/failoverd/failoverd/zk"
@@ -35,7 +32,7 @@ func (e *Elector) Campaign(ctx context.Context, won func(ctx context.Context, t 
 	return e.el.Run(ctx, func(ctx context.Context, l election.Leadership) {
 		tctx, release := termContext(ctx)
 		defer release()
-		won(tctx, &term{l: l, s: e.s, ctx: ctx})
+		won(tctx, e.s.NewTerm(&term{l: l, s: e.s, ctx: ctx}))
 	})
 }
 
@@ -99,10 +96,12 @@ func (e *Elector) Warm(on bool) { e.el.Warm(on) }
 // not fit the negotiated session timeout), or nil.
 func (e *Elector) Refusal() error { return e.el.Refusal() }
 
-// term is one election.Leadership as a cluster.Term. Every write it makes
-// runs on the leadership's own session and is guarded by its election
-// znode, so a term that is over (session gone, znode deleted) writes
-// nothing.
+// term is one election.Leadership as a cluster.TermKV. Every read runs on
+// the leadership's own session (ZooKeeper's per-session view is
+// monotonic, so a winner that saw its predecessor's znode go sees what
+// the predecessor wrote before), and every write is one multi with the
+// check that the term's election znode exists, so a term that is over
+// (session gone, znode deleted) writes nothing.
 type term struct {
 	l election.Leadership
 	s *Store
@@ -112,9 +111,10 @@ type term struct {
 	ctx context.Context
 }
 
-var _ cluster.Term = (*term)(nil)
+var _ cluster.TermKV = (*term)(nil)
 
-func (t *term) Epoch() int64 { return t.l.Epoch }
+func (t *term) Epoch() int64   { return t.l.Epoch }
+func (t *term) NodeID() string { return t.l.NodeID }
 
 // Expiry is when the term stops being safe to assume: the lease's end
 // (its anchor, the send time of the newest write the ZooKeeper leader
@@ -142,88 +142,22 @@ func (t *term) Expiry() (time.Time, error) {
 // term's session.
 func (t *term) SessionTimeout() time.Duration { return t.l.SessionTimeout }
 
-// guard is the term's proof of life for breadcrumb writes.
-func (t *term) guard() Guard {
-	return Guard{Session: t.l.Session, Election: t.l.Path}
+// Read reads on the term's own session.
+func (t *term) Read(ctx context.Context, qs ...cluster.Query) ([]cluster.Result, error) {
+	return read(ctx, t.l.Session, nil, qs)
 }
 
-// ReadBreadcrumb reads the breadcrumb on the term's session.
-func (t *term) ReadBreadcrumb(ctx context.Context) (breadcrumb.Record, cluster.Revision, error) {
-	r, v, err := ReadBreadcrumbAt(ctx, t.l.Session, t.s.layout.Breadcrumb())
-	return r, revision(v), err
+// Commit applies ops in one multi with the check of the term's election
+// znode.
+func (t *term) Commit(ctx context.Context, ops ...cluster.Op) (cluster.Committed, error) {
+	return commit(ctx, t.l.Session, t.l.Path, ops)
 }
 
-func (t *term) WriteBreadcrumb(ctx context.Context, r breadcrumb.Record, rev cluster.Revision) (cluster.Revision, error) {
-	v, err := WriteBreadcrumbAt(ctx, t.guard(), t.s.layout.Breadcrumb(), r, version(rev))
-	if err != nil {
-		return cluster.Revision{}, err
-	}
-	return revision(v), nil
-}
-
-// revision is znode version v as a cluster.Revision (-1: absent).
-func revision(v int32) cluster.Revision {
-	if v < 0 {
-		return cluster.Revision{}
-	}
-	return cluster.RevisionOf(int64(v))
-}
-
-// version is the znode version rev stands for (-1: absent). A revision
-// that no znode version can be (another backend's) is -2, which every
-// version check refuses.
-func version(rev cluster.Revision) int32 {
-	n, ok := rev.Backend()
-	switch {
-	case !ok:
-		return -1
-	case n < 0 || n > math.MaxInt32:
-		return -2
-	}
-	return int32(n)
-}
-
-// ReadFailover reads the request on the term's own session: ZooKeeper's
-// per-session view is monotonic, so a winner that saw its predecessor's
-// znode go (deleted after the predecessor saw a request) sees the request
-// too. nil: none, or unreadable (which keeps nobody out).
-func (t *term) ReadFailover(ctx context.Context) (*cluster.FailoverRequest, error) {
-	r, _, err := t.s.getFailover(ctx, t.l.Session)
-	return r, err
-}
-
-// CompleteFailover marks a pending failover request to this node done
-// (with epoch, the term's as published) once promoted, so the other nodes stop standing
-// aside: they are the candidates if we die now. The write is
-// version-checked (a request replaced meanwhile is left alone) and, like
-// every write of a term, guarded by the term's election znode in the same
-// multi: a term that is over must not tell the others that the failover
-// to it is done (they would stop standing aside for a target that no
-// longer leads, and the request would carry an epoch that is not the
-// current leader's).
-func (t *term) CompleteFailover(ctx context.Context, epoch int64) error {
-	path := t.s.layout.Failover()
-	req, st, err := t.s.getFailover(ctx, t.l.Session)
-	if err != nil || req == nil || req.To != t.l.NodeID || req.Done {
-		return err
-	}
-	req.Done, req.Epoch = true, epoch
-	b, _ := json.Marshal(req)
-	err = t.l.Session.Multi(ctx,
-		zk.CheckOp{Path: t.l.Path, Version: -1},
-		zk.SetOp{Path: path, Data: b, Version: st.Version})
-	if err != nil {
-		return fmt.Errorf("marking the failover request %s done (guarded by %s): %w", path, t.l.Path, err)
-	}
-	return nil
-}
-
-// Finish ends the term in one multi: the breadcrumb (at bcVersion, the
-// version WriteBreadcrumb returned) and the term's election znode are
-// deleted together. If the znode is gone (the session expired, or it was
-// deleted), the multi fails as a whole and the breadcrumb stays, so the
-// successor fences this node; the same if the breadcrumb changed. The
-// elector's own leave then finds the znode gone, which it ignores.
+// Finish applies ops and deletes the term's election znode in one multi.
+// If the znode is gone (the session expired, or it was deleted), the multi
+// fails as a whole and nothing changes (the breadcrumb stays, so the
+// successor fences this node). The elector's own leave then finds the
+// znode gone, which it ignores.
 //
 // The znode delete must take only ours. In fair mode its name is unique
 // to this term (our elector's GUID and a sequence number), and the elector
@@ -239,91 +173,35 @@ func (t *term) CompleteFailover(ctx context.Context, epoch int64) error {
 // operator's delete of a live leader's lock, and then costs the new
 // holder its term before it could promote, never safety (we demoted
 // already, and it would find no breadcrumb to fence).
-func (t *term) Finish(ctx context.Context, rev cluster.Revision) error {
-	bcVersion := version(rev)
-	if bcVersion < 0 {
-		return fmt.Errorf("finishing term %d: no breadcrumb revision (%s): nothing of ours to delete", t.l.Epoch, rev)
-	}
+func (t *term) Finish(ctx context.Context, ops ...cluster.Op) error {
 	entryVersion := int32(-1)
 	if t.l.Mode == election.Unfair {
 		st, ok, err := election.StillOwned(ctx, t.l.Session, t.l.Path, t.l.Epoch, t.l.Session.ID())
 		if err != nil {
-			return fmt.Errorf("finishing term %d (reading %s): %w", t.l.Epoch, t.l.Path, err)
+			return fmt.Errorf("reading %s: %w", t.l.Path, err)
 		}
 		if !ok {
 			now := "gone"
 			if st.Czxid != 0 {
 				now = fmt.Sprintf("another lock now (czxid %d, owner 0x%x)", st.Czxid, st.EphemeralOwner)
 			}
-			return fmt.Errorf("finishing term %d: the lock %s this term created is %s: %w", t.l.Epoch, t.l.Path, now, zk.ErrNoNode)
+			return fmt.Errorf("the lock %s this term created is %s: %w", t.l.Path, now, zk.ErrNoNode)
 		}
 		entryVersion = st.Version
 	}
-	bc := t.s.layout.Breadcrumb()
+	var zops []zk.Op
+	for _, o := range ops {
+		if o.Kind != cluster.OpDelete {
+			return fmt.Errorf("zkcluster: Finish takes deletes only (op %d)", o.Kind)
+		}
+		zops = append(zops, zk.DeleteOp{Path: o.Key, Version: version(o.Rev)})
+	}
 	t.l.Finishing(true)
-	err := t.l.Session.Multi(ctx,
-		zk.DeleteOp{Path: bc, Version: bcVersion},
-		zk.DeleteOp{Path: t.l.Path, Version: entryVersion})
+	err := t.l.Session.Multi(ctx, append(zops, zk.DeleteOp{Path: t.l.Path, Version: entryVersion})...)
 	if err != nil {
 		t.l.Finishing(false)
-		return fmt.Errorf("finishing term %d (deleting the breadcrumb and %s): %w", t.l.Epoch, t.l.Path, err)
+		return fmt.Errorf("deleting %s: %w", t.l.Path, err)
 	}
 	t.l.Deleted()
 	return nil
-}
-
-// historyAttempts bounds AppendHistory's rounds on a concurrent change of
-// the history. Each lost round means another writer's append went
-// through; only a leader's append, an operator, or a test races it, so
-// one retry nearly always does.
-const historyAttempts = 10
-
-// AppendHistory appends e to the history record: read, append
-// (cluster.AppendHistory), and write back at the version read, in one
-// multi with the check of the term's election znode, so that a term that
-// is over appends nothing. A version conflict (someone changed the record
-// meanwhile) reads again and retries. An unreadable record is logged with
-// its first bytes and replaced by a fresh list: the history informs
-// operators and decides nothing, so a record something else wrote must
-// not stop every later change from being recorded; the log line keeps
-// what it held.
-func (t *term) AppendHistory(ctx context.Context, e cluster.HistoryEntry) (cluster.HistoryEntry, error) {
-	path := t.s.layout.History()
-	for attempt := 1; ; attempt++ {
-		data, st, err := t.l.Session.Get(ctx, path)
-		version := st.Version
-		switch {
-		case errors.Is(err, zk.ErrNoNode):
-			data, version = nil, -1
-		case err != nil:
-			return e, fmt.Errorf("reading the history %s: %w", path, err)
-		}
-		h, err := cluster.DecodeHistory(data)
-		if err != nil {
-			t.s.log.Error("history unreadable: starting a fresh list", "path", path, "err", err)
-		}
-		out, stored, added := cluster.AppendHistory(h, e)
-		if !added {
-			return stored, nil // an earlier attempt of ours went through
-		}
-		b, err := json.Marshal(out)
-		if err != nil {
-			return e, fmt.Errorf("encoding the history: %w", err)
-		}
-		var op zk.Op = zk.SetOp{Path: path, Data: b, Version: version}
-		if version < 0 {
-			op = zk.CreateOp{Path: path, Data: b, Mode: zk.Persistent}
-		}
-		if f := t.s.beforeHistoryWrite; f != nil {
-			f()
-		}
-		err = t.l.Session.Multi(ctx, zk.CheckOp{Path: t.l.Path, Version: -1}, op)
-		if err == nil {
-			return stored, nil
-		}
-		if (errors.Is(err, zk.ErrBadVersion) || errors.Is(err, zk.ErrNodeExists)) && attempt < historyAttempts {
-			continue // changed meanwhile: append to what is there now
-		}
-		return e, fmt.Errorf("appending to the history %s (guarded by %s): %w", path, t.l.Path, err)
-	}
 }

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/failoverd/failoverd/breadcrumb"
 	"github.com/failoverd/failoverd/cluster"
 	"github.com/failoverd/failoverd/cluster/etcdcluster"
 	"github.com/failoverd/failoverd/cluster/zkcluster"
@@ -18,44 +17,9 @@ import (
 	"github.com/failoverd/failoverd/zk"
 )
 
-// operatorStore is what the CLI commands and the admin API use of a
-// cluster's records beyond the coordination contract: the operator
-// methods zkcluster.Store and etcdcluster.Store both have, with the same
-// signatures.
-type operatorStore interface {
-	Members(ctx context.Context) ([]cluster.Member, error)
-	WatchMembers(ctx context.Context, fn func([]cluster.Member)) error
-	Queue(ctx context.Context) ([]string, error)
-	Leader(ctx context.Context) (*cluster.Leader, error)
-	WatchLeader(ctx context.Context, fn func(*cluster.Leader)) error
-	// Fresh returns once the backend proved it is in touch with its
-	// quorum (see leaderView).
-	Fresh(ctx context.Context) error
-	ReadBreadcrumb(ctx context.Context) (breadcrumb.Record, cluster.Revision, error)
-	ReadBreadcrumbData(ctx context.Context) ([]byte, cluster.Revision, error)
-	// ClearBreadcrumb deletes the breadcrumb only if it is still at rev:
-	// breadcrumb.ErrChanged when it was rewritten, ErrAbsent when gone.
-	ClearBreadcrumb(ctx context.Context, rev cluster.Revision) error
-	ReadLeaderPosition(ctx context.Context) (*cluster.LeaderPosition, error)
-	ReadPause(ctx context.Context) (*cluster.Pause, error)
-	SetPause(ctx context.Context, p cluster.Pause) (cluster.Pause, bool, error)
-	ClearPause(ctx context.Context) (bool, error)
-	History(ctx context.Context) ([]cluster.HistoryEntry, error)
-	KnownMembers(ctx context.Context) ([]cluster.KnownMember, error)
-	ForgetMember(ctx context.Context, id string) (bool, error)
-	RequestFailover(ctx context.Context, r cluster.FailoverRequest) error
-	WithdrawFailover(ctx context.Context, id string) error
-	// The move of a cluster to another coordination service (migrate.go).
-	ClusterRecord(ctx context.Context) (*cluster.ClusterRecord, cluster.Revision, error)
-	WriteClusterRecord(ctx context.Context, rec cluster.ClusterRecord, rev cluster.Revision) (newRev cluster.Revision, stamp int64, err error)
-	ReadCarried(ctx context.Context) (cluster.Carried, error)
-	WriteCarried(ctx context.Context, c cluster.Carried) error
-}
-
-var (
-	_ operatorStore = (*zkcluster.Store)(nil)
-	_ operatorStore = (*etcdcluster.Store)(nil)
-)
+// operatorStore is what the CLI commands and the admin API use of the
+// cluster's records (the backend's cluster.Store; tests give fakes).
+type operatorStore = cluster.Operator
 
 // backend is a connection to the coordination service cfg names, with
 // the store of cfg's cluster on it.
@@ -64,9 +28,9 @@ type backend struct {
 	kind string
 	// desc names the service in messages ("zookeeper [a:2181]").
 	desc  string
-	store operatorStore
-	// records is store as the controller's cluster.Records.
-	records cluster.Records
+	// store keeps the cluster's records on the backend's primitives:
+	// the controller's cluster.Records and every operator operation.
+	store *cluster.Store
 	// stale is how old the last answered Fresh may be before the leader
 	// view stops answering: the session timeout or the lease TTL.
 	stale time.Duration
@@ -123,7 +87,7 @@ func openZooKeeper(cfg *config.Config, nodeID, instance string, logger *slog.Log
 		return nil, err
 	}
 	return &backend{
-		kind: config.BackendZooKeeper, desc: fmt.Sprintf("zookeeper %v", cfg.ZooKeeper.Servers), store: store, records: store,
+		kind: config.BackendZooKeeper, desc: fmt.Sprintf("zookeeper %v", cfg.ZooKeeper.Servers), store: store.Store,
 		stale:   cfg.ZooKeeper.SessionTimeout.Std(),
 		session: func(ctx context.Context) error { return firstZKSession(ctx, client) },
 		elector: func(ccfg controller.Config) (cluster.Elector, error) {
@@ -184,7 +148,7 @@ func openEtcd(cfg *config.Config, nodeID, instance string, logger *slog.Logger) 
 		return nil, err
 	}
 	return &backend{
-		kind: config.BackendEtcd, desc: desc, store: store, records: store,
+		kind: config.BackendEtcd, desc: desc, store: store.Store,
 		stale:   cfg.Etcd.LeaseTTL.Std(),
 		session: func(ctx context.Context) error { return firstEtcdSession(ctx, conn, dc, logger) },
 		elector: func(ccfg controller.Config) (cluster.Elector, error) {

@@ -268,7 +268,7 @@ func buildOn(cfg *config.Config, logger *slog.Logger, ccfg controller.Config, be
 		logger.Info("node state read", "file", home.path, "record_id", id, "highest_epoch", epoch)
 	}
 	ctrl, err := controller.New(ccfg, controller.Deps{
-		Elector: el, Records: be.records, Fencer: fence, Metrics: m, Logger: logger,
+		Elector: el, Records: be.store, Fencer: fence, Metrics: m, Logger: logger,
 		Hooks:    procHooks(cfg, ccfg, logger),
 		Position: positionReader(cfg, logger),
 		Home:     home,

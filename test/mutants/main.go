@@ -124,61 +124,32 @@ var mutants = []mutant{
 		Tests: []selection{{e2e, "TestExactlyOnePromotedAndGracefulHandover"}},
 	},
 	{
-		Name: "unguarded-breadcrumb",
-		What: "the breadcrumb write is a plain upsert (Set at version -1, else Create), without the election-znode check",
+		Name: "unguarded-term-writes",
+		What: "a ZooKeeper term's writes (the breadcrumb among them) are plain compare-and-set writes, without the check of the election znode",
 		Edits: []edit{{
-			File: "cluster/zkcluster/breadcrumb.go",
-			Old:  "if err := g.Session.Multi(ctx, zk.CheckOp{Path: g.Election, Version: -1}, op); err != nil {",
-			New:  "if err := mutantUpsert(ctx, g.Session, path, b, op); err != nil {",
-		}, {
-			File:   "cluster/zkcluster/breadcrumb.go",
-			Append: true,
-			New: `
-func mutantUpsert(ctx context.Context, s *zk.Session, path string, b []byte, _ zk.Op) error {
-	_, err := s.Set(ctx, path, b, -1)
-	if errors.Is(err, zk.ErrNoNode) {
-		_, _, err = s.Create(ctx, path, b, zk.Persistent)
-	}
-	return err
-}
-`,
+			File: "cluster/zkcluster/term.go",
+			Old:  "return commit(ctx, t.l.Session, t.l.Path, ops)",
+			New:  "return commit(ctx, t.l.Session, \"\", ops)",
 		}},
 		Tests: []selection{{e2e, "TestLeaderThatLostItsZnodeBeforeTheBreadcrumbWriteCannotWriteIt"}},
 	},
 	{
 		Name: "breadcrumb-without-election-check",
-		What: "the breadcrumb write keeps its compare-and-set on the version but drops the check of the election znode",
+		What: "a ZooKeeper term's multi keeps its compare-and-set on the version but drops the check of the election znode",
 		Edits: []edit{{
-			File: "cluster/zkcluster/breadcrumb.go",
-			Old:  "if err := g.Session.Multi(ctx, zk.CheckOp{Path: g.Election, Version: -1}, op); err != nil {",
-			New:  "if err := g.Session.Multi(ctx, op); err != nil {",
+			File: "cluster/zkcluster/kv.go",
+			Old:  "\tif guard != \"\" {\n\t\tzops = append(zops, zk.CheckOp{Path: guard, Version: -1})\n\t}",
+			New:  "",
 		}},
 		Tests: []selection{{e2e, "TestLeaderThatLostItsZnodeBeforeTheBreadcrumbWriteCannotWriteIt"}},
 	},
 	{
-		Name: "etcd-unguarded-breadcrumb",
-		What: "etcd: the breadcrumb write compares only the breadcrumb's revision, not the writer's election key create revision",
+		Name: "etcd-unguarded-term-writes",
+		What: "etcd: a term's writes (the breadcrumb, a failover request marked done) compare only the record's revision, not the writer's election key create revision",
 		Edits: []edit{{
 			File: "cluster/etcdcluster/term.go",
-			Old:  `resp, err := t.commit(ctx, "writing breadcrumb "+key, []clientv3.Cmp{casOn(key, rev)}, clientv3.OpPut(key, string(b)))`,
-			New: `resp, err := t.s.cli.Txn(ctx).If(casOn(key, rev)).Then(clientv3.OpPut(key, string(b))).Commit()
-	if err == nil && !resp.Succeeded {
-		err = ErrConflict
-	}`,
-		}},
-		Tests: []selection{{"./cluster/etcdcluster/", "TestOnSharedCluster/GuardedWrites"}},
-	},
-	{
-		Name: "etcd-unguarded-complete-failover",
-		What: "etcd: marking a failover request done compares only the request, not the writer's election key create revision",
-		Edits: []edit{{
-			File: "cluster/etcdcluster/term.go",
-			Old:  `_, err = t.commit(ctx, "marking the failover request "+key+" done", []clientv3.Cmp{unchanged(key, cur)},`,
-			New:  `_, err = t.s.cli.Txn(ctx).If(unchanged(key, cur)).Then(`,
-		}, {
-			File: "cluster/etcdcluster/term.go",
-			Old:  "\t\tclientv3.OpPut(key, string(b), clientv3.WithIgnoreLease()))\n\treturn err",
-			New:  "\t\tclientv3.OpPut(key, string(b), clientv3.WithIgnoreLease())).Commit()\n\treturn err",
+			Old:  "If(append([]clientv3.Cmp{t.guard()}, cmps...)...)",
+			New:  "If(cmps...)",
 		}},
 		Tests: []selection{{"./cluster/etcdcluster/", "TestOnSharedCluster/GuardedWrites"}},
 	},
@@ -254,11 +225,11 @@ func mutantUpsert(ctx context.Context, s *zk.Session, path string, b []byte, _ z
 	},
 	{
 		Name: "etcd-serializable-leader-view",
-		What: "etcd: the leader view reads the member records and the breadcrumb from the member's own copy (serializable)",
+		What: "etcd: record reads (the leader view's among them) come from the member's own copy (serializable)",
 		Edits: []edit{{
-			File: "cluster/etcdcluster/leader.go",
-			Old:  "clientv3.OpGet(dir(s.layout.MembersDir()), clientv3.WithPrefix()),\n\t\tclientv3.OpGet(s.layout.Breadcrumb()),",
-			New:  "clientv3.OpGet(dir(s.layout.MembersDir()), clientv3.WithPrefix(), clientv3.WithSerializable()),\n\t\tclientv3.OpGet(s.layout.Breadcrumb(), clientv3.WithSerializable()),",
+			File: "cluster/etcdcluster/kv.go",
+			Old:  "ops[i] = clientv3.OpGet(dir(q.Key), clientv3.WithPrefix())\n\t\t} else {\n\t\t\tops[i] = clientv3.OpGet(q.Key)",
+			New:  "ops[i] = clientv3.OpGet(dir(q.Key), clientv3.WithPrefix(), clientv3.WithSerializable())\n\t\t} else {\n\t\t\tops[i] = clientv3.OpGet(q.Key, clientv3.WithSerializable())",
 		}},
 		Tests: []selection{{"./cluster/etcdcluster/", "TestReadsNeedTheQuorum"}},
 	},
