@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/failoverd/failoverd/cluster/zkcluster/lease"
 	"github.com/failoverd/failoverd/controller"
-	"github.com/failoverd/failoverd/internal/lease"
 	"github.com/failoverd/failoverd/internal/secret"
 )
 

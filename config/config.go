@@ -210,7 +210,7 @@ type Election struct {
 	// as leader, counted from the newest write the ZooKeeper leader provably
 	// credited to its session, before it demotes itself. 0 (default) means
 	// the longest that fits: session timeout - demote budget - session/20
-	// (the ZooKeeper backend's timing check, internal/lease).
+	// (the ZooKeeper backend's timing check, cluster/zkcluster/lease).
 	Lease Duration `yaml:"lease"`
 	// WarmStandby has the standby that would lead next (fair: the one next
 	// in line, and a failover target; unfair: every standby) renew its

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/failoverd/failoverd/cluster/zkcluster/election"
 	"github.com/failoverd/failoverd/config"
 	"github.com/failoverd/failoverd/controller"
-	"github.com/failoverd/failoverd/election"
 )
 
 // TestLeaseRuleMatchesElection keeps the rule config validates with the one

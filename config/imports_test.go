@@ -14,7 +14,7 @@ import (
 // controller/imports_test.go). Each backend's timing check, the lease
 // arithmetic validation needs, reaches it through SetTimingChecks.
 var (
-	backendPackages = []string{"election", "cluster/zkcluster", "zk", "internal/lease", "cluster/etcdcluster"}
+	backendPackages = []string{"cluster/zkcluster", "cluster/zkcluster/election", "cluster/zkcluster/zk", "cluster/zkcluster/lease", "cluster/etcdcluster"}
 	clientLibraries = []string{"github.com/go-zookeeper/", "go.etcd.io/"}
 )
 

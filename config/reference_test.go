@@ -33,7 +33,7 @@ func referenceDefaults() []struct{ key, want, owner string } {
 		{"zookeeper.tick_time", d.ZooKeeper.TickTime.String(), "config"},
 		{"zookeeper.auth.scheme", AuthSchemeDigest, "config"},
 		{"election.mode", d.Election.Mode, "config"},
-		{"election.lease", d.Election.Lease.String(), "internal/lease"},
+		{"election.lease", d.Election.Lease.String(), "cluster/zkcluster/lease"},
 		{"election.warm_standby", strconv.FormatBool(d.Election.WarmStandby), "config"},
 		{"election.failover_cooldown", d.Election.FailoverCooldown.String(), "config"},
 		{"election.preempt_after", d.Election.PreemptAfter.String(), "config"},

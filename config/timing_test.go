@@ -5,7 +5,7 @@ import (
 
 	"github.com/failoverd/failoverd/cluster/etcdcluster"
 	"github.com/failoverd/failoverd/cluster/zkcluster"
-	"github.com/failoverd/failoverd/internal/lease"
+	"github.com/failoverd/failoverd/cluster/zkcluster/lease"
 )
 
 // The backends' timing checks, wired as cmd/failoverd wires them (config

@@ -8,9 +8,8 @@ import (
 	"testing"
 )
 
-// backendPackages are the coordination backends (ZooKeeper: election,
-// zkcluster, zk and its lease arithmetic, internal/lease; etcd:
-// etcdcluster): cmd/failoverd plugs them in, and the controller must not
+// backendPackages are the coordination backends (ZooKeeper: zkcluster,
+// with its election, zk and lease arithmetic below it; etcd: etcdcluster): cmd/failoverd plugs them in, and the controller must not
 // depend on them (directly or through another package), so that a backend
 // is one more package and the controller speaks only cluster's
 // vocabulary. clientLibraries are the coordination services' client
@@ -18,7 +17,7 @@ import (
 // github.com/go-zookeeper/zk), which no package the controller links may
 // import either. config/imports_test.go holds config to the same lists.
 var (
-	backendPackages = []string{"election", "cluster/zkcluster", "zk", "internal/lease", "cluster/etcdcluster"}
+	backendPackages = []string{"cluster/zkcluster", "cluster/zkcluster/election", "cluster/zkcluster/zk", "cluster/zkcluster/lease", "cluster/etcdcluster"}
 	clientLibraries = []string{"github.com/go-zookeeper/", "go.etcd.io/"}
 )
 

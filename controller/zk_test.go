@@ -19,13 +19,13 @@ import (
 
 	"github.com/failoverd/failoverd/cluster"
 	"github.com/failoverd/failoverd/cluster/zkcluster"
-	"github.com/failoverd/failoverd/election"
+	"github.com/failoverd/failoverd/cluster/zkcluster/election"
+	"github.com/failoverd/failoverd/cluster/zkcluster/zk"
 	"github.com/failoverd/failoverd/fencer"
 	"github.com/failoverd/failoverd/healthcheck"
 	"github.com/failoverd/failoverd/internal/proc"
 	"github.com/failoverd/failoverd/internal/proc/proctest"
 	"github.com/failoverd/failoverd/test/zktest"
-	"github.com/failoverd/failoverd/zk"
 )
 
 // ctLayout is where the test nodes' cluster lives.

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/failoverd/failoverd/zk"
+	"github.com/failoverd/failoverd/cluster/zkcluster/zk"
 )
 
 // Every backend is a backendtest.Silencer (the TermEnd obligation).

@@ -14,9 +14,9 @@ import (
 	"github.com/failoverd/failoverd/cluster"
 	"github.com/failoverd/failoverd/cluster/backendtest"
 	"github.com/failoverd/failoverd/cluster/zkcluster"
-	"github.com/failoverd/failoverd/election"
+	"github.com/failoverd/failoverd/cluster/zkcluster/election"
+	"github.com/failoverd/failoverd/cluster/zkcluster/zk"
 	"github.com/failoverd/failoverd/test/zktest"
-	"github.com/failoverd/failoverd/zk"
 )
 
 // The ZooKeeper backend (zkcluster, with package election's elector in

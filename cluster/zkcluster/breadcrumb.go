@@ -6,7 +6,7 @@ import (
 	"fmt"
 
 	"github.com/failoverd/failoverd/breadcrumb"
-	"github.com/failoverd/failoverd/zk"
+	"github.com/failoverd/failoverd/cluster/zkcluster/zk"
 )
 
 // The breadcrumb in ZooKeeper: a persistent znode, written and deleted only

@@ -6,8 +6,8 @@ import (
 
 	"github.com/failoverd/failoverd/breadcrumb"
 	"github.com/failoverd/failoverd/cluster"
+	"github.com/failoverd/failoverd/cluster/zkcluster/zk"
 	"github.com/failoverd/failoverd/test/zktest"
-	"github.com/failoverd/failoverd/zk"
 )
 
 // The operator's clear deletes the breadcrumb only at the version it read:

@@ -9,8 +9,8 @@ import (
 
 	"github.com/failoverd/failoverd/breadcrumb"
 	"github.com/failoverd/failoverd/cluster"
+	"github.com/failoverd/failoverd/cluster/zkcluster/zk"
 	"github.com/failoverd/failoverd/test/zktest"
-	"github.com/failoverd/failoverd/zk"
 )
 
 const bcDir = "/failoverd/orders"

@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/failoverd/failoverd/cluster"
-	"github.com/failoverd/failoverd/election"
+	"github.com/failoverd/failoverd/cluster/zkcluster/election"
+	"github.com/failoverd/failoverd/cluster/zkcluster/zk"
 	"github.com/failoverd/failoverd/test/zktest"
-	"github.com/failoverd/failoverd/zk"
 )
 
 // entry is a history entry of node id's term epoch.

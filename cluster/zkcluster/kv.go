@@ -9,8 +9,8 @@ import (
 	"sync"
 
 	"github.com/failoverd/failoverd/cluster"
-	"github.com/failoverd/failoverd/election"
-	"github.com/failoverd/failoverd/zk"
+	"github.com/failoverd/failoverd/cluster/zkcluster/election"
+	"github.com/failoverd/failoverd/cluster/zkcluster/zk"
 )
 
 // The record store in ZooKeeper (cluster.Backend): a record is a znode, its

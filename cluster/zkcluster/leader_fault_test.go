@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/failoverd/failoverd/cluster/zkcluster/zk"
 	"github.com/failoverd/failoverd/test/zktest"
-	"github.com/failoverd/failoverd/zk"
 )
 
 // A connection lost while the leader's member record is read is not "no

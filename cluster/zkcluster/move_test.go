@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/failoverd/failoverd/cluster"
+	"github.com/failoverd/failoverd/cluster/zkcluster/zk"
 	"github.com/failoverd/failoverd/test/zktest"
-	"github.com/failoverd/failoverd/zk"
 )
 
 // The records of a move: a record of an earlier version (no ID) gets one

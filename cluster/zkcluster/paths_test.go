@@ -122,7 +122,7 @@ func pathLiterals(f *ast.File) []*ast.BasicLit {
 	ast.Inspect(f, func(n ast.Node) bool {
 		switch n := n.(type) {
 		case *ast.ImportSpec:
-			return false // "github.com/failoverd/failoverd/election" is a package
+			return false // "github.com/failoverd/failoverd/cluster/zkcluster/election" is a package
 		case *ast.CallExpr:
 			if isJoin(n.Fun) {
 				for _, a := range n.Args {
@@ -166,7 +166,7 @@ func isJoin(fun ast.Expr) bool {
 // look-alikes alone.
 func TestPathLiterals(t *testing.T) {
 	src := `package p
-import "github.com/failoverd/failoverd/election"
+import "github.com/failoverd/failoverd/cluster/zkcluster/election"
 type T struct {
 	Mode string ` + "`json:\"election\" yaml:\"config\"`" + `
 }

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/failoverd/failoverd/cluster"
+	"github.com/failoverd/failoverd/cluster/zkcluster/zk"
 	"github.com/failoverd/failoverd/test/zktest"
-	"github.com/failoverd/failoverd/zk"
 )
 
 // The pause record against real ZooKeeper: set is idempotent (the first

@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/failoverd/failoverd/cluster"
-	"github.com/failoverd/failoverd/election"
+	"github.com/failoverd/failoverd/cluster/zkcluster/election"
+	"github.com/failoverd/failoverd/cluster/zkcluster/zk"
 	"github.com/failoverd/failoverd/test/zktest"
-	"github.com/failoverd/failoverd/zk"
 )
 
 // campaign joins s's election for node id in the background; the first

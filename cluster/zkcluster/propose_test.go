@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/failoverd/failoverd/cluster"
+	"github.com/failoverd/failoverd/cluster/zkcluster/zk"
 	"github.com/failoverd/failoverd/test/zktest"
-	"github.com/failoverd/failoverd/zk"
 )
 
 // ProposeFailover (a node's own handover request) writes only when no

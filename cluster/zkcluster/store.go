@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/failoverd/failoverd/cluster"
-	"github.com/failoverd/failoverd/zk"
+	"github.com/failoverd/failoverd/cluster/zkcluster/zk"
 )
 
 // Config says whose records a Store keeps.

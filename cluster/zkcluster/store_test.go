@@ -11,9 +11,9 @@ import (
 
 	"github.com/failoverd/failoverd/breadcrumb"
 	"github.com/failoverd/failoverd/cluster"
-	"github.com/failoverd/failoverd/election"
+	"github.com/failoverd/failoverd/cluster/zkcluster/election"
+	"github.com/failoverd/failoverd/cluster/zkcluster/zk"
 	"github.com/failoverd/failoverd/test/zktest"
-	"github.com/failoverd/failoverd/zk"
 )
 
 var testLayout = cluster.Layout{Root: "/failoverd", Cluster: "zc"}

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/failoverd/failoverd/internal/lease"
+	"github.com/failoverd/failoverd/cluster/zkcluster/lease"
 )
 
 // TimingConfig is what CheckTiming reads: a ZooKeeper leadership's timing

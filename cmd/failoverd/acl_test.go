@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/failoverd/failoverd/cluster/zkcluster/zk"
 	"github.com/failoverd/failoverd/test/clustertest"
-	"github.com/failoverd/failoverd/zk"
 )
 
 // With zookeeper.auth, a daemon whose first session finds a znode above

@@ -11,10 +11,10 @@ import (
 	"github.com/failoverd/failoverd/cluster"
 	"github.com/failoverd/failoverd/cluster/etcdcluster"
 	"github.com/failoverd/failoverd/cluster/zkcluster"
+	"github.com/failoverd/failoverd/cluster/zkcluster/election"
+	"github.com/failoverd/failoverd/cluster/zkcluster/zk"
 	"github.com/failoverd/failoverd/config"
 	"github.com/failoverd/failoverd/controller"
-	"github.com/failoverd/failoverd/election"
-	"github.com/failoverd/failoverd/zk"
 )
 
 // operatorStore is what the CLI commands and the admin API use of the
@@ -27,7 +27,7 @@ type backend struct {
 	// kind is config.BackendZooKeeper or config.BackendEtcd.
 	kind string
 	// desc names the service in messages ("zookeeper [a:2181]").
-	desc  string
+	desc string
 	// store keeps the cluster's records on the backend's primitives:
 	// the controller's cluster.Records and every operator operation.
 	store *cluster.Store

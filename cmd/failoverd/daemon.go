@@ -17,13 +17,13 @@ import (
 
 	"github.com/failoverd/failoverd/admin"
 	"github.com/failoverd/failoverd/cluster"
+	"github.com/failoverd/failoverd/cluster/zkcluster/election"
+	"github.com/failoverd/failoverd/cluster/zkcluster/zk"
 	"github.com/failoverd/failoverd/config"
 	"github.com/failoverd/failoverd/controller"
-	"github.com/failoverd/failoverd/election"
 	"github.com/failoverd/failoverd/fencer"
 	"github.com/failoverd/failoverd/healthcheck"
 	"github.com/failoverd/failoverd/metrics"
-	"github.com/failoverd/failoverd/zk"
 )
 
 func cmdValidate(args []string, stdout, stderr io.Writer) int {

@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/failoverd/failoverd/cluster"
+	"github.com/failoverd/failoverd/cluster/zkcluster/zk"
 	"github.com/failoverd/failoverd/controller"
 	"github.com/failoverd/failoverd/test/clustertest"
-	"github.com/failoverd/failoverd/zk"
 )
 
 func TestFailoverTimeoutCapped(t *testing.T) {

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/failoverd/failoverd/cluster"
+	"github.com/failoverd/failoverd/cluster/zkcluster/zk"
 	"github.com/failoverd/failoverd/test/zktest"
-	"github.com/failoverd/failoverd/zk"
 )
 
 // failoverd history against a real ZooKeeper: "no history" (or []) and

@@ -12,7 +12,7 @@ import (
 // electionPackages are the packages whose goroutines outlive the calls
 // that start them (electors, sessions, watches): the ones a package-level
 // hook would race in.
-var electionPackages = []string{"../../election", "../../cluster/etcdcluster", "../../cluster/zkcluster", "../../internal/lease", "../../zk"}
+var electionPackages = []string{"../../cluster/zkcluster/election", "../../cluster/etcdcluster", "../../cluster/zkcluster", "../../cluster/zkcluster/lease", "../../cluster/zkcluster/zk", "../../cluster"}
 
 // Test failpoints belong to one elector (its configuration, set before it
 // exists), never to the package: a package-level hook that a test sets is

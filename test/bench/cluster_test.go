@@ -19,10 +19,10 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/failoverd/failoverd/cluster/zkcluster/zk"
 	"github.com/failoverd/failoverd/controller"
 	"github.com/failoverd/failoverd/test/clustertest"
 	"github.com/failoverd/failoverd/test/zktest"
-	"github.com/failoverd/failoverd/zk"
 )
 
 func init() {

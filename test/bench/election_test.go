@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/failoverd/failoverd/election"
+	"github.com/failoverd/failoverd/cluster/zkcluster/election"
+	"github.com/failoverd/failoverd/cluster/zkcluster/zk"
 	"github.com/failoverd/failoverd/test/zktest"
-	"github.com/failoverd/failoverd/zk"
 )
 
 // BenchmarkElectionHandoff measures, for N candidates in each mode, the time

@@ -22,9 +22,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/failoverd/failoverd/cluster/zkcluster/zk"
 	"github.com/failoverd/failoverd/test/clustertest"
 	"github.com/failoverd/failoverd/test/zktest"
-	"github.com/failoverd/failoverd/zk"
 )
 
 const scBare = "bare recipe handoff (1× reference)"

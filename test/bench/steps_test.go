@@ -19,9 +19,9 @@ import (
 	"github.com/failoverd/failoverd/breadcrumb"
 	fdcluster "github.com/failoverd/failoverd/cluster"
 	"github.com/failoverd/failoverd/cluster/zkcluster"
+	"github.com/failoverd/failoverd/cluster/zkcluster/zk"
 	"github.com/failoverd/failoverd/internal/proc"
 	"github.com/failoverd/failoverd/test/zktest"
-	"github.com/failoverd/failoverd/zk"
 )
 
 const scSteps = "handoff steps (in-process)"

@@ -23,8 +23,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	fdcluster "github.com/failoverd/failoverd/cluster"
+	"github.com/failoverd/failoverd/cluster/zkcluster/zk"
 	"github.com/failoverd/failoverd/test/clustertest"
-	"github.com/failoverd/failoverd/zk"
 )
 
 // Timeline steps, named as the breakdown prints them (offsets from the

@@ -12,7 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/failoverd/failoverd/cluster"
-	"github.com/failoverd/failoverd/zk"
+	"github.com/failoverd/failoverd/cluster/zkcluster/zk"
 )
 
 // Faults and reads of the coordination service that mean the same on

@@ -16,9 +16,9 @@ import (
 
 	"github.com/failoverd/failoverd/cluster"
 	"github.com/failoverd/failoverd/cluster/zkcluster"
+	"github.com/failoverd/failoverd/cluster/zkcluster/zk"
 	"github.com/failoverd/failoverd/controller"
 	"github.com/failoverd/failoverd/test/clustertest"
-	"github.com/failoverd/failoverd/zk"
 )
 
 func epochOf(t *testing.T, n *clustertest.Node) int64 {

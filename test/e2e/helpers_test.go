@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/failoverd/failoverd/cluster/zkcluster/zk"
 	"github.com/failoverd/failoverd/test/clustertest"
-	"github.com/failoverd/failoverd/zk"
 )
 
 // openSession is an unauthenticated ZooKeeper session on the cluster's ensemble.

@@ -82,15 +82,15 @@ var mutants = []mutant{
 		Name: "lease-never-expires",
 		What: "the lease never ends a leadership (only ZooKeeper's verdicts do)",
 		Edits: []edit{{
-			File: "election/leader.go",
+			File: "cluster/zkcluster/election/leader.go",
 			Old:  "if l.deadline != nil && !time.Now().Before(l.deadline()) {",
 			New:  "if false {",
 		}, {
-			File: "election/leader.go",
+			File: "cluster/zkcluster/election/leader.go",
 			Old:  "return time.Until(l.deadline())",
 			New:  "return time.Hour",
 		}, {
-			File: "election/leader.go",
+			File: "cluster/zkcluster/election/leader.go",
 			Old:  "left := time.Until(r.deadline())",
 			New:  "left := time.Hour",
 		}},
@@ -100,11 +100,11 @@ var mutants = []mutant{
 		Name: "lease-renewed-by-follower-reads",
 		What: "renewals are plain reads and any answer moves the lease (a follower cut off from its leader still answers)",
 		Edits: []edit{{
-			File: "zk/zk.go",
+			File: "cluster/zkcluster/zk/zk.go",
 			Old:  "if viaLeader && answered(err) {",
 			New:  "if answered(err) {",
 		}, {
-			File: "election/lease.go",
+			File: "cluster/zkcluster/election/lease.go",
 			Old:  "err := sess.Multi(ctx, op)",
 			New:  "err := error(nil)",
 		}},
@@ -117,7 +117,7 @@ var mutants = []mutant{
 		Name: "constant-epoch",
 		What: "every leadership carries epoch 1",
 		Edits: []edit{{
-			File: "election/leader.go",
+			File: "cluster/zkcluster/election/leader.go",
 			Old:  "l := Leadership{Epoch: epoch,",
 			New:  "l := Leadership{Epoch: 1,",
 		}},

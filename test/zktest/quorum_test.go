@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/failoverd/failoverd/zk"
+	"github.com/failoverd/failoverd/cluster/zkcluster/zk"
 )
 
 func session(t *testing.T, addrs ...string) *zk.Session {

@@ -9,8 +9,8 @@ import (
 
 	gozk "github.com/go-zookeeper/zk"
 
+	"github.com/failoverd/failoverd/cluster/zkcluster/zk"
 	"github.com/failoverd/failoverd/test/zktest"
-	"github.com/failoverd/failoverd/zk"
 )
 
 type quiet struct{}

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/failoverd/failoverd/cluster/zkcluster/zk"
 	"github.com/failoverd/failoverd/test/zktest"
-	"github.com/failoverd/failoverd/zk"
 )
 
 // A term that deleted its own znode and said so (Leadership.Deleted, as

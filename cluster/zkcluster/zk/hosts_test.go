@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/failoverd/failoverd/cluster/zkcluster/zk"
 	"github.com/failoverd/failoverd/test/zktest"
-	"github.com/failoverd/failoverd/zk"
 )
 
 // fakeDNS resolves names to loopback addresses; names it does not know fail

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/failoverd/failoverd/zk"
+	"github.com/failoverd/failoverd/cluster/zkcluster/zk"
 )
 
 // join creates our fair-mode znode, surviving a lost create response.

@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/failoverd/failoverd/internal/lease"
-	"github.com/failoverd/failoverd/zk"
+	"github.com/failoverd/failoverd/cluster/zkcluster/lease"
+	"github.com/failoverd/failoverd/cluster/zkcluster/zk"
 )
 
 var t0 = time.Unix(1_700_000_000, 0)

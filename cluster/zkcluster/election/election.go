@@ -109,8 +109,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/failoverd/failoverd/internal/lease"
-	"github.com/failoverd/failoverd/zk"
+	"github.com/failoverd/failoverd/cluster/zkcluster/lease"
+	"github.com/failoverd/failoverd/cluster/zkcluster/zk"
 )
 
 // Mode selects the election recipe.

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/failoverd/failoverd/internal/lease"
+	"github.com/failoverd/failoverd/cluster/zkcluster/lease"
+	"github.com/failoverd/failoverd/cluster/zkcluster/zk"
 	"github.com/failoverd/failoverd/test/zktest"
-	"github.com/failoverd/failoverd/zk"
 )
 
 // The test clusters' timing: session 2 s, tickTime 200 ms, demote timeout

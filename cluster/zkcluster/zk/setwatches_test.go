@@ -8,8 +8,8 @@ import (
 
 	gozk "github.com/go-zookeeper/zk"
 
+	"github.com/failoverd/failoverd/cluster/zkcluster/zk"
 	"github.com/failoverd/failoverd/test/zktest"
-	"github.com/failoverd/failoverd/zk"
 )
 
 // After a reconnect, go-zookeeper re-registers the watches with SetWatches,

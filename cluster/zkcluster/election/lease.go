@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/failoverd/failoverd/zk"
+	"github.com/failoverd/failoverd/cluster/zkcluster/zk"
 )
 
 // Anchor returns the send time of the newest answered write Z for which

@@ -8,7 +8,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/failoverd/failoverd/zk"
+	"github.com/failoverd/failoverd/cluster/zkcluster/zk"
 )
 
 // candidate is the JSON stored in an election znode.

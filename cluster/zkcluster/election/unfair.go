@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/failoverd/failoverd/zk"
+	"github.com/failoverd/failoverd/cluster/zkcluster/zk"
 )
 
 // lockName is the single znode of unfair mode.
