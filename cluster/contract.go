@@ -86,6 +86,13 @@ var ErrStalePosition = errors.New("cluster: the leader position is of a later ep
 //   - Known members: a known-member record outlives its node's session
 //     (its member record goes, it stays) until ForgetMember deletes it,
 //     which is refused while the node's member record exists.
+//   - Operator: the operator's operations (Operator) keep their rules:
+//     a second pause keeps the first, a request of an operator is never
+//     replaced by a node's proposal and withdrawn only by its own
+//     session, a breadcrumb is cleared and a cluster record rewritten
+//     only at the revision read.
+//   - Primitives: the record store under every record rule (Backend,
+//     TermKV, see kv.go) meets its own obligations, tested directly.
 
 // Revision is a record's version as its backend reports it, for
 // compare-and-set. It is opaque: only the backend that returned it

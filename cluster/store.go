@@ -830,3 +830,7 @@ func (s *Store) WriteCarried(ctx context.Context, c Carried) error {
 	}
 	return nil
 }
+
+// Backend is the record store s is built on, for the conformance suite's
+// tests of the primitives themselves.
+func (s *Store) Backend() Backend { return s.kv }

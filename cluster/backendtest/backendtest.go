@@ -100,6 +100,7 @@ var obligations = []obligation{
 	{"KnownMembers", testKnownMembers},
 	{"Join", testJoin},
 	{"Operator", testOperator},
+	{"Primitives", testPrimitives},
 }
 
 // Run runs every obligation against the backend newBackend makes, each as
