@@ -38,12 +38,12 @@ func TestClearBreadcrumbAtTheRevisionRead(t *testing.T) {
 		t.Fatalf("ReadBreadcrumbData = %q at %v, %v", data, rev, err)
 	}
 	// ...a new leader fences node-c and writes its own, as a term does...
-	elec, _, err := sess.Create(ctx, testLayout.ElectionDir()+"/c_test-n_", nil, zk.EphemeralSequential)
+	tm, _ := guardTerm(t, zkc, "node-a", 43)
+	_, v, err := tm.ReadBreadcrumb(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, v, _ := ReadBreadcrumbAt(ctx, sess, path)
-	if _, err := WriteBreadcrumbAt(ctx, Guard{Session: sess, Election: elec}, path, bcRec("node-a", 43), v); err != nil {
+	if _, err := tm.WriteBreadcrumb(ctx, bcRec("node-a", 43), v); err != nil {
 		t.Fatal(err)
 	}
 	// ...and the operator's clear, at what it read, leaves it in place.

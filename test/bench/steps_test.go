@@ -18,7 +18,6 @@ import (
 
 	"github.com/failoverd/failoverd/breadcrumb"
 	fdcluster "github.com/failoverd/failoverd/cluster"
-	"github.com/failoverd/failoverd/cluster/zkcluster"
 	"github.com/failoverd/failoverd/cluster/zkcluster/zk"
 	"github.com/failoverd/failoverd/internal/proc"
 	"github.com/failoverd/failoverd/test/zktest"
@@ -67,8 +66,10 @@ func BenchmarkHandoffSteps(b *testing.B) {
 		b.Fatal(err)
 	}
 	bc := fdcluster.Layout{Root: "/steps", Cluster: "e2e"}.Breadcrumb()
-	guard := zkcluster.Guard{Session: s, Election: me}
-	rec := breadcrumb.Record{NodeID: "a", Host: "127.0.0.1", AdminURL: "http://127.0.0.1:1", Epoch: 1, Since: time.Now().UTC()}
+	rec, err := breadcrumb.Encode(breadcrumb.Record{NodeID: "a", Host: "127.0.0.1", AdminURL: "http://127.0.0.1:1", Epoch: 1, Since: time.Now().UTC()})
+	if err != nil {
+		b.Fatal(err)
+	}
 	status := []byte(strings.Repeat("x", 300)) // a member status is ~300 bytes of JSON
 
 	type step struct {
@@ -84,18 +85,27 @@ func BenchmarkHandoffSteps(b *testing.B) {
 	}
 	steps := []step{
 		{"zk: set member status (write)", timed(func() error { _, err := s.Set(ctx, member, status, -1); return err })},
+		// A term's read of the breadcrumb: a Get, decoded when there is one.
 		{"zk: breadcrumb read, absent (Get)", timed(func() error {
-			_, _, err := zkcluster.ReadBreadcrumbAt(ctx, s, bc)
-			if errors.Is(err, breadcrumb.ErrAbsent) {
+			data, _, err := s.Get(ctx, bc)
+			if errors.Is(err, zk.ErrNoNode) {
 				return nil
 			}
-			return err
-		})},
-		{"zk: breadcrumb write + delete (2 multi writes)", timed(func() error {
-			if _, err := zkcluster.WriteBreadcrumbAt(ctx, guard, bc, rec, -1); err != nil {
+			if err != nil {
 				return err
 			}
-			return zkcluster.DeleteBreadcrumbAt(ctx, guard, bc, 0)
+			_, err = breadcrumb.Decode(data)
+			return err
+		})},
+		// A term's breadcrumb write and its Finish's delete, each a multi
+		// whose first op checks the term's election znode (Finish deletes
+		// that znode too; here it stays, to be checked again next run).
+		{"zk: breadcrumb write + delete (2 multi writes)", timed(func() error {
+			check := zk.CheckOp{Path: me, Version: -1}
+			if err := s.Multi(ctx, check, zk.CreateOp{Path: bc, Data: rec, Mode: zk.Persistent}); err != nil {
+				return err
+			}
+			return s.Multi(ctx, check, zk.DeleteOp{Path: bc, Version: 0})
 		})},
 		{"zk: join + leave (create seq + exists, delete)", timed(func() error {
 			p, _, err := s.Create(ctx, elDir+"/c_y-n_", nil, zk.EphemeralSequential)

@@ -115,8 +115,9 @@ func isFinish(op int32, path string) bool {
 		strings.Contains(path, electionElem)
 }
 
-// isBreadcrumbWrite matches zkcluster.WriteBreadcrumbAt: a check of the election znode
-// and a create or set of the breadcrumb, in one multi.
+// isBreadcrumbWrite matches a term's guarded write of the breadcrumb
+// (Term.WriteBreadcrumb): a multi whose first op checks the term's
+// election znode, then a create or set of the breadcrumb.
 func isBreadcrumbWrite(op int32, path string) bool {
 	if op != zktest.OpMulti || !strings.HasPrefix(path, "check ") {
 		return false

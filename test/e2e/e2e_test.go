@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/failoverd/failoverd/breadcrumb"
 	"github.com/failoverd/failoverd/cluster"
-	"github.com/failoverd/failoverd/cluster/zkcluster"
 	"github.com/failoverd/failoverd/cluster/zkcluster/zk"
 	"github.com/failoverd/failoverd/controller"
 	"github.com/failoverd/failoverd/test/clustertest"
@@ -377,8 +377,12 @@ func TestACLsKeepOthersFromDeletingOurZnodes(t *testing.T) {
 	c := clustertest.Start(t, clustertest.Options{Auth: true})
 	sess := openSession(t, c)
 	bc := cluster.Layout{Root: "/failoverd", Cluster: "e2e"}.Breadcrumb()
-	if _, _, err := zkcluster.ReadBreadcrumbAt(t.Context(), sess, bc); err != nil {
+	data, _, err := sess.Get(t.Context(), bc)
+	if err != nil {
 		t.Fatalf("world cannot read the breadcrumb: %v", err)
+	}
+	if _, err := breadcrumb.Decode(data); err != nil {
+		t.Fatalf("the breadcrumb world reads: %v", err)
 	}
 	if err := sess.Delete(t.Context(), bc, -1); !errors.Is(err, zk.ErrNoAuth) {
 		t.Errorf("unauthenticated delete of the breadcrumb: %v, want ErrNoAuth", err)
