@@ -28,7 +28,42 @@ var (
 	ErrStopped = errors.New("cluster: the election stopped")
 	// ErrReleased: the callback that held the term returned.
 	ErrReleased = errors.New("cluster: the term was released")
+	// ErrLeaseTooShort: the elector stays out of the election: the lease
+	// the coordination service granted leaves no room for the demote
+	// budget (Elector.Refusal).
+	ErrLeaseTooShort = errors.New("cluster: lease too short")
 )
+
+// Reason is one of this package's sentinels in a backend's own words:
+// errors.Is matches it (and the value Reason returns), its message is
+// msg. Backends define their reasons with it, so that there is one set of
+// sentinels and no translation between two.
+func Reason(is error, msg string) error { return &reason{is: is, msg: msg} }
+
+type reason struct {
+	is  error
+	msg string
+}
+
+func (r *reason) Error() string { return r.msg }
+func (r *reason) Unwrap() error { return r.is }
+
+// ElectionMode is how the candidates of an election wait: Fair, in a
+// queue in the order they joined; Unfair, all racing for one lock.
+type ElectionMode int
+
+// Election modes.
+const (
+	Fair ElectionMode = iota
+	Unfair
+)
+
+func (m ElectionMode) String() string {
+	if m == Unfair {
+		return "unfair"
+	}
+	return "fair"
+}
 
 // ErrStalePosition is WriteLeaderPosition's refusal to replace the leader
 // position of a later epoch: a term that is over must not move back what

@@ -57,7 +57,7 @@ func TestElectedNodeFollowsNobody(t *testing.T) {
 
 // The controller's own end of a candidacy (here a cede) stops the takeover
 // of the term in progress at once, even when the backend's term context
-// ends a goroutine hop later (zkcluster's termContext): an event that lets
+// ends a goroutine hop later (etcd's elector ends it from its own): an event that lets
 // the takeover go on (the fence's end, then the breadcrumb write) handled
 // inside that hop must not start a promote the controller already decided
 // against.

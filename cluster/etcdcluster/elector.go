@@ -20,27 +20,20 @@ import (
 	"github.com/failoverd/failoverd/cluster"
 )
 
-// Mode selects the election recipe.
-type Mode int
+// Mode selects the election recipe (cluster's election modes).
+type Mode = cluster.ElectionMode
 
 // Election modes.
 const (
-	Fair Mode = iota
-	Unfair
+	Fair   = cluster.Fair
+	Unfair = cluster.Unfair
 )
-
-func (m Mode) String() string {
-	if m == Unfair {
-		return "unfair"
-	}
-	return "fair"
-}
 
 // Election key names under the layout's ElectionDir: fair candidates are
 // c_<lease id in hex>, the unfair lock is "lock".
 const (
-	fairPrefix = "c_"
-	lockName   = "lock"
+	fairPrefix = cluster.FairPrefix
+	lockName   = cluster.LockName
 )
 
 // ElectorConfig describes one candidate.
@@ -138,7 +131,7 @@ func (e *Elector) Refusal() error {
 
 // ErrLeaseTooShort: the lease etcd granted leaves no room for the demote
 // budget; the elector stays out of the election.
-var ErrLeaseTooShort = errors.New("etcdcluster: lease too short")
+var ErrLeaseTooShort = cluster.Reason(cluster.ErrLeaseTooShort, "etcdcluster: lease too short")
 
 // LeaseFits checks that a lease of TTL ttl renewed every renew (0: ttl/3)
 // holds the demote budget: a leader's Expiry is at worst ttl - ttl/RateDiv

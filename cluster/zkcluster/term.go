@@ -2,7 +2,6 @@ package zkcluster
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -27,64 +26,11 @@ func (s *Store) Elector(el *election.Elector) *Elector {
 // Campaign joins the election until ctx ends (see election.Elector.Run):
 // won runs once per term, its ctx ends when the term can no longer be
 // assumed, and context.Cause says why: ctx's own cause, or the elector's
-// reason as one of cluster's (termContext).
+// reason, one of cluster's (election's errors are cluster.Reason values).
 func (e *Elector) Campaign(ctx context.Context, won func(ctx context.Context, t cluster.Term)) error {
 	return e.el.Run(ctx, func(ctx context.Context, l election.Leadership) {
-		tctx, release := termContext(ctx)
-		defer release()
-		won(tctx, e.s.NewTerm(&term{l: l, s: e.s, ctx: ctx}))
+		won(ctx, e.s.NewTerm(&term{l: l, s: e.s, ctx: ctx}))
 	})
-}
-
-// termContext is a leadership's context as the controller sees it: it
-// ends when ctx does, with ctx's cause in cluster's terms (clusterCause).
-// A cause cannot be rewritten on its way from a context to its children,
-// so the term's context is detached from ctx's cancellation (keeping its
-// values) and ended by an AfterFunc, one goroutine hop after ctx. Nothing
-// relies on the context alone to stop acting in time: Term.Valid (the
-// clock and the session, no goroutine) is checked right before every act,
-// and every write is guarded by the election znode. release ends the
-// term's context when the callback returns (as election does, with
-// ErrReleased), and frees the AfterFunc.
-func termContext(ctx context.Context) (tctx context.Context, release func()) {
-	tctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
-	stop := context.AfterFunc(ctx, func() { cancel(clusterCause(context.Cause(ctx))) })
-	return tctx, func() {
-		if stop() {
-			cancel(cluster.ErrReleased)
-			return
-		}
-		cancel(clusterCause(context.Cause(ctx))) // whichever of the two runs first, the same cause
-	}
-}
-
-// endCauses maps election's reasons for the end of a leadership to
-// cluster's.
-var endCauses = []struct{ election, cluster error }{
-	{election.ErrLeaseExpired, cluster.ErrLeaseExpired}, // also with ErrTimeoutShrunk
-	{election.ErrSessionExpired, cluster.ErrSessionExpired},
-	{election.ErrNodeDeleted, cluster.ErrEntryDeleted},
-	{election.ErrStopped, cluster.ErrStopped},
-	{election.ErrReleased, cluster.ErrReleased},
-}
-
-// termEnd is one of election's reasons in cluster's terms: errors.Is
-// matches both sentinels, and the message is election's own.
-type termEnd struct{ is, cause error }
-
-func (e *termEnd) Error() string   { return e.cause.Error() }
-func (e *termEnd) Unwrap() []error { return []error{e.is, e.cause} }
-
-// clusterCause translates an election reason (a term's cause, Valid's
-// error) into cluster's vocabulary; any other error, such as the
-// controller's own cause, and nil pass unchanged.
-func clusterCause(err error) error {
-	for _, c := range endCauses {
-		if errors.Is(err, c.election) {
-			return &termEnd{is: c.cluster, cause: err}
-		}
-	}
-	return err
 }
 
 // Warm asks the elector to keep a credit chain while it waits (true), as a
@@ -130,10 +76,10 @@ func (t *term) NodeID() string { return t.l.NodeID }
 // the leadership (its context's cause: the znode deleted, say).
 func (t *term) Expiry() (time.Time, error) {
 	if err := t.l.Valid(); err != nil {
-		return time.Time{}, clusterCause(err)
+		return time.Time{}, err
 	}
 	if t.ctx != nil && t.ctx.Err() != nil {
-		return time.Time{}, clusterCause(context.Cause(t.ctx))
+		return time.Time{}, context.Cause(t.ctx)
 	}
 	return time.Now().Add(t.l.LeaseRemaining() + t.l.Timing.Budget), nil
 }

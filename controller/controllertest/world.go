@@ -70,7 +70,7 @@ type World struct {
 	notified map[string]int64
 
 	// termHop > 0: a term's context ends that long after its candidacy's
-	// (SetTermHop), as zkcluster's does (one goroutine hop).
+	// (SetTermHop), as a backend that ends it from a goroutine of its own does.
 	termHop time.Duration
 
 	hideLR      bool              // breadcrumb and member changes are not reported to watches
@@ -752,8 +752,8 @@ func (w *World) SetHistoryError(err error) {
 }
 
 // SetTermHop makes every later term's context end d after its candidacy's
-// context, not with it: zkcluster translates the cause on its way down
-// (termContext), one goroutine hop later, and the controller must not
+// context, not with it: a backend may end a term's context from a
+// goroutine of its own (etcd's elector does), and the controller must not
 // rely on the context alone to see that it ended a candidacy itself.
 func (w *World) SetTermHop(d time.Duration) {
 	w.mu.Lock()

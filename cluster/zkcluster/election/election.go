@@ -109,37 +109,32 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/failoverd/failoverd/cluster"
 	"github.com/failoverd/failoverd/cluster/zkcluster/lease"
 	"github.com/failoverd/failoverd/cluster/zkcluster/zk"
 )
 
-// Mode selects the election recipe.
-type Mode int
+// Mode selects the election recipe (cluster's election modes).
+type Mode = cluster.ElectionMode
 
 // Election modes.
 const (
-	Fair Mode = iota
-	Unfair
+	Fair   = cluster.Fair
+	Unfair = cluster.Unfair
 )
 
-func (m Mode) String() string {
-	if m == Unfair {
-		return "unfair"
-	}
-	return "fair"
-}
-
-// Why a leadership ended; context.Cause of the leadership context is one of these.
+// Why a leadership ended; context.Cause of the leadership context is one
+// of these: cluster's reasons, in ZooKeeper's words.
 var (
-	ErrLeaseExpired   = errors.New("election: lease expired (no answer from zookeeper in time)")
-	ErrSessionExpired = errors.New("election: zookeeper session expired")
-	ErrNodeDeleted    = errors.New("election: election znode deleted")
-	ErrStopped        = errors.New("election: stopped")
-	ErrReleased       = errors.New("election: released by the callback")
+	ErrLeaseExpired   = cluster.Reason(cluster.ErrLeaseExpired, "election: lease expired (no answer from zookeeper in time)")
+	ErrSessionExpired = cluster.Reason(cluster.ErrSessionExpired, "election: zookeeper session expired")
+	ErrNodeDeleted    = cluster.Reason(cluster.ErrEntryDeleted, "election: election znode deleted")
+	ErrStopped        = cluster.Reason(cluster.ErrStopped, "election: stopped")
+	ErrReleased       = cluster.Reason(cluster.ErrReleased, "election: released by the callback")
 	// ErrLeaseTooShort: the lease that fits the negotiated session timeout
 	// and the demote budget leaves no tolerance; the elector stays out of
 	// the election.
-	ErrLeaseTooShort = errors.New("election: lease too short")
+	ErrLeaseTooShort = cluster.Reason(cluster.ErrLeaseTooShort, "election: lease too short")
 	// ErrTimeoutShrunk: a reconnect negotiated a session timeout the lease
 	// no longer fits.
 	ErrTimeoutShrunk = errors.New("election: the session timeout negotiated on reconnect no longer fits the lease")
