@@ -45,15 +45,19 @@ type Item struct {
 }
 
 // Query is one thing a read returns: the record at Key, or with Dir every
-// record directly below the directory Key, ordered by name.
+// record directly below the directory Key, ordered by name (with
+// NamesOnly, their names alone: no data, no revision).
 type Query struct {
-	Key string
-	Dir bool
+	Key       string
+	Dir       bool
+	NamesOnly bool
 }
 
-// One is the Query of a single record; Below that of a directory.
+// One is the Query of a single record; Below that of a directory; Names
+// that of the names below a directory.
 func One(key string) Query   { return Query{Key: key} }
 func Below(dir string) Query { return Query{Key: dir, Dir: true} }
+func Names(dir string) Query { return Query{Key: dir, Dir: true, NamesOnly: true} }
 
 // Result is what a Query read: for a record, Items has at most one
 // element (none: absent); for a directory, every record below it.
@@ -76,6 +80,7 @@ const (
 	OpPut OpKind = iota + 1
 	OpPutSession
 	OpDelete
+	OpAbsent
 )
 
 // Op is one write of a Commit.
@@ -84,7 +89,9 @@ type Op struct {
 	Key  string
 	Data []byte
 	// Rev is the revision the record must be at (the zero Revision: it
-	// must not exist; AnyRevision: whatever it is, also absent for a put).
+	// must not exist; AnyRevision: whatever it is, also absent). A delete
+	// needs a revision read or AnyRevision, never the zero Revision.
+	// AnyRevision is for a Commit of one op outside a term.
 	Rev Revision
 }
 
@@ -103,8 +110,14 @@ func PutSession(key string, data []byte, rev Revision) Op {
 // then is not a conflict).
 func Delete(key string, rev Revision) Op { return Op{Kind: OpDelete, Key: key, Rev: rev} }
 
+// Absent writes nothing: the Commit fails with ErrConflict if key exists.
+// etcd and the in-memory world check it in the commit itself; ZooKeeper,
+// which cannot make a write depend on a znode's absence, checks right
+// before it (a record created in between is not seen).
+func Absent(key string) Op { return Op{Kind: OpAbsent, Key: key} }
+
 // Committed is what a Commit wrote: the new revision of each put, in the
-// order of the ops (the zero Revision for a delete), and the backend's
+// order of the ops (the zero Revision for a delete or Absent), and the backend's
 // write stamp of the commit (ZooKeeper: its zxid; etcd: its revision),
 // greater than every epoch the backend handed out before it.
 type Committed struct {
@@ -152,9 +165,9 @@ type KV interface {
 //
 // Obligation: after Wait returned nil or an error, the next Read sees
 // every change made after the reads of the previous round (Wait returns
-// at the first change of anything read since the last Wait, and an error
-// when it cannot tell: a lost session or connection, a compaction). Wait
-// never returns nil without a change, except after a reconnect.
+// at the first change of anything read since the last Wait, nil also
+// when a new session begins, and an error when it cannot tell: a lost
+// connection, a compaction).
 type Watcher interface {
 	Reader
 	// Wait blocks until a record read since the last Wait may have

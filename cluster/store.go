@@ -110,16 +110,19 @@ func (s *Store) PublishMember(ctx context.Context, m Member) error {
 	if err != nil {
 		return fmt.Errorf("reading member record %s: %w", key, err)
 	}
-	rev := Revision{}
-	if cur != nil {
+	op := PutSession(key, data, Revision{})
+	switch {
+	case cur != nil && cur.Owner == OwnSession:
+		op = Put(key, data, cur.Rev) // in place: it stays our session's
+	case cur != nil:
 		var other Member
 		_ = json.Unmarshal(cur.Data, &other)
 		if cur.Owner == OtherSession && other.Instance != s.inst {
 			return &DuplicateIDError{NodeID: s.nodeID, Host: other.Host, Instance: other.Instance}
 		}
-		rev = cur.Rev // ours, ours from an earlier session, or with no session
+		op = PutSession(key, data, cur.Rev) // ours from an earlier session, or with no session
 	}
-	if _, err := s.kv.Commit(ctx, PutSession(key, data, rev)); err != nil {
+	if _, err := s.kv.Commit(ctx, op); err != nil {
 		return fmt.Errorf("writing member record %s: %w", key, err) // a conflict is looked at on the next round
 	}
 	return nil
@@ -247,26 +250,33 @@ func (s *Store) KnownMembers(ctx context.Context) ([]KnownMember, error) {
 	return out, nil
 }
 
-// ForgetMember deletes id's known-member record unless id's member record
-// exists. It checks, then deletes: a node that comes back in between
-// writes its record again within RememberEvery.
+// ForgetMember deletes id's known-member record, at the revision read, in
+// a commit that requires id's member record to be absent (see Absent: on
+// ZooKeeper a node that comes back in between writes its record again
+// within RememberEvery).
 func (s *Store) ForgetMember(ctx context.Context, id string) (bool, error) {
-	live, err := readOne(ctx, s.kv, s.layout.Member(id))
-	if err != nil {
-		return false, fmt.Errorf("checking the member record of %s: %w", id, err)
+	key, member := s.layout.Known(id), s.layout.Member(id)
+	for attempt := 0; ; attempt++ {
+		res, err := s.kv.Read(ctx, One(member), One(key))
+		if err != nil {
+			return false, fmt.Errorf("reading the records of %s: %w", id, err)
+		}
+		if res[0].Item() != nil {
+			return false, fmt.Errorf("forgetting %s: %w", id, ErrMemberLive)
+		}
+		cur := res[1].Item()
+		if cur == nil {
+			return false, nil
+		}
+		_, err = s.kv.Commit(ctx, Absent(member), Delete(key, cur.Rev))
+		if errors.Is(err, ErrConflict) && attempt < 3 {
+			continue // the node came back, or its record changed: judge again
+		}
+		if err != nil {
+			return false, fmt.Errorf("deleting the known-member record %s: %w", key, err)
+		}
+		return true, nil
 	}
-	if live != nil {
-		return false, fmt.Errorf("forgetting %s: %w", id, ErrMemberLive)
-	}
-	key := s.layout.Known(id)
-	cur, err := readOne(ctx, s.kv, key)
-	if err != nil || cur == nil {
-		return false, err
-	}
-	if _, err := s.kv.Commit(ctx, Delete(key, AnyRevision)); err != nil {
-		return false, fmt.Errorf("deleting the known-member record %s: %w", key, err)
-	}
-	return true, nil
 }
 
 // --- join checks ---
@@ -303,7 +313,7 @@ func (s *Store) CheckJoin(ctx context.Context, mode, home string) (ClusterRecord
 // the cluster record, is campaigning).
 func (s *Store) checkElection(ctx context.Context, mode string) error {
 	dir := s.layout.ElectionDir()
-	res, err := s.kv.Read(ctx, Below(dir))
+	res, err := s.kv.Read(ctx, Names(dir))
 	if err != nil {
 		return fmt.Errorf("listing the election %s: %w", dir, err)
 	}
@@ -484,6 +494,9 @@ func (s *Store) ProposeFailover(ctx context.Context, r FailoverRequest) error {
 // if it is a record of our current session: another requester may have
 // replaced it meanwhile. Nothing there (or not ours) is not an error.
 func (s *Store) WithdrawFailover(ctx context.Context, id string) error {
+	if !s.kv.Connected() {
+		return nil // our request goes with our session, or went with it
+	}
 	r, item, err := s.readFailover(ctx, s.kv)
 	if err != nil || r == nil || item.Owner != OwnSession || r.Key() != id {
 		return err

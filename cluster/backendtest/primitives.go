@@ -106,11 +106,26 @@ func testPrimitives(t *testing.T, b Backend) {
 	for _, it := range res[0].Items {
 		names = append(names, it.Name)
 	}
-	if len(names) != 2 || names[0] != "a" || names[1] != "k" || len(res[1].Items) != 0 {
+	if len(names) != 2 || names[0] != "a" || names[1] != "k" || len(res[1].Items) != 0 || string(res[0].Items[0].Data) != "a" {
 		t.Fatalf("Read below %s = %v and %d below a missing directory; want [a k] and none", dir, names, len(res[1].Items))
 	}
 
+	if res, err := kw.Read(ctx, cluster.Names(dir)); err != nil || len(res[0].Items) != 2 || res[0].Items[0].Name != "a" {
+		t.Fatalf("Read of the names below %s = %+v, %v; want a and k", dir, res, err)
+	}
+
+	// Absent: a commit that requires a record's absence.
+	_, err = kw.Commit(ctx, cluster.Absent(k), cluster.Put(k2, []byte("y"), cluster.Revision{}))
+	conflict("a commit requiring an existing record's absence", err)
+	want("after a failed Absent", k2, "")
+	if _, err := kw.Commit(ctx, cluster.Absent(path.Join(dir, "none")), cluster.Put(path.Join(dir, "b"), []byte("b"), cluster.Revision{})); err != nil {
+		t.Fatalf("a commit requiring an absent record's absence: %v", err)
+	}
+
 	// Deletes.
+	if _, err := kw.Commit(ctx, cluster.Delete(k, cluster.Revision{})); err == nil {
+		t.Fatal("a delete at the zero revision (nothing read) succeeded")
+	}
 	_, err = kw.Commit(ctx, cluster.Delete(k, rev1))
 	conflict("delete at a stale revision", err)
 	if _, err := kw.Commit(ctx, cluster.Delete(k, rev2)); err != nil {
@@ -166,6 +181,16 @@ func testPrimitives(t *testing.T, b Backend) {
 	}
 	if it := readItem(t, ka, sk); it == nil || it.Owner != cluster.OwnSession {
 		t.Fatalf("session record after a put at its revision: %+v; want it still its session's", it)
+	}
+	// A node's republished member record is written in place: it stays
+	// its session's, and its revision moves on (a delete and create
+	// would wake every watcher of the directory).
+	publish(t, na, "standby", 0)
+	first := readItem(t, ka, l.Member("a"))
+	publish(t, na, "promoting", ha.Epoch())
+	second := readItem(t, ka, l.Member("a"))
+	if first == nil || second == nil || second.Rev == first.Rev || second.Owner != cluster.OwnSession {
+		t.Fatalf("member record published twice: %+v then %+v; want it written in place, still its session's", first, second)
 	}
 	b.EndSession(t, ha.Node)
 	waitFor(t, watchTimeout, "the session record gone with its session", func() bool {

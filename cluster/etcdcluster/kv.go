@@ -57,7 +57,7 @@ var ErrConflict = fmt.Errorf("etcdcluster: %w", cluster.ErrConflict)
 func committed(ops []cluster.Op, rev int64) cluster.Committed {
 	c := cluster.Committed{Revs: make([]cluster.Revision, len(ops)), Stamp: rev}
 	for i, o := range ops {
-		if o.Kind != cluster.OpDelete {
+		if o.Kind == cluster.OpPut || o.Kind == cluster.OpPutSession {
 			c.Revs[i] = cluster.RevisionOf(rev)
 		}
 	}
@@ -72,9 +72,12 @@ func dir(p string) string { return p + "/" }
 func (s *Store) read(ctx context.Context, qs []cluster.Query) ([]cluster.Result, int64, error) {
 	ops := make([]clientv3.Op, len(qs))
 	for i, q := range qs {
-		if q.Dir {
+		switch {
+		case q.Dir && q.NamesOnly:
+			ops[i] = clientv3.OpGet(dir(q.Key), clientv3.WithPrefix(), clientv3.WithKeysOnly())
+		case q.Dir:
 			ops[i] = clientv3.OpGet(dir(q.Key), clientv3.WithPrefix())
-		} else {
+		default:
 			ops[i] = clientv3.OpGet(q.Key)
 		}
 	}
@@ -131,10 +134,15 @@ func (s *Store) txn(ctx context.Context, ops []cluster.Op) ([]clientv3.Cmp, []cl
 	var cmps []clientv3.Cmp
 	var out []clientv3.Op
 	for _, o := range ops {
+		if o.Kind == cluster.OpDelete && !o.Rev.Exists() && !o.Rev.IsAny() {
+			return nil, nil, fmt.Errorf("etcdcluster: deleting %s needs a revision read", o.Key)
+		}
 		if !o.Rev.IsAny() {
 			cmps = append(cmps, casOn(o.Key, o.Rev))
 		}
 		switch o.Kind {
+		case cluster.OpAbsent:
+			// The comparison alone: its create revision is 0.
 		case cluster.OpPut:
 			if o.Rev.Exists() {
 				out = append(out, clientv3.OpPut(o.Key, string(o.Data), clientv3.WithIgnoreLease()))

@@ -94,9 +94,12 @@ func read(ctx context.Context, sess *zk.Session, w *watchSet, qs []cluster.Query
 	out := make([]cluster.Result, len(qs))
 	for i, q := range qs {
 		var err error
-		if q.Dir {
+		switch {
+		case q.Dir && q.NamesOnly:
+			out[i].Items, err = readNames(ctx, sess, q.Key)
+		case q.Dir:
 			out[i].Items, err = readDir(ctx, sess, w, q.Key)
-		} else {
+		default:
 			var it *cluster.Item
 			if it, err = readOne(ctx, sess, w, q.Key); it != nil {
 				out[i].Items = []cluster.Item{*it}
@@ -105,6 +108,24 @@ func read(ctx context.Context, sess *zk.Session, w *watchSet, qs []cluster.Query
 		if err != nil {
 			return nil, err
 		}
+	}
+	return out, nil
+}
+
+// readNames lists the names below dir (no watch: the join checks'
+// listing of the election).
+func readNames(ctx context.Context, sess *zk.Session, dir string) ([]cluster.Item, error) {
+	names, err := sess.Children(ctx, dir)
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listing %s: %w", dir, err)
+	}
+	slices.Sort(names)
+	out := make([]cluster.Item, len(names))
+	for i, n := range names {
+		out[i].Name = n
 	}
 	return out, nil
 }
@@ -246,6 +267,40 @@ func create(ctx context.Context, sess *zk.Session, p string, data []byte, mode z
 // zk.ErrSessionExpired). Else a single op runs alone (its Stat gives the
 // write's zxid, the stamp), several in one multi (no stamp).
 func commit(ctx context.Context, sess *zk.Session, guard string, ops []cluster.Op) (cluster.Committed, error) {
+	var rest []cluster.Op
+	for _, o := range ops {
+		switch {
+		case o.Kind == cluster.OpAbsent:
+			// ZooKeeper cannot make a write depend on a znode's absence:
+			// checked right before the write (cluster.Absent).
+			ok, _, err := sess.Exists(ctx, o.Key)
+			if err != nil {
+				return cluster.Committed{}, err
+			}
+			if ok {
+				return cluster.Committed{}, fmt.Errorf("%w: %s exists", cluster.ErrConflict, o.Key)
+			}
+			continue
+		case o.Kind == cluster.OpDelete && !o.Rev.Exists() && !o.Rev.IsAny():
+			return cluster.Committed{}, fmt.Errorf("zkcluster: deleting %s needs a revision read", o.Key)
+		case o.Rev.IsAny() && (guard != "" || len(ops) > 1):
+			return cluster.Committed{}, fmt.Errorf("zkcluster: %s: AnyRevision only in a commit of one op outside a term", o.Key)
+		}
+		rest = append(rest, o)
+	}
+	revs := make([]cluster.Revision, len(ops))
+	if len(rest) < len(ops) {
+		c, err := commit(ctx, sess, guard, rest)
+		// Place the revisions of the ops written among ops'.
+		j := 0
+		for i, o := range ops {
+			if o.Kind != cluster.OpAbsent && j < len(c.Revs) {
+				revs[i] = c.Revs[j]
+				j++
+			}
+		}
+		return cluster.Committed{Revs: revs, Stamp: c.Stamp}, err
+	}
 	if guard == "" && len(ops) == 1 {
 		return commitOne(ctx, sess, ops[0])
 	}
@@ -253,7 +308,6 @@ func commit(ctx context.Context, sess *zk.Session, guard string, ops []cluster.O
 	if guard != "" {
 		zops = append(zops, zk.CheckOp{Path: guard, Version: -1})
 	}
-	revs := make([]cluster.Revision, len(ops))
 	for i, o := range ops {
 		v := version(o.Rev)
 		switch o.Kind {
@@ -364,25 +418,38 @@ type watcher struct {
 	stop context.CancelFunc
 }
 
+// Read reads on the client's current session, with a new watch set when
+// the session is new; a read cut short by the end of its session is read
+// again at once on the next one.
 func (w *watcher) Read(ctx context.Context, qs ...cluster.Query) ([]cluster.Result, error) {
-	sess, err := w.s.session(ctx)
-	if err != nil {
-		return nil, err
+	for attempt := 0; ; attempt++ {
+		sess, err := w.s.session(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if sess != w.sess {
+			w.Close()
+			var sctx context.Context
+			sctx, w.stop = context.WithCancel(context.Background())
+			w.sess, w.set = sess, newWatchSet(sctx)
+		}
+		res, err := read(ctx, sess, w.set, qs)
+		select {
+		case <-sess.Done():
+			if err != nil && attempt == 0 {
+				continue
+			}
+		default:
+		}
+		return res, err
 	}
-	if sess != w.sess {
-		w.Close()
-		var sctx context.Context
-		sctx, w.stop = context.WithCancel(context.Background())
-		w.sess, w.set = sess, newWatchSet(sctx)
-	}
-	return read(ctx, sess, w.set, qs)
 }
 
-var errSessionEnded = errors.New("zkcluster: the session ended")
-
+// Wait returns at the first watch that fired, or nil when the session
+// ended (the next Read starts a new set on the next session).
 func (w *watcher) Wait(ctx context.Context) error {
 	if w.set == nil {
-		return errSessionEnded
+		return nil
 	}
 	select {
 	case key := <-w.set.fired:
@@ -391,7 +458,7 @@ func (w *watcher) Wait(ctx context.Context) error {
 		return nil
 	case <-w.sess.Done():
 		w.Close()
-		return errSessionEnded
+		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	}

@@ -244,7 +244,9 @@ func (w *World) read(n *Node, term bool, qs []cluster.Query) ([]cluster.Result, 
 			keys = w.below(q.Key)
 		}
 		for _, k := range keys {
-			if r := w.records[k]; r != nil {
+			if r := w.records[k]; r != nil && q.NamesOnly {
+				out[i].Items = append(out[i].Items, cluster.Item{Name: path.Base(k)})
+			} else if r != nil {
 				out[i].Items = append(out[i].Items, cluster.Item{Name: path.Base(k), Data: bytes.Clone(r.data),
 					Rev: cluster.RevisionOf(r.rev), Owner: n.owner(r)})
 			}
@@ -282,6 +284,14 @@ func (w *World) commit(ctx context.Context, n *Node, t *Term, ops []cluster.Op, 
 		}
 		r := w.records[op.Key]
 		switch {
+		case op.Kind == cluster.OpAbsent:
+			if r != nil {
+				w.mu.Unlock()
+				return cluster.Committed{}, fmt.Errorf("%s exists: %w", op.Key, ErrBadVersion)
+			}
+		case op.Kind == cluster.OpDelete && !op.Rev.Exists() && !op.Rev.IsAny():
+			w.mu.Unlock()
+			return cluster.Committed{}, fmt.Errorf("controllertest: deleting %s needs a revision read", op.Key)
 		case op.Rev.IsAny():
 		case !op.Rev.Exists() && r != nil, op.Rev.Exists() && (r == nil || cluster.RevisionOf(r.rev) != op.Rev):
 			w.mu.Unlock()
@@ -293,6 +303,9 @@ func (w *World) commit(ctx context.Context, n *Node, t *Term, ops []cluster.Op, 
 	var wrote []breadcrumb.Record
 	late := false
 	for i, op := range ops {
+		if op.Kind == cluster.OpAbsent {
+			continue
+		}
 		w.touched(op.Key)
 		if op.Kind == cluster.OpDelete {
 			if op.Key == Layout.Breadcrumb() && finish {
