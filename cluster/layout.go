@@ -1,8 +1,10 @@
 // Package cluster owns failoverd's layout in the coordination service: where
 // every record of a cluster lives (Layout), what the records are (Member,
-// FailoverRequest, ClusterRecord), the refusals of the join checks, and Term,
-// what a backend's leadership offers the controller. Backends (package
-// cluster/zkcluster for ZooKeeper) store these records; no other package
+// FailoverRequest, ClusterRecord), their rules (Store, and the Term it
+// makes of a backend's), the refusals of the join checks, and the
+// coordination contract (contract.go) with the primitives a backend
+// provides (kv.go). Backends (cluster/zkcluster, cluster/etcdcluster)
+// implement only the primitives and their elections; no other package
 // spells a path.
 package cluster
 
