@@ -228,8 +228,8 @@ var mutants = []mutant{
 		What: "etcd: record reads (the leader view's among them) come from the member's own copy (serializable)",
 		Edits: []edit{{
 			File: "cluster/etcdcluster/kv.go",
-			Old:  "ops[i] = clientv3.OpGet(dir(q.Key), clientv3.WithPrefix())\n\t\t} else {\n\t\t\tops[i] = clientv3.OpGet(q.Key)",
-			New:  "ops[i] = clientv3.OpGet(dir(q.Key), clientv3.WithPrefix(), clientv3.WithSerializable())\n\t\t} else {\n\t\t\tops[i] = clientv3.OpGet(q.Key, clientv3.WithSerializable())",
+			Old:  "ops[i] = clientv3.OpGet(dir(q.Key), clientv3.WithPrefix())\n\t\tdefault:\n\t\t\tops[i] = clientv3.OpGet(q.Key)",
+			New:  "ops[i] = clientv3.OpGet(dir(q.Key), clientv3.WithPrefix(), clientv3.WithSerializable())\n\t\tdefault:\n\t\t\tops[i] = clientv3.OpGet(q.Key, clientv3.WithSerializable())",
 		}},
 		Tests: []selection{{"./cluster/etcdcluster/", "TestReadsNeedTheQuorum"}},
 	},
