@@ -2,9 +2,10 @@
 # failoverd service.demote hook for PostgreSQL: a primary cannot turn into
 # a standby while it runs, so this stops it and starts it again as a
 # standby of nobody (standby.signal, empty primary_conninfo) until
-# follow.sh points it at the new leader. A standby is left alone; a
-# PostgreSQL that is not running gets standby.signal, so that whoever
-# starts it starts a standby.
+# follow.sh points it at the new leader. A standby is left alone, and so
+# is a PostgreSQL that is starting as one: demoting what is not a primary
+# succeeds with nothing to do. A PostgreSQL that is not running gets
+# standby.signal, so that whoever starts it starts a standby.
 #
 # Usage: demote.sh [-t SECONDS] NODE_ENV_FILE
 #   -t  the hook's deadline: keep it equal to service.demote.timeout (3 by
@@ -66,6 +67,23 @@ if ! pm_pid; then
   ev_add how not-running
   ok
 fi
+# What the postmaster says it is (postmaster.pid): a hot standby, or a
+# server that is starting with standby.signal (a crashed primary restarted
+# as a standby replays its WAL in crash recovery first, and pg_control says
+# "in production" or "in crash recovery" until then) is not a primary.
+pm_status
+if [[ "$PM_STATUS" == standby ]]; then
+  park
+  not_primary
+  ev_add how already-standby
+  ok
+fi
+if [[ "$PM_STATUS" == starting || -z "$PM_STATUS" ]] && started_as_standby; then
+  park
+  not_primary
+  ev_add how starting-standby
+  ok
+fi
 cluster_state || fail "pg_controldata: cannot read $PGDATA"
 if [[ "$CLUSTER_STATE" == "in archive recovery" ]]; then
   park
@@ -74,8 +92,9 @@ if [[ "$CLUSTER_STATE" == "in archive recovery" ]]; then
   ok
 fi
 
-# A primary (or one starting up). standby.signal first: whatever happens
-# next, the next start is a standby's.
+# A primary, or one starting up without standby.signal (it comes up as a
+# primary). standby.signal first: whatever happens next, the next start is
+# a standby's.
 STOPPING=1
 park
 now_ms

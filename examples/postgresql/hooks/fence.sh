@@ -18,8 +18,8 @@
 #
 # With the data directory: standby.signal first; then a running primary gets
 # an immediate shutdown (SIGQUIT to its postmaster) and must be gone; a
-# running standby and a stopped server count as fenced (standby.signal is
-# there, so a start is a standby's).
+# running standby, one starting with standby.signal and a stopped server
+# count as fenced (standby.signal is there, so a start is a standby's).
 set -euo pipefail
 # shellcheck source=lib.sh source-path=SCRIPTDIR
 case ${BASH_SOURCE[0]} in */*) . "${BASH_SOURCE[0]%/*}/lib.sh" ;; *) . ./lib.sh ;; esac
@@ -55,9 +55,23 @@ has_data || {
   ev_add how no-data
   ok
 }
+# A hot standby, or a server starting with standby.signal (see demote.sh),
+# is fenced as it is. Read before park: the signal must predate the start.
+standby=0
+if pm_pid; then
+  pm_status
+  if [[ "$PM_STATUS" == standby ]] ||
+    { [[ "$PM_STATUS" == starting || -z "$PM_STATUS" ]] && started_as_standby; }; then
+    standby=1
+  fi
+fi
 park
 if ! pm_pid; then
   ev_add how not-running
+  ok
+fi
+if ((standby)); then
+  ev_add how standby
   ok
 fi
 cluster_state || fail "pg_controldata: cannot read $PGDATA"

@@ -169,6 +169,31 @@ pm_pid() {
   PM_PID=$pid
 }
 
+# pm_status: what the running postmaster's postmaster.pid says (call
+# after pm_pid): PM_STATUS, its 8th line (starting, standby: a hot standby,
+# ready: a primary, stopping; empty while the postmaster has not written
+# it yet), and PM_START, its start time (seconds since the epoch, 0 when
+# unreadable). Builtins only.
+pm_status() {
+  local f="$PGDATA/postmaster.pid" line i=0
+  PM_STATUS='' PM_START=0
+  while IFS= read -r line && ((++i <= 8)); do
+    ((i == 3)) && [[ "$line" =~ ^[0-9]+$ ]] && PM_START=$line
+    ((i == 8)) && PM_STATUS=${line%%[[:space:]]*}
+  done 2>/dev/null <"$f" || true
+}
+
+# started_as_standby: the running postmaster (pm_status) started with
+# standby.signal, so that it comes up as a standby: the file is there and
+# no younger than the postmaster. PostgreSQL reads it only as it starts
+# (the same second counts: start.sh parks, then starts at once).
+started_as_standby() {
+  local f="$PGDATA/standby.signal" m
+  [[ -e "$f" ]] && ((PM_START > 0)) || return 1
+  m=$(stat -c %Y "$f" 2>/dev/null) || return 1
+  ((m <= PM_START))
+}
+
 # cluster_state: CLUSTER_STATE from pg_control ("in production", "in
 # archive recovery", "shut down", "shut down in recovery", ...), and
 # CONTROL_TLI, the timeline of its latest checkpoint.
