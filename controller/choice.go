@@ -632,8 +632,8 @@ func (c *Controller) onChoice(tm *term, o *winOutcome) bool {
 		}
 		o.req = nil
 	}
-	if m, ok := c.metrics.(ChoiceMetrics); ok && o.label != "" {
-		m.PromotionDeclined(o.label)
+	if o.label != "" {
+		c.metrics.PromotionDeclined(o.label)
 	}
 	if o.req != nil {
 		c.ownRequest(*o.req)
@@ -799,9 +799,7 @@ func (c *Controller) onPreemptWritten(ev preemptWritten) {
 		delete(ch.mine, ev.req.Key())
 		return
 	}
-	if m, ok := c.metrics.(ChoiceMetrics); ok {
-		m.Preempted()
-	}
+	c.metrics.Preempted()
 	if ev.req.Key() == ch.doneKey {
 		return // the watch reported it, and its target took over, already
 	}

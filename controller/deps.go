@@ -69,33 +69,30 @@ type Metrics interface {
 	BreadcrumbUnreadable()
 	// FencingFailed counts elections given up because fencing failed.
 	FencingFailed()
-}
-
-// HookUnkillableMetric is implemented by metrics that count hooks still
-// alive after SIGKILL.
-type HookUnkillableMetric interface{ HookUnkillable(hook string) }
-
-// PrePromoteMetrics is implemented by metrics that count promotions vetoed
-// by the pre_promote hook; the controller uses it when Metrics has it.
-type PrePromoteMetrics interface {
+	// HookUnkillable counts hooks still alive after SIGKILL.
+	HookUnkillable(hook string)
+	// PrePromoteVetoed counts promotions vetoed by the pre_promote hook.
 	PrePromoteVetoed()
-}
-
-// ChoiceMetrics is implemented by metrics that count won terms that
-// promoted nothing by choice (reason "lagging" or "handoff_preferred",
-// DeclineReasons) and a leader's handovers to a standby of a higher
-// priority; the controller uses it when Metrics has it.
-type ChoiceMetrics interface {
+	// PromotionDeclined counts won terms that promoted nothing by choice
+	// (reason "lagging" or "handoff_preferred", DeclineReasons).
 	PromotionDeclined(reason string)
+	// Preempted counts a leader's handovers to a standby of a higher
+	// priority.
 	Preempted()
-}
-
-// FollowMetrics is implemented by metrics that count follow hook runs
-// (result "success", "failure" or "timeout") and show the epoch of the
-// leader followed (0: none); the controller uses it when Metrics has it.
-type FollowMetrics interface {
+	// FollowRun counts follow hook runs (result "success", "failure" or
+	// "timeout").
 	FollowRun(result string)
+	// Following shows the epoch of the leader followed (0: none).
 	Following(epoch int64)
+	// CooldownHold counts the holds of an unhealthy leader within its
+	// failover cooldown.
+	CooldownHold()
+	// HistoryAppendFailed counts failed appends to the cluster's history.
+	HistoryAppendFailed()
+	// PositionError counts the runs of the position command that gave no
+	// position, by reason (a PositionErr* label); the position itself is
+	// in Status.
+	PositionError(reason string)
 }
 
 // Deps are the controller's parts. Fencer may be nil only when running

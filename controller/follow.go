@@ -258,10 +258,7 @@ func (c *Controller) onFollowDone(h *hookRun, err error) {
 	case err != nil:
 		result = "failure"
 	}
-	fm, _ := c.metrics.(FollowMetrics)
-	if fm != nil {
-		fm.FollowRun(result)
-	}
+	c.metrics.FollowRun(result)
 	target, _, ok := c.followWanted(time.Now())
 	current := ok && target.Same(h.env.Leader)
 	if err != nil {
@@ -276,9 +273,7 @@ func (c *Controller) onFollowDone(h *hookRun, err error) {
 	}
 	f.failures, f.retryAt = 0, time.Time{}
 	f.following, f.since = h.env.Leader, time.Now()
-	if fm != nil {
-		fm.Following(leaderEpoch(h.env.Leader))
-	}
+	c.metrics.Following(leaderEpoch(h.env.Leader))
 	if !current {
 		return // the leader changed meanwhile: that run is still due
 	}
@@ -327,7 +322,5 @@ func (c *Controller) stopFollowing() {
 		return
 	}
 	f.following, f.since = nil, time.Time{}
-	if fm, _ := c.metrics.(FollowMetrics); fm != nil {
-		fm.Following(0)
-	}
+	c.metrics.Following(0)
 }

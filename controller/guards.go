@@ -72,9 +72,7 @@ func (c *Controller) hookUnkillable(name string, reaped <-chan struct{}, err err
 	c.setErr(h.msg)
 	c.log.Error("HOOK DID NOT EXIT AFTER SIGKILL: giving up leadership and staying out of the election until it exits; the successor fences this node",
 		"hook", name, "err", err)
-	if m, ok := c.metrics.(HookUnkillableMetric); ok {
-		m.HookUnkillable(name)
-	}
+	c.metrics.HookUnkillable(name)
 	go func() {
 		if reaped != nil {
 			select {

@@ -13,12 +13,6 @@ import (
 // append runs in the background, never on the takeover's path and never
 // in the way of a hook; a failure costs the entry, never the leadership.
 
-// HistoryMetrics is implemented by metrics that count failed history
-// appends; the controller uses it when Metrics has it.
-type HistoryMetrics interface {
-	HistoryAppendFailed()
-}
-
 // History append pacing: a few attempts within the term, each bounded, so
 // that a slow or unreachable coordination service costs a goroutine for
 // a minute at most.
@@ -87,9 +81,7 @@ func (c *Controller) appendHistory(ctx context.Context, t cluster.Term, e cluste
 			c.log.Info("history entry not recorded: the term ended", "epoch", e.NewEpoch, "err", err)
 			return
 		}
-		if m, ok := c.metrics.(HistoryMetrics); ok {
-			m.HistoryAppendFailed()
-		}
+		c.metrics.HistoryAppendFailed()
 		if attempt == historyAttempts {
 			c.log.Error("history entry not recorded; giving up", "epoch", e.NewEpoch, "attempts", attempt, "err", err)
 			return

@@ -56,10 +56,6 @@ const defaultPauseWait = 10 * time.Second
 // paused; it never ends a promoted term.
 var causePaused = &endCause{"paused"}
 
-// CooldownMetrics is implemented by metrics that count the holds of an
-// unhealthy leader within its failover cooldown.
-type CooldownMetrics interface{ CooldownHold() }
-
 // pauseState is the loop's view of maintenance mode and of the cooldown.
 type pauseState struct {
 	known     bool           // the watch reported at least once (or there is none)
@@ -179,9 +175,7 @@ func (c *Controller) trackHold(now time.Time) {
 	}
 	c.log.Warn("leader unhealthy within its failover cooldown: keeping leadership until the cooldown ends",
 		"epoch", c.l.term.epoch, "health", c.l.health.String(), "cooldown_until", ps.cooldownUntil)
-	if m, ok := c.metrics.(CooldownMetrics); ok {
-		m.CooldownHold()
-	}
+	c.metrics.CooldownHold()
 }
 
 // startupDemoteAllowed reports whether the startup demote may run now:

@@ -35,14 +35,6 @@ type PositionReader interface {
 	ReadPosition(ctx context.Context) (int64, error)
 }
 
-// PositionMetrics is implemented by metrics that count the runs of the
-// position command that gave no position, by reason (a PositionErr*
-// label); the controller uses it when Metrics has it. The position itself
-// is in Status.
-type PositionMetrics interface {
-	PositionError(reason string)
-}
-
 // Reasons of a PositionError (the failoverd_position_errors_total label).
 const (
 	PositionErrExit       = "exit"       // did not start, or exited non-zero
@@ -228,12 +220,9 @@ func (c *Controller) readPositions(ctx context.Context) {
 // (and reaches the member record), a failure makes the position unknown.
 func (c *Controller) onPositionRead(ev positionRead) {
 	p := &c.l.pos
-	m, _ := c.metrics.(PositionMetrics)
 	if ev.err != nil {
 		reason := positionReason(ev.err)
-		if m != nil {
-			m.PositionError(reason)
-		}
+		c.metrics.PositionError(reason)
 		c.warnPosition(ev.err, reason)
 		p.failing = true
 		p.value, p.at = nil, time.Time{}

@@ -636,9 +636,7 @@ func (c *Controller) onPrePromoteDone(tm *term, err error) {
 	if err != nil {
 		msg := "pre_promote hook vetoed the promotion: " + err.Error()
 		c.log.Error("pre_promote hook vetoed the promotion: not promoting, giving leadership back", "epoch", tm.epoch, "err", err)
-		if m, ok := c.metrics.(PrePromoteMetrics); ok {
-			m.PrePromoteVetoed()
-		}
+		c.metrics.PrePromoteVetoed()
 		c.setErr(msg)
 		c.backoffWith("pre_promote_veto", causeVeto)
 		tm.phase = phRelease

@@ -124,6 +124,15 @@ func (nopMetrics) Demotion(result string)            {}
 func (nopMetrics) FailoverDuration(d time.Duration)  {}
 func (nopMetrics) BreadcrumbUnreadable()             {}
 func (nopMetrics) FencingFailed()                    {}
+func (nopMetrics) HookUnkillable(hook string)        {}
+func (nopMetrics) PrePromoteVetoed()                 {}
+func (nopMetrics) PromotionDeclined(reason string)   {}
+func (nopMetrics) Preempted()                        {}
+func (nopMetrics) FollowRun(result string)           {}
+func (nopMetrics) Following(epoch int64)             {}
+func (nopMetrics) CooldownHold()                     {}
+func (nopMetrics) HistoryAppendFailed()              {}
+func (nopMetrics) PositionError(reason string)       {}
 
 // recordingFencer stands in for STONITH: it always succeeds and records.
 type recordingFencer struct {

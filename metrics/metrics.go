@@ -93,15 +93,9 @@ type Metrics struct {
 }
 
 var (
-	_ controller.Metrics              = (*Metrics)(nil)
-	_ controller.FollowMetrics        = (*Metrics)(nil)
-	_ controller.HookUnkillableMetric = (*Metrics)(nil)
-	_ controller.PrePromoteMetrics    = (*Metrics)(nil)
-	_ controller.HistoryMetrics       = (*Metrics)(nil)
-	_ controller.PositionMetrics      = (*Metrics)(nil)
-	_ controller.ChoiceMetrics        = (*Metrics)(nil)
-	_ fencer.Metrics                  = (*Metrics)(nil)
-	_ healthcheck.Metrics             = (*Metrics)(nil)
+	_ controller.Metrics  = (*Metrics)(nil)
+	_ fencer.Metrics      = (*Metrics)(nil)
+	_ healthcheck.Metrics = (*Metrics)(nil)
 )
 
 // New creates failoverd's collectors and registers them, together with build
@@ -404,22 +398,22 @@ func (m *Metrics) FollowRun(result string) { m.followRuns.WithLabelValues(result
 // Following sets the epoch of the leader followed (0: none).
 func (m *Metrics) Following(epoch int64) { m.followingEpoch.Set(float64(epoch)) }
 
-// PrePromoteVetoed implements controller.PrePromoteMetrics.
+// PrePromoteVetoed implements controller.Metrics.
 func (m *Metrics) PrePromoteVetoed() { m.prePromoteVetoes.Inc() }
 
-// CooldownHold implements controller.CooldownMetrics.
+// CooldownHold implements controller.Metrics.
 func (m *Metrics) CooldownHold() { m.cooldownHolds.Inc() }
 
-// HistoryAppendFailed implements controller.HistoryMetrics.
+// HistoryAppendFailed implements controller.Metrics.
 func (m *Metrics) HistoryAppendFailed() { m.historyAppendFails.Inc() }
 
-// PositionError implements controller.PositionMetrics.
+// PositionError implements controller.Metrics.
 func (m *Metrics) PositionError(reason string) { m.positionErrors.WithLabelValues(reason).Inc() }
 
-// PromotionDeclined implements controller.ChoiceMetrics.
+// PromotionDeclined implements controller.Metrics.
 func (m *Metrics) PromotionDeclined(reason string) { m.promotionDeclined.WithLabelValues(reason).Inc() }
 
-// Preempted implements controller.ChoiceMetrics.
+// Preempted implements controller.Metrics.
 func (m *Metrics) Preempted() { m.preemptions.Inc() }
 
 // ConfigLoaded records the config loaded at start, at.

@@ -215,6 +215,8 @@ func (f *Fencer) Fence(ctx context.Context, t fencer.Target) (string, error) {
 	return "test", nil
 }
 
+var _ controller.Metrics = (*Metrics)(nil)
+
 // Metrics records every call as a string ("lost:unhealthy", "promotion:success", ...).
 type Metrics struct {
 	mu     sync.Mutex
@@ -257,17 +259,9 @@ func (m *Metrics) FencingFailed()                         { m.add("fencing_faile
 func (m *Metrics) HookUnkillable(hook string)             { m.add("unkillable:" + hook) }
 func (m *Metrics) FollowRun(result string)                { m.add("follow:" + result) }
 func (m *Metrics) Following(epoch int64)                  { m.add(fmt.Sprintf("following:%d", epoch)) }
-
-// PrePromoteVetoed implements controller.PrePromoteMetrics.
-func (m *Metrics) PrePromoteVetoed() { m.add("pre_promote_veto") }
-
-// HistoryAppendFailed implements controller.HistoryMetrics.
-func (m *Metrics) HistoryAppendFailed() { m.add("history_append_failed") }
-func (m *Metrics) CooldownHold()        { m.add("cooldown_hold") }
-
-// PositionError implements controller.PositionMetrics.
-func (m *Metrics) PositionError(reason string) { m.add("position_error:" + reason) }
-
-// PromotionDeclined and Preempted implement controller.ChoiceMetrics.
-func (m *Metrics) PromotionDeclined(reason string) { m.add("declined:" + reason) }
-func (m *Metrics) Preempted()                      { m.add("preempted") }
+func (m *Metrics) PrePromoteVetoed()                      { m.add("pre_promote_veto") }
+func (m *Metrics) HistoryAppendFailed()                   { m.add("history_append_failed") }
+func (m *Metrics) CooldownHold()                          { m.add("cooldown_hold") }
+func (m *Metrics) PositionError(reason string)            { m.add("position_error:" + reason) }
+func (m *Metrics) PromotionDeclined(reason string)        { m.add("declined:" + reason) }
+func (m *Metrics) Preempted()                             { m.add("preempted") }
