@@ -37,14 +37,17 @@ type HistoryEntry struct {
 // Reasons of a HistoryEntry.
 const (
 	// HistoryFailover: the breadcrumb named a previous leader, which was
-	// fenced (or, with fencing.allow_none, skipped) before the promotion.
+	// fenced (or, with fencing.allow_none, skipped) before the promotion:
+	// its term ended (a lost lease, a crash, an unhealthy demote), also
+	// when the node that won next asked this one to take over instead.
 	HistoryFailover = "failover"
 	// HistorySwitchover: this node was the target of an operator's
 	// failover --to.
 	HistorySwitchover = "switchover"
-	// HistoryHandoverPreferred: another node handed leadership over to
-	// this one by a failover request with a reason (a preferred priority
-	// or position).
+	// HistoryHandoverPreferred: the previous leader handed leadership over
+	// to this one by a failover request with a reason (a preferred
+	// priority or position), or a node asked this one to take over from a
+	// previous leader that left gracefully.
 	HistoryHandoverPreferred = "handover_preferred"
 	// HistoryHandoff: the previous leader left gracefully (no breadcrumb
 	// to fence); it is known from the newest history entry.

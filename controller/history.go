@@ -47,8 +47,15 @@ func (c *Controller) historyEntry(tm *term, at time.Time) cluster.HistoryEntry {
 		}
 	}
 	switch req := tm.request; {
-	case req != nil && req.Reason != "":
+	case req != nil && req.Reason != "" && (e.OldLeader == "" || e.OldLeader == req.By):
+		// The old leader handed over (it asked, and left gracefully).
 		e.Reason, e.RequestedBy = cluster.HistoryHandoverPreferred, req.By
+	case req != nil && req.Reason != "":
+		// Another node won after the old leader's term ended (a lost
+		// lease, a crash, an unhealthy demote) and asked this one to take
+		// over instead: it chose the successor, the change itself is a
+		// failover of the leader the breadcrumb named.
+		e.Reason = cluster.HistoryFailover
 	case req != nil:
 		e.Reason, e.RequestedBy = cluster.HistorySwitchover, req.By
 	case e.OldLeader != "":

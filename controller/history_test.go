@@ -229,3 +229,46 @@ func TestHistoryLogLineMatchesStoredEntry(t *testing.T) {
 		}
 	})
 }
+
+// A term that ended by a lost lease is followed by a failover, whatever
+// failover request the successor meets: the request of a node that won
+// after the loss and asked a preferred one to take over chose the
+// successor but handed nothing over, and a request answered by an earlier
+// term (done, left standing) says nothing of this one.
+func TestHistoryFailoverAfterLostLease(t *testing.T) {
+	t.Run("a winner asks a preferred node", func(t *testing.T) {
+		test(t, func(t *testing.T, w *controllertest.World) {
+			leader(t, w, "b")
+			c := start(t, w, "c")
+			c.healthy()
+			c.want(controller.StateStandby)
+			a := start(t, w, "a", priority(2))
+			a.healthy()
+			a.want(controller.StateStandby)
+			time.Sleep(100 * time.Millisecond) // member records published
+			w.Expire("b")
+			a.want(controller.StateLeader)
+			if r := w.Failover(); r != nil && (r.By != "c" || r.Reason != cluster.ReasonPreferredPriority) {
+				t.Fatalf("request %+v, want c's handover to a", r)
+			}
+			h := wantHistory(t, w, 2)
+			checkEntry(t, h[1], cluster.HistoryEntry{OldLeader: "b", OldEpoch: 1, OldHost: "host-b", NewLeader: "a",
+				NewEpoch: a.c.Status().Epoch, NewHost: "host-a", Reason: cluster.HistoryFailover, FenceMethod: "test"})
+		})
+	})
+	t.Run("a request answered by an earlier term", func(t *testing.T) {
+		test(t, func(t *testing.T, w *controllertest.World) {
+			w.SetFailover(&cluster.FailoverRequest{To: "b", TimeoutMS: 60000, ID: "r0", By: "c",
+				Reason: cluster.ReasonPreferredPosition, Done: true, Epoch: 1})
+			leader(t, w, "a")
+			b := start(t, w, "b")
+			b.healthy()
+			b.want(controller.StateStandby)
+			w.Expire("a")
+			b.want(controller.StateLeader)
+			h := wantHistory(t, w, 2)
+			checkEntry(t, h[1], cluster.HistoryEntry{OldLeader: "a", OldEpoch: 1, OldHost: "host-a", NewLeader: "b",
+				NewEpoch: b.c.Status().Epoch, NewHost: "host-b", Reason: cluster.HistoryFailover, FenceMethod: "test"})
+		})
+	})
+}

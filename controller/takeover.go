@@ -520,7 +520,11 @@ func (c *Controller) onRead(tm *term, r stepResult) {
 		return
 	}
 	tm.version = r.version
-	if req := r.failover; req != nil && req.To == c.cfg.NodeID {
+	if req := r.failover; req != nil && !req.Done && req.To == c.cfg.NodeID && req.StandFor(time.Now()) > 0 {
+		// The request this term answers. One marked done was answered by
+		// an earlier term (it stays until its requester withdraws it, or
+		// for good when that requester is gone): it says nothing of why
+		// this one began.
 		tm.request = req
 	}
 	verdict := breadcrumb.Assess(r.rec, r.readErr, c.cfg.NodeID, tm.epoch)
