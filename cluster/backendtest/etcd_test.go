@@ -15,7 +15,7 @@ import (
 	"github.com/failoverd/failoverd/cluster/backendtest"
 	"github.com/failoverd/failoverd/cluster/etcdcluster"
 	"github.com/failoverd/failoverd/test/etcdtest"
-	"github.com/failoverd/failoverd/test/zktest"
+	"github.com/failoverd/failoverd/test/netproxy"
 )
 
 // The etcd backend (etcdcluster, fair mode, wired as a daemon would wire
@@ -61,7 +61,7 @@ type etcdBackend struct {
 // proxy of its own, which Disconnect cuts.
 type etcdNode struct {
 	conn  *etcdcluster.Conn
-	proxy *zktest.Proxy
+	proxy *netproxy.Proxy
 }
 
 func newEtcd(t *testing.T, c *etcdtest.Cluster, name string) *etcdBackend {

@@ -16,6 +16,7 @@ import (
 	"github.com/failoverd/failoverd/cluster/zkcluster"
 	"github.com/failoverd/failoverd/cluster/zkcluster/election"
 	"github.com/failoverd/failoverd/cluster/zkcluster/zk"
+	"github.com/failoverd/failoverd/test/netproxy"
 	"github.com/failoverd/failoverd/test/zktest"
 )
 
@@ -55,7 +56,7 @@ type zooKeeper struct {
 // its own, which Disconnect cuts.
 type zkNode struct {
 	client *zk.Client
-	proxy  *zktest.Proxy
+	proxy  *netproxy.Proxy
 }
 
 func newZooKeeper(t *testing.T, zkc *zktest.Cluster, name string) *zooKeeper {
@@ -99,7 +100,7 @@ func newNode(t *testing.T, layout cluster.Layout, c *zk.Client, id string, ec el
 func (z *zooKeeper) Node(t *testing.T, id string) (cluster.Elector, cluster.Records) {
 	t.Helper()
 	addr := z.zkc.Servers[0].Addr()
-	p := zktest.NewProxy(t, func() string { return addr })
+	p := netproxy.New(t, func() string { return addr })
 	c := newClient(t, []string{p.Addr()}, sessionTimeout)
 	z.mu.Lock()
 	z.nodes[id] = &zkNode{client: c, proxy: p}

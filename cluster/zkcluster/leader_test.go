@@ -11,6 +11,7 @@ import (
 	"github.com/failoverd/failoverd/breadcrumb"
 	"github.com/failoverd/failoverd/cluster"
 	"github.com/failoverd/failoverd/cluster/zkcluster/zk"
+	"github.com/failoverd/failoverd/test/netproxy"
 	"github.com/failoverd/failoverd/test/zktest"
 )
 
@@ -151,7 +152,7 @@ func TestWatchLeader(t *testing.T) {
 	defer cancel()
 	// The watcher reaches ZooKeeper through a proxy that can cut it off.
 	// A frame proxy in front of it counts the watcher's reads.
-	proxy := zktest.NewProxy(t, func() string { return zkc.Servers[0].Addr() })
+	proxy := netproxy.New(t, func() string { return zkc.Servers[0].Addr() })
 	var reads atomic.Int64
 	counter := zktest.NewFrameProxy(t, proxy.Addr(), func(f *zktest.Frame) zktest.Action {
 		switch f.Op() {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/failoverd/failoverd/cluster"
 	"github.com/failoverd/failoverd/cluster/zkcluster/zk"
+	"github.com/failoverd/failoverd/test/freeport"
 	"github.com/failoverd/failoverd/test/zktest"
 )
 
@@ -84,7 +85,7 @@ func TestHistoryCommand(t *testing.T) {
 		t.Errorf("corrupt history: exit %d, stdout %q, stderr %q; want exit 1 naming the problem", code, out, errs)
 	}
 
-	ports := zktest.FreePorts(t, 1)
+	ports := freeport.Take(t, 1)
 	conf = writeLeaderConfig(t, fmt.Sprintf("127.0.0.1:%d", ports[0]))
 	start := time.Now()
 	out, errs, code = history()

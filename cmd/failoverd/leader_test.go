@@ -18,6 +18,7 @@ import (
 	"github.com/failoverd/failoverd/cluster"
 	"github.com/failoverd/failoverd/cluster/zkcluster"
 	"github.com/failoverd/failoverd/cluster/zkcluster/zk"
+	"github.com/failoverd/failoverd/test/freeport"
 	"github.com/failoverd/failoverd/test/zktest"
 )
 
@@ -195,7 +196,7 @@ func TestLeaderCommand(t *testing.T) {
 	}
 
 	// Nothing listens: a bounded wait, then exit 1 naming the servers.
-	ports := zktest.FreePorts(t, 1)
+	ports := freeport.Take(t, 1)
 	conf = writeLeaderConfig(t, fmt.Sprintf("127.0.0.1:%d", ports[0]))
 	start := time.Now()
 	out, errs, code := leader()

@@ -19,6 +19,7 @@ import (
 
 	"github.com/failoverd/failoverd/controller"
 	"github.com/failoverd/failoverd/test/clustertest"
+	"github.com/failoverd/failoverd/test/freeport"
 	"github.com/failoverd/failoverd/test/zktest"
 )
 
@@ -143,7 +144,7 @@ func NewEnvBackend(t testing.TB, backend string, seed uint64, mode string, pol P
 		e.Session = EtcdLeaseTTL
 	}
 	e.StoreDir = filepath.Join(t.TempDir(), "store")
-	port := zktest.FreePorts(t, 1)[0]
+	port := freeport.Take(t, 1)[0]
 	e.StoreURL = fmt.Sprintf("http://127.0.0.1:%d", port)
 	if err := os.MkdirAll(e.StoreDir, 0o755); err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/failoverd/failoverd/controller"
 	"github.com/failoverd/failoverd/test/clustertest"
+	"github.com/failoverd/failoverd/test/netproxy"
 	"github.com/failoverd/failoverd/test/zktest"
 )
 
@@ -629,7 +630,7 @@ func must(t interface{ Fatal(...any) }, err error) {
 	}
 }
 
-func setBlackhole(ps []*zktest.Proxy, on bool) {
+func setBlackhole(ps []*netproxy.Proxy, on bool) {
 	for _, p := range ps {
 		p.Blackhole(on)
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/failoverd/failoverd/controller"
 	"github.com/failoverd/failoverd/internal/tlstest"
 	"github.com/failoverd/failoverd/test/etcdtest"
+	"github.com/failoverd/failoverd/test/netproxy"
 	"github.com/failoverd/failoverd/test/zktest"
 )
 
@@ -192,17 +193,17 @@ type Node struct {
 	ServiceAddr string
 	// ToyAddr is the toy service's address (the toy service only).
 	ToyAddr string
-	Proxy   *zktest.Proxy
+	Proxy   *netproxy.Proxy
 	// EtcdProxies (Options.ThroughProxy on etcd) are this node's proxies,
 	// one per etcd member, in member order.
-	EtcdProxies []*zktest.Proxy
+	EtcdProxies []*netproxy.Proxy
 	// ZKProxies (Options.ProxyEnsemble) are this node's proxies, one per
 	// ZooKeeper server, in server order.
-	ZKProxies []*zktest.Proxy
+	ZKProxies []*netproxy.Proxy
 	// ZKLossProxies (Options.LossProxies) front ZKProxies, same order.
 	ZKLossProxies []*zktest.LossProxy
 	// PeerProxy (Options.PeerProxy) fronts this node's admin API for peers.
-	PeerProxy *zktest.Proxy
+	PeerProxy *netproxy.Proxy
 	// EtcdDelayProxies (Options.EtcdClientProxies) are this node's
 	// proxies, one per etcd member, in member order.
 	EtcdDelayProxies []*etcdtest.DelayProxy
@@ -371,16 +372,16 @@ func Start(t testing.TB, o Options) *Cluster {
 func (n *Node) addProxies() {
 	c, o, t := n.c, n.c.Opts, n.c.t
 	if o.ThroughProxy && c.ZK != nil {
-		n.Proxy = zktest.NewProxy(t, func() string { return c.ZK.Servers[0].Addr() })
+		n.Proxy = netproxy.New(t, func() string { return c.ZK.Servers[0].Addr() })
 	}
 	if o.ThroughProxy && c.Etcd != nil {
 		for _, m := range n.etcdMembers() {
-			n.EtcdProxies = append(n.EtcdProxies, zktest.NewProxy(t, m.ClientAddr))
+			n.EtcdProxies = append(n.EtcdProxies, netproxy.New(t, m.ClientAddr))
 		}
 	}
 	if o.ProxyEnsemble {
 		for _, s := range c.ZK.Servers {
-			n.ZKProxies = append(n.ZKProxies, zktest.NewProxy(t, s.Addr))
+			n.ZKProxies = append(n.ZKProxies, netproxy.New(t, s.Addr))
 		}
 		if o.LossProxies {
 			for _, p := range n.ZKProxies {
@@ -395,7 +396,7 @@ func (n *Node) addProxies() {
 	}
 	if o.PeerProxy {
 		admin := n.AdminAddr
-		n.PeerProxy = zktest.NewProxy(t, func() string {
+		n.PeerProxy = netproxy.New(t, func() string {
 			if s, _ := n.peerTarget.Load().(string); s != "" {
 				return s
 			}

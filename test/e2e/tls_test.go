@@ -17,6 +17,8 @@ import (
 	"github.com/failoverd/failoverd/controller"
 	"github.com/failoverd/failoverd/internal/tlstest"
 	"github.com/failoverd/failoverd/test/clustertest"
+	"github.com/failoverd/failoverd/test/freeport"
+	"github.com/failoverd/failoverd/test/netproxy"
 	"github.com/failoverd/failoverd/test/zktest"
 )
 
@@ -59,7 +61,7 @@ func newTLSCluster(t *testing.T) *tlsCluster {
 func (c *tlsCluster) start(id, zkAddr, rpcYAML string) *tlsNode {
 	t := c.t
 	t.Helper()
-	port := zktest.FreePorts(t, 1)[0]
+	port := freeport.Take(t, 1)[0]
 	n := &tlsNode{id: id, adminAddr: fmt.Sprintf("127.0.0.1:%d", port), done: make(chan struct{})}
 	n.config = filepath.Join(c.dir, id+".yaml")
 	n.log = filepath.Join(c.dir, id+".log")
@@ -167,7 +169,7 @@ func TestRPCFencingOverHTTPS(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newTLSCluster(t)
 			zk := zktest.Start(t, 1)
-			proxyA := zktest.NewProxy(t, func() string { return zk.Addrs()[0] })
+			proxyA := netproxy.New(t, func() string { return zk.Addrs()[0] })
 			rpc := strings.ReplaceAll(tc.rpc, "CA", c.pki.CAFile)
 
 			a := c.start("node-a", proxyA.Addr(), rpc)

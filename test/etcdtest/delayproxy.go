@@ -10,7 +10,7 @@ import (
 // DelayProxy is a loopback TCP proxy that delays each direction by a fixed
 // time without limiting throughput (every chunk is delivered its delay
 // after it arrived, chunks in flight overlap), and can hold everything
-// (Blackhole) as a partition does. Unlike zktest.Proxy's latency, which
+// (Blackhole) as a partition does. Unlike netproxy.Proxy's latency, which
 // delays chunks one after the other, a request of several chunks takes
 // the delay once.
 type DelayProxy struct {

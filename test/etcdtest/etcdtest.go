@@ -48,7 +48,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/failoverd/failoverd/test/zktest"
+	"github.com/failoverd/failoverd/test/freeport"
+	"github.com/failoverd/failoverd/test/netproxy"
 )
 
 // ReleaseVersion is the etcd release scripts/etcd-server pins (a test
@@ -225,7 +226,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 	n := opts.Members
 	c := &Cluster{t: t, opts: opts, isolated: map[int]bool{}, clients: map[int]*clientv3.Client{}}
 	base := t.TempDir()
-	ports := zktest.FreePorts(t, 2*n)
+	ports := freeport.Take(t, 2*n)
 	for i := range n {
 		m := &Member{Index: i, Name: fmt.Sprintf("m%d", i), ClientPort: ports[2*i], peerPort: ports[2*i+1], scheme: scheme(opts.Security)}
 		m.dir = filepath.Join(base, m.Name)
@@ -635,6 +636,6 @@ func (s Server) Version() (string, error) {
 // (Blackhole, Reset, SetLatency: a client cut off from its member while
 // the cluster is whole), closed when the test ends. Clients connect to
 // "http://" + Addr().
-func (c *Cluster) ClientProxy(i int) *zktest.Proxy {
-	return zktest.NewProxy(c.t, func() string { return c.Members[i].ClientAddr() })
+func (c *Cluster) ClientProxy(i int) *netproxy.Proxy {
+	return netproxy.New(c.t, func() string { return c.Members[i].ClientAddr() })
 }

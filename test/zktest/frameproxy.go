@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/failoverd/failoverd/test/netproxy"
 )
 
 // Dir is the direction of a frame through a FrameProxy.
@@ -64,7 +66,7 @@ type FrameProxy struct {
 	target string
 	fn     FrameFunc
 
-	conns connSet
+	conns netproxy.ConnSet
 
 	mu sync.Mutex
 	n  int
@@ -96,7 +98,7 @@ func (p *FrameProxy) Conns() int {
 // Close stops the proxy and closes every connection.
 func (p *FrameProxy) Close() {
 	p.l.Close()
-	p.conns.closeAll()
+	p.conns.CloseAll()
 }
 
 func (p *FrameProxy) accept() {
@@ -109,7 +111,7 @@ func (p *FrameProxy) accept() {
 		id := p.n
 		p.n++
 		p.mu.Unlock()
-		p.conns.add(in)
+		p.conns.Add(in)
 		go p.serve(id, in)
 	}
 }
@@ -120,11 +122,11 @@ func (p *FrameProxy) serve(id int, in net.Conn) {
 		in.Close()
 		return
 	}
-	p.conns.add(out)
+	p.conns.Add(out)
 	closeBoth := func() {
 		in.Close()
 		out.Close()
-		p.conns.remove(in, out)
+		p.conns.Remove(in, out)
 	}
 	go func() { p.pipe(id, ToClient, in, out); closeBoth() }()
 	p.pipe(id, ToServer, out, in)

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/failoverd/failoverd/test/netproxy"
 )
 
 // ZooKeeper request opcodes a LossProxy can match.
@@ -38,7 +40,7 @@ type LossProxy struct {
 	l      net.Listener
 	target func() string
 
-	conns connSet
+	conns netproxy.ConnSet
 
 	mu     sync.Mutex
 	rules  []*lossRule
@@ -156,7 +158,7 @@ func (p *LossProxy) Lost() []LostReply {
 }
 
 // Reset closes every open connection.
-func (p *LossProxy) Reset() { p.conns.closeAll() }
+func (p *LossProxy) Reset() { p.conns.CloseAll() }
 
 // Close stops the proxy and closes every connection.
 func (p *LossProxy) Close() {
@@ -233,13 +235,13 @@ func (p *LossProxy) serve(in net.Conn) {
 		in.Close()
 		return
 	}
-	p.conns.add(in)
+	p.conns.Add(in)
 	out, err := net.Dial("tcp", p.target())
 	if err != nil {
 		in.Close()
 		return
 	}
-	p.conns.add(out)
+	p.conns.Add(out)
 	fc := &frameConn{doomed: map[int32]doomed{}}
 	go p.replies(fc, in, out)
 	p.requests(fc, in, out)

@@ -12,7 +12,10 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"testing"
 	"time"
+
+	"github.com/failoverd/failoverd/test/netproxy"
 )
 
 // # A follower that lags
@@ -52,6 +55,22 @@ const maxQuorumField = 64 << 20
 
 var errUnframed = errors.New("zktest: not a quorum packet")
 
+// quorumProxy is a proxy of a quorum link (netproxy.Proxy) that forwards
+// the leader's side packet by packet, so that HoldCommits can hold some.
+type quorumProxy struct {
+	*netproxy.Proxy
+	mu          sync.Mutex
+	holdCommits bool
+	conns       map[*quorumConn]struct{}
+}
+
+// newQuorumProxy listens for a quorum link to target; Start it.
+func newQuorumProxy(t testing.TB, target func() string) *quorumProxy {
+	p := &quorumProxy{Proxy: netproxy.Listen(t, target, true)}
+	p.SetFromTarget(p.pipeQuorum)
+	return p
+}
+
 // quorumConn is the leader-to-follower side of one proxied quorum link.
 type quorumConn struct {
 	mu     sync.Mutex
@@ -72,7 +91,7 @@ func (q *quorumConn) holdable() bool {
 // send forwards pkt, or keeps it while p holds commits: pings and
 // revalidations pass, the rest waits in order. Once the hold ends, held
 // packets go first.
-func (q *quorumConn) send(p *Proxy, pkt []byte, typ int32) bool {
+func (q *quorumConn) send(p *quorumProxy, pkt []byte, typ int32) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	p.mu.Lock()
@@ -80,7 +99,7 @@ func (q *quorumConn) send(p *Proxy, pkt []byte, typ int32) bool {
 	p.mu.Unlock()
 	switch {
 	case hold && (typ == qpPing || typ == qpRevalidate):
-		return p.forward(q.dst, pkt)
+		return p.Forward(q.dst, pkt)
 	case hold:
 		q.held = append(q.held, pkt)
 		return true
@@ -91,12 +110,12 @@ func (q *quorumConn) send(p *Proxy, pkt []byte, typ int32) bool {
 	if typ == qpUpToDate {
 		q.synced = true
 	}
-	return p.forward(q.dst, pkt)
+	return p.Forward(q.dst, pkt)
 }
 
-func (q *quorumConn) flushLocked(p *Proxy) bool {
+func (q *quorumConn) flushLocked(p *quorumProxy) bool {
 	for len(q.held) > 0 {
-		if !p.forward(q.dst, q.held[0]) {
+		if !p.Forward(q.dst, q.held[0]) {
 			return false
 		}
 		q.held = q.held[1:]
@@ -106,19 +125,19 @@ func (q *quorumConn) flushLocked(p *Proxy) bool {
 
 // pipeQuorum forwards the leader's side of a quorum link (src) to the
 // follower (dst) packet by packet, so that HoldCommits can hold some.
-func (p *Proxy) pipeQuorum(dst, src net.Conn) {
+func (p *quorumProxy) pipeQuorum(dst, src net.Conn) {
 	defer dst.Close()
 	defer src.Close()
 	q := &quorumConn{dst: dst}
 	p.mu.Lock()
-	if p.quorumConns == nil {
-		p.quorumConns = map[*quorumConn]struct{}{}
+	if p.conns == nil {
+		p.conns = map[*quorumConn]struct{}{}
 	}
-	p.quorumConns[q] = struct{}{}
+	p.conns[q] = struct{}{}
 	p.mu.Unlock()
 	defer func() {
 		p.mu.Lock()
-		delete(p.quorumConns, q)
+		delete(p.conns, q)
 		p.mu.Unlock()
 	}()
 	r := bufio.NewReaderSize(src, 64<<10)
@@ -128,7 +147,7 @@ func (p *Proxy) pipeQuorum(dst, src net.Conn) {
 			// Forward what was read, then copy bytes to the end.
 			q.mu.Lock()
 			q.raw = true
-			ok := q.flushLocked(p) && p.forward(dst, pkt)
+			ok := q.flushLocked(p) && p.Forward(dst, pkt)
 			q.mu.Unlock()
 			if ok {
 				p.copyRaw(dst, r)
@@ -154,7 +173,7 @@ var snapSignature = []byte("\x00\x00\x00\x0aBenWasHere")
 // copySnapshot forwards the snapshot that follows a SNAP packet, up to and
 // including its signature. (A znode whose data held the signature would end
 // it early; no test writes one.)
-func (p *Proxy) copySnapshot(dst net.Conn, r *bufio.Reader) bool {
+func (p *quorumProxy) copySnapshot(dst net.Conn, r *bufio.Reader) bool {
 	chunk := make([]byte, 0, 32<<10)
 	last := make([]byte, 0, 2*len(snapSignature)) // the stream's tail, across chunks
 	for {
@@ -169,7 +188,7 @@ func (p *Proxy) copySnapshot(dst net.Conn, r *bufio.Reader) bool {
 		last = append(last, b)
 		done := bytes.HasSuffix(last, snapSignature)
 		if done || len(chunk) == cap(chunk) {
-			if !p.forward(dst, chunk) {
+			if !p.Forward(dst, chunk) {
 				return false
 			}
 			if done {
@@ -181,11 +200,11 @@ func (p *Proxy) copySnapshot(dst net.Conn, r *bufio.Reader) bool {
 }
 
 // copyRaw forwards the rest of r as bytes.
-func (p *Proxy) copyRaw(dst net.Conn, r io.Reader) {
+func (p *quorumProxy) copyRaw(dst net.Conn, r io.Reader) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := r.Read(buf)
-		if n > 0 && !p.forward(dst, buf[:n]) {
+		if n > 0 && !p.Forward(dst, buf[:n]) {
 			return
 		}
 		if err != nil {
@@ -249,11 +268,11 @@ func readQuorumPacket(r *bufio.Reader) ([]byte, int32, error) {
 
 // holdQuorum starts or ends the hold on every connection of the proxy and
 // returns how many connections hold (or, when ending, held) packets.
-func (p *Proxy) holdQuorum(on bool) int {
+func (p *quorumProxy) holdQuorum(on bool) int {
 	p.mu.Lock()
 	p.holdCommits = on
-	qs := make([]*quorumConn, 0, len(p.quorumConns))
-	for q := range p.quorumConns {
+	qs := make([]*quorumConn, 0, len(p.conns))
+	for q := range p.conns {
 		qs = append(qs, q)
 	}
 	p.mu.Unlock()
@@ -301,8 +320,8 @@ func (c *Cluster) CanHoldCommits(i int) bool {
 			continue
 		}
 		l.quorum.mu.Lock()
-		qs := make([]*quorumConn, 0, len(l.quorum.quorumConns))
-		for q := range l.quorum.quorumConns {
+		qs := make([]*quorumConn, 0, len(l.quorum.conns))
+		for q := range l.quorum.conns {
 			qs = append(qs, q)
 		}
 		l.quorum.mu.Unlock()
@@ -328,7 +347,7 @@ func (c *Cluster) Resync(i int) {
 			continue
 		}
 		l.quorum.mu.Lock()
-		for q := range l.quorum.quorumConns {
+		for q := range l.quorum.conns {
 			q.cut.Store(true) // no longer holdable, even before it is gone
 		}
 		l.quorum.mu.Unlock()

@@ -56,6 +56,7 @@ import (
 
 	"github.com/failoverd/failoverd/internal/tlstest"
 	"github.com/failoverd/failoverd/test/freeport"
+	"github.com/failoverd/failoverd/test/netproxy"
 )
 
 // Jar is where Debian's zookeeper package puts the server.
@@ -150,7 +151,10 @@ type Cluster struct {
 }
 
 // peerLink is the pair of proxies server i uses to reach server j.
-type peerLink struct{ quorum, election *Proxy }
+type peerLink struct {
+	quorum   *quorumProxy
+	election *netproxy.Proxy
+}
 
 // Start runs n servers (n == 1 is standalone) and waits until they serve.
 // They are killed when the test ends; their logs are printed if it failed.
@@ -190,7 +194,7 @@ func StartOpts(t testing.TB, o Options) *Cluster {
 	}
 	n := o.Servers
 	base := t.TempDir()
-	ports := FreePorts(t, 4*n)
+	ports := freeport.Take(t, 4*n)
 	c := &Cluster{t: t, opts: o, isolated: map[int]bool{}}
 	for i := 0; i < n; i++ {
 		s := &Server{ID: i + 1, ClientPort: ports[4*i], peerPort: ports[4*i+1], elecPort: ports[4*i+2]}
@@ -331,9 +335,8 @@ func (c *Cluster) startLinks() {
 				continue
 			}
 			to := c.Servers[j]
-			quorum := newProxy(c.t, func() string { return loopback(to.peerPort) }, true)
-			quorum.quorumFrames = true
-			election := newProxy(c.t, func() string { return loopback(to.elecPort) }, true)
+			quorum := newQuorumProxy(c.t, func() string { return loopback(to.peerPort) })
+			election := netproxy.Listen(c.t, func() string { return loopback(to.elecPort) }, true)
 			c.links[i][j] = &peerLink{quorum: quorum, election: election}
 		}
 	}
@@ -343,17 +346,17 @@ func (c *Cluster) startLinks() {
 		for j := range n {
 			if i != j {
 				back := c.links[j][i].election
-				c.links[i][j].election.rewrite = func(r io.Reader) ([]byte, error) {
+				c.links[i][j].election.SetRewrite(func(r io.Reader) ([]byte, error) {
 					return rewriteElectionHello(r, back.Addr())
-				}
+				})
 			}
 		}
 	}
 	for i := range n {
 		for _, l := range c.links[i] {
 			if l != nil {
-				l.quorum.start()
-				l.election.start()
+				l.quorum.Start()
+				l.election.Start()
 			}
 		}
 	}
@@ -562,13 +565,6 @@ func Mntr(addr string) (map[string]string, error) {
 		}
 	}
 	return m, nil
-}
-
-// FreePorts returns n free loopback ports for servers that bind them
-// later, reserved against every other test until t ends (see freeport).
-func FreePorts(t testing.TB, n int) []int {
-	t.Helper()
-	return freeport.Take(t, n)
 }
 
 // Expire makes the server expire a client's session: it attaches a second

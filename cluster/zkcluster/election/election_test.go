@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/failoverd/failoverd/cluster/zkcluster/zk"
+	"github.com/failoverd/failoverd/test/netproxy"
 	"github.com/failoverd/failoverd/test/zktest"
 )
 
@@ -471,7 +472,7 @@ func TestPartitionedLeaderStepsDownBeforeSuccessorWins(t *testing.T) {
 	zks := zktest.Start(t, 1)
 	modes(t, func(t *testing.T, m Mode) {
 		r := newReferee()
-		proxy := zktest.NewProxy(t, func() string { return zks.Servers[0].Addr() })
+		proxy := netproxy.New(t, func() string { return zks.Servers[0].Addr() })
 		const timeout = 1500 * time.Millisecond
 		a := startCandidate(t, r, "a", opts{mode: m, timeout: timeout, servers: []string{proxy.Addr()}})
 		if l := r.waitLeader(t, "", 10*time.Second); l != "a" {
@@ -745,7 +746,7 @@ func TestShortBlipKeepsLeadership(t *testing.T) {
 	zks := zktest.Start(t, 1)
 	modes(t, func(t *testing.T, m Mode) {
 		r := newReferee()
-		proxy := zktest.NewProxy(t, func() string { return zks.Servers[0].Addr() })
+		proxy := netproxy.New(t, func() string { return zks.Servers[0].Addr() })
 		startCandidate(t, r, "a", opts{mode: m, timeout: 3 * time.Second, servers: []string{proxy.Addr()}})
 		if l := r.waitLeader(t, "", 10*time.Second); l != "a" {
 			t.Fatalf("leader %s, want a", l)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/failoverd/failoverd/cluster/zkcluster/zk"
+	"github.com/failoverd/failoverd/test/netproxy"
 	"github.com/failoverd/failoverd/test/zktest"
 )
 
@@ -125,10 +126,10 @@ func TestReconnectKeepsLeadership(t *testing.T) {
 		budget  = 600 * time.Millisecond
 	)
 	zks := zktest.StartOpts(t, zktest.Options{Servers: 3, TickTime: tick})
-	var proxies []*zktest.Proxy
+	var proxies []*netproxy.Proxy
 	var addrs []string
 	for i := range zks.Servers {
-		p := zktest.NewProxy(t, func() string { return zks.Servers[i].Addr() })
+		p := netproxy.New(t, func() string { return zks.Servers[i].Addr() })
 		proxies = append(proxies, p)
 		addrs = append(addrs, p.Addr())
 	}
@@ -151,7 +152,7 @@ func TestReconnectKeepsLeadership(t *testing.T) {
 		// cut the new connection a made meanwhile through the next one,
 		// and after a failed try at every server the client waits a second
 		// before the next round, longer than the lease leaves.
-		var carrying []*zktest.Proxy
+		var carrying []*netproxy.Proxy
 		for _, p := range proxies {
 			if p.Conns() > 0 {
 				carrying = append(carrying, p)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/failoverd/failoverd/cluster/zkcluster/lease"
 	"github.com/failoverd/failoverd/cluster/zkcluster/zk"
+	"github.com/failoverd/failoverd/test/netproxy"
 	"github.com/failoverd/failoverd/test/zktest"
 )
 
@@ -138,7 +139,7 @@ func TestLeaseEndsWhileCallsHang(t *testing.T) {
 	const lease, slack = time.Second, time.Second
 	for _, when := range []string{"at election", "mid-term"} {
 		t.Run(when, func(t *testing.T) {
-			proxy := zktest.NewProxy(t, func() string { return zks.Servers[0].Addr() })
+			proxy := netproxy.New(t, func() string { return zks.Servers[0].Addr() })
 			var cutAt atomic.Int64 // unix nanos of the cut
 			var armed atomic.Bool
 			armed.Store(when == "at election")

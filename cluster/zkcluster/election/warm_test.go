@@ -9,6 +9,7 @@ import (
 
 	"github.com/failoverd/failoverd/cluster/zkcluster/lease"
 	"github.com/failoverd/failoverd/cluster/zkcluster/zk"
+	"github.com/failoverd/failoverd/test/netproxy"
 	"github.com/failoverd/failoverd/test/zktest"
 )
 
@@ -230,10 +231,10 @@ func TestWarmChainAcrossReconnectNotReused(t *testing.T) {
 		r.waitLeader(t, "", 10*time.Second)
 		// Two ways to the one server: when the connection through one
 		// breaks, b moves to the other at once (no pause before a retry).
-		var proxies []*zktest.Proxy
+		var proxies []*netproxy.Proxy
 		o.servers = nil
 		for range 2 {
-			p := zktest.NewProxy(t, func() string { return zks.Servers[0].Addr() })
+			p := netproxy.New(t, func() string { return zks.Servers[0].Addr() })
 			proxies = append(proxies, p)
 			o.servers = append(o.servers, p.Addr())
 		}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/failoverd/failoverd/cluster/zkcluster/zk"
+	"github.com/failoverd/failoverd/test/netproxy"
 	"github.com/failoverd/failoverd/test/zktest"
 )
 
@@ -21,7 +22,7 @@ import (
 // the reconnects.
 func TestReconnectWithWatchesUnderRace(t *testing.T) {
 	zks := zktest.Start(t, 1)
-	p := zktest.NewProxy(t, func() string { return zks.Servers[0].Addr() })
+	p := netproxy.New(t, func() string { return zks.Servers[0].Addr() })
 	// Every write is slowed down, so that on reconnect the replies to the
 	// first queued requests come back while go-zookeeper still works through
 	// its send queue towards the re-sent watches.

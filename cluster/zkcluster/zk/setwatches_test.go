@@ -9,6 +9,7 @@ import (
 	gozk "github.com/go-zookeeper/zk"
 
 	"github.com/failoverd/failoverd/cluster/zkcluster/zk"
+	"github.com/failoverd/failoverd/test/netproxy"
 	"github.com/failoverd/failoverd/test/zktest"
 )
 
@@ -24,7 +25,7 @@ import (
 // the new connection, so the order that loses the events happens every time.
 func TestWatchesFireForChangesMadeWhileDisconnected(t *testing.T) {
 	zks := zktest.Start(t, 1)
-	p := zktest.NewProxy(t, func() string { return zks.Servers[0].Addr() })
+	p := netproxy.New(t, func() string { return zks.Servers[0].Addr() })
 
 	var armed atomic.Bool
 	reached := make(chan struct{})

@@ -1,4 +1,9 @@
-package zktest
+// Package netproxy holds loopback TCP proxies for tests that put faults
+// between a client and a server of any protocol: a partition (Blackhole),
+// a reset (Reset), latency. The harnesses of the coordination services
+// (test/zktest, test/etcdtest) and the cluster harness use it; protocol-aware
+// proxies stay with their protocol.
+package netproxy
 
 import (
 	"io"
@@ -8,14 +13,14 @@ import (
 	"time"
 )
 
-// Proxy is a loopback TCP proxy that can cut a client off from ZooKeeper:
+// Proxy is a loopback TCP proxy that can cut a client off from its server:
 // Blackhole stops moving bytes while keeping connections open (a partition:
 // neither side hears anything), Reset closes every connection, Latency delays
 // every chunk.
 type Proxy struct {
 	l       net.Listener
 	target  func() string
-	conns   connSet
+	conns   ConnSet
 	mu      sync.Mutex
 	holes   bool
 	closed  bool
@@ -26,26 +31,29 @@ type Proxy struct {
 	// partition). Without it the target is dialled at once.
 	holdNew bool
 	// rewrite, when set, reads the first message the connecting side sends
-	// and returns what to forward instead (set before any connection).
+	// and returns what to forward instead (set before Start).
 	rewrite func(io.Reader) ([]byte, error)
-	// quorumFrames: the target is a ZooKeeper leader's quorum port; its
-	// answers are forwarded packet by packet (see HoldCommits).
-	quorumFrames bool
-	holdCommits  bool
-	quorumConns  map[*quorumConn]struct{}
+	// fromTarget, when set, forwards the target's side of each connection
+	// instead of the plain byte copy (set before Start).
+	fromTarget func(dst, src net.Conn)
 }
 
-// NewProxy listens on a free loopback port and forwards to the address that
+// New listens on a free loopback port and forwards to the address that
 // target returns at connect time (so it can follow a restarted server).
-func NewProxy(t testing.TB, target func() string) *Proxy {
+func New(t testing.TB, target func() string) *Proxy {
 	t.Helper()
-	p := newProxy(t, target, false)
-	p.start()
+	p := Listen(t, target, false)
+	p.Start()
 	return p
 }
 
-// newProxy listens but does not accept yet: set its fields, then start it.
-func newProxy(t testing.TB, target func() string, holdNew bool) *Proxy {
+// Listen listens but does not accept yet: set what it forwards
+// (SetRewrite, SetFromTarget), then Start it. With holdNew, a connection
+// made during a blackhole reaches the target only once it ends, and a
+// target that does not listen yet is dialled again for a few seconds (a
+// peer that is about to listen must not look like one that answered and
+// hung up).
+func Listen(t testing.TB, target func() string, holdNew bool) *Proxy {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -57,7 +65,17 @@ func newProxy(t testing.TB, target func() string, holdNew bool) *Proxy {
 	return p
 }
 
-func (p *Proxy) start() { go p.accept() }
+// SetRewrite makes the proxy read the first message of each connecting
+// side with f and forward what f returns instead. Before Start.
+func (p *Proxy) SetRewrite(f func(io.Reader) ([]byte, error)) { p.rewrite = f }
+
+// SetFromTarget makes f forward the target's side of each connection (src)
+// to the connecting side (dst), with Forward, instead of a byte copy; f
+// closes both when it returns. Before Start.
+func (p *Proxy) SetFromTarget(f func(dst, src net.Conn)) { p.fromTarget = f }
+
+// Start accepts connections.
+func (p *Proxy) Start() { go p.accept() }
 
 // Addr is where clients connect.
 func (p *Proxy) Addr() string { return p.l.Addr().String() }
@@ -82,10 +100,10 @@ func (p *Proxy) SetLatency(d time.Duration) {
 }
 
 // Reset closes every open connection (clients see a connection reset).
-func (p *Proxy) Reset() { p.conns.closeAll() }
+func (p *Proxy) Reset() { p.conns.CloseAll() }
 
 // Conns is the number of open connections.
-func (p *Proxy) Conns() int { return p.conns.len() }
+func (p *Proxy) Conns() int { return p.conns.Len() }
 
 // Close stops the proxy and closes every connection.
 func (p *Proxy) Close() {
@@ -108,7 +126,7 @@ func (p *Proxy) accept() {
 }
 
 func (p *Proxy) serve(in net.Conn) {
-	p.conns.add(in)
+	p.conns.Add(in)
 	p.mu.Lock()
 	for p.holdNew && p.holes && !p.closed {
 		p.cond.Wait() // behind a partition the target sees nothing yet
@@ -132,27 +150,24 @@ func (p *Proxy) serve(in net.Conn) {
 		in.Close()
 		return
 	}
-	p.conns.add(out)
+	p.conns.Add(out)
 	if len(first) > 0 {
-		if !p.forward(out, first) {
+		if !p.Forward(out, first) {
 			in.Close()
 			out.Close()
 			return
 		}
 	}
 	go p.pipe(out, in)
-	if p.quorumFrames {
-		p.pipeQuorum(in, out)
+	if p.fromTarget != nil {
+		p.fromTarget(in, out)
 		return
 	}
 	p.pipe(in, out)
 }
 
 // dial connects to the target. The connecting side already saw its connect
-// succeed (the proxy accepted it), so a peer proxy retries for a while: a
-// ZooKeeper server that is about to listen (a new leader opening its quorum
-// port) must not look like one that answered and hung up, which would send
-// its followers back into an election.
+// succeed (the proxy accepted it), so a holdNew proxy retries for a while.
 func (p *Proxy) dial() (net.Conn, error) {
 	deadline := time.Now().Add(3 * time.Second)
 	for {
@@ -170,8 +185,9 @@ func (p *Proxy) dial() (net.Conn, error) {
 	}
 }
 
-// forward writes b to dst once no blackhole holds it; false when dst failed.
-func (p *Proxy) forward(dst net.Conn, b []byte) bool {
+// Forward writes b to dst once no blackhole holds it, after the latency;
+// false when dst failed.
+func (p *Proxy) Forward(dst net.Conn, b []byte) bool {
 	p.mu.Lock()
 	for p.holes {
 		p.cond.Wait() // hold the bytes: nobody hears anything
@@ -191,7 +207,7 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
-		if n > 0 && !p.forward(dst, buf[:n]) {
+		if n > 0 && !p.Forward(dst, buf[:n]) {
 			return
 		}
 		if err != nil {

@@ -1,20 +1,20 @@
-package zktest
+package netproxy
 
 import (
 	"net"
 	"sync"
 )
 
-// connSet holds a proxy's open connections (both sides of each proxied
+// ConnSet holds a proxy's open connections (both sides of each proxied
 // connection), so that a Reset or Close can cut them all at once. Its zero
 // value is ready to use.
-type connSet struct {
+type ConnSet struct {
 	mu    sync.Mutex
 	conns map[net.Conn]struct{}
 }
 
-// add tracks c until it is removed or closed by closeAll.
-func (s *connSet) add(c net.Conn) {
+// Add tracks c until it is removed or closed by CloseAll.
+func (s *ConnSet) Add(c net.Conn) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.conns == nil {
@@ -23,8 +23,8 @@ func (s *connSet) add(c net.Conn) {
 	s.conns[c] = struct{}{}
 }
 
-// remove stops tracking connections that were closed otherwise.
-func (s *connSet) remove(cs ...net.Conn) {
+// Remove stops tracking connections that were closed otherwise.
+func (s *ConnSet) Remove(cs ...net.Conn) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, c := range cs {
@@ -32,15 +32,15 @@ func (s *connSet) remove(cs ...net.Conn) {
 	}
 }
 
-// len is the number of tracked connections.
-func (s *connSet) len() int {
+// Len is the number of tracked connections.
+func (s *ConnSet) Len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.conns)
 }
 
-// closeAll closes every tracked connection and stops tracking it.
-func (s *connSet) closeAll() {
+// CloseAll closes every tracked connection and stops tracking it.
+func (s *ConnSet) CloseAll() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for c := range s.conns {
