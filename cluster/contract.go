@@ -128,6 +128,10 @@ var ErrStalePosition = errors.New("cluster: the leader position is of a later ep
 //     only at the revision read.
 //   - Primitives: the record store under every record rule (Backend,
 //     TermKV, see kv.go) meets its own obligations, tested directly.
+//   - Removal: a term names its election entry (EntryOf), and a backend
+//     that is an EntryRemover (entry.go) removes that entry for a later
+//     process of the same node only while it is unchanged; removed, the
+//     term is over and the next candidate wins at once.
 
 // Revision is a record's version as its backend reports it, for
 // compare-and-set. It is opaque: only the backend that returned it

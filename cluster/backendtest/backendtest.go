@@ -101,6 +101,7 @@ var obligations = []obligation{
 	{"Join", testJoin},
 	{"Operator", testOperator},
 	{"Primitives", testPrimitives},
+	{"RemoveEntry", testRemoveEntry},
 }
 
 // Run runs every obligation against the backend newBackend makes, each as

@@ -105,11 +105,12 @@ func (w *World) Spans() []Span {
 // entry is one candidate's election entry, a record of its node's session
 // under the election directory.
 type entry struct {
-	node  *Node
-	key   string
-	turn  chan struct{} // closed when first in line
-	first bool
-	term  *Term
+	node    *Node
+	key     string
+	session int64         // the node's session that created it
+	turn    chan struct{} // closed when first in line
+	first   bool
+	term    *Term
 }
 
 // New returns an empty world whose terms have a 6s session and expire
@@ -1075,7 +1076,7 @@ func (n *Node) Campaign(ctx context.Context, won func(context.Context, cluster.T
 			continue
 		}
 		w.entries++
-		e := &entry{node: n, turn: make(chan struct{}), key: path.Join(Layout.ElectionDir(), fmt.Sprintf("%s%010d", cluster.FairPrefix, w.entries))}
+		e := &entry{node: n, session: n.session, turn: make(chan struct{}), key: path.Join(Layout.ElectionDir(), fmt.Sprintf("%s%010d", cluster.FairPrefix, w.entries))}
 		w.queue = append(w.queue, e)
 		w.rev++
 		w.records[e.key] = &record{data: []byte(n.id), rev: w.rev, session: n.session}

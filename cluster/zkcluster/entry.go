@@ -1,0 +1,54 @@
+package zkcluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/failoverd/failoverd/cluster"
+	"github.com/failoverd/failoverd/cluster/zkcluster/election"
+	"github.com/failoverd/failoverd/cluster/zkcluster/zk"
+)
+
+// Entry names the term's election znode: its path, its owner (the
+// session that created it, its ephemeralOwner) and its czxid, the epoch.
+func (t *term) Entry() cluster.Entry {
+	return cluster.Entry{Key: t.l.Path, Owner: t.l.Session.ID(), Created: t.l.Epoch}
+}
+
+// RemoveEntry deletes the election znode e names, only if it is still that
+// znode: after a sync, it must exist with czxid e.Created and
+// ephemeralOwner e.Owner, and it is deleted at the version read. ZooKeeper
+// checks neither the owner nor the czxid on a delete, so they are read
+// first; in the round trip between the read and the delete, the path could
+// name another znode only if the znode went and one was created again at
+// the same path: a fair-mode name carries the creating elector's GUID and
+// a sequence number ZooKeeper never hands out twice under the election
+// directory, and an unfair lock created again has another czxid but
+// version 0, as ours: so for the unfair lock a window of one round trip
+// remains, which needs the owner's session to end in it (the caller
+// removes only entries whose process is gone).
+func (k kv) RemoveEntry(ctx context.Context, e cluster.Entry) error {
+	sess, err := k.s.session(ctx)
+	if err != nil {
+		return err
+	}
+	st, ok, err := election.StillOwned(ctx, sess, e.Key, e.Created, e.Owner)
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", e.Key, err)
+	}
+	if !ok {
+		now := "gone"
+		if st.Czxid != 0 {
+			now = fmt.Sprintf("czxid %d, owner %x", st.Czxid, st.EphemeralOwner)
+		}
+		return fmt.Errorf("%w: %s is %s", cluster.ErrEntryChanged, e, now)
+	}
+	if err := sess.Delete(ctx, e.Key, st.Version); err != nil {
+		if errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrBadVersion) {
+			return fmt.Errorf("%w: %s: %v", cluster.ErrEntryChanged, e, err)
+		}
+		return fmt.Errorf("deleting %s: %w", e.Key, err)
+	}
+	return nil
+}
