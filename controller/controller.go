@@ -204,9 +204,10 @@ type Controller struct {
 
 // snapshot is what the loop last published.
 type snapshot struct {
-	status Status
-	term   cluster.Term  // nil between terms
-	budget time.Duration // the term's DemoteBudget
+	status   Status
+	term     cluster.Term  // nil between terms
+	budget   time.Duration // the term's DemoteBudget
+	decision decision      // the loop's decision that status shows
 }
 
 // defaultShutdown is the ShutdownTimeout of a cfg that sets none: 30s, or

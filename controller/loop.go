@@ -62,9 +62,11 @@ type loop struct {
 	bg    context.Context // ends when Run returns: background readers
 	local []event         // events the loop produced itself, applied next
 
-	// For status (whynot.go): the error of the health change to health
-	// and when it was seen, the cause that set cededUntil, and the last
-	// failed takeover.
+	// For status (whynot.go): the last decision about the election
+	// (reconcile), the error of the health change to health and when it
+	// was seen, the cause that set cededUntil, and the last failed
+	// takeover.
+	decision  decision
 	healthErr string
 	healthAt  time.Time
 	cededBy   *endCause
@@ -310,33 +312,6 @@ func (c *Controller) armTimer(timer *time.Timer) {
 	timer.Reset(max(next.Sub(now), time.Millisecond))
 }
 
-// want reports whether this node may campaign now, and if not, why (the
-// cause a candidacy is ended with).
-func (c *Controller) want(now time.Time) (bool, *endCause) {
-	l := &c.l
-	switch {
-	case l.stopping:
-		return false, causeShutdown
-	case c.priority == 0 && !c.keepsWhilePaused():
-		return false, causeNeverLead
-	case l.health != healthcheck.Healthy && !c.keepsUnhealthy(now):
-		return false, causeUnhealthy
-	case l.stuck != nil:
-		return false, causeStuck
-	case !l.joinChecked || l.joinErr != nil:
-		return false, causeRefused
-	case now.Before(l.cededUntil):
-		return false, causeCeded
-	case now.Before(l.standAside.until):
-		return false, causeFailover
-	case c.pausedOut(now):
-		return false, causePaused
-	case !l.startup.done, !l.pause.known, now.Before(l.candRetry):
-		return false, nil
-	}
-	return true, nil
-}
-
 // reconcile is the only place that starts or stops candidacies, hooks and
 // the release of terms. It runs after every event; a few passes let one
 // step's change (a term released) start the next (a waiting demote).
@@ -360,11 +335,12 @@ func (c *Controller) reconcileOnce() {
 	c.trackHold(now)
 	c.checkGraceful(now)
 	c.checkExpiry(now)
-	want, why := c.want(now)
-	if !want && why != nil {
-		c.endCandidacy(why)
+	v := c.decide(now)
+	l.decision = v // what status shows: the decision acted on here
+	if !v.join && v.cause != nil {
+		c.endCandidacy(v.cause)
 	}
-	if want && l.cand == nil {
+	if v.join && l.cand == nil {
 		c.startCandidacy()
 	}
 	c.preemptIfDue(now)
@@ -515,14 +491,15 @@ func (c *Controller) publish() {
 	}
 	s.status.FollowingSince = l.follow.since
 	s.status.NotFollowing = c.notFollowing(time.Now())
-	s.status.NotLeading, s.status.Holds = c.notLeading(time.Now()), c.holds(time.Now())
+	s.status.NotLeading, s.status.Holds = c.notLeading(), c.holds(time.Now())
 	if l.state == StateLeader {
 		s.status.Role = "leader"
 	}
 	if l.term != nil {
 		s.term, s.budget = l.term.t, l.term.budget
 	}
-	if old := c.snap.Load(); old != nil && old.status == s.status && old.term == s.term && old.budget == s.budget {
+	s.decision = l.decision
+	if old := c.snap.Load(); old != nil && old.status == s.status && old.term == s.term && old.budget == s.budget && old.decision == s.decision {
 		return
 	}
 	c.snap.Store(s)

@@ -12,41 +12,49 @@ import (
 // Why a node is not leading. Status.NotLeading (and the member record,
 // so `failoverd status` shows it for every node) says why this node does
 // not lead now: one of the NotLeading* codes, a colon and the details.
-// The loop computes it from its own state whenever it publishes a status
-// (publish), so it changes with that state; a few reasons only the
-// Status call can see (the coordination session, the elector's refusal)
-// override it there. The first that applies, in this order:
+//
+// The reason is not derived for status: it is the loop's own decision.
+// decide, which reconcile runs at every step (after every event, timer and
+// health change) and onTermWon runs at a win, says whether the node
+// campaigns, the cause a candidacy ends with when it does not, and why not
+// leading, all from one ordered list of grounds; reconcile keeps that
+// decision in the loop's state and publish shows it. Only what the node is
+// doing in a term is shown from the term itself (taking_over: elected,
+// fencing or promoting; demoting: the term ended), and a few reasons only
+// the Status call can see (the coordination session, the elector's
+// refusal) override it there. The grounds, the first that holds:
 //
 //   - stopping: the daemon is stopping (or stopped);
-//   - disconnected: no session with the coordination service now;
-//   - initializing: the daemon just started;
-//   - taking_over: elected, fencing the previous leader or promoting;
-//   - demoting: a term is ending, its demote runs;
-//   - priority_zero: node.priority is 0, it never campaigns;
 //   - hook_unkillable: a hook outlived SIGKILL, no hook runs until it goes;
 //   - out_startup_demote: the startup demote failed; it is retried, and
-//     until it succeeds the service may still act as primary;
+//     until it succeeds the service may still act as primary (these two
+//     first: they say the service may still act as primary, which matters
+//     more than why the node would not campaign anyway);
+//   - priority_zero: node.priority is 0, it never campaigns;
+//   - unhealthy: the health check fails (since when, and its error);
 //   - join_refused: the join checks refused (duplicate node id, another
 //     election mode) or the elector stays out (the lease does not fit);
-//   - unhealthy: the health check fails (since when, and its error);
-//   - fencing_failed: a takeover failed to fence the previous leader
-//     (which, since when, the error), backing off until a time; and once
-//     the back-off is over, as long as the streak stands (no takeover of
-//     this node fenced or promoted since, no newer leader seen), "trying
-//     again" in the election (not a plain standby: between attempts no
-//     member record is written during the takeovers, so the snapshot
-//     status reads must still show why there is no leader);
-//   - lagging: more than election.max_lag behind: a won term declined to
-//     promote (backing off until a time), or the promoted leader's
-//     position is that far ahead (or this node's is unknown);
-//   - backoff: another takeover failure (promote, pre_promote veto,
-//     breadcrumb), backing off until a time;
-//   - ceded: out after an operator's cede or a demote request (an
-//     operator's, or a successor's fence) until a time;
+//   - ceded, fencing_failed, lagging or backoff: out until a time after
+//     an operator's cede or a demote request (an operator's, or a
+//     successor's fence), or after a failed takeover: a fence (which,
+//     since when, the error), a won term declined because this node lags,
+//     or another failure (promote, pre_promote veto, breadcrumb);
 //   - standing_aside: a failover request to another node stands;
 //   - paused: the cluster is paused: no automatic promotion;
 //   - initializing: the startup demote, the first read of the pause
-//     record or the join checks are still to come;
+//     record or the join checks are still to come, or the node is about to
+//     join the election;
+//
+// and once the node campaigns:
+//
+//   - lagging: more than election.max_lag behind the promoted leader's
+//     position (or its own is unknown): a win would decline to promote;
+//   - fencing_failed: as long as the streak of failed fences stands (no
+//     takeover of this node fenced or promoted since, no newer leader
+//     seen), "trying again" (not a plain standby: between attempts no
+//     member record is written during the takeovers, so the snapshot
+//     status reads must still show why there is no leader);
+//   - initializing: joining the election;
 //   - standby: in the election; says which node leads, when known.
 //
 // held_out is never set by a node: the hold after a failed handover is
@@ -55,7 +63,7 @@ import (
 // in Status.Holds; `failoverd status` shows a standby the leader holds as
 // held_out, with the leader's until and why.
 //
-// The text changes only when the verdict does (times in it are fixed
+// The text changes only when the decision does (times in it are fixed
 // instants, no durations): every change rewrites the member record. A
 // lagging standby's shows both positions, so its record is rewritten as
 // they change (at most once per position interval each).
@@ -170,82 +178,114 @@ func why(code, format string, args ...any) string {
 	return code + ": " + fmt.Sprintf(format, args...)
 }
 
-// notLeading is Status.NotLeading at now, from the loop's state.
-func (c *Controller) notLeading(now time.Time) string {
+// decision is the loop's decision about the election at one step.
+type decision struct {
+	join  bool      // campaign
+	cause *endCause // !join: the cause a candidacy ends with (nil: none ends)
+	why   string    // Status.NotLeading when the node is in no term
+}
+
+// want reports whether this node may campaign now, and if not, why (the
+// cause a candidacy is ended with).
+func (c *Controller) want(now time.Time) (bool, *endCause) {
+	v := c.decide(now)
+	return v.join, v.cause
+}
+
+// decide is the loop's decision at now: whether this node campaigns, and
+// why it does not lead (see the top of this file for the grounds).
+func (c *Controller) decide(now time.Time) decision {
+	l := &c.l
+	out := func(cause *endCause, code, format string, args ...any) decision {
+		return decision{cause: cause, why: why(code, format, args...)}
+	}
+	switch {
+	case l.stopping:
+		return out(causeShutdown, NotLeadingStopping, "the daemon is stopping")
+	case l.stuck != nil:
+		return out(causeStuck, NotLeadingHookUnkillable, "since %s: %s", stamp(l.stuck.since), l.stuck.msg)
+	case !l.startup.done && l.startup.failures > 0:
+		return out(nil, NotLeadingStartupDemote, "%s; next try at %s", l.startup.msg, stamp(l.startup.retryAt))
+	case c.priority == 0 && !c.keepsWhilePaused():
+		return out(causeNeverLead, NotLeadingPriorityZero, "node.priority is 0: this node never campaigns")
+	case l.health != healthcheck.Healthy && !c.keepsUnhealthy(now):
+		v := out(causeUnhealthy, NotLeadingUnhealthy, "health %s since %s", l.health, stamp(l.healthAt))
+		if l.healthErr != "" {
+			v.why += ": " + l.healthErr
+		}
+		return v
+	case l.joinChecked && l.joinErr != nil:
+		return out(causeRefused, NotLeadingJoinRefused, "%v", l.joinErr)
+	case now.Before(l.cededUntil):
+		return decision{cause: causeCeded, why: c.ceded()}
+	case now.Before(l.standAside.until):
+		to := "another node"
+		if r := l.choice.standing; r != nil && r.Key() == l.standAside.key {
+			to = r.To
+		}
+		return out(causeFailover, NotLeadingStandingAside, "a failover request to %s stands; out of the election until %s", to, stamp(l.standAside.until))
+	case c.pausedOut(now):
+		p := l.pause.cur
+		v := out(causePaused, NotLeadingPaused, "the cluster is paused (by %s at %s", p.By, stamp(p.At))
+		if p.Reason != "" {
+			v.why += ": " + p.Reason
+		}
+		v.why += "): no automatic promotion"
+		return v
+	// Not yet: no candidacy was ever started (none of these comes back).
+	case !l.startup.done && !l.pause.known:
+		return out(nil, NotLeadingInitializing, "waiting for the pause record before the startup demote")
+	case !l.startup.done:
+		return out(nil, NotLeadingInitializing, "the startup demote has not succeeded yet")
+	case !l.pause.known:
+		return out(nil, NotLeadingInitializing, "waiting for the pause record")
+	case !l.joinChecked && l.joinProblem != "":
+		return out(causeRefused, NotLeadingInitializing, "the join checks could not run yet: %s", l.joinProblem)
+	case !l.joinChecked:
+		return out(causeRefused, NotLeadingInitializing, "waiting for the join checks (unique node id, election mode)")
+	case now.Before(l.candRetry):
+		return out(nil, NotLeadingInitializing, "joining the election")
+	}
+	// It campaigns; a lagging node's win would decline to promote.
+	joined := l.cand != nil && !l.cand.cancelled
+	v := decision{join: true}
+	f := &l.follow
+	switch ld, lag, streak := f.leader, c.lagging(), c.fencingStreak(joined); {
+	case lag != "":
+		v.why = why(NotLeadingLagging, "%s", lag)
+	case streak != "":
+		v.why = streak
+	case !joined:
+		v.why = why(NotLeadingInitializing, "joining the election")
+	case ld != nil && ld.NodeID != c.cfg.NodeID:
+		v.why = why(NotLeadingStandby, "in the election; %s leads (epoch %d)", ld.NodeID, ld.Epoch)
+	case f.known && ld == nil:
+		v.why = why(NotLeadingStandby, "in the election; no promoted leader seen")
+	default:
+		v.why = why(NotLeadingStandby, "in the election")
+	}
+	return v
+}
+
+// notLeading is Status.NotLeading: what the node does in a term, or else
+// the loop's last decision.
+func (c *Controller) notLeading() string {
 	l := &c.l
 	switch {
 	case l.state == StateLeader:
 		return ""
-	case l.stopping || l.state == StateStopped:
+	case l.state == StateStopped:
 		return why(NotLeadingStopping, "the daemon is stopping")
+	case l.decision.cause == causeShutdown:
+		return l.decision.why
 	case l.state == StateInitializing:
 		return why(NotLeadingInitializing, "starting")
 	case l.state == StateFencing || l.state == StatePromoting:
 		return c.takingOver()
 	case l.state == StateDemoting && l.term != nil:
 		return why(NotLeadingDemoting, "its term (epoch %d) ended (%s): the demote hook runs", l.term.epoch, l.term.endReason)
-	// First what says the service may still act as primary: it matters
-	// more than why the node would not campaign anyway.
-	case l.stuck != nil:
-		return why(NotLeadingHookUnkillable, "since %s: %s", stamp(l.stuck.since), l.stuck.msg)
-	case !l.startup.done && l.startup.failures > 0:
-		return why(NotLeadingStartupDemote, "%s; next try at %s", l.startup.msg, stamp(l.startup.retryAt))
-	case c.priority == 0:
-		return why(NotLeadingPriorityZero, "node.priority is 0: this node never campaigns")
-	case l.joinChecked && l.joinErr != nil:
-		return why(NotLeadingJoinRefused, "%v", l.joinErr)
-	case l.health != healthcheck.Healthy:
-		s := why(NotLeadingUnhealthy, "health %s since %s", l.health, stamp(l.healthAt))
-		if l.healthErr != "" {
-			s += ": " + l.healthErr
-		}
-		return s
-	case now.Before(l.cededUntil):
-		return c.ceded()
-	case now.Before(l.standAside.until):
-		to := "another node"
-		if r := l.choice.standing; r != nil && r.Key() == l.standAside.key {
-			to = r.To
-		}
-		return why(NotLeadingStandingAside, "a failover request to %s stands; out of the election until %s", to, stamp(l.standAside.until))
-	case c.pausedOut(now):
-		p := l.pause.cur
-		s := why(NotLeadingPaused, "the cluster is paused (by %s at %s", p.By, stamp(p.At))
-		if p.Reason != "" {
-			s += ": " + p.Reason
-		}
-		return s + "): no automatic promotion"
 	}
-	if lag := c.lagging(); lag != "" {
-		return why(NotLeadingLagging, "%s", lag)
-	}
-	switch {
-	case !l.startup.done && !l.pause.known:
-		return why(NotLeadingInitializing, "waiting for the pause record before the startup demote")
-	case !l.startup.done:
-		return why(NotLeadingInitializing, "the startup demote has not succeeded yet")
-	case !l.pause.known:
-		return why(NotLeadingInitializing, "waiting for the pause record")
-	case !l.joinChecked && l.joinProblem != "":
-		return why(NotLeadingInitializing, "the join checks could not run yet: %s", l.joinProblem)
-	case !l.joinChecked:
-		return why(NotLeadingInitializing, "waiting for the join checks (unique node id, election mode)")
-	}
-	if s := c.fencingStreak(l.state == StateStandby); s != "" {
-		return s
-	}
-	switch {
-	case l.state != StateStandby:
-		return why(NotLeadingInitializing, "joining the election")
-	}
-	f := &l.follow
-	switch ld := f.leader; {
-	case ld != nil && ld.NodeID != c.cfg.NodeID:
-		return why(NotLeadingStandby, "in the election; %s leads (epoch %d)", ld.NodeID, ld.Epoch)
-	case f.known && ld == nil:
-		return why(NotLeadingStandby, "in the election; no promoted leader seen")
-	}
-	return why(NotLeadingStandby, "in the election")
+	return l.decision.why
 }
 
 // takingOver is the reason of a node in a takeover: elected, not promoted

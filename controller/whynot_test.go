@@ -3,7 +3,9 @@ package controller_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -37,11 +39,132 @@ func (n *node) wantWhy(w *controllertest.World, code string, parts ...string) st
 	if m, _ := w.Member(n.id); m.NotLeading != got {
 		n.t.Fatalf("%s's member record says not leading %q, its status %q", n.id, m.NotLeading, got)
 	}
+	n.checkDecision(got)
 	return got
+}
+
+// outCauses are, for each reason of a node out of the election, the
+// causes of a candidacy's end the loop acts on with it ("": none ends, the
+// node never joined).
+var outCauses = map[string][]string{
+	controller.NotLeadingStopping:       {"shutdown"},
+	controller.NotLeadingHookUnkillable: {"hook_unkillable"},
+	controller.NotLeadingStartupDemote:  {""},
+	controller.NotLeadingPriorityZero:   {"priority_zero"},
+	controller.NotLeadingUnhealthy:      {"unhealthy"},
+	controller.NotLeadingJoinRefused:    {"join_refused"},
+	controller.NotLeadingCeded:          {"ceded"},
+	controller.NotLeadingFencingFailed:  {"ceded"},
+	controller.NotLeadingLagging:        {"ceded"},
+	controller.NotLeadingBackoff:        {"ceded"},
+	controller.NotLeadingStandingAside:  {"failover_handoff"},
+	controller.NotLeadingPaused:         {"paused"},
+	controller.NotLeadingInitializing:   {"", "join_refused"},
+}
+
+// inCodes are the reasons of a node that campaigns.
+var inCodes = map[string]bool{
+	controller.NotLeadingStandby: true, controller.NotLeadingLagging: true,
+	controller.NotLeadingFencingFailed: true, controller.NotLeadingInitializing: true,
+}
+
+// checkDecision checks that got, n's NotLeading between terms, is the
+// reason of the decision the loop acted on: the same text, a node in the
+// election exactly when the loop decided to campaign, and a node out of it
+// for the cause that goes with the reason. Only what the Status call adds
+// (no session, the elector's refusal) is not the loop's.
+func (n *node) checkDecision(got string) {
+	n.t.Helper()
+	st := n.c.Status()
+	if st.State != controller.StateOut && st.State != controller.StateStandby {
+		return // in a term: shown from the term
+	}
+	if !st.Connected || strings.Contains(got, "the elector stays out") {
+		return
+	}
+	join, cause, decided := n.c.Decision()
+	code, _, _ := strings.Cut(got, ":")
+	switch {
+	case decided != got:
+		n.t.Fatalf("%s shows not leading %q, but the loop decided %q", n.id, got, decided)
+	case join != (st.State == controller.StateStandby):
+		n.t.Fatalf("%s is %s with not leading %q, but the loop decided to campaign: %v", n.id, st.State, got, join)
+	case join && !inCodes[code]:
+		n.t.Fatalf("%s campaigns with not leading %q", n.id, got)
+	case !join && !slices.Contains(outCauses[code], cause):
+		n.t.Fatalf("%s is out for cause %q with not leading %q (want one of %q)", n.id, cause, got, outCauses[code])
+	}
+}
+
+// reached records the NotLeading codes the tests showed, while
+// TestWhyNotLeadingIsTheDecision runs.
+var reached struct {
+	sync.Mutex
+	codes map[string]bool
+}
+
+// The reason shown is the one the loop acted on, for every reason: every
+// test of this file again, each shown reason checked against the loop's
+// decision (checkDecision), and every code a node sets reached.
+func TestWhyNotLeadingIsTheDecision(t *testing.T) {
+	reached.Lock()
+	reached.codes = map[string]bool{}
+	reached.Unlock()
+	defer func() {
+		reached.Lock()
+		reached.codes = nil
+		reached.Unlock()
+	}()
+	for _, tc := range []struct {
+		name string
+		f    func(*testing.T)
+	}{
+		{"standby", TestWhyStandby},
+		{"priority_zero", TestWhyPriorityZero},
+		{"unhealthy", TestWhyUnhealthy},
+		{"paused", TestWhyPaused},
+		{"lagging", TestWhyLaggingBehindTheLeader},
+		{"lagging_declined", TestWhyLaggingDeclined},
+		{"fencing_failed", TestWhyFencingFailed},
+		{"fencing_failed_new_leader", TestWhyFencingFailedNewLeader},
+		{"fencing_failed_then_fenced", TestWhyFencingFailedThenFenced},
+		{"backoff", TestWhyBackoff},
+		{"startup_demote", TestWhyStartupDemoteFailed},
+		{"hook_unkillable", TestWhyHookUnkillable},
+		{"join_refused", TestWhyJoinRefused},
+		{"ceded", TestWhyCeded},
+		{"standing_aside", TestWhyStandingAside},
+		{"initializing", TestWhyInitializing},
+		{"disconnected", TestWhyDisconnected},
+		{"demoting_and_stopping", TestWhyDemotingAndStopping},
+		{"holds", TestWhyHolds},
+		{"startup_demote_before_priority_zero", TestWhyFailedStartupDemoteShowsBeforePriorityZero},
+	} {
+		t.Run(tc.name, tc.f)
+	}
+	// held_out is set by `failoverd status` from the leader's holds, never
+	// by a node (cmd/failoverd tests it).
+	for _, code := range []string{
+		controller.NotLeadingStopping, controller.NotLeadingDisconnected, controller.NotLeadingInitializing,
+		controller.NotLeadingTakingOver, controller.NotLeadingDemoting, controller.NotLeadingPriorityZero,
+		controller.NotLeadingHookUnkillable, controller.NotLeadingStartupDemote, controller.NotLeadingJoinRefused,
+		controller.NotLeadingUnhealthy, controller.NotLeadingFencingFailed, controller.NotLeadingLagging,
+		controller.NotLeadingBackoff, controller.NotLeadingCeded, controller.NotLeadingStandingAside,
+		controller.NotLeadingPaused, controller.NotLeadingStandby,
+	} {
+		if !reached.codes[code] {
+			t.Errorf("no test reached not leading %s", code)
+		}
+	}
 }
 
 func checkWhy(t *testing.T, id, got, code string, parts ...string) {
 	t.Helper()
+	reached.Lock()
+	if reached.codes != nil && strings.HasPrefix(got, code+": ") {
+		reached.codes[code] = true
+	}
+	reached.Unlock()
 	if !strings.HasPrefix(got, code+": ") {
 		t.Fatalf("%s not leading %q, want code %s", id, got, code)
 	}
@@ -180,7 +303,11 @@ func TestWhyFencingFailed(t *testing.T) {
 		// That fence fails too (after its minute); while a backs off, b is
 		// elected and fences for a while, so once the back-off is over a
 		// is a standby again: the streak still says why it does not lead.
-		time.Sleep(time.Minute)
+		// (Waiting for the failure itself: a fixed sleep could end after a
+		// short back-off, with a fencing again.)
+		for n := a.metrics.Count("fencing_failed"); a.metrics.Count("fencing_failed") == n; {
+			time.Sleep(100 * time.Millisecond)
+		}
 		a.want(controller.StateOut)
 		b := start(t, w, "b")
 		b.fence.Take(time.Minute)
