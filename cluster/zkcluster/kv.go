@@ -311,18 +311,16 @@ func commit(ctx context.Context, sess *zk.Session, guard string, ops []cluster.O
 	for i, o := range ops {
 		v := version(o.Rev)
 		switch o.Kind {
-		case cluster.OpPut:
-			if o.Rev.Exists() || o.Rev.IsAny() {
+		case cluster.OpPut: // (no AnyRevision here: refused above)
+			if o.Rev.Exists() {
 				zops = append(zops, zk.SetOp{Path: o.Key, Data: o.Data, Version: v})
-				if v >= 0 {
-					revs[i] = revision(v + 1)
-				}
+				revs[i] = revision(v + 1)
 			} else {
 				zops = append(zops, zk.CreateOp{Path: o.Key, Data: o.Data, Mode: zk.Persistent})
 				revs[i] = revision(0)
 			}
 		case cluster.OpPutSession:
-			if o.Rev.Exists() || o.Rev.IsAny() {
+			if o.Rev.Exists() {
 				zops = append(zops, zk.DeleteOp{Path: o.Key, Version: v})
 			}
 			zops = append(zops, zk.CreateOp{Path: o.Key, Data: o.Data, Mode: zk.Ephemeral})
