@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/failoverd/failoverd/breadcrumb"
@@ -45,6 +46,9 @@ type Store struct {
 	nodeID string
 	inst   string
 	log    *slog.Logger
+	// previous is the instance of this node's previous process, proven
+	// gone (SetPrevious): its member record is ours to replace.
+	previous atomicString
 
 	// Set by tests only: BeforeHistoryWrite runs in a term's AppendHistory
 	// between its read and its write (where a concurrent change lands).
@@ -62,6 +66,21 @@ func NewStore(kv Backend, cfg StoreConfig) *Store {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Store{kv: kv, layout: cfg.Layout, nodeID: cfg.NodeID, inst: cfg.Instance, log: cfg.Logger}
+}
+
+// SetPrevious names the instance of this node's previous process, which
+// the caller proved has exited (the lock beside the node state file): a
+// member record of that instance is replaced as one of our own earlier
+// session, instead of being refused as a duplicate node id until its
+// session ends.
+func (s *Store) SetPrevious(instance string) { s.previous.Store(instance) }
+
+type atomicString struct{ v atomic.Value }
+
+func (a *atomicString) Store(s string) { a.v.Store(s) }
+func (a *atomicString) Load() string {
+	s, _ := a.v.Load().(string)
+	return s
 }
 
 // Layout is where the Store's records live.
@@ -117,7 +136,7 @@ func (s *Store) PublishMember(ctx context.Context, m Member) error {
 	case cur != nil:
 		var other Member
 		_ = json.Unmarshal(cur.Data, &other)
-		if cur.Owner == OtherSession && other.Instance != s.inst {
+		if cur.Owner == OtherSession && other.Instance != s.inst && (other.Instance == "" || other.Instance != s.previous.Load()) {
 			return &DuplicateIDError{NodeID: s.nodeID, Host: other.Host, Instance: other.Instance}
 		}
 		op = PutSession(key, data, cur.Rev) // ours from an earlier session, or with no session

@@ -233,6 +233,12 @@ type Election struct {
 	// the leader hands over to it (a graceful switchover). 0: never.
 	// Default 10s.
 	PreemptAfter Duration `yaml:"preempt_after"`
+	// EndOwnTermOnRestart has a restarted daemon, once its startup demote
+	// succeeded, remove its previous process's election entry (recorded in
+	// the node state file at every win) instead of leaving the successor
+	// to wait out the dead process's session or lease. Default false.
+	// See docs/safety.md, "A restarted daemon ends its own old term".
+	EndOwnTermOnRestart bool `yaml:"end_own_term_on_restart"`
 }
 
 // Health configures the local service health check. Exactly one of HTTP,

@@ -94,6 +94,7 @@ var ReloadRules = []ReloadRule{
 	{"election.max_lag", Reloadable, "applies from the next election won"},
 	{"election.failover_cooldown", Reloadable, noteNextPromote},
 	{"election.preempt_after", Reloadable, ""},
+	{"election.end_own_term_on_restart", Restart, "a restart reads the node state file and takes the lock beside it"},
 
 	{"health.interval", Reloadable, noteNextCheck},
 	{"health.timeout", Reloadable, noteNextCheck},

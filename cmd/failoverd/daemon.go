@@ -267,6 +267,13 @@ func buildOn(cfg *config.Config, logger *slog.Logger, ccfg controller.Config, be
 	if id, epoch := home.Load(); id != "" {
 		logger.Info("node state read", "file", home.path, "record_id", id, "highest_epoch", epoch)
 	}
+	if cfg.Election.EndOwnTermOnRestart {
+		r, prev := newRestarter(home, be.store, ccfg.Instance, logger)
+		if prev != "" {
+			be.store.SetPrevious(prev)
+		}
+		el = withRestarter(el, r)
+	}
 	ctrl, err := controller.New(ccfg, controller.Deps{
 		Elector: el, Records: be.store, Fencer: fence, Metrics: m, Logger: logger,
 		Hooks:    procHooks(cfg, ccfg, logger),

@@ -7,9 +7,12 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
 
+	"github.com/failoverd/failoverd/cluster"
 	"github.com/failoverd/failoverd/config"
 )
 
@@ -26,8 +29,14 @@ type homeState struct {
 	// operator ("zookeeper [..] /failoverd").
 	Coordination string `json:"coordination,omitempty"`
 	// HighestEpoch is the highest epoch this node won a term with.
-	HighestEpoch int64     `json:"highest_epoch,omitempty"`
-	UpdatedAt    time.Time `json:"updated_at"`
+	HighestEpoch int64 `json:"highest_epoch,omitempty"`
+	// Entry is the election entry of the last term this node won, written
+	// before the term reached the controller; Instance is the process
+	// that last ran with the lock beside this file, written at its start.
+	// Only with election.end_own_term_on_restart (see restart.go).
+	Entry     *cluster.Entry `json:"election_entry,omitempty"`
+	Instance  string         `json:"instance,omitempty"`
+	UpdatedAt time.Time      `json:"updated_at"`
 }
 
 // homeFile is the controller's Home, kept in the node state file. Its
@@ -39,6 +48,8 @@ type homeFile struct {
 
 	mu sync.Mutex
 	st homeState
+
+	lockFile *os.File // lock: held until the process exits
 }
 
 // homePath is cfg's node state file.
@@ -109,6 +120,73 @@ func (h *homeFile) Saw(epoch int64) error {
 	st := h.st
 	st.HighestEpoch = epoch
 	return h.write(st)
+}
+
+// Entered records e, the election entry of a term this process just won.
+func (h *homeFile) Entered(e cluster.Entry) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	st := h.st
+	st.Entry = &e
+	return h.write(st)
+}
+
+// Started records instance as the process that runs now, and returns the
+// election entry and the instance an earlier process recorded (ok false:
+// no entry). Call it with the lock held, before this process won anything.
+func (h *homeFile) Started(instance string) (e cluster.Entry, prev string, ok bool, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	prev = h.st.Instance
+	if h.st.Entry != nil {
+		e, ok = *h.st.Entry, true
+	}
+	st := h.st
+	st.Instance = instance
+	return e, prev, ok, h.write(st)
+}
+
+// Entry returns the recorded election entry (ok false: none).
+func (h *homeFile) Entry() (cluster.Entry, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.st.Entry == nil {
+		return cluster.Entry{}, false
+	}
+	return *h.st.Entry, true
+}
+
+// ForgetEntry drops the recorded entry if it is still e.
+func (h *homeFile) ForgetEntry(e cluster.Entry) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.st.Entry == nil || *h.st.Entry != e {
+		return nil
+	}
+	st := h.st
+	st.Entry = nil
+	return h.write(st)
+}
+
+// lockPath is the lock file beside the node state file.
+func (h *homeFile) lockPath() string { return strings.TrimSuffix(h.path, ".json") + ".lock" }
+
+// lock takes an exclusive flock on the lock file beside the node state
+// file, without waiting, and keeps it for the life of the process (the
+// descriptor is close-on-exec: hooks do not inherit it). The kernel drops
+// it only when this process is gone, so a later process that takes it
+// knows every earlier one of this node has exited.
+func (h *homeFile) lock() error {
+	f, err := os.OpenFile(h.lockPath(), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return fmt.Errorf("%s is locked by another process of this node: %w", h.lockPath(), err)
+	}
+	h.lockFile = f // never closed: the lock lasts as long as the process
+	return nil
 }
 
 // write replaces the file with st, durably, and then remembers st (h.mu

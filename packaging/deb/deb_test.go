@@ -223,6 +223,7 @@ func TestPackageInstallsValidatesAndPurges(t *testing.T) {
 		"ExecStart=/usr/bin/failoverd run -c /etc/failoverd/failoverd.yaml",
 		"ExecReload=/bin/kill -HUP $MAINPID",
 		"User=failoverd", "StateDirectory=failoverd", "LogsDirectory=failoverd",
+		"RestartSec=200ms",
 	} {
 		if !slices.Contains(strings.Split(string(unit), "\n"), line) {
 			t.Errorf("installed unit lacks the line %q", line)
