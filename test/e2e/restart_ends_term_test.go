@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"syscall"
@@ -84,7 +85,8 @@ func median(ds []time.Duration) time.Duration {
 // service stays primary) and restarted as systemd would (after
 // RestartSec=200ms); the restarted daemon demotes its service, removes its
 // previous process's election entry, and the successor wins at once and
-// fences the old term through the restarted daemon's rpc answer. Killed →
+// fences the old term through the restarted daemon's rpc answer (the shell
+// fence fails throughout). Killed →
 // successor promoted must be well inside the session: under a second at a
 // 4 s session (asserted under 2 s for a loaded host), against about the
 // session without the option (measured once in the same test). Never two
@@ -99,6 +101,11 @@ func TestRestartEndsOwnTerm(t *testing.T) {
 		c := clustertest.Start(t, on)
 		c.WaitLeader("", 30*time.Second)
 		waitCampaigning(t, c)
+		// The shell fence fails throughout: a successor promotes only once
+		// the restarted daemon answered its rpc fence for the old epoch.
+		if err := os.WriteFile(filepath.Join(c.Dir, "fence-fail"), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
 		var took []time.Duration
 		for i := range restartRuns() {
 			old, next, killed, d := killRestart(t, c)
@@ -116,6 +123,9 @@ func TestRestartEndsOwnTerm(t *testing.T) {
 			waitCampaigning(t, c)
 		}
 		c.CheckNoOverlap()
+		if f := clustertest.Find(c.Events(), "fence"); len(f) != 0 {
+			t.Errorf("the shell fence succeeded (%v); the rpc fence must be what let the successors promote", f)
+		}
 		startups := clustertest.Find(c.Events(), "demote", "reason", "startup")
 		if len(startups) < len(took) {
 			t.Errorf("%d startup demotes for %d restarts", len(startups), len(took))
