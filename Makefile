@@ -84,9 +84,10 @@ chaos: deps
 # rpc fence, a graceful end that gives up its term or its renewals before
 # its demote ended, a leader at rest that ignores its Expiry, a node that
 # joins another cluster's election, a moved cluster's epoch floor dropped,
-# no join check at a win; on etcd, unguarded breadcrumb and failover-request
-# writes, a lease deadline counted from the answer, a first renewal timed
-# from a late grant's answer, a serializable leader view, an unconfirmed
+# no join check at a win, an election entry removed without its owner
+# check or without the state file's lock; on etcd, unguarded breadcrumb
+# and failover-request writes, a lease deadline counted from the answer,
+# a first renewal timed from a late grant's answer, a serializable leader view, an unconfirmed
 # renewal, a lease revoked while its term runs; see test/mutants) and runs
 # the tests chosen to catch each;
 # fails unless every one is caught. MUTANTS=name,name runs a subset. Not

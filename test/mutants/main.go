@@ -326,6 +326,36 @@ var mutants = []mutant{
 		}},
 		Tests: []selection{{"./controller/", "TestLeaderAtRestDemotesByItsExpiryWhenTheBackendDoesNot"}},
 	},
+	{
+		Name: "remove-entry-of-another-owner",
+		What: "ZooKeeper's RemoveEntry deletes the znode at the path whatever its owner and czxid",
+		Edits: []edit{{
+			File: "cluster/zkcluster/entry.go",
+			Old:  "\tif !ok {\n\t\tnow := \"gone\"",
+			New:  "\tif !ok && st.Czxid == 0 {\n\t\tnow := \"gone\"",
+		}},
+		Tests: []selection{{"./cluster/backendtest/", "TestZooKeeper$/RemoveEntry"}},
+	},
+	{
+		Name: "remove-entry-unguarded-etcd",
+		What: "etcd's RemoveEntry deletes the key and revokes the lease without comparing the key's create revision and lease",
+		Edits: []edit{{
+			File: "cluster/etcdcluster/entry.go",
+			Old:  "If(clientv3.Compare(clientv3.CreateRevision(e.Key), \"=\", e.Created),\n\t\t\tclientv3.Compare(clientv3.LeaseValue(e.Key), \"=\", clientv3.LeaseID(e.Owner))).",
+			New:  "If().",
+		}},
+		Tests: []selection{{"./cluster/backendtest/", "TestEtcd/release/RemoveEntry"}},
+	},
+	{
+		Name: "restart-removes-without-the-lock",
+		What: "a starting daemon removes the recorded election entry although another process of the node holds the state file's lock",
+		Edits: []edit{{
+			File: "cmd/failoverd/restart.go",
+			Old:  "\t\treturn r, \"\"\n\t}",
+			New:  "\t}",
+		}},
+		Tests: []selection{{"./cmd/failoverd/", "TestRestartRemovesOwnPreviousEntry"}},
+	},
 }
 
 type result struct {
