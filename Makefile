@@ -35,6 +35,24 @@ bench: deps
 	@echo ">> benchmarks (real ZooKeeper and etcd, loopback)"
 	BENCH_JSON=$(CURDIR)/bench-results.json $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 90m ./test/bench/
 
+# make bench-scale N=100: N failoverd clusters of 3 members each, run by one
+# driver process (test/bench/scale: the real elector, lease, records and
+# watches of each member, the controller replaced by a minimal loop)
+# against a 3-server ZooKeeper ensemble and a 3-member etcd cluster it
+# starts; server CPU, requests, writes, watches, connections and memory at
+# rest, net of a window without members; KILL=60s adds a phase that
+# crashes the leaders of 1% of the clusters every 30 s. N is a list
+# (default 1,100); results in test/bench/results/scale-<date>.json.
+N ?= 1,100
+SCALE_BACKEND ?= zookeeper,etcd
+IDLE ?= 60s
+KILL ?= 0
+.PHONY: bench-scale
+bench-scale: deps
+	cd test/bench/scale && SCALE_CODE="$$(git rev-parse --short HEAD)$$(git diff --quiet HEAD -- ../../../cluster || echo ' with uncommitted changes in cluster/')" \
+		SCALE_N=$(N) SCALE_BACKEND=$(SCALE_BACKEND) SCALE_IDLE=$(IDLE) SCALE_KILL=$(KILL) \
+		$(GO) test -tags scale -run '^TestScale$$' -count=1 -v -timeout 60m .
+
 # make etcd-probe TRIALS=20: how often etcd itself revokes a lease that is
 # being renewed, when its leader is stopped past the TTL and continued
 # (docs/safety.md, "The lease on etcd"; each server line, about 13 s a

@@ -1,0 +1,431 @@
+//go:build scale
+
+// Package scale is make bench-scale: one process runs N failoverd clusters
+// of 3 members each, every member the real backend code the daemon runs
+// (its elector with lease and renewals, member and known-member records,
+// join checks, the leader view's watch and freshness poll, the failover and
+// pause watches, the leader's member watch), built with the same
+// constructors, against a 3-server ZooKeeper ensemble and a 3-member etcd
+// cluster it starts on this machine, and reads what the coordination
+// servers spend (their CPU from /proc, requests and writes from mntr and
+// /metrics, watches, connections, memory). The controller's decisions are
+// replaced by a minimal loop (member.go); hooks do not exist.
+//
+//	SCALE_N=1,100 SCALE_BACKEND=zookeeper,etcd SCALE_IDLE=60s go test -tags scale -run TestScale -v -timeout 60m ./test/bench/scale
+//
+// SCALE_KILL=60s adds a phase that crashes the leaders of 1% of the
+// clusters every 30 s; SCALE_LEADER_VIEW=0 leaves out the admin API's
+// leader view; SCALE_LOG=file keeps the backend code's warnings.
+// Results: SCALE_OUT (default test/bench/results/scale-<date>.json).
+package scale
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/failoverd/failoverd/cluster"
+	"github.com/failoverd/failoverd/test/etcdtest"
+	"github.com/failoverd/failoverd/test/zktest"
+)
+
+func envDuration(k string, def time.Duration) time.Duration {
+	if v := os.Getenv(k); v != "" {
+		d, err := time.ParseDuration(v)
+		if err == nil {
+			return d
+		}
+	}
+	return def
+}
+
+func envList(k, def string) []string {
+	v := os.Getenv(k)
+	if v == "" {
+		v = def
+	}
+	return strings.Split(v, ",")
+}
+
+// Result is one N on one backend.
+type Result struct {
+	Backend  string `json:"backend"`
+	Clusters int    `json:"clusters"`
+	Members  int    `json:"members"`
+	// StartSeconds: from the first member started to every cluster's
+	// three leader views naming one leader.
+	StartSeconds float64 `json:"start_seconds"`
+	StartedAll   bool    `json:"started_all"`
+	// Baseline: the servers with no member running, just before.
+	Baseline rates `json:"baseline"`
+	// Idle: the N clusters at rest.
+	Idle rates `json:"idle"`
+	// PerCluster: (Idle - Baseline) / Clusters for the rates; gauges
+	// divided as they are (the baseline holds no session).
+	PerCluster perCluster `json:"per_cluster"`
+	// Terms: won during the whole run; lost while nothing was injected
+	// (every one unexplained in the idle phase).
+	TermsWon          int64   `json:"terms_won"`
+	TermsLostNoFault  int64   `json:"terms_lost_no_fault"`
+	Errors            int64   `json:"errors"`
+	LastError         string  `json:"last_error,omitempty"`
+	MinLeaseMarginMS  float64 `json:"min_lease_margin_ms"`
+	P01LeaseMarginMS  float64 `json:"p01_lease_margin_ms"`
+	MedianMarginMS    float64 `json:"median_lease_margin_ms"`
+	LeaseMarginSample int     `json:"lease_margin_samples"`
+	// Kill: the leaders of 1% of the clusters (at least one) crashed
+	// every 30 s (SCALE_KILL long; absent: not run).
+	Kill       *killResult `json:"kill_phase,omitempty"`
+	Load1Start float64     `json:"load1_start"`
+	Load1End   float64     `json:"load1_end"`
+	Server     string      `json:"server"`
+}
+
+type perCluster struct {
+	CPUMilliPerSec float64 `json:"server_cpu_ms_per_second"`
+	RequestsPerSec float64 `json:"requests_per_second"`
+	WritesPerSec   float64 `json:"writes_per_second"`
+	Watches        float64 `json:"watches"`
+	Connections    float64 `json:"connections"`
+	RSSMiB         float64 `json:"server_rss_mib"`
+	DriverCPUMs    float64 `json:"driver_cpu_ms_per_second"`
+}
+
+// Report is the results file.
+type Report struct {
+	Generated string   `json:"generated"`
+	Code      string   `json:"code"`
+	Machine   string   `json:"machine"`
+	Note      string   `json:"note"`
+	Idle      string   `json:"idle_window"`
+	Kill      string   `json:"kill_window"`
+	Results   []Result `json:"results"`
+}
+
+func load1() float64 {
+	b, _ := os.ReadFile("/proc/loadavg")
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(f[0], 64)
+	return v
+}
+
+func TestScale(t *testing.T) {
+	idle := envDuration("SCALE_IDLE", 60*time.Second)
+	base := envDuration("SCALE_BASE", 15*time.Second)
+	settle := envDuration("SCALE_SETTLE", 10*time.Second)
+	kill := envDuration("SCALE_KILL", 0)
+	var ns []int
+	for _, s := range envList("SCALE_N", "1,100") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			t.Fatalf("SCALE_N: %q", s)
+		}
+		ns = append(ns, n)
+	}
+	rep := Report{
+		Generated: time.Now().UTC().Format(time.RFC3339),
+		Code:      os.Getenv("SCALE_CODE"),
+		Machine:   fmt.Sprintf("%d CPUs (shared with other test suites), %s/%s, %s", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version()),
+		Note: "first figures: one driver process runs every member (3 per cluster) beside the servers on the same cores; " +
+			"ZooKeeper: 3 servers, tickTime 2s, forceSync=no, session_timeout 5s; etcd: 3 members, heartbeat 100ms, election 1s, lease_ttl 5s; " +
+			"requests: Σ servers' mntr zk_packets_received (pings included) / Σ members' grpc_server_msg_received_total less one per ended stream; " +
+			"writes: zxid advance / the leader's etcd_server_proposals_committed_total; per cluster: net of the baseline window",
+		Idle: idle.String(),
+		Kill: kill.String(),
+	}
+	for _, backend := range envList("SCALE_BACKEND", "zookeeper,etcd") {
+		backend := strings.TrimSpace(backend)
+		t.Run(backend, func(t *testing.T) {
+			e := startEnsemble(t, backend)
+			for _, n := range ns {
+				r := runN(t, e, n, base, settle, idle, kill)
+				rep.Results = append(rep.Results, r)
+				b, _ := json.MarshalIndent(r, "", "  ")
+				t.Logf("%s N=%d:\n%s", backend, n, b)
+			}
+		})
+	}
+	out := os.Getenv("SCALE_OUT")
+	if out == "" {
+		out = filepath.Join("..", "results", "scale-"+time.Now().UTC().Format("2006-01-02")+".json")
+	}
+	b, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(out, append(b, '\n'), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("results in %s", out)
+	printTable(t, rep.Results)
+}
+
+func startEnsemble(t *testing.T, backend string) *ensemble {
+	switch backend {
+	case "zookeeper":
+		zc := zktest.StartOpts(t, zktest.Options{Servers: 3, TickTime: 2 * time.Second})
+		return &ensemble{backend: backend, zk: zc, comm: "java", desc: "ZooKeeper (Debian's zookeeper.jar), 3 servers, tickTime 2s"}
+	case "etcd":
+		ec := etcdtest.Start(t, etcdtest.Options{})
+		v, _ := ec.Server().Version()
+		return &ensemble{backend: backend, etcd: ec, comm: "etcd", desc: "etcd " + v + ", 3 members"}
+	}
+	t.Fatalf("SCALE_BACKEND: %q", backend)
+	return nil
+}
+
+func runN(t *testing.T, e *ensemble, n int, base, settle, idle, kill time.Duration) Result {
+	r := Result{Backend: e.backend, Clusters: n, Members: 3 * n, Server: e.desc, Load1Start: load1()}
+	read := func() counters {
+		c, err := e.read()
+		if err != nil {
+			t.Fatalf("reading the servers: %v", err)
+		}
+		return c
+	}
+	b0 := read()
+	time.Sleep(base)
+	r.Baseline = between(b0, read())
+
+	st := &stats{}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var clusters []*clusterRun
+	prefix := fmt.Sprintf("s%d-%d", n, time.Now().Unix()%100000)
+	start := time.Now()
+	for i := range n {
+		cr := &clusterRun{name: fmt.Sprintf("%s-c%04d", prefix, i),
+			cs: &clusterState{views: map[string]*cluster.Leader{}, agreed: make(chan struct{}), size: 3}}
+		clusters = append(clusters, cr)
+		for j := range 3 {
+			cr.members = append(cr.members, startMember(t, ctx, &wg, e, cr, fmt.Sprintf("n%d", j+1), st))
+		}
+	}
+	deadline := time.After(max(60*time.Second, time.Duration(n)*300*time.Millisecond))
+	r.StartedAll = true
+wait:
+	for _, cr := range clusters {
+		select {
+		case <-cr.cs.agreed:
+		case <-deadline:
+			r.StartedAll = false
+			break wait
+		}
+	}
+	r.StartSeconds = round(time.Since(start).Seconds(), 1)
+	if !r.StartedAll {
+		left := 0
+		for _, cr := range clusters {
+			select {
+			case <-cr.cs.agreed:
+			default:
+				left++
+			}
+		}
+		t.Errorf("N=%d: %d clusters have no agreed leader after %.0fs", n, left, r.StartSeconds)
+	}
+	time.Sleep(settle)
+	lostBefore := st.termsLost.Load()
+	i0 := read()
+	time.Sleep(idle)
+	i1 := read()
+	r.Idle = between(i0, i1)
+	r.TermsLostNoFault = st.termsLost.Load() - lostBefore
+	r.TermsWon = st.wins.Load()
+	r.Errors = st.errors.Load()
+	st.mu.Lock()
+	r.LastError = st.lastErr
+	if ms := slices.Clone(st.margins); len(ms) > 0 {
+		slices.Sort(ms)
+		r.MinLeaseMarginMS = float64(ms[0].Milliseconds())
+		r.P01LeaseMarginMS = float64(ms[len(ms)/100].Milliseconds())
+		r.MedianMarginMS = float64(ms[len(ms)/2].Milliseconds())
+		r.LeaseMarginSample = len(ms)
+	}
+	st.mu.Unlock()
+	nf := float64(n)
+	r.PerCluster = perCluster{
+		CPUMilliPerSec: round(1000*(r.Idle.CPUPerSec-r.Baseline.CPUPerSec)/nf, 2),
+		RequestsPerSec: round((r.Idle.RequestsPerSec-r.Baseline.RequestsPerSec)/nf, 2),
+		WritesPerSec:   round((r.Idle.WritesPerSec-r.Baseline.WritesPerSec)/nf, 3),
+		Watches:        round((r.Idle.Watches-r.Baseline.Watches)/nf, 1),
+		Connections:    round(float64(r.Idle.Connections-r.Baseline.Connections)/nf, 1),
+		RSSMiB:         round((r.Idle.RSSMB-r.Baseline.RSSMB)/nf, 3),
+		DriverCPUMs:    round(1000*r.Idle.DriverCPU/nf, 2),
+	}
+	if kill > 0 {
+		r.Kill = killPhase(t, ctx, &wg, e, clusters, st, kill, read)
+	}
+	r.Load1End = load1()
+	cancel()
+	wg.Wait()
+	for _, cr := range clusters {
+		for _, mr := range cr.members {
+			mr.be.close()
+		}
+	}
+	time.Sleep(2 * time.Second) // sessions closed, leases revoked
+	return r
+}
+
+func printTable(t *testing.T, rs []Result) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n| backend | N | server CPU s/s | req/s | writes/s | per cluster: req/s, writes/s | watches | conns | server RSS MiB | terms lost (no fault) | min lease margin ms | load |\n")
+	for _, r := range rs {
+		fmt.Fprintf(&b, "| %s | %d | %.3f | %.1f | %.1f | %.2f, %.3f | %.0f | %d | %.0f | %d | %.0f | %.1f–%.1f |\n",
+			r.Backend, r.Clusters, r.Idle.CPUPerSec, r.Idle.RequestsPerSec, r.Idle.WritesPerSec,
+			r.PerCluster.RequestsPerSec, r.PerCluster.WritesPerSec, r.Idle.Watches, r.Idle.Connections, r.Idle.RSSMB,
+			r.TermsLostNoFault, r.MinLeaseMarginMS, r.Load1Start, r.Load1End)
+	}
+	t.Log(b.String())
+}
+
+// clusterRun is one cluster's three members.
+type clusterRun struct {
+	mu      sync.Mutex // guards members (the kill phase replaces one)
+	name    string
+	cs      *clusterState
+	members []*memberRun
+}
+
+type memberRun struct {
+	id     string
+	m      *member
+	be     *backendConn
+	cancel context.CancelFunc
+}
+
+func startMember(t *testing.T, ctx context.Context, wg *sync.WaitGroup, e *ensemble, cr *clusterRun, id string, st *stats) *memberRun {
+	cfg := memberConfig(e.backend, cr.name, id, e.servers())
+	inst := fmt.Sprintf("%s-%s-%d", cr.name, id, time.Now().UnixNano())
+	be, err := open(cfg, inst)
+	if err != nil {
+		t.Fatalf("cluster %s member %s: %v", cr.name, id, err)
+	}
+	mctx, cancel := context.WithCancel(ctx)
+	m := &member{cfg: cfg, instance: inst, be: be, st: st, cl: cr.cs, state: "standby", since: time.Now().UTC(), poke: make(chan struct{}, 1)}
+	wg.Add(1)
+	go func() { defer wg.Done(); m.run(mctx) }()
+	return &memberRun{id: id, m: m, be: be, cancel: cancel}
+}
+
+type killResult struct {
+	Seconds   float64 `json:"seconds"`
+	Rounds    int     `json:"rounds"`
+	Killed    int     `json:"leaders_killed"`
+	Recovered int     `json:"failovers_seen"`
+	// Failover: crash of the leader's member to both survivors' leader
+	// views naming a new leader (ms).
+	FailoverP50MS float64 `json:"failover_p50_ms"`
+	FailoverMaxMS float64 `json:"failover_max_ms"`
+	// TermsLostElsewhere: terms lost in clusters nothing was done to.
+	TermsLostElsewhere int64 `json:"terms_lost_no_fault"`
+	Rates              rates `json:"rates"`
+}
+
+// killPhase crashes the leaders of 1% of the clusters (at least one)
+// every 30 s for d, taking the clusters in turn, waits for each
+// cluster's survivors to agree on a new leader, and starts the crashed
+// member again (a new process: its old session or lease expires on its
+// own meanwhile).
+func killPhase(t *testing.T, ctx context.Context, wg *sync.WaitGroup, e *ensemble, clusters []*clusterRun, st *stats, d time.Duration, read func() counters) *killResult {
+	res := &killResult{}
+	hit := map[*clusterRun]bool{}
+	lostBefore := map[*clusterRun]int64{}
+	for _, cr := range clusters {
+		lostBefore[cr] = cr.cs.lost.Load()
+	}
+	per := max(1, len(clusters)/100)
+	var mu sync.Mutex
+	var times []time.Duration
+	var fwg sync.WaitGroup
+	c0 := read()
+	end := time.Now().Add(d)
+	next := 0
+	for time.Now().Before(end) {
+		res.Rounds++
+		for range min(per, len(clusters)) {
+			cr := clusters[next%len(clusters)]
+			next++
+			hit[cr] = true
+			var victim *memberRun
+			var epoch int64
+			cr.mu.Lock()
+			members := slices.Clone(cr.members)
+			cr.mu.Unlock()
+			for _, mr := range members {
+				if ep, ok := mr.m.leading(); ok {
+					victim, epoch = mr, ep
+				}
+			}
+			if victim == nil {
+				t.Logf("cluster %s: no leader to kill", cr.name)
+				continue
+			}
+			res.Killed++
+			at := time.Now()
+			victim.be.crash()
+			victim.cancel()
+			fwg.Add(1)
+			go func() {
+				defer fwg.Done()
+				for time.Since(at) < 60*time.Second && ctx.Err() == nil {
+					ok := true
+					for _, mr := range members {
+						if mr == victim {
+							continue
+						}
+						if l := mr.m.cl.view(mr.id); l == nil || l.Epoch <= epoch || l.NodeID == victim.id {
+							ok = false
+						}
+					}
+					if ok {
+						mu.Lock()
+						times = append(times, time.Since(at))
+						mu.Unlock()
+						break
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+				// the crashed daemon comes back (systemd restarts it)
+				back := startMember(t, ctx, wg, e, cr, victim.id, st)
+				cr.mu.Lock()
+				for i, mr := range cr.members {
+					if mr == victim {
+						cr.members[i] = back
+					}
+				}
+				cr.mu.Unlock()
+				go victim.be.close()
+			}()
+		}
+		sleep(ctx, min(30*time.Second, time.Until(end)))
+	}
+	fwg.Wait()
+	res.Rates = between(c0, read())
+	res.Seconds = res.Rates.Seconds
+	res.Recovered = len(times)
+	if len(times) > 0 {
+		slices.Sort(times)
+		res.FailoverP50MS = float64(times[len(times)/2].Milliseconds())
+		res.FailoverMaxMS = float64(times[len(times)-1].Milliseconds())
+	}
+	for _, cr := range clusters {
+		if !hit[cr] {
+			res.TermsLostElsewhere += cr.cs.lost.Load() - lostBefore[cr]
+		}
+	}
+	return res
+}
