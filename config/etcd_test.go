@@ -117,24 +117,30 @@ func TestEtcdSecretsChecked(t *testing.T) {
 
 // etcd.lease_ttl: refused below what etcd grants, in fractions of a
 // second, and when etcdcluster.LeaseFits refuses it for the demote
-// budget; warned about below etcd's advice.
+// budget; warned about below etcd's advice, and when it leaves less than
+// an etcd leader election after one renewal went unanswered (elect).
 func TestEtcdLeaseTTL(t *testing.T) {
 	for _, tc := range []struct {
 		ttl, demote string
 		err, warn   string
+		elect       bool
 	}{
-		{"5s", "1s", "", ""},
-		{"1s", "100ms", "etcd.lease_ttl: 1s is shorter than etcd grants", ""},
-		{"500ms", "100ms", "etcd.lease_ttl: 500ms is shorter than etcd grants", ""},
-		{"2500ms", "100ms", "etcd.lease_ttl: 2.5s is not a whole number of seconds", ""},
-		{"2s", "100ms", "", "etcd.lease_ttl: 2s is below the 5s etcd's maintainers advise"},
-		{"3s", "1s", "", "etcd.lease_ttl: 3s is below the 5s"},
+		{"5s", "1s", "", "", false},
+		{"1s", "100ms", "etcd.lease_ttl: 1s is shorter than etcd grants", "", false},
+		{"500ms", "100ms", "etcd.lease_ttl: 500ms is shorter than etcd grants", "", false},
+		{"2500ms", "100ms", "etcd.lease_ttl: 2.5s is not a whole number of seconds", "", false},
+		{"2s", "100ms", "", "etcd.lease_ttl: 2s is below the 5s etcd's maintainers advise", true},
+		{"3s", "1s", "", "etcd.lease_ttl: 3s is below the 5s", true},
 		// 2s - 100ms - 667ms - 100ms leaves 1.133s < 1.5s (1s + 2 × 250ms).
-		{"2s", "1s", "etcd.lease_ttl: 2s is too short for service.demote.timeout 1s", ""},
-		// 5s - 250ms - 1.667s - 100ms leaves 2.983s < 3.5s.
-		{"5s", "3s", "etcd.lease_ttl: 5s is too short for service.demote.timeout 3s", ""},
-		{"10s", "3s", "", ""},
-		{"48h", "1s", "etcd.lease_ttl: must be at most 24h0m0s", ""},
+		{"2s", "1s", "etcd.lease_ttl: 2s is too short for service.demote.timeout 1s", "", false},
+		// 4s - 200ms - 1s - 100ms leaves 2.7s < 3.5s.
+		{"4s", "3s", "etcd.lease_ttl: 4s is too short for service.demote.timeout 3s", "", false},
+		// 5s - 250ms - 1s - 100ms leaves 3.65s ≥ 3.5s; after one missed
+		// renewal, 5s - 250ms - 1s - 3.5s = 250ms, short of an election.
+		{"5s", "3s", "", "etcd.lease_ttl: 5s leaves 250ms after one renewal that went unanswered", false},
+		{"7s", "3s", "", "", false},
+		{"10s", "3s", "", "", false},
+		{"48h", "1s", "etcd.lease_ttl: must be at most 24h0m0s", "", false},
 	} {
 		t.Run(tc.ttl+"/"+tc.demote, func(t *testing.T) {
 			cfg, err := Parse([]byte(etcdConfig(`{endpoints: ["127.0.0.1:2379"], lease_ttl: `+tc.ttl+`}`, tc.demote)), "")
@@ -150,6 +156,12 @@ func TestEtcdLeaseTTL(t *testing.T) {
 				t.Errorf("config accepted what LeaseFits refuses: %v", err)
 			}
 			w := cfg.Warnings()
+			if tc.elect {
+				if len(w) != 2 || !strings.HasPrefix(w[0], "etcd.lease_ttl: "+tc.ttl+" leaves ") {
+					t.Errorf("Warnings() = %q, want one on the etcd election first", w)
+				}
+				w = w[min(len(w), 1):]
+			}
 			switch {
 			case tc.warn == "" && len(w) != 0:
 				t.Errorf("Warnings() = %q, want none", w)

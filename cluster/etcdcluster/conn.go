@@ -30,8 +30,23 @@ const (
 	// interval and the demote budget (round trips, scheduling): below it a
 	// leader would lose its term on every slow renewal.
 	MinTolerance = 100 * time.Millisecond
+	// MaxRenewInterval caps the default renew interval (DefaultRenewInterval):
+	// a leader renews at least every second, so that after an etcd
+	// leader's death its newest confirmed renewal is at most that old
+	// when the next etcd leader is elected.
+	MaxRenewInterval = time.Second
+	// EtcdElection is how long an etcd cluster may take to elect a new
+	// leader after its leader died (no renewal can be confirmed
+	// meanwhile): etcd 3.4 at its default 1s election timeout took
+	// 1.0-1.7s. CheckTiming warns of a lease that leaves less after one
+	// renewal went unanswered.
+	EtcdElection = 2 * time.Second
 	// retryInterval paces renewals after a failed one.
 	retryInterval = 200 * time.Millisecond
+	// hedgeAfter is how long a renewal may stay unanswered before another
+	// is sent beside it, and maxInFlight how many may be in flight (keep).
+	hedgeAfter  = 500 * time.Millisecond
+	maxInFlight = 8
 	// DefaultReadKey is the key a Conn reads to confirm its renewals when
 	// ConnConfig.ReadKey is empty.
 	DefaultReadKey = "/failoverd/"
@@ -43,8 +58,8 @@ type ConnConfig struct {
 	// whole seconds (0: DefaultLeaseTTL). etcd may grant a longer one (it
 	// raises TTLs below 1.5 election timeouts); the granted one counts.
 	LeaseTTL time.Duration
-	// RenewInterval is how often the lease is renewed (0: a third of the
-	// granted TTL, as etcd's own client does).
+	// RenewInterval is how often the lease is renewed (0:
+	// DefaultRenewInterval of the granted TTL).
 	RenewInterval time.Duration
 	// ReadKey is the key of the linearizable read that confirms each
 	// renewal (see keep): any key the client's etcd user may read, there
@@ -132,7 +147,7 @@ func (c *Conn) Close() {
 type Session struct {
 	ID    clientv3.LeaseID
 	done  chan struct{}
-	renew time.Duration // the configured interval (0: TTL/3)
+	renew time.Duration // the configured interval (0: DefaultRenewInterval)
 
 	mu     sync.Mutex
 	err    error         // why it ended (set before done closes)
@@ -224,7 +239,18 @@ func (s *Session) RenewInterval() time.Duration {
 	if s.renew > 0 {
 		return s.renew
 	}
-	return s.TTL() / 3
+	return DefaultRenewInterval(s.TTL())
+}
+
+// DefaultRenewInterval is the renew interval of a lease of TTL ttl: a
+// third of it (etcd's own client renews every third), at most
+// MaxRenewInterval. An etcd leader's death stops confirmed renewals for
+// an etcd election; what the lease must hold beyond it is the age of the
+// newest confirmed renewal at that instant (up to a renew interval) and
+// the demote budget, so a shorter interval lets a shorter lease ride an
+// etcd election out. Each renewal costs three requests (renewOnce).
+func DefaultRenewInterval(ttl time.Duration) time.Duration {
+	return min(ttl/3, MaxRenewInterval)
 }
 
 // untilRenewal is how long until the next renewal is due: a renew
@@ -393,11 +419,33 @@ func (c *Conn) grant() (*Session, error) {
 }
 
 // keep renews s a renew interval after the send time of its newest
-// counted grant or renewal (after a failure, every retryInterval) until
-// etcd says the lease is gone, the deadline passes without a counted
-// renewal, or the Conn closes. A renewal counts only when confirmed
-// (renewOnce).
+// counted grant or renewal until etcd says the lease is gone, the
+// deadline passes without a counted renewal, or the Conn closes. A
+// renewal counts only when confirmed (renewOnce). After a failed renewal
+// the next goes retryInterval later; a renewal still unanswered after
+// hedgeAfter (or twice as long as the last counted one took) gets another
+// beside it, up to maxInFlight (none is given up early: on a slow link
+// each takes long, and only the first to finish counts). An
+// attempt can hang for its whole limit (a keepalive a follower forwards
+// to an etcd leader that died or is cut off), while one sent once the
+// next etcd leader is elected is answered at once. Sending more renewals
+// never moves the deadline past etcd's expiry: each counts only from its
+// own send time, once confirmed, and the deadline only moves forward
+// (docs/safety.md, "When renewals are sent").
 func (c *Conn) keep(s *Session) {
+	ctx, cancel := context.WithCancel(c.ctx)
+	var attempts sync.WaitGroup
+	defer attempts.Wait()
+	defer cancel()
+	type result struct {
+		id   int
+		err  error
+		took time.Duration
+	}
+	results := make(chan result)
+	live := map[int]context.CancelFunc{} // attempts in flight, by id
+	nextID := 0
+	hedge := hedgeAfter // at least twice the time the last counted renewal took
 	t := time.NewTimer(s.untilRenewal())
 	defer t.Stop()
 	for {
@@ -406,29 +454,58 @@ func (c *Conn) keep(s *Session) {
 			return
 		case <-s.Done(): // abandoned
 			return
+		case r := <-results:
+			if stop, ok := live[r.id]; ok {
+				stop()
+				delete(live, r.id)
+			}
+			err := r.err
+			switch {
+			case err == nil:
+				hedge = max(hedgeAfter, 2*r.took)
+				if c.onRenewed != nil {
+					c.onRenewed()
+				}
+				t.Reset(s.untilRenewal())
+			case errors.Is(err, errLeaseGone):
+				s.end(fmt.Errorf("%w: etcd lease %x is gone", cluster.ErrSessionExpired, int64(s.ID)))
+				return
+			case c.ctx.Err() != nil:
+				return
+			case len(live) == 0:
+				s.failed()
+				c.log.Debug("renewing the etcd lease failed", "lease", fmt.Sprintf("%x", int64(s.ID)), "err", err)
+				t.Reset(min(retryInterval, time.Until(s.Deadline())))
+			default:
+				c.log.Debug("renewing the etcd lease failed", "lease", fmt.Sprintf("%x", int64(s.ID)), "err", err)
+			}
+			continue
 		case <-t.C:
 		}
 		if !time.Now().Before(s.Deadline()) {
 			s.end(fmt.Errorf("%w: no renewal of etcd lease %x was answered within its TTL", cluster.ErrLeaseExpired, int64(s.ID)))
 			return
 		}
-		err := c.renewOnce(s, s.RenewInterval())
-		switch {
-		case err == nil:
-			if c.onRenewed != nil {
-				c.onRenewed()
-			}
-			t.Reset(s.untilRenewal())
+		if len(live) >= maxInFlight { // each ends by its own limit
+			t.Reset(min(hedge, time.Until(s.Deadline())))
 			continue
-		case errors.Is(err, errLeaseGone):
-			s.end(fmt.Errorf("%w: etcd lease %x is gone", cluster.ErrSessionExpired, int64(s.ID)))
-			return
-		case c.ctx.Err() != nil:
-			return
 		}
-		s.failed()
-		c.log.Debug("renewing the etcd lease failed", "lease", fmt.Sprintf("%x", int64(s.ID)), "err", err)
-		t.Reset(min(retryInterval, time.Until(s.Deadline())))
+		id := nextID
+		nextID++
+		actx, stop := context.WithCancel(ctx)
+		live[id] = stop
+		// The limits of an attempt scale with the lease, not with the
+		// (capped) interval: a slow link still renews.
+		step := max(s.RenewInterval(), s.TTL()/3)
+		attempts.Go(func() {
+			sent := time.Now()
+			err := c.renewOnce(actx, s, step)
+			select {
+			case results <- result{id, err, time.Since(sent)}:
+			case <-ctx.Done():
+			}
+		})
+		t.Reset(min(hedge, time.Until(s.Deadline())))
 	}
 }
 
@@ -446,8 +523,8 @@ var errLeaseGone = errors.New("the lease is gone")
 // two steps, the read one, none past the deadline. It returns nil
 // (counted), an error wrapping errLeaseGone (etcd has no such lease), or
 // why the renewal does not count.
-func (c *Conn) renewOnce(s *Session, step time.Duration) error {
-	ctx, cancel := context.WithDeadline(clientv3.WithRequireLeader(c.ctx), s.Deadline())
+func (c *Conn) renewOnce(ctx context.Context, s *Session, step time.Duration) error {
+	ctx, cancel := context.WithDeadline(clientv3.WithRequireLeader(ctx), s.Deadline())
 	defer cancel()
 	first, second, sent, err := c.keepAlivePair(ctx, s.ID, 2*step)
 	if err != nil {
@@ -534,7 +611,7 @@ func confirm(first, second, read *pb.ResponseHeader) error {
 // its error; otherwise (renewed, or no confirmed answer within a few
 // seconds) nil.
 func (c *Conn) check(s *Session) error {
-	if err := c.renewOnce(s, time.Second); errors.Is(err, errLeaseGone) {
+	if err := c.renewOnce(c.ctx, s, time.Second); errors.Is(err, errLeaseGone) {
 		s.end(fmt.Errorf("%w: etcd lease %x is gone", cluster.ErrSessionExpired, int64(s.ID)))
 		return s.Err()
 	}

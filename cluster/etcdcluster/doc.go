@@ -7,7 +7,10 @@
 //
 // A Conn keeps one lease per daemon session, granted with the configured
 // TTL (5s by default; etcd may grant more, and the granted TTL counts) and
-// renewed every third of it. The member record, the election key and a
+// renewed every third of it, at least every second (DefaultRenewInterval;
+// after an etcd leader's death no renewal is confirmed until the next
+// etcd leader is elected, and the lease must hold that election on top
+// of the renew interval and the demote budget). The member record, the election key and a
 // failover request the node wrote are bound to the lease: they go when it
 // goes. A lease that is lost (etcd answers that it is gone, or no renewal
 // was answered before the deadline below) ends the session and every term

@@ -133,14 +133,14 @@ func (e *Elector) Refusal() error {
 // budget; the elector stays out of the election.
 var ErrLeaseTooShort = cluster.Reason(cluster.ErrLeaseTooShort, "etcdcluster: lease too short")
 
-// LeaseFits checks that a lease of TTL ttl renewed every renew (0: ttl/3)
-// holds the demote budget: a leader's Expiry is at worst ttl - ttl/RateDiv
-// - renew ahead (just before a renewal's answer), which must leave the
-// budget and MinTolerance. The elector applies it to the TTL etcd granted;
+// LeaseFits checks that a lease of TTL ttl renewed every renew (0:
+// DefaultRenewInterval) holds the demote budget: a leader's Expiry is at
+// worst ttl - ttl/RateDiv - renew ahead (just before a renewal's answer),
+// which must leave the budget and MinTolerance. The elector applies it to the TTL etcd granted;
 // configuration checks can apply it to the TTL asked for.
 func LeaseFits(ttl, renew, budget time.Duration) error {
 	if renew <= 0 {
-		renew = ttl / 3
+		renew = DefaultRenewInterval(ttl)
 	}
 	left := ttl - ttl/RateDiv - renew - MinTolerance
 	if left < budget {

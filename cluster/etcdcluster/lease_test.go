@@ -9,16 +9,19 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 )
 
-// The lease arithmetic: the default 5s lease renewed every third holds a
-// demote budget of up to 2.98s (5 - 0.25 - 1.67 - 0.1), not more.
+// The lease arithmetic: the default 5s lease, renewed every second (a
+// third of it, capped at MaxRenewInterval), holds a demote budget of up
+// to 3.65s (5 - 0.25 - 1 - 0.1), not more; renewed every third it would
+// hold 2.98s.
 func TestLeaseFits(t *testing.T) {
 	s := time.Second
 	for _, tc := range []struct {
 		ttl, renew, budget time.Duration
 		ok                 bool
 	}{
-		{5 * s, 0, 2900 * time.Millisecond, true},
-		{5 * s, 0, 3 * s, false},
+		{5 * s, 0, 3650 * time.Millisecond, true},
+		{5 * s, 0, 3660 * time.Millisecond, false},
+		{5 * s, 5 * s / 3, 3 * s, false},
 		{5 * s, s, 3500 * time.Millisecond, true},
 		{2 * s, 0, 1200 * time.Millisecond, false}, // 2 - 0.1 - 0.67 - 0.1 = 1.13s
 		{3 * s, 0, 500 * time.Millisecond, true},

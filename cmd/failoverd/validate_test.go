@@ -39,6 +39,52 @@ fencing: {methods: [{shell: {command: [/bin/true]}}]}
 	}
 }
 
+// validate warns, with the key, the figures and the lease_ttl that works,
+// when an etcd lease leaves less than an etcd leader election after one
+// renewal went unanswered: the PostgreSQL example's 3s demote timeout
+// (budget 3.5s) at lease_ttl 5s and 6s lost its term when the etcd leader
+// was killed; 7s keeps 2.15s.
+func TestValidateWarnsWhenAnEtcdElectionCanEndLeadership(t *testing.T) {
+	base := `cluster: orders
+node: {id: node-a, host: 127.0.0.1}
+health: {http: {url: "http://127.0.0.1:8080/health"}}
+service:
+  promote: {command: [/bin/true]}
+  demote: {command: [/bin/true], timeout: 3s}
+fencing: {methods: [{shell: {command: [/bin/true]}}]}
+coordination: {backend: etcd}
+`
+	for _, tc := range []struct {
+		ttl, warn string
+	}{
+		{"5s", "warning: etcd.lease_ttl: 5s leaves 250ms after one renewal that went unanswered, less than an etcd leader election (about 2s): " +
+			"the TTL 5s less the margin 250ms, the renew interval 1s and the demote budget 3.5s"},
+		{"6s", "warning: etcd.lease_ttl: 6s leaves 1.2s after one renewal that went unanswered"},
+		{"7s", ""},
+		{"12s", ""},
+	} {
+		path := filepath.Join(t.TempDir(), "c.yaml")
+		cfg := base + "etcd: {endpoints: [\"127.0.0.1:2379\"], lease_ttl: " + tc.ttl + "}\n"
+		if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var out, errb bytes.Buffer
+		if code := cmdValidate([]string{"-c", path}, &out, &errb); code != exitOK || out.String() != "ok\n" {
+			t.Fatalf("lease_ttl %s: exit %d, stdout %q, stderr %q", tc.ttl, code, out.String(), errb.String())
+		}
+		got := errb.String()
+		if tc.warn == "" {
+			if got != "" {
+				t.Errorf("lease_ttl %s: stderr %q, want nothing", tc.ttl, got)
+			}
+			continue
+		}
+		if !strings.HasPrefix(got, tc.warn) || !strings.Contains(got, "lease_expired") || !strings.Contains(got, "7s rides an etcd election out") {
+			t.Errorf("lease_ttl %s: stderr %q, want prefix %q naming lease_expired and 7s", tc.ttl, got, tc.warn)
+		}
+	}
+}
+
 // validate checks each backend's timing through the check the daemon
 // wires into config (config imports no backend): a lease that does not
 // leave the demote budget is refused with its YAML path, in the backend's
@@ -58,8 +104,8 @@ fencing: {methods: [{shell: {command: [/bin/true]}}]}
 		{`zookeeper: {servers: ["127.0.0.1:2181"]}`,
 			"zookeeper.session_timeout: 5s is too short for service.demote.timeout 3s with zookeeper.tick_time unknown (assumed 2.5s, half the session timeout): " +
 				"the session timeout minus the demote budget 3.5s (service.demote.timeout 3s plus the kill graces of a running promote and of the demote, 250ms each)"},
-		{"coordination: {backend: etcd}\netcd: {endpoints: [\"127.0.0.1:2379\"], lease_ttl: 5s}",
-			"etcd.lease_ttl: 5s is too short for service.demote.timeout 3s: a leader renews every third of the TTL"},
+		{"coordination: {backend: etcd}\netcd: {endpoints: [\"127.0.0.1:2379\"], lease_ttl: 4s}",
+			"etcd.lease_ttl: 4s is too short for service.demote.timeout 3s: a leader renews every 1s (a third of the TTL, at most 1s)"},
 	} {
 		path := filepath.Join(t.TempDir(), "c.yaml")
 		if err := os.WriteFile(path, []byte(base+tc.backend+"\n"), 0o600); err != nil {

@@ -21,7 +21,7 @@
 #   BACKEND            zookeeper (default) or etcd: the coordination service
 #   ETCD_BIN           the etcd server with BACKEND=etcd (default: the one
 #                      scripts/deps.sh builds, else /usr/bin/etcd)
-#   ETCD_LEASE_TTL     etcd.lease_ttl with BACKEND=etcd   (6s)
+#   ETCD_LEASE_TTL     etcd.lease_ttl with BACKEND=etcd   (7s)
 #   DEMO_KEEP=1        keep the work directory
 #   DEMO_PAUSE=1       wait for Enter between the steps
 #   DEMO_SKIP_DEPS=1   do not run scripts/deps.sh
@@ -40,7 +40,7 @@ source "$ROOT/examples/lib/demo.sh"
 GO="${GO:-go}"
 KEEP="${DEMO_KEEP:-0}"
 PAUSE="${DEMO_PAUSE:-0}"
-ETCD_LEASE_TTL="${ETCD_LEASE_TTL:-6s}" # BACKEND=etcd: the example's lease_ttl
+ETCD_LEASE_TTL="${ETCD_LEASE_TTL:-7s}" # BACKEND=etcd: the example's lease_ttl
 NODES=(node-a node-b node-c)
 HOOKS="$ROOT/examples/postgresql/hooks"
 ROWS=100

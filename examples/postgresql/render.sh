@@ -8,7 +8,7 @@
 #   ZK_SERVERS        comma-separated host:port list     (127.0.0.1:2181)
 #   ETCD_ENDPOINTS    comma-separated etcd client URLs: run on etcd instead of
 #                     ZooKeeper (the zookeeper block becomes an etcd block)
-#   ETCD_LEASE_TTL    etcd.lease_ttl with ETCD_ENDPOINTS   (6s)
+#   ETCD_LEASE_TTL    etcd.lease_ttl with ETCD_ENDPOINTS   (7s)
 #   STATE_DIR         node.state_dir of every node       (OUTDIR/state)
 #   PG_PORT_BASE      PostgreSQL of node N on base+N     (5440)
 #   ADMIN_PORT_BASE   failoverd admin API on base+N      (19300)
@@ -67,7 +67,7 @@ for n in a b c; do
   i=$((i + 1))
   {
     echo "# Rendered by examples/postgresql/render.sh from node-$n.yaml; edit the template."
-    sed '1,/^$/d' "$here/node-$n.yaml" | sed "${args[@]}" | to_etcd 6s "6s: the shortest lease that validate accepts beside the 3s demote" "hook; a longer one rides out an etcd leader election more often"
+    sed '1,/^$/d' "$here/node-$n.yaml" | sed "${args[@]}" | to_etcd 7s "7s: the shortest lease that rides out an etcd leader election beside" "the 3s demote hook (failoverd validate warns below it; 5s is the least it accepts)"
   } >"$out/node-$n.yaml"
   mkdir -p "$out/node-$n"
   cat >"$out/node-$n/pg.env" <<ENV

@@ -18,7 +18,7 @@
 #   BACKEND            zookeeper (default) or etcd: the coordination service
 #   ETCD_BIN           the etcd server with BACKEND=etcd (default: the one
 #                      scripts/deps.sh builds, else /usr/bin/etcd)
-#   ETCD_LEASE_TTL     etcd.lease_ttl with BACKEND=etcd   (6s)
+#   ETCD_LEASE_TTL     etcd.lease_ttl with BACKEND=etcd   (7s)
 #   DEMO_KILL=node     what crashes: node (Redis + failoverd, default),
 #                      daemon (only failoverd: its Redis still runs as
 #                      primary and must be fenced over the network), or
@@ -46,7 +46,7 @@ GO="${GO:-go}"
 KEEP="${DEMO_KEEP:-0}"
 PAUSE="${DEMO_PAUSE:-0}"
 KILL="${DEMO_KILL:-node}"
-ETCD_LEASE_TTL="${ETCD_LEASE_TTL:-6s}" # BACKEND=etcd: the example's lease_ttl
+ETCD_LEASE_TTL="${ETCD_LEASE_TTL:-7s}" # BACKEND=etcd: the example's lease_ttl
 NODES=(node-a node-b node-c)
 KEYS=100 # keys written before the crash
 

@@ -14,9 +14,10 @@ import (
 )
 
 // ExampleLeaseTTL is the examples' etcd.lease_ttl (examples/redis and
-// examples/postgresql render.sh's default): the shortest lease that
-// `failoverd validate` accepts beside their 3s demote hooks.
-const ExampleLeaseTTL = 6 * time.Second
+// examples/postgresql render.sh's default): the shortest lease that rides
+// out an etcd leader election beside their 3s demote hooks
+// (etcdcluster.RidesElection; `failoverd validate` warns below it).
+const ExampleLeaseTTL = 7 * time.Second
 
 // RepoRoot is the repository's root directory.
 func RepoRoot() string { return repoRoot() }
