@@ -22,13 +22,20 @@ func (t *term) Entry() cluster.Entry {
 // checks neither the owner nor the czxid on a delete, so they are read
 // first; in the round trip between the read and the delete, the path could
 // name another znode only if the znode went and one was created again at
-// the same path: a fair-mode name carries the creating elector's GUID and
-// a sequence number ZooKeeper never hands out twice under the election
-// directory, and an unfair lock created again has another czxid but
-// version 0, as ours: so for the unfair lock a window of one round trip
-// remains, which needs the owner's session to end in it (the caller
-// removes only entries whose process is gone).
+// the same path, which a fair-mode name rules out: it carries the creating
+// elector's GUID and a sequence number ZooKeeper never hands out twice
+// under the election directory.
+//
+// The unfair lock is never removed (cluster.ErrNoRemove): its path is
+// shared, and a lock created again has another czxid but version 0, as
+// ours. A delete whose answer did not come in time is not over: the
+// client resends it after a reconnect, when the lock may be the next
+// leader's, and the versioned delete would then remove it. The restarted
+// node waits out the old session instead.
 func (k kv) RemoveEntry(ctx context.Context, e cluster.Entry) error {
+	if election.IsUnfairLock(e.Key) {
+		return fmt.Errorf("%w: %s is the unfair-mode lock, shared by every candidate", cluster.ErrNoRemove, e.Key)
+	}
 	sess, err := k.s.session(ctx)
 	if err != nil {
 		return err

@@ -260,7 +260,14 @@ func buildOn(cfg *config.Config, logger *slog.Logger, ccfg controller.Config, be
 	if err != nil {
 		return nil, err
 	}
-	home, err := openHome(cfg, placeOf(cfg))
+	// With election.end_own_term_on_restart the lock beside the node
+	// state file is taken before the file is read: what the file names is
+	// ours to remove only if no other process of this node runs.
+	open := openHome
+	if cfg.Election.EndOwnTermOnRestart {
+		open = openLockedHome
+	}
+	home, err := open(cfg, placeOf(cfg))
 	if err != nil {
 		return nil, err
 	}
@@ -268,7 +275,10 @@ func buildOn(cfg *config.Config, logger *slog.Logger, ccfg controller.Config, be
 		logger.Info("node state read", "file", home.path, "record_id", id, "highest_epoch", epoch)
 	}
 	if cfg.Election.EndOwnTermOnRestart {
-		r, prev := newRestarter(home, be.store, ccfg.Instance, logger)
+		r, prev, err := newRestarter(home, be.store, ccfg.Instance, bootID(), logger)
+		if err != nil {
+			return nil, err
+		}
 		if prev != "" {
 			be.store.SetPrevious(prev)
 		}

@@ -34,9 +34,15 @@ type homeState struct {
 	// before the term reached the controller; Instance is the process
 	// that last ran with the lock beside this file, written at its start.
 	// Only with election.end_own_term_on_restart (see restart.go).
-	Entry     *cluster.Entry `json:"election_entry,omitempty"`
-	Instance  string         `json:"instance,omitempty"`
-	UpdatedAt time.Time      `json:"updated_at"`
+	Entry    *cluster.Entry `json:"election_entry,omitempty"`
+	Instance string         `json:"instance,omitempty"`
+	// BootID is the kernel boot (/proc/sys/kernel/random/boot_id) in
+	// which Instance ran and Entry was won. The lock beside this file
+	// proves an earlier process gone only within one boot of one kernel:
+	// a copy of the state directory on another host, or a file from
+	// before a reboot, names a process this lock says nothing about.
+	BootID    string    `json:"boot_id,omitempty"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 // homeFile is the controller's Home, kept in the node state file. Its
@@ -61,9 +67,25 @@ func homePath(cfg *config.Config) string {
 // creating node.state_dir when missing. An unreadable file is an error:
 // what it held is what keeps this node out of another cluster's election.
 func openHome(cfg *config.Config, where string) (*homeFile, error) {
+	return openHomeWith(cfg, where, false)
+}
+
+// openLockedHome is openHome with the lock beside the file taken first,
+// before the file is read: it fails when another process of this node
+// holds that lock.
+func openLockedHome(cfg *config.Config, where string) (*homeFile, error) {
+	return openHomeWith(cfg, where, true)
+}
+
+func openHomeWith(cfg *config.Config, where string, lock bool) (*homeFile, error) {
 	h := &homeFile{path: homePath(cfg), where: where, st: homeState{Cluster: cfg.Cluster, NodeID: cfg.Node.ID}}
 	if err := os.MkdirAll(filepath.Dir(h.path), 0o700); err != nil {
 		return nil, fmt.Errorf("node.state_dir: %w", err)
+	}
+	if lock {
+		if err := h.lock(); err != nil {
+			return nil, err
+		}
 	}
 	st, found, err := readHome(h.path)
 	if err != nil {
@@ -131,19 +153,42 @@ func (h *homeFile) Entered(e cluster.Entry) error {
 	return h.write(st)
 }
 
-// Started records instance as the process that runs now, and returns the
-// election entry and the instance an earlier process recorded (ok false:
-// no entry). Call it with the lock held, before this process won anything.
-func (h *homeFile) Started(instance string) (e cluster.Entry, prev string, ok bool, err error) {
+// Started records instance as the process that runs now, in the kernel
+// boot boot, and returns the election entry and the instance an earlier
+// process recorded (ok false: no entry). Both are returned only if they
+// were recorded in this same boot (trusted true): otherwise they name a
+// process of another kernel (a reboot, or a copy of the state directory
+// on another host), which the lock does not prove gone, and they are
+// dropped. Call it with the lock held, before this process won anything.
+func (h *homeFile) Started(instance, boot string) (e cluster.Entry, prev string, ok, trusted bool, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	prev = h.st.Instance
-	if h.st.Entry != nil {
-		e, ok = *h.st.Entry, true
-	}
 	st := h.st
-	st.Instance = instance
-	return e, prev, ok, h.write(st)
+	trusted = boot != "" && st.BootID == boot
+	if trusted {
+		prev = st.Instance
+		if st.Entry != nil {
+			e, ok = *st.Entry, true
+		}
+	}
+	st.Instance, st.BootID, st.Entry = instance, boot, nil
+	if ok {
+		st.Entry = &e // still to remove: kept until removed (ForgetEntry)
+	}
+	return e, prev, ok, trusted, h.write(st)
+}
+
+// bootIDPath holds the kernel's boot id, new at every boot.
+var bootIDPath = "/proc/sys/kernel/random/boot_id"
+
+// bootID returns the kernel's boot id ("" when unreadable: nothing
+// recorded is then trusted).
+func bootID() string {
+	b, err := os.ReadFile(bootIDPath)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
 }
 
 // Entry returns the recorded election entry (ok false: none).
@@ -175,15 +220,25 @@ func (h *homeFile) lockPath() string { return strings.TrimSuffix(h.path, ".json"
 // file, without waiting, and keeps it for the life of the process (the
 // descriptor is close-on-exec: hooks do not inherit it). The kernel drops
 // it only when this process is gone, so a later process that takes it
-// knows every earlier one of this node has exited.
+// knows every earlier one of this node has exited (within this boot of
+// this kernel only). The holder writes its pid into the file, so that a
+// process refused can name it.
 func (h *homeFile) lock() error {
 	f, err := os.OpenFile(h.lockPath(), os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
-		return err
+		return fmt.Errorf("node.state_dir: %w", err)
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		f.Close()
-		return fmt.Errorf("%s is locked by another process of this node: %w", h.lockPath(), err)
+		holder := "another process"
+		if b, rerr := os.ReadFile(h.lockPath()); rerr == nil && len(strings.TrimSpace(string(b))) > 0 {
+			holder = "process " + strings.TrimSpace(string(b))
+		}
+		return fmt.Errorf("%s is locked by %s of this node (cluster %q, node %q): another failoverd of this node is running; "+
+			"stop it first (%w)", h.lockPath(), holder, h.st.Cluster, h.st.NodeID, err)
+	}
+	if err := f.Truncate(0); err == nil {
+		fmt.Fprintf(f, "%d\n", os.Getpid())
 	}
 	h.lockFile = f // never closed: the lock lasts as long as the process
 	return nil

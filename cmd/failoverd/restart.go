@@ -28,7 +28,7 @@ type entryRemover interface {
 // the entry an earlier process of this node recorded. The controller
 // starts a candidacy only after the startup demote succeeded, so the
 // service is not primary then; the lock beside the state file proves
-// that earlier process has exited. See docs/safety.md, "A restarted
+// that earlier process has exited, when it ran in this kernel boot. See docs/safety.md, "A restarted
 // daemon ends its own old term".
 type restarter struct {
 	home     *homeFile
@@ -41,25 +41,36 @@ type restarter struct {
 	once   sync.Once
 }
 
-// newRestarter takes the lock beside the node state file, reads the entry
-// and the instance an earlier process recorded, and records this one.
-// Without the lock it removes nothing (another process of this node may be
-// alive). prevInstance is the earlier process's instance ("": none, or
-// not proven gone).
-func newRestarter(home *homeFile, rm entryRemover, instance string, log *slog.Logger) (r *restarter, prevInstance string) {
+// newRestarter reads the entry and the instance an earlier process
+// recorded in the node state file, and records this one. home must hold
+// the lock beside the file (openLockedHome): without it another process
+// of this node may be alive, and newRestarter fails. What was recorded in
+// another kernel boot (boot: this one's) is not trusted: a reboot, or a
+// copy of the state directory on another host, whose lock proves nothing
+// about the process named. prevInstance is the earlier process's instance
+// ("": none, or not proven gone).
+func newRestarter(home *homeFile, rm entryRemover, instance, boot string, log *slog.Logger) (r *restarter, prevInstance string, err error) {
 	r = &restarter{home: home, rm: rm, instance: instance, log: log.With("component", "restart")}
-	if err := home.lock(); err != nil {
-		r.log.Warn("not removing the previous process's election entry: the node state file's lock is not ours", "err", err)
-		return r, ""
+	if home.lockFile == nil {
+		return nil, "", fmt.Errorf("the lock beside the node state file %s is not held", home.path)
 	}
-	e, prev, ok, err := home.Started(instance)
+	e, prev, ok, trusted, err := home.Started(instance, boot)
 	if err != nil {
 		r.log.Warn("could not record this process in the node state file", "err", err)
+	}
+	if !trusted {
+		if boot == "" {
+			r.log.Warn("not removing any previous election entry: the kernel boot id is unreadable", "file", bootIDPath)
+		} else {
+			r.log.Info("not removing any previous election entry: the node state file was not written in this kernel boot "+
+				"(a reboot, or a copy of the state directory)", "boot_id", boot)
+		}
+		return r, "", nil
 	}
 	if ok {
 		r.prev, r.prevBy = e, prev
 	}
-	return r, prev
+	return r, prev, nil
 }
 
 // removePrevious removes the earlier process's entry, once, bounded by

@@ -348,13 +348,43 @@ var mutants = []mutant{
 	},
 	{
 		Name: "restart-removes-without-the-lock",
-		What: "a starting daemon removes the recorded election entry although another process of the node holds the state file's lock",
+		What: "a starting daemon opens the node state file and goes on although another process of the node holds the file's lock",
 		Edits: []edit{{
-			File: "cmd/failoverd/restart.go",
-			Old:  "\t\treturn r, \"\"\n\t}",
-			New:  "\t}",
+			File: "cmd/failoverd/home.go",
+			Old:  "\t\tif err := h.lock(); err != nil {\n\t\t\treturn nil, err\n\t\t}",
+			New:  "\t\t_ = h.lock()",
 		}},
 		Tests: []selection{{"./cmd/failoverd/", "TestRestartRemovesOwnPreviousEntry"}},
+	},
+	{
+		Name: "restart-trusts-another-boot",
+		What: "a starting daemon trusts the instance and the entry of a state file written in another kernel boot (a copy of the state directory on another host)",
+		Edits: []edit{{
+			File: "cmd/failoverd/home.go",
+			Old:  "trusted = boot != \"\" && st.BootID == boot",
+			New:  "trusted = true",
+		}},
+		Tests: []selection{{"./cmd/failoverd/", "TestRestartTrustsOnlyItsOwnBoot"}},
+	},
+	{
+		Name: "restart-removes-before-the-startup-demote",
+		What: "a starting daemon removes its previous process's election entry as it starts, before its startup demote",
+		Edits: []edit{{
+			File: "cmd/failoverd/restart.go",
+			Old:  "\t\tr.prev, r.prevBy = e, prev\n\t}\n\treturn r, prev, nil",
+			New:  "\t\tr.prev, r.prevBy = e, prev\n\t}\n\tr.once.Do(func() { r.removePrevious(context.Background()) })\n\treturn r, prev, nil",
+		}},
+		Tests: []selection{{"./cmd/failoverd/", "TestRestartRemovesOnlyAfterTheStartupDemote"}},
+	},
+	{
+		Name: "remove-entry-unfair-lock",
+		What: "ZooKeeper's RemoveEntry removes the unfair-mode lock, whose shared path a resent delete could take from the next leader",
+		Edits: []edit{{
+			File: "cluster/zkcluster/entry.go",
+			Old:  "\tif election.IsUnfairLock(e.Key) {",
+			New:  "\tif false && election.IsUnfairLock(e.Key) {",
+		}},
+		Tests: []selection{{"./cluster/zkcluster/", "TestRemoveEntryRefusesTheUnfairLock"}},
 	},
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path"
 	"time"
 
 	"github.com/failoverd/failoverd/cluster/zkcluster/zk"
@@ -12,6 +13,11 @@ import (
 
 // lockName is the single znode of unfair mode.
 const lockName = "lock"
+
+// IsUnfairLock reports whether p is an election directory's unfair-mode
+// lock (a fair-mode candidate's name carries its elector's GUID and a
+// sequence number, never this name).
+func IsUnfairLock(p string) bool { return path.Base(p) == lockName }
 
 // acquireLock blocks until we hold the unfair-mode lock; it returns the lock
 // path and its czxid, or "" when cancelled. A create, once sent,
