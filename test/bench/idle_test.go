@@ -5,9 +5,7 @@ package bench
 // servers themselves (not by the daemons).
 
 import (
-	"bufio"
 	"fmt"
-	"net/http"
 	"os"
 	"regexp"
 	"strconv"
@@ -17,6 +15,7 @@ import (
 	"time"
 
 	"github.com/failoverd/failoverd/test/clustertest"
+	"github.com/failoverd/failoverd/test/promtext"
 	"github.com/failoverd/failoverd/test/zktest"
 )
 
@@ -182,7 +181,7 @@ func (c *cluster) idleCounters() (idleCounters, error) {
 		leaders := 0
 		version, _ := c.Etcd.Server().Version()
 		for _, m := range c.Etcd.Members {
-			mt, err := scrapeMetrics("http://" + m.ClientAddr() + "/metrics")
+			mt, err := promtext.Scrape("http://" + m.ClientAddr() + "/metrics")
 			if err != nil {
 				return out, err
 			}
@@ -243,54 +242,3 @@ func (c *cluster) idleCounters() (idleCounters, error) {
 }
 
 var zxidRE = regexp.MustCompile(`Zxid: 0x([0-9a-f]+)`)
-
-// scrapeMetrics reads a Prometheus text page: every sample's value by
-// metric name, summed over its labels, and for
-// grpc_server_msg_received_total also by "name|grpc_method".
-func scrapeMetrics(url string) (map[string]float64, error) {
-	cl := http.Client{Timeout: 5 * time.Second}
-	resp, err := cl.Get(url)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s: HTTP %d", url, resp.StatusCode)
-	}
-	out := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		if i < 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			continue
-		}
-		name, labels, _ := strings.Cut(line[:i], "{")
-		out[name] += v
-		if name == "grpc_server_msg_received_total" {
-			out[name+"|"+label(labels, "grpc_method")] += v
-		}
-		if name == "grpc_server_handled_total" && label(labels, "grpc_type") != "unary" {
-			out["stream_ended|"+label(labels, "grpc_method")] += v
-		}
-	}
-	return out, sc.Err()
-}
-
-// label is one label's value in a sample's `k="v",...}` text.
-func label(labels, key string) string {
-	for _, kv := range strings.Split(strings.TrimSuffix(labels, "}"), ",") {
-		if k, v, ok := strings.Cut(kv, "="); ok && k == key {
-			return strings.Trim(v, `"`)
-		}
-	}
-	return ""
-}

@@ -3,9 +3,7 @@
 package scale
 
 import (
-	"bufio"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -14,6 +12,7 @@ import (
 	"time"
 
 	"github.com/failoverd/failoverd/test/etcdtest"
+	"github.com/failoverd/failoverd/test/promtext"
 	"github.com/failoverd/failoverd/test/zktest"
 )
 
@@ -178,7 +177,7 @@ func (e *ensemble) read() (counters, error) {
 		version, _ := e.etcd.Server().Version()
 		leaders := 0
 		for _, m := range e.etcd.Members {
-			mt, err := scrapeMetrics("http://" + m.ClientAddr() + "/metrics")
+			mt, err := promtext.Scrape("http://" + m.ClientAddr() + "/metrics")
 			if err != nil {
 				return c, err
 			}
@@ -278,55 +277,4 @@ func round(v float64, digits int) float64 {
 		return -float64(int64(-v*p+0.5)) / p
 	}
 	return float64(int64(v*p+0.5)) / p
-}
-
-// scrapeMetrics reads a Prometheus text page (test/bench's reading):
-// every sample's value by metric name, summed over its labels, and for
-// grpc_server_msg_received_total also by "name|grpc_method"; streams that
-// ended as "stream_ended|method".
-func scrapeMetrics(url string) (map[string]float64, error) {
-	cl := http.Client{Timeout: 5 * time.Second}
-	resp, err := cl.Get(url)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s: HTTP %d", url, resp.StatusCode)
-	}
-	out := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		if i < 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			continue
-		}
-		name, labels, _ := strings.Cut(line[:i], "{")
-		out[name] += v
-		if name == "grpc_server_msg_received_total" {
-			out[name+"|"+label(labels, "grpc_method")] += v
-		}
-		if name == "grpc_server_handled_total" && label(labels, "grpc_type") != "unary" {
-			out["stream_ended|"+label(labels, "grpc_method")] += v
-		}
-	}
-	return out, sc.Err()
-}
-
-func label(labels, key string) string {
-	for _, kv := range strings.Split(strings.TrimSuffix(labels, "}"), ",") {
-		if k, v, ok := strings.Cut(kv, "="); ok && k == key {
-			return strings.Trim(v, `"`)
-		}
-	}
-	return ""
 }
