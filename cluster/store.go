@@ -196,7 +196,7 @@ func watchReads[T any](ctx context.Context, s *Store, read func(context.Context,
 			if ctx.Err() == nil {
 				s.log.Debug("watch read failed; retrying", "err", err)
 			}
-			sleep(ctx, 500*time.Millisecond)
+			Sleep(ctx, 500*time.Millisecond)
 			continue
 		}
 		if first || !equal(v, last) {
@@ -205,13 +205,14 @@ func watchReads[T any](ctx context.Context, s *Store, read func(context.Context,
 		}
 		if err := w.Wait(ctx); err != nil && ctx.Err() == nil {
 			s.log.Debug("watch interrupted; reading again", "err", err)
-			sleep(ctx, 100*time.Millisecond) // no tight loop if it persists
+			Sleep(ctx, 100*time.Millisecond) // no tight loop if it persists
 		}
 	}
 	return ctx.Err()
 }
 
-func sleep(ctx context.Context, d time.Duration) {
+// Sleep waits d or until ctx ends, whichever comes first.
+func Sleep(ctx context.Context, d time.Duration) {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

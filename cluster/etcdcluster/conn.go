@@ -355,7 +355,7 @@ func (c *Conn) run() {
 			if c.ctx.Err() == nil {
 				c.log.Warn("granting an etcd lease failed", "err", err)
 			}
-			sleep(c.ctx, backoff)
+			cluster.Sleep(c.ctx, backoff)
 			backoff = min(2*backoff, 2*time.Second)
 			continue
 		}
@@ -633,15 +633,5 @@ func (c *Conn) revoke(id clientv3.LeaseID) {
 	defer cancel()
 	if _, err := c.cli.Revoke(ctx, id); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		c.log.Debug("revoking an ended etcd lease failed; it expires by itself", "lease", fmt.Sprintf("%x", int64(id)), "err", err)
-	}
-}
-
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
 	}
 }

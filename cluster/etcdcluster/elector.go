@@ -175,12 +175,12 @@ func (e *Elector) Campaign(ctx context.Context, won func(ctx context.Context, t 
 	for ctx.Err() == nil {
 		sess, err := e.s.conn.Session(ctx)
 		if err != nil {
-			sleep(ctx, backoff)
+			cluster.Sleep(ctx, backoff)
 			continue
 		}
 		if err := e.fits(sess); err != nil {
 			e.log.Error("not joining the election", "err", err)
-			sleep(ctx, 5*time.Second)
+			cluster.Sleep(ctx, 5*time.Second)
 			continue
 		}
 		err = e.campaign(ctx, sess, won)
@@ -190,7 +190,7 @@ func (e *Elector) Campaign(ctx context.Context, won func(ctx context.Context, t 
 		case ctx.Err() != nil:
 		default:
 			e.log.Warn("campaign interrupted", "err", err)
-			sleep(ctx, backoff)
+			cluster.Sleep(ctx, backoff)
 			backoff = min(2*backoff, 2*time.Second)
 		}
 	}
@@ -255,7 +255,7 @@ func (e *Elector) join(ctx context.Context, sess *Session) (entry, error) {
 		if err != nil {
 			if attempt < 5 && ctx.Err() == nil {
 				e.log.Warn("creating our election key failed; looking again", "key", key, "err", err)
-				sleep(ctx, retryInterval)
+				cluster.Sleep(ctx, retryInterval)
 				continue
 			}
 			return entry{}, fmt.Errorf("joining the election: %w", err)
@@ -366,7 +366,7 @@ func (e *Elector) waitGone(ctx context.Context, sessDone <-chan struct{}, key st
 				if f := e.cfg.hooks.watchFailed; f != nil {
 					f()
 				}
-				sleep(ctx, 100*time.Millisecond) // no tight loop if it persists
+				cluster.Sleep(ctx, 100*time.Millisecond) // no tight loop if it persists
 				return nil
 			}
 			for _, ev := range resp.Events {
@@ -427,7 +427,7 @@ func (e *Elector) acquireLock(ctx context.Context, sess *Session) (entry, error)
 			default:
 			}
 			e.log.Warn("taking the lock failed; looking again", "err", err)
-			sleep(ctx, retryInterval)
+			cluster.Sleep(ctx, retryInterval)
 			continue
 		}
 		if resp.Succeeded {
@@ -481,7 +481,7 @@ func (e *Elector) leave(sess *Session, en entry) {
 			e.s.conn.abandon(sess)
 			return
 		}
-		sleep(ctx, retryInterval)
+		cluster.Sleep(ctx, retryInterval)
 	}
 }
 
@@ -638,7 +638,7 @@ func (e *Elector) watchEntry(ctx context.Context, en entry) bool {
 		resp, err := e.s.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(en.key), "=", en.rev)).
 			Then(clientv3.OpGet(en.key, clientv3.WithCountOnly())).Commit()
 		if err != nil {
-			sleep(ctx, retryInterval)
+			cluster.Sleep(ctx, retryInterval)
 			continue
 		}
 		if !resp.Succeeded {

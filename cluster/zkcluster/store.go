@@ -144,16 +144,6 @@ func (s *Store) session(ctx context.Context) (*zk.Session, error) {
 	return sess, nil
 }
 
-// sleepCtx waits d or until ctx ends.
-func sleepCtx(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
-}
-
 // watchSet holds the one-shot watches armed on one session: one per znode
 // and kind, re-armed only after it fired, so that a long watch does not
 // pile up watches on records that do not change. Every pass reads every

@@ -184,7 +184,7 @@ func firstZKSession(ctx context.Context, client *zk.Client) error {
 		if errors.Is(err, zk.ErrUnsafeACL) {
 			return err
 		}
-		sleepCtx(ctx, time.Second)
+		cluster.Sleep(ctx, time.Second)
 	}
 	return nil
 }
@@ -222,14 +222,5 @@ func firstEtcdSession(ctx context.Context, conn *etcdcluster.Conn, dc etcdcluste
 		}
 		log.Warn("etcd not reachable yet: no session, not campaigning; retrying", "endpoints", strings.Join(dc.Endpoints, ","),
 			"waited", time.Since(start).Round(time.Second).String())
-	}
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
 	}
 }

@@ -300,7 +300,7 @@ func (e *Elector) Run(ctx context.Context, onElected func(ctx context.Context, l
 				return nil
 			}
 			e.log.Warn("no zookeeper session", "err", err)
-			sleep(ctx, backoff)
+			cluster.Sleep(ctx, backoff)
 			continue
 		}
 		err = e.campaign(ctx, sess, onElected)
@@ -311,23 +311,14 @@ func (e *Elector) Run(ctx context.Context, onElected func(ctx context.Context, l
 			return nil
 		case errors.Is(err, ErrLeaseTooShort):
 			e.log.Error("not joining the election", "err", err)
-			sleep(ctx, 5*time.Second)
+			cluster.Sleep(ctx, 5*time.Second)
 		default:
 			e.log.Warn("campaign interrupted", "err", err)
-			sleep(ctx, backoff)
+			cluster.Sleep(ctx, backoff)
 			backoff = min(2*backoff, 2*time.Second)
 		}
 	}
 	return nil
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }
 
 // run is one campaign: what joining, waiting for our turn, leading and

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/failoverd/failoverd/cluster"
 	"github.com/failoverd/failoverd/cluster/zkcluster/lease"
 	"github.com/failoverd/failoverd/cluster/zkcluster/zk"
 )
@@ -355,7 +356,7 @@ func (e *Elector) watchNode(ctx context.Context, r *run, report func(error)) {
 					return
 				}
 				if ev.Type == zk.EventNotWatching {
-					sleep(ctx, 100*time.Millisecond) // no tight loop if it persists
+					cluster.Sleep(ctx, 100*time.Millisecond) // no tight loop if it persists
 				}
 				// Changed, or not watching any more: watch again.
 			case <-ctx.Done():
@@ -367,7 +368,7 @@ func (e *Elector) watchNode(ctx context.Context, r *run, report func(error)) {
 			if waitConnected(ctx, r.sess) != nil {
 				return
 			}
-			sleep(ctx, 100*time.Millisecond)
+			cluster.Sleep(ctx, 100*time.Millisecond)
 		}
 	}
 }
