@@ -28,8 +28,8 @@ type entryRemover interface {
 // the entry an earlier process of this node recorded. The controller
 // starts a candidacy only after the startup demote succeeded, so the
 // service is not primary then; the lock beside the state file proves
-// that earlier process has exited, when it ran in this kernel boot. See docs/safety.md, "A restarted
-// daemon ends its own old term".
+// that earlier process has exited, when it ran in this kernel boot. See
+// docs/safety.md, "A restarted daemon ends its own old term".
 type restarter struct {
 	home     *homeFile
 	rm       entryRemover
