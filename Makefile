@@ -41,16 +41,26 @@ bench: deps
 # against a 3-server ZooKeeper ensemble and a 3-member etcd cluster it
 # starts; server CPU, requests, writes, watches, connections and memory at
 # rest, net of a window without members; KILL=60s adds a phase that
-# crashes the leaders of 1% of the clusters every 30 s. N is a list
+# crashes the leaders of 1% of the clusters every 30 s. RESTART=all adds
+# the coordination-server restarts, one phase each, and their blast
+# radius (the clusters whose leader lost its term): one follower server,
+# the service's leader, then a rolling restart of all three (followers
+# first), each stopped for RESTART_DOWN (default 5s) and waited for until
+# the quorum serves; RESTART=follower,leader picks phases;
+# RESTART_SIGNAL=KILL stops with SIGKILL instead of SIGTERM. N is a list
 # (default 1,100); results in test/bench/results/scale-<date>.json.
 N ?= 1,100
 SCALE_BACKEND ?= zookeeper,etcd
 IDLE ?= 60s
 KILL ?= 0
+RESTART ?= 0
+RESTART_SIGNAL ?= TERM
+RESTART_DOWN ?= 5s
 .PHONY: bench-scale
 bench-scale: deps
 	cd test/bench/scale && SCALE_CODE="$$(git rev-parse --short HEAD)$$(git diff --quiet HEAD -- ../../../cluster || echo ' with uncommitted changes in cluster/')" \
 		SCALE_N=$(N) SCALE_BACKEND=$(SCALE_BACKEND) SCALE_IDLE=$(IDLE) SCALE_KILL=$(KILL) \
+		SCALE_RESTART=$(RESTART) SCALE_RESTART_SIGNAL=$(RESTART_SIGNAL) SCALE_RESTART_DOWN=$(RESTART_DOWN) \
 		$(GO) test -tags scale -run '^TestScale$$' -count=1 -v -timeout 60m .
 
 # make etcd-probe TRIALS=20: how often etcd itself revokes a lease that is

@@ -14,7 +14,10 @@
 //	SCALE_N=1,100 SCALE_BACKEND=zookeeper,etcd SCALE_IDLE=60s go test -tags scale -run TestScale -v -timeout 60m ./test/bench/scale
 //
 // SCALE_KILL=60s adds a phase that crashes the leaders of 1% of the
-// clusters every 30 s; SCALE_LEADER_VIEW=0 leaves out the admin API's
+// clusters every 30 s; SCALE_RESTART=all (or a list of follower, leader,
+// rolling) adds the coordination-server restart phases and their blast
+// radius (restart.go; SCALE_RESTART_SIGNAL=KILL, SCALE_RESTART_DOWN,
+// SCALE_RESTART_TAIL); SCALE_LEADER_VIEW=0 leaves out the admin API's
 // leader view; SCALE_LOG=file keeps the backend code's warnings.
 // Results: SCALE_OUT (default test/bench/results/scale-<date>.json).
 package scale
@@ -84,10 +87,13 @@ type Result struct {
 	LeaseMarginSample int     `json:"lease_margin_samples"`
 	// Kill: the leaders of 1% of the clusters (at least one) crashed
 	// every 30 s (SCALE_KILL long; absent: not run).
-	Kill       *killResult `json:"kill_phase,omitempty"`
-	Load1Start float64     `json:"load1_start"`
-	Load1End   float64     `json:"load1_end"`
-	Server     string      `json:"server"`
+	Kill *killResult `json:"kill_phase,omitempty"`
+	// Restarts: the coordination servers restarted, one phase each
+	// (SCALE_RESTART; absent: not run).
+	Restarts   []*restartResult `json:"restart_phases,omitempty"`
+	Load1Start float64          `json:"load1_start"`
+	Load1End   float64          `json:"load1_end"`
+	Server     string           `json:"server"`
 }
 
 type perCluster struct {
@@ -108,6 +114,7 @@ type Report struct {
 	Note      string   `json:"note"`
 	Idle      string   `json:"idle_window"`
 	Kill      string   `json:"kill_window"`
+	Restart   string   `json:"restart_phases,omitempty"`
 	Results   []Result `json:"results"`
 }
 
@@ -126,6 +133,12 @@ func TestScale(t *testing.T) {
 	base := envDuration("SCALE_BASE", 15*time.Second)
 	settle := envDuration("SCALE_SETTLE", 10*time.Second)
 	kill := envDuration("SCALE_KILL", 0)
+	phases, err := restartList(os.Getenv("SCALE_RESTART"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ro := restartOpts{phases: phases, kill: strings.EqualFold(strings.TrimPrefix(strings.ToUpper(os.Getenv("SCALE_RESTART_SIGNAL")), "SIG"), "KILL"),
+		down: envDuration("SCALE_RESTART_DOWN", 5*time.Second), tail: envDuration("SCALE_RESTART_TAIL", 15*time.Second)}
 	var ns []int
 	for _, s := range envList("SCALE_N", "1,100") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
@@ -145,12 +158,16 @@ func TestScale(t *testing.T) {
 		Idle: idle.String(),
 		Kill: kill.String(),
 	}
+	if len(phases) > 0 {
+		rep.Restart = fmt.Sprintf("%s, %s, down %v, watched until every cluster has a leader and %v more",
+			strings.Join(phases, ", "), ro.signal(), ro.down, ro.tail)
+	}
 	for _, backend := range envList("SCALE_BACKEND", "zookeeper,etcd") {
 		backend := strings.TrimSpace(backend)
 		t.Run(backend, func(t *testing.T) {
 			e := startEnsemble(t, backend)
 			for _, n := range ns {
-				r := runN(t, e, n, base, settle, idle, kill)
+				r := runN(t, e, n, base, settle, idle, kill, ro)
 				rep.Results = append(rep.Results, r)
 				b, _ := json.MarshalIndent(r, "", "  ")
 				t.Logf("%s N=%d:\n%s", backend, n, b)
@@ -186,7 +203,7 @@ func startEnsemble(t *testing.T, backend string) *ensemble {
 	return nil
 }
 
-func runN(t *testing.T, e *ensemble, n int, base, settle, idle, kill time.Duration) Result {
+func runN(t *testing.T, e *ensemble, n int, base, settle, idle, kill time.Duration, ro restartOpts) Result {
 	r := Result{Backend: e.backend, Clusters: n, Members: 3 * n, Server: e.desc, Load1Start: load1()}
 	read := func() counters {
 		c, err := e.read()
@@ -268,6 +285,12 @@ wait:
 	if kill > 0 {
 		r.Kill = killPhase(t, ctx, &wg, e, clusters, st, kill, read)
 	}
+	for _, p := range ro.phases {
+		rr := restartPhase(t, e, clusters, st, p, ro)
+		r.Restarts = append(r.Restarts, rr)
+		t.Logf("%s N=%d %s restart (%s): %d clusters lost their leader's term (%d terms), %d without a leader at some point, %d at the end",
+			e.backend, n, p, rr.Signal, rr.ClustersLostTerm, rr.TermsLost, rr.ClustersLeaderless, rr.LeaderlessAtEnd)
+	}
 	r.Load1End = load1()
 	cancel()
 	wg.Wait()
@@ -288,6 +311,25 @@ func printTable(t *testing.T, rs []Result) {
 			r.Backend, r.Clusters, r.Idle.CPUPerSec, r.Idle.RequestsPerSec, r.Idle.WritesPerSec,
 			r.PerCluster.RequestsPerSec, r.PerCluster.WritesPerSec, r.Idle.Watches, r.Idle.Connections, r.Idle.RSSMB,
 			r.TermsLostNoFault, r.MinLeaseMarginMS, r.Load1Start, r.Load1End)
+	}
+	restarts := false
+	for _, r := range rs {
+		restarts = restarts || len(r.Restarts) > 0
+	}
+	if restarts {
+		fmt.Fprintf(&b, "\n| backend | N | server restart | servers (role) | clusters that lost the leader's term | terms lost | clusters ever leaderless (at end) | all led again after s | longest leaderless ms | min lease margin ms | server req/s | server CPU s |\n")
+		for _, r := range rs {
+			for _, rr := range r.Restarts {
+				var who []string
+				for _, sr := range rr.Restarts {
+					who = append(who, sr.Server+" ("+sr.Role+")")
+				}
+				fmt.Fprintf(&b, "| %s | %d | %s, %s | %s | %d of %d | %d | %d (%d) | %.2f | %.0f | %.0f | %.1f | %.2f |\n",
+					r.Backend, r.Clusters, rr.Phase, rr.Signal, strings.Join(who, ", "), rr.ClustersLostTerm, r.Clusters, rr.TermsLost,
+					rr.ClustersLeaderless, rr.LeaderlessAtEnd, rr.LedAgainSeconds, rr.LongestLeaderlessMS, rr.MinLeaseMarginMS,
+					rr.ServerRequestsSec, rr.ServerCPUSeconds)
+			}
+		}
 	}
 	t.Log(b.String())
 }

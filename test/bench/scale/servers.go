@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
+	"testing"
 	"time"
 
 	"github.com/failoverd/failoverd/test/etcdtest"
@@ -24,6 +26,7 @@ type ensemble struct {
 	etcd    *etcdtest.Cluster
 	comm    string // the servers' process name in /proc: java or etcd
 	desc    string
+	version string // etcd's, read once by serverRequests
 }
 
 func (e *ensemble) servers() []string {
@@ -231,6 +234,141 @@ func (e *ensemble) read() (counters, error) {
 		c.writes = max(c.writes, float64(z&0xffffffff)) // the counter within the epoch
 	}
 	return c, nil
+}
+
+// size is how many servers the ensemble has.
+func (e *ensemble) size() int {
+	if e.etcd != nil {
+		return len(e.etcd.Members)
+	}
+	return len(e.zk.Servers)
+}
+
+// serverName is server i's name: zk1..zk3 or etcd's m0..m2.
+func (e *ensemble) serverName(i int) string {
+	if e.etcd != nil {
+		return e.etcd.Members[i].Name
+	}
+	return fmt.Sprintf("zk%d", e.zk.Servers[i].ID)
+}
+
+// leader is the index of the coordination service's leader: the
+// ZooKeeper server whose srvr says "Mode: leader", the etcd member whose
+// status names itself leader (IsLeader). It fails the test when there is
+// none within 30 s.
+func (e *ensemble) leader(t *testing.T) int {
+	t.Helper()
+	if e.etcd != nil {
+		return e.etcd.Leader()
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		for i, s := range e.zk.Servers {
+			if !e.zk.Running(i) {
+				continue
+			}
+			if m, _ := zktest.Mode(s.Addr()); m == "leader" {
+				return i
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no ZooKeeper server says it leads")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// zkPid is ZooKeeper server i's process (0: not running): the java child
+// whose command line ends in its zoo.cfg.
+func (e *ensemble) zkPid(i int) int {
+	suffix := fmt.Sprintf("/zk%d/zoo.cfg", e.zk.Servers[i].ID)
+	for _, pid := range e.pids() {
+		b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+		if strings.HasSuffix(args[len(args)-1], suffix) {
+			return pid
+		}
+	}
+	return 0
+}
+
+// exited reports whether pid has exited (gone, or a zombie not yet reaped).
+func exited(pid int) bool {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return true
+	}
+	s := string(b)
+	j := strings.LastIndexByte(s, ')')
+	return j < 0 || j+2 >= len(s) || s[j+2] == 'Z' || s[j+2] == 'X'
+}
+
+// stopServer stops server i as its service manager would: SIGTERM and
+// waiting up to 10 s for it to exit (etcd: a leader hands its leadership
+// over first; ZooKeeper: the JVM's shutdown), then SIGKILL; or SIGKILL at
+// once (kill true), as a crash.
+func (e *ensemble) stopServer(i int, kill bool) {
+	if e.etcd != nil {
+		if kill {
+			e.etcd.Kill(i)
+		} else {
+			e.etcd.Stop(i)
+		}
+		return
+	}
+	if !kill {
+		if pid := e.zkPid(i); pid != 0 {
+			syscall.Kill(pid, syscall.SIGTERM)
+			for end := time.Now().Add(10 * time.Second); !exited(pid) && time.Now().Before(end); {
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+	}
+	e.zk.Stop(i) // SIGKILL to what is left; forgets the process
+}
+
+// startServer starts server i again with its data and waits until every
+// running server serves: ZooKeeper: each answers srvr with a mode (it is
+// in a quorum with a leader); etcd: each answers a linearizable read.
+func (e *ensemble) startServer(i int) {
+	if e.etcd != nil {
+		e.etcd.StartMember(i)
+		return
+	}
+	e.zk.Restart(i)
+}
+
+// serverRequests is server i's request counter, as read counts it:
+// ZooKeeper's zk_packets_received, etcd's gRPC messages received less one
+// per ended stream. It starts again from 0 when the server restarts.
+func (e *ensemble) serverRequests(i int) (float64, error) {
+	if e.etcd != nil {
+		mt, err := promtext.Scrape("http://" + e.etcd.Members[i].ClientAddr() + "/metrics")
+		if err != nil {
+			return 0, err
+		}
+		if e.version == "" {
+			e.version, _ = e.etcd.Server().Version()
+		}
+		version, sum := e.version, 0.0
+		for k, v := range mt {
+			if meth, ok := strings.CutPrefix(k, "grpc_server_msg_received_total|"); ok {
+				if !strings.HasPrefix(version, "3.4.") {
+					v -= mt["stream_ended|"+meth]
+				}
+				sum += v
+			}
+		}
+		return sum, nil
+	}
+	m, err := zktest.Mntr(e.zk.Servers[i].Addr())
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseFloat(m["zk_packets_received"], 64)
 }
 
 // rates is what happened between two readings, per second, with the
