@@ -239,6 +239,13 @@ type Election struct {
 	// to wait out the dead process's session or lease. Default false.
 	// See docs/safety.md, "A restarted daemon ends its own old term".
 	EndOwnTermOnRestart bool `yaml:"end_own_term_on_restart"`
+	// TakeOverAtDeadline (ZooKeeper, fair mode) makes every lease renewal
+	// a heartbeat the candidate next in line times, so that it ends a
+	// silent leader's term once the leader's own deadline (lease + demote
+	// budget + margin) passed, instead of waiting for ZooKeeper to expire
+	// the session. Default false. No effect on etcd. See docs/safety.md,
+	// "Taking over at the leader's own deadline".
+	TakeOverAtDeadline bool `yaml:"take_over_at_deadline"`
 }
 
 // Health configures the local service health check. Exactly one of HTTP,
@@ -697,6 +704,9 @@ func (c *Config) Warnings() []string {
 	w = append(w, c.timingWarnings()...)
 	if s := c.etcdLeaseWarning(); s != "" {
 		w = append(w, s)
+	}
+	if c.Election.TakeOverAtDeadline && c.Coordination.Backend == BackendEtcd {
+		w = append(w, "election.take_over_at_deadline has no effect on etcd: etcd ends a silent leader's lease at its TTL, which is already close to the leader's own deadline")
 	}
 	if s := c.etcdPasswordWarning(); s != "" {
 		w = append(w, s)

@@ -95,6 +95,7 @@ var ReloadRules = []ReloadRule{
 	{"election.failover_cooldown", Reloadable, noteNextPromote},
 	{"election.preempt_after", Reloadable, ""},
 	{"election.end_own_term_on_restart", Restart, "a restart reads the node state file and takes the lock beside it"},
+	{"election.take_over_at_deadline", Restart, "every renewal of the elector, built at start, becomes a heartbeat"},
 
 	{"health.interval", Reloadable, noteNextCheck},
 	{"health.timeout", Reloadable, noteNextCheck},

@@ -122,6 +122,10 @@ func (c *Config) validate(opts LoadOptions, set written) error {
 	default:
 		v.add("election.mode", "%q is not one of %s, %s", c.Election.Mode, ModeFair, ModeUnfair)
 	}
+	if c.Election.TakeOverAtDeadline && c.Election.Mode == ModeUnfair && c.Coordination.Backend != BackendEtcd {
+		v.add("election.take_over_at_deadline", "needs election.mode %s: in %s mode every standby races for one shared lock, so no single successor times the leader's heartbeat, and a lock created again cannot be told from the old one by its version",
+			ModeFair, ModeUnfair)
+	}
 	if zk := &c.ZooKeeper; zk.TickTime != 0 {
 		v.duration("zookeeper.tick_time", zk.TickTime, time.Millisecond)
 	}

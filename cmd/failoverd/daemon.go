@@ -219,6 +219,7 @@ func electionConfig(cfg *config.Config, ccfg controller.Config) election.Config 
 		Dir:    layoutOf(cfg).ElectionDir(),
 		NodeID: cfg.Node.ID, Mode: mode, Lease: cfg.Election.Lease.Std(), TickTime: cfg.ZooKeeper.TickTime.Std(),
 		DemoteBudget: controller.DemoteBudget(ccfg), WarmStandby: cfg.Election.WarmStandby,
+		TakeOverAtDeadline: cfg.Election.TakeOverAtDeadline,
 	}
 }
 

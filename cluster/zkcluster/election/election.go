@@ -167,6 +167,13 @@ type Config struct {
 	// the renewals a leader sends. false: only a candidate told Warm(true)
 	// keeps a chain.
 	WarmStandby bool
+	// TakeOverAtDeadline (fair mode only) makes every renewal a heartbeat
+	// the successor can time, and has the candidate next in line delete the
+	// lowest znode once its heartbeat stood still past the deadline that
+	// znode's owner published: the owner has demoted by its own lease by
+	// then (docs/safety.md, "Taking over at the leader's own deadline").
+	// The lease then runs from the heartbeats only.
+	TakeOverAtDeadline bool
 
 	// testHooks, set by tests only, are this elector's failpoints (nil:
 	// none).
@@ -240,6 +247,9 @@ func New(cfg Config, deps Deps) (*Elector, error) {
 	}
 	if cfg.Lease < 0 || cfg.RenewInterval < 0 || cfg.TickTime < 0 || cfg.DemoteBudget < 0 {
 		return nil, errors.New("election: negative lease, renew interval, tick time or demote budget")
+	}
+	if cfg.TakeOverAtDeadline && cfg.Mode != Fair {
+		return nil, errors.New("election: taking over at the leader's deadline needs fair mode")
 	}
 	if deps.Logger == nil {
 		deps.Logger = slog.New(slog.DiscardHandler)
@@ -342,6 +352,10 @@ type run struct {
 	// warmer.stop), for ready.
 	woke     time.Time
 	warmDone <-chan struct{}
+	// beatsFrom: with Config.TakeOverAtDeadline only heartbeats sent at or
+	// after it count for the anchor (those of this campaign, or of this
+	// term when its timing outgrew the deadline its heartbeats published).
+	beatsFrom time.Time
 }
 
 // deadline is when the lease ends: Lease after the anchor.
@@ -374,7 +388,8 @@ func (e *Elector) campaign(ctx context.Context, sess *zk.Session, onElected func
 	// only between calls and in the selects where the calls wait.
 	keep, release := sessionCtx(ctx, sess)
 	defer release()
-	r := &run{sess: sess, keep: keep, tm: tm, gap: lease.Gap(tm.Session, e.cfg.TickTime), woke: time.Now()}
+	now := time.Now()
+	r := &run{sess: sess, keep: keep, tm: tm, gap: lease.Gap(tm.Session, e.cfg.TickTime), woke: now, beatsFrom: now}
 	var epoch int64
 	deleted := new(atomic.Bool) // by the term (Leadership.Deleted)
 	if e.cfg.Mode == Unfair {

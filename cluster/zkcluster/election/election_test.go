@@ -219,6 +219,8 @@ type opts struct {
 	budget  time.Duration // demote budget
 	cold    bool          // Config.WarmStandby false (the tests run warm, as the daemon does by default)
 	hooks   *testHooks    // the elector's failpoints (nil: none)
+	// takeover: Config.TakeOverAtDeadline.
+	takeover bool
 }
 
 // testLogger logs to stderr when ELECTION_TEST_LOG is set.
@@ -236,7 +238,7 @@ func startCandidate(t *testing.T, r *referee, id string, o opts) *cand {
 		t.Fatal(err)
 	}
 	el, err := New(Config{Dir: "/failoverd/test/election", NodeID: id, Mode: o.mode, Lease: o.lease, RenewInterval: o.renew,
-		TickTime: o.tick, DemoteBudget: o.budget, WarmStandby: !o.cold, testHooks: o.hooks}, Deps{Client: c, Logger: testLogger(id)})
+		TickTime: o.tick, DemoteBudget: o.budget, WarmStandby: !o.cold, TakeOverAtDeadline: o.takeover, testHooks: o.hooks}, Deps{Client: c, Logger: testLogger(id)})
 	if err != nil {
 		t.Fatal(err)
 	}

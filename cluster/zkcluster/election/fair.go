@@ -192,6 +192,12 @@ func (e *Elector) waitTurn(ctx context.Context, r *run, czxid int64) (int64, err
 			return st.Czxid, nil
 		}
 		pred := e.cfg.Dir + "/" + order[idx-1]
+		if idx == 1 && e.cfg.TakeOverAtDeadline {
+			if err := e.awaitDeadline(ctx, r, w, pred); err != nil {
+				return 0, err
+			}
+			continue
+		}
 		ok, _, ch, err := r.sess.ExistsW(ctx, pred)
 		if err != nil {
 			return 0, err
@@ -206,6 +212,8 @@ func (e *Elector) waitTurn(ctx context.Context, r *run, czxid int64) (int64, err
 			w.run(warm || idx == 1 && e.cfg.WarmStandby)
 			select {
 			case <-ch: // deleted, changed or not watching: look again
+				// (A change may be the new leader's first renewal telling
+				// us that we moved up: see renewLoop.)
 				r.woke = time.Now()
 				break wait
 			case <-warmChanged:

@@ -111,12 +111,19 @@ func (e *Elector) lead(ctx context.Context, r *run, epoch int64, deleted *atomic
 	}
 	won := time.Now()
 	e.log.Debug("candidate won", "node", r.node, "epoch", epoch, "duration_seconds", won.Sub(r.woke).Seconds())
+	// Heartbeats published the deadline of the campaign's timing; when
+	// this term's is longer, only heartbeats sent from now on, which
+	// publish it, may anchor the lease (the warm chain does not count).
+	grew := e.cfg.TakeOverAtDeadline && deadlineMS(tm) > deadlineMS(r.tm)
+	if grew {
+		r.beatsFrom = won
+	}
 	r.tm, r.gap = tm, lease.Gap(tm.Session, e.cfg.TickTime)
-	r.anchor = anchorFn(r.sess, r.gap)
+	r.anchor = anchorFn(func() []zk.Ack { return e.acks(r) }, r.gap)
 	// The lease runs from an anchor that a credit chain of answered writes
 	// proves; a candidate that waited without keeping one has none.
 	sctx, cancelSettle := context.WithTimeout(ctx, tm.Session)
-	warm, err := e.ready(sctx, r)
+	warm, err := e.ready(sctx, r, !grew)
 	cancelSettle()
 	if err == nil {
 		e.log.Debug("lease ready", "node", r.node, "epoch", epoch, "warm", warm, "duration_seconds", time.Since(won).Seconds())
@@ -171,12 +178,12 @@ func (e *Elector) lead(ctx context.Context, r *run, epoch int64, deleted *atomic
 // the renew loop would send now); otherwise it settles. warm says which. (Acks are per connection:
 // after a reconnect only a chain on the new connection counts here,
 // although the lease may still run from an older one.)
-func (e *Elector) ready(ctx context.Context, r *run) (warm bool, err error) {
-	if on, _ := e.warmState(); on || e.cfg.WarmStandby {
+func (e *Elector) ready(ctx context.Context, r *run, chain bool) (warm bool, err error) {
+	if on, _ := e.warmState(); chain && (on || e.cfg.WarmStandby) {
 		pending := r.warmDone // the wait's renewal, maybe still in flight
 		r.warmDone = nil
 		for writes := 0; ; {
-			acks := acksOn(r.sess)
+			acks := e.acksOn(r)
 			if a := Anchor(acks, r.gap); !a.IsZero() && time.Since(a) <= 2*r.tm.Renew+lease.MinTolerance/2 {
 				return true, nil
 			}
@@ -200,7 +207,7 @@ func (e *Elector) ready(ctx context.Context, r *run) (warm bool, err error) {
 			if writes == 2 || len(acks) == 0 || !renewNow(acks, r.gap, now) && now.Sub(acks[len(acks)-1].Answered) < r.gap {
 				break
 			}
-			ok, err := confirm(ctx, r.sess, r.node)
+			ok, err := e.confirm(ctx, r)
 			if err != nil {
 				return false, err
 			}
@@ -214,10 +221,10 @@ func (e *Elector) ready(ctx context.Context, r *run) (warm bool, err error) {
 }
 
 // acksOn returns the session's acks over the connection in use.
-func acksOn(sess *zk.Session) []zk.Ack {
-	conn := sess.Conn()
+func (e *Elector) acksOn(r *run) []zk.Ack {
+	conn := r.sess.Conn()
 	var acks []zk.Ack
-	for _, a := range sess.Acks() {
+	for _, a := range e.acks(r) {
 		if a.Conn == conn {
 			acks = append(acks, a)
 		}
@@ -232,7 +239,7 @@ func acksOn(sess *zk.Session) []zk.Ack {
 func (e *Elector) settle(ctx context.Context, r *run) error {
 	start := time.Now()
 	for {
-		ok, err := confirm(ctx, r.sess, r.node)
+		ok, err := e.confirm(ctx, r)
 		if err != nil {
 			return err
 		}
@@ -242,7 +249,7 @@ func (e *Elector) settle(ctx context.Context, r *run) error {
 		if !r.anchor().Before(start) {
 			return nil
 		}
-		acks := r.sess.Acks()
+		acks := e.acks(r)
 		if renewNow(acks, r.gap, time.Now()) {
 			continue
 		}

@@ -2,10 +2,12 @@ package election
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"sync"
 	"time"
 
+	"github.com/failoverd/failoverd/cluster/zkcluster/lease"
 	"github.com/failoverd/failoverd/cluster/zkcluster/zk"
 )
 
@@ -48,13 +50,13 @@ func renewNow(acks []zk.Ack, gap time.Duration, now time.Time) bool {
 	return Anchor(probe, gap).After(Anchor(acks, gap))
 }
 
-// anchorFn returns the anchor of sess's writes, never moving back: a chain
-// seen once stays a fact even after its writes left the ring.
-func anchorFn(sess *zk.Session, gap time.Duration) func() time.Time {
+// anchorFn returns the anchor of the writes acks returns, never moving
+// back: a chain seen once stays a fact even after its writes left the ring.
+func anchorFn(acks func() []zk.Ack, gap time.Duration) func() time.Time {
 	var mu sync.Mutex
 	var cur time.Time
 	return func() time.Time {
-		a := Anchor(sess.Acks(), gap)
+		a := Anchor(acks(), gap)
 		mu.Lock()
 		defer mu.Unlock()
 		if a.After(cur) {
@@ -127,6 +129,47 @@ func (w *warmer) stop() <-chan struct{} {
 	return w.done
 }
 
+// acks returns the session's acks the lease may run from: all of them, or
+// with Config.TakeOverAtDeadline only the heartbeats sent since r.beatsFrom
+// (docs/safety.md, "Taking over at the leader's own deadline", step 2).
+func (e *Elector) acks(r *run) []zk.Ack {
+	all := r.sess.Acks()
+	if !e.cfg.TakeOverAtDeadline {
+		return all
+	}
+	beats := all[:0]
+	for _, a := range all {
+		if a.Beat && !a.Sent.Before(r.beatsFrom) {
+			beats = append(beats, a)
+		}
+	}
+	return beats
+}
+
+// renewal is the write that renews a lease on node: a version check, or
+// with Config.TakeOverAtDeadline a heartbeat, a rewrite of node's data
+// carrying the deadline of tm, sent with a zk.Beat context (the returned
+// ctx).
+func (e *Elector) renewal(ctx context.Context, node string, tm lease.Timing) (context.Context, zk.Op) {
+	if !e.cfg.TakeOverAtDeadline {
+		return ctx, zk.CheckOp{Path: node, Version: -1}
+	}
+	return zk.Beat(ctx), zk.SetOp{Path: node, Data: e.beatData(tm), Version: -1}
+}
+
+// deadlineMS is what a heartbeat publishes for tm: lease + demote budget
+// + margin, in milliseconds rounded up.
+func deadlineMS(tm lease.Timing) int64 {
+	d := tm.Lease + tm.Budget + tm.Margin
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
+}
+
+// beatData is our znode's data as a heartbeat writes it.
+func (e *Elector) beatData(tm lease.Timing) []byte {
+	b, _ := json.Marshal(candidate{NodeID: e.cfg.NodeID, GUID: e.guid, DeadlineMS: deadlineMS(tm)})
+	return b
+}
+
 // confirm renews the lease: a multi holding one version check of our znode
 // is a write that changes nothing, so the ZooKeeper leader answers it only
 // after a quorum acknowledged it (a follower cut off from its leader, or a
@@ -134,8 +177,10 @@ func (w *warmer) stop() <-chan struct{} {
 // sess.Acks, the material of the credit chain. It also fails when the znode is gone.
 // The Exists after it (read-your-writes: as fresh as the write) checks that
 // the znode is still ours.
-func confirm(ctx context.Context, sess *zk.Session, node string) (bool, error) {
-	return renewWith(ctx, sess, node, zk.CheckOp{Path: node, Version: -1})
+// With Config.TakeOverAtDeadline it is a heartbeat instead (renewal).
+func (e *Elector) confirm(ctx context.Context, r *run) (bool, error) {
+	ctx, op := e.renewal(ctx, r.node, r.tm)
+	return renewWith(ctx, r.sess, r.node, op)
 }
 
 // announce is confirm with a write of our znode's data (the same, less the
@@ -165,9 +210,10 @@ func renewWith(ctx context.Context, sess *zk.Session, node string, op zk.Op) (bo
 }
 
 // touch is a waiting candidate's renewal: the write of confirm (a version
-// check of path) without the read after it.
-func touch(ctx context.Context, sess *zk.Session, path string) (bool, error) {
-	err := sess.Multi(ctx, zk.CheckOp{Path: path, Version: -1})
+// check of r.node, or a heartbeat) without the read after it.
+func (e *Elector) touch(ctx context.Context, r *run) (bool, error) {
+	ctx, op := e.renewal(ctx, r.node, r.tm)
+	err := r.sess.Multi(ctx, op)
 	if errors.Is(err, zk.ErrNoNode) {
 		return false, nil
 	}
@@ -187,9 +233,10 @@ func touch(ctx context.Context, sess *zk.Session, path string) (bool, error) {
 // in line when we won without anything telling it, and must start its chain.
 func (e *Elector) renewLoop(ctx context.Context, r *run, leader bool, full <-chan struct{}, report func(error)) {
 	check := false
-	announcing := leader && e.cfg.Mode == Fair && e.cfg.WarmStandby
+	// A heartbeat rewrites the data anyway.
+	announcing := leader && e.cfg.Mode == Fair && e.cfg.WarmStandby && !e.cfg.TakeOverAtDeadline
 	next := time.Now()
-	if acks := r.sess.Acks(); len(acks) > 0 {
+	if acks := e.acks(r); len(acks) > 0 {
 		next = acks[len(acks)-1].Answered.Add(r.tm.Renew)
 	}
 	t := time.NewTimer(time.Until(next))
@@ -221,9 +268,9 @@ func (e *Elector) renewLoop(ctx context.Context, r *run, leader bool, full <-cha
 		case announcing:
 			ok, err = e.announce(rctx, r.sess, r.node)
 		case leader:
-			ok, err = confirm(rctx, r.sess, r.node)
+			ok, err = e.confirm(rctx, r)
 		default:
-			ok, err = touch(rctx, r.sess, r.node)
+			ok, err = e.touch(rctx, r)
 		}
 		if err == nil && ok && check && e.cfg.Mode == Fair {
 			var kids []string
@@ -244,7 +291,7 @@ func (e *Elector) renewLoop(ctx context.Context, r *run, leader bool, full <-cha
 			}
 		}
 		next = time.Now().Add(r.tm.Renew)
-		if acks := r.sess.Acks(); err == nil && len(acks) > 0 {
+		if acks := e.acks(r); err == nil && len(acks) > 0 {
 			if now := time.Now(); renewNow(acks, r.gap, now) {
 				next = now
 			} else {

@@ -18,6 +18,11 @@ type candidate struct {
 	// Join is a nonce of the join that created the znode: after a lost
 	// create response only a znode of the current join may be adopted.
 	Join string `json:"join,omitempty"`
+	// DeadlineMS (Config.TakeOverAtDeadline, written by heartbeats only)
+	// is how long after sending a heartbeat the owner may still act,
+	// demote included, by its clock: lease + demote budget + margin,
+	// rounded up to the millisecond.
+	DeadlineMS int64 `json:"deadline_ms,omitempty"`
 }
 
 // sessionCtx returns a context that the cancellation of ctx does not end
@@ -77,6 +82,9 @@ type testHooks struct {
 	leave       func(sess *zk.Session, path string) bool
 	leading     func(l Leadership)
 	renewed     func()
+	// staleView, when it returns true, keeps the version awaitDeadline
+	// read first instead of a newer one, as a lagging server would show.
+	staleView func() bool
 }
 
 func (e *Elector) create(ctx context.Context, sess *zk.Session, p string, mode zk.CreateMode, join string) (string, zk.Stat, error) {

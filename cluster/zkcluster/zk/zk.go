@@ -178,7 +178,17 @@ type Ack struct {
 	// the request and its answer; acks of different Conn values may have
 	// gone through different servers.
 	Conn uint64
+	// Beat: the write was sent with a context from Beat and succeeded.
+	Beat bool
 }
+
+type beatKey struct{}
+
+// Beat marks the writes sent with the returned context as heartbeats:
+// their acks carry Beat when they succeed, so that a lease can be made to
+// run from those writes only (a successful heartbeat changes a znode that
+// others can watch; see the election package).
+func Beat(ctx context.Context) context.Context { return context.WithValue(ctx, beatKey{}, true) }
 
 // ackRing is how many answered writes Acks keeps.
 const ackRing = 32
@@ -369,7 +379,8 @@ func (s *Session) do(ctx context.Context, viaLeader bool, op func() error) error
 		err = mapErr(err)
 		if viaLeader && answered(err) {
 			if s.conns.Load() == conn {
-				s.recordAck(Ack{Sent: start, Answered: time.Now(), Conn: conn})
+				beat, _ := ctx.Value(beatKey{}).(bool)
+				s.recordAck(Ack{Sent: start, Answered: time.Now(), Conn: conn, Beat: beat && err == nil})
 			}
 		}
 		if errors.Is(err, ErrSessionExpired) {
