@@ -47,8 +47,9 @@ bench: deps
 # the service's leader, then a rolling restart of all three (followers
 # first), each stopped for RESTART_DOWN (default 5s) and waited for until
 # the quorum serves; RESTART=follower,leader picks phases;
-# RESTART_SIGNAL=KILL stops with SIGKILL instead of SIGTERM. N is a list
-# (default 1,100); results in test/bench/results/scale-<date>.json.
+# RESTART_SIGNAL=KILL stops with SIGKILL instead of SIGTERM. RAMP=30s
+# starts the clusters spread over that time instead of all at once. N is
+# a list (default 1,100); results in test/bench/results/scale-<date>.json.
 N ?= 1,100
 SCALE_BACKEND ?= zookeeper,etcd
 IDLE ?= 60s
@@ -56,11 +57,12 @@ KILL ?= 0
 RESTART ?= 0
 RESTART_SIGNAL ?= TERM
 RESTART_DOWN ?= 5s
+RAMP ?= 0
 .PHONY: bench-scale
 bench-scale: deps
 	cd test/bench/scale && SCALE_CODE="$$(git rev-parse --short HEAD)$$(git diff --quiet HEAD -- ../../../cluster || echo ' with uncommitted changes in cluster/')" \
 		SCALE_N=$(N) SCALE_BACKEND=$(SCALE_BACKEND) SCALE_IDLE=$(IDLE) SCALE_KILL=$(KILL) \
-		SCALE_RESTART=$(RESTART) SCALE_RESTART_SIGNAL=$(RESTART_SIGNAL) SCALE_RESTART_DOWN=$(RESTART_DOWN) \
+		SCALE_RESTART=$(RESTART) SCALE_RESTART_SIGNAL=$(RESTART_SIGNAL) SCALE_RESTART_DOWN=$(RESTART_DOWN) SCALE_RAMP=$(RAMP) \
 		$(GO) test -tags scale -run '^TestScale$$' -count=1 -v -timeout 60m .
 
 # make etcd-probe TRIALS=20: how often etcd itself revokes a lease that is

@@ -17,8 +17,10 @@
 // clusters every 30 s; SCALE_RESTART=all (or a list of follower, leader,
 // rolling) adds the coordination-server restart phases and their blast
 // radius (restart.go; SCALE_RESTART_SIGNAL=KILL, SCALE_RESTART_DOWN,
-// SCALE_RESTART_TAIL); SCALE_LEADER_VIEW=0 leaves out the admin API's
-// leader view; SCALE_LOG=file keeps the backend code's warnings.
+// SCALE_RESTART_TAIL); SCALE_RAMP=30s starts the clusters spread over
+// that time instead of all at once (the start then includes it);
+// SCALE_LEADER_VIEW=0 leaves out the admin API's leader view;
+// SCALE_LOG=file keeps the backend code's warnings.
 // Results: SCALE_OUT (default test/bench/results/scale-<date>.json).
 package scale
 
@@ -115,6 +117,7 @@ type Report struct {
 	Idle      string   `json:"idle_window"`
 	Kill      string   `json:"kill_window"`
 	Restart   string   `json:"restart_phases,omitempty"`
+	Ramp      string   `json:"start_ramp,omitempty"`
 	Results   []Result `json:"results"`
 }
 
@@ -133,6 +136,7 @@ func TestScale(t *testing.T) {
 	base := envDuration("SCALE_BASE", 15*time.Second)
 	settle := envDuration("SCALE_SETTLE", 10*time.Second)
 	kill := envDuration("SCALE_KILL", 0)
+	ramp := envDuration("SCALE_RAMP", 0)
 	phases, err := restartList(os.Getenv("SCALE_RESTART"))
 	if err != nil {
 		t.Fatal(err)
@@ -158,6 +162,9 @@ func TestScale(t *testing.T) {
 		Idle: idle.String(),
 		Kill: kill.String(),
 	}
+	if ramp > 0 {
+		rep.Ramp = "the clusters started spread over " + ramp.String() + " (start_seconds includes it)"
+	}
 	if len(phases) > 0 {
 		rep.Restart = fmt.Sprintf("%s, %s, down %v, watched until every cluster has a leader and %v more",
 			strings.Join(phases, ", "), ro.signal(), ro.down, ro.tail)
@@ -167,7 +174,7 @@ func TestScale(t *testing.T) {
 		t.Run(backend, func(t *testing.T) {
 			e := startEnsemble(t, backend)
 			for _, n := range ns {
-				r := runN(t, e, n, base, settle, idle, kill, ro)
+				r := runN(t, e, n, base, settle, idle, kill, ramp, ro)
 				rep.Results = append(rep.Results, r)
 				b, _ := json.MarshalIndent(r, "", "  ")
 				t.Logf("%s N=%d:\n%s", backend, n, b)
@@ -203,7 +210,7 @@ func startEnsemble(t *testing.T, backend string) *ensemble {
 	return nil
 }
 
-func runN(t *testing.T, e *ensemble, n int, base, settle, idle, kill time.Duration, ro restartOpts) Result {
+func runN(t *testing.T, e *ensemble, n int, base, settle, idle, kill, ramp time.Duration, ro restartOpts) Result {
 	r := Result{Backend: e.backend, Clusters: n, Members: 3 * n, Server: e.desc, Load1Start: load1()}
 	read := func() counters {
 		c, err := e.read()
@@ -223,6 +230,9 @@ func runN(t *testing.T, e *ensemble, n int, base, settle, idle, kill time.Durati
 	prefix := fmt.Sprintf("s%d-%d", n, time.Now().Unix()%100000)
 	start := time.Now()
 	for i := range n {
+		if i > 0 && ramp > 0 {
+			time.Sleep(ramp / time.Duration(n))
+		}
 		cr := &clusterRun{name: fmt.Sprintf("%s-c%04d", prefix, i),
 			cs: &clusterState{views: map[string]*cluster.Leader{}, agreed: make(chan struct{}), size: 3}}
 		clusters = append(clusters, cr)
