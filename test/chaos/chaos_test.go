@@ -58,6 +58,34 @@ func TestChaosSliceEtcd(t *testing.T) {
 	report(t, r)
 }
 
+// TakeoverSliceKinds is TestChaosSliceTakeover's schedule: the faults
+// that end a ZooKeeper leader's term by its silence (a crash, a pause, a
+// partition from ZooKeeper), those that must not let a successor take
+// over (a partition between the leader and its peers only, slow or reset
+// connections, the ensemble's leader killed, a quorum partition), and a
+// handover.
+var TakeoverSliceKinds = []string{KillDaemon, PauseDaemon, PartitionZK, PartitionPeer, LatencyZK, ResetZK, ZKKillLeader,
+	QuorumPartition, HandoverKill, KillDaemon, PauseDaemon, PartitionZK}
+
+// TestChaosSliceTakeover is the slice with election.take_over_at_deadline
+// on (ZooKeeper, fair mode): every fault above once (the three that end
+// a term by silence twice), then the checker. A successor that ended a
+// live leader's term shows as VZnodeDeleted; two promoted leaders as the
+// overlap rules. The run must see at least one takeover at a deadline,
+// or it proved nothing about the option.
+func TestChaosSliceTakeover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("chaos slice: real cluster, about 3 minutes")
+	}
+	t.Setenv("CHAOS_TAKEOVER", "1")
+	r := run(t, schedule{seed: SliceSeed, mode: "fair", kinds: TakeoverSliceKinds, fixed: true,
+		replay: fmt.Sprintf("CHAOS_TAKEOVER=1 go test -run 'TestChaosSliceTakeover$' ./test/chaos/ (seed %d)", SliceSeed)})
+	report(t, r)
+	if r.r.TakeoversAtDeadline == 0 {
+		t.Error("no successor took over at a leader's deadline: the slice judged nothing of the option")
+	}
+}
+
 // EtcdSliceKinds is TestChaosSliceEtcd's schedule.
 var EtcdSliceKinds = append([]string{KillDaemon, PauseDaemon, ReloadConfig, BreadcrumbClear, SwitchedPlace}, EtcdNemeses...)
 

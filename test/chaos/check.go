@@ -163,6 +163,10 @@ type Report struct {
 	// ExpiredZnodeEnds: leaderships that ended for "znode deleted" which
 	// the node's own session expiry during a pause explains (not failed).
 	ExpiredZnodeEnds int
+	// TakeoversAtDeadline: terms a successor ended at the old leader's
+	// own deadline (election.take_over_at_deadline). One that ended a
+	// live leader's term shows as that leader's VZnodeDeleted.
+	TakeoversAtDeadline int
 	// OwnFinishEnds: leaderships that ended for "znode deleted" by the
 	// node's own Term.Finish, whose reply was lost (not failed).
 	OwnFinishEnds int
@@ -788,6 +792,9 @@ func checkZnodesDeleted(h History, revokedBy map[nodeEpoch]revocation, r *Report
 		return false
 	}
 	for _, e := range h {
+		if e.Kind == KindTakeoverAtDeadline {
+			r.TakeoversAtDeadline++
+		}
 		if e.Kind == KindLeadershipEnd {
 			r.judge(VZnodeDeleted, 1)
 		}

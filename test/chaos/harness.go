@@ -194,7 +194,7 @@ func NewEnvBackend(t testing.TB, backend string, seed uint64, mode string, pol P
 		// Data freshness: every node's position is a file the harness
 		// advances (and freezes now and then); election.max_lag is set.
 		ServiceYAML:  func(n *clustertest.Node) string { return positionYAML(e.posDir, n.ID) },
-		ElectionYAML: fmt.Sprintf("  max_lag: %d\n", MaxLag),
+		ElectionYAML: fmt.Sprintf("  max_lag: %d\n", MaxLag) + takeoverYAML(backend, mode),
 		DaemonEnv: func(*clustertest.Node) []string {
 			env := []string{"GODEBUG=netdns=go"} // resolv.conf and hosts only; no cgo resolver
 			if e.names != nil {
@@ -600,4 +600,13 @@ func copyFile(dst, src string) {
 	}
 	defer out.Close()
 	io.Copy(out, in)
+}
+
+// takeoverYAML turns election.take_over_at_deadline on with CHAOS_TAKEOVER
+// set, on the ZooKeeper backend in fair mode (where it applies).
+func takeoverYAML(backend, mode string) string {
+	if os.Getenv("CHAOS_TAKEOVER") == "" || backend == clustertest.BackendEtcd || mode != "fair" {
+		return ""
+	}
+	return "  take_over_at_deadline: true\n"
 }

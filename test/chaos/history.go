@@ -160,6 +160,9 @@ const (
 	// lease= err=: the etcd session ended; err says "etcd lease X is gone"
 	// when etcd no longer had the lease (revoked, or expired on its side).
 	KindSessionEnded = "session_ended"
+	// leader_node= version= stood_seconds= deadline_ms=: a successor ended
+	// the old leader's term at its own deadline (ZooKeeper).
+	KindTakeoverAtDeadline = "took_over_at_deadline"
 )
 
 // daemonMessages maps the log messages the checker needs to event kinds.
@@ -171,6 +174,9 @@ var daemonMessages = map[string]string{
 	"previous leader fenced":        KindFenced,
 	"fencing failed: not promoting": KindFenceFailed,
 	"etcd session ended":            KindSessionEnded,
+	// election.take_over_at_deadline: the successor deleted the old
+	// leader's znode at the heartbeat version that stood past its deadline.
+	"ended the old leader's term at its own deadline: its heartbeat stood still past it": KindTakeoverAtDeadline,
 	// A node fencing its own earlier term demotes its service locally.
 	"previous term of this node fenced by a local demote": KindFenced,
 	// A follow run the controller no longer wants (why=elected, ...).

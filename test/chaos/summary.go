@@ -88,6 +88,9 @@ func Summary(r Report, seed uint64, replay string) string {
 		r.ServiceHandoffs, fmtMargin(r.ServiceHandoffs, r.MinServiceHandoff))
 	fmt.Fprintf(&b, "pauses: %d windows with every node paused; wrong rpc fence answers: %d (%d went on to the next method)\n",
 		r.PauseWindows, r.WrongFenceAnswers, r.WrongAnswerFellBack)
+	if r.TakeoversAtDeadline > 0 {
+		fmt.Fprintf(&b, "terms ended by a successor at the old leader's own deadline (election.take_over_at_deadline): %d\n", r.TakeoversAtDeadline)
+	}
 	if r.ExpiredZnodeEnds > 0 {
 		fmt.Fprintf(&b, "leaderships ended for 'znode deleted' by the node's own session expiry while its daemon was paused (not failed): %d\n", r.ExpiredZnodeEnds)
 	}
@@ -216,6 +219,7 @@ func Combine(a, b Report) Report {
 	r.LeaderPositions += b.LeaderPositions
 	r.LaggingWins += b.LaggingWins
 	r.ExpiredZnodeEnds += b.ExpiredZnodeEnds
+	r.TakeoversAtDeadline += b.TakeoversAtDeadline
 	r.RevokedEnds += b.RevokedEnds
 	r.EtcdResumeRevokes += b.EtcdResumeRevokes
 	r.RevokedHandoffs += b.RevokedHandoffs

@@ -386,6 +386,26 @@ var mutants = []mutant{
 		}},
 		Tests: []selection{{"./cluster/zkcluster/", "TestRemoveEntryRefusesTheUnfairLock"}},
 	},
+	{
+		Name: "takeover-without-heartbeat-compare",
+		What: "the successor taking over at the leader's deadline deletes the leader's znode at any version, not at the heartbeat version it timed",
+		Edits: []edit{{
+			File: "cluster/zkcluster/election/takeover.go",
+			Old:  "err := r.sess.Delete(ctx, pred, seen)",
+			New:  "err := r.sess.Delete(ctx, pred, -1)",
+		}},
+		Tests: []selection{{"./cluster/zkcluster/election/", "TestTakeOverRefusedWhileTheHeartbeatMoves"}},
+	},
+	{
+		Name: "takeover-lease-from-any-write",
+		What: "with take_over_at_deadline the lease still runs from any answered write of the session, not from the heartbeats the successor times",
+		Edits: []edit{{
+			File: "cluster/zkcluster/election/lease.go",
+			Old:  "\tall := r.sess.Acks()\n\tif !e.cfg.TakeOverAtDeadline {",
+			New:  "\tall := r.sess.Acks()\n\tif true {",
+		}},
+		Tests: []selection{{"./cluster/zkcluster/election/", "TestLeaseRunsFromHeartbeatsOnly"}},
+	},
 }
 
 type result struct {

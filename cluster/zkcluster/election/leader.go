@@ -308,6 +308,11 @@ func (e *Elector) watch(ctx context.Context, r *run, done <-chan struct{}, finis
 			if errors.Is(err, ErrNodeDeleted) && finishing.Load() {
 				return ErrReleased // the term's own Finish deleted it
 			}
+			if time.Until(r.deadline()) <= 0 {
+				// Woken after a pause: the lease ran out first (a
+				// successor may have deleted our znode at our deadline).
+				return ErrLeaseExpired
+			}
 			return err
 		case <-stateChanged:
 			var st zk.State

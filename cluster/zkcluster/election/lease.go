@@ -252,6 +252,10 @@ func (e *Elector) renewLoop(ctx context.Context, r *run, leader bool, full <-cha
 		if ctx.Err() != nil {
 			return // stopped while a renewal was due: send none
 		}
+		if f := e.cfg.testHooks.skipRenewal; leader && f != nil && f() {
+			t.Reset(r.tm.Renew)
+			continue
+		}
 		// An answer to a request sent more than a lease ago cannot help
 		// any more: give up on it so that the next renewal tries afresh.
 		// A waiting candidate's renewal is not abandoned when its loop is

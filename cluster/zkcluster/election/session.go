@@ -85,6 +85,9 @@ type testHooks struct {
 	// staleView, when it returns true, keeps the version awaitDeadline
 	// read first instead of a newer one, as a lagging server would show.
 	staleView func() bool
+	// skipRenewal, when it returns true, has a leader's renew loop send
+	// nothing this time (its heartbeats stop; its other writes go on).
+	skipRenewal func() bool
 }
 
 func (e *Elector) create(ctx context.Context, sess *zk.Session, p string, mode zk.CreateMode, join string) (string, zk.Stat, error) {

@@ -130,3 +130,48 @@ func TestTakeOverNeedsFairMode(t *testing.T) {
 		t.Error("New accepted taking over at the deadline in unfair mode")
 	}
 }
+
+// With the option on, a leader's lease runs from its heartbeats only: a
+// leader whose renewals stop while other writes of its session (the
+// term's guarded writes) go on is past its own deadline when the
+// successor takes over, and its term ends by its lease, not by the
+// successor's delete.
+func TestLeaseRunsFromHeartbeatsOnly(t *testing.T) {
+	zks := zktest.Start(t, 1)
+	r := newReferee()
+	const timeout = 2 * time.Second
+	var stopBeats atomic.Bool
+	hooks := &testHooks{skipRenewal: stopBeats.Load}
+	startCandidate(t, r, "a", opts{mode: Fair, timeout: timeout, servers: zks.Addrs(), takeover: true, hooks: hooks})
+	if l := r.waitLeader(t, "", 10*time.Second); l != "a" {
+		t.Fatalf("leader %s, want a", l)
+	}
+	la := r.leaderOf(t, "a")
+	startCandidate(t, r, "b", opts{mode: Fair, timeout: timeout, servers: zks.Addrs(), takeover: true})
+	waitQueueLen(t, zks.Addrs(), 2)
+	time.Sleep(timeout)
+
+	stopBeats.Store(true)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() { // the term's guarded writes go on, each answered by the quorum
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			la.Session.Multi(t.Context(), zk.CheckOp{Path: la.Path, Version: -1})
+		}
+	}()
+	if l := r.waitLeader(t, "a", 5*timeout); l != "b" {
+		t.Fatalf("successor %s, want b", l)
+	}
+	close(stop)
+	<-done
+	if at := r.lastTermOf("a"); !errors.Is(at.cause, ErrLeaseExpired) {
+		t.Errorf("a's term ended by %v, want its lease: its non-heartbeat writes kept it past the deadline the successor timed", at.cause)
+	}
+	r.check(t)
+}
