@@ -68,7 +68,9 @@ func (t *term) NodeID() string { return t.l.NodeID }
 // was configured with. The elector sizes the lease so that this is never
 // later than anchor + session timeout - margin, before which the session
 // cannot expire and no successor can be elected (election's doc comment:
-// the credit chain). The controller stops acting its own demote budget
+// the credit chain); with election.Config.TakeOverAtDeadline a successor
+// waits out exactly this deadline instead, timed from the heartbeat the
+// anchor comes from. The controller stops acting its own demote budget
 // before it, which is the same budget: so it acts until the lease's end.
 //
 // It fails once the term is known to be over: by the clock and the session

@@ -445,6 +445,7 @@ func manualFailover(b *testing.B, backend, mode string) {
 // config does). etcd: lease TTLs BENCH_CRASH_TTLS (default 5s, the
 // daemon's default) on a 3-member etcdtest cluster; the timeout compared
 // with is the TTL etcd granted (the lease of the dead leader's member record).
+// BENCH_TAKEOVER=1 turns election.take_over_at_deadline on (ZooKeeper).
 func BenchmarkCrashFailover(b *testing.B) {
 	forEachBackend(b, crashFailover)
 }
@@ -468,6 +469,7 @@ func crashFailover(b *testing.B, backend string) {
 	if backend == clustertest.BackendEtcd {
 		sub, list = "ttl=", durations("BENCH_CRASH_TTLS", 5*time.Second)
 	}
+	takeover := os.Getenv("BENCH_TAKEOVER") != "" && backend != clustertest.BackendEtcd
 	for _, st := range list {
 		b.Run(sub+st.String(), func(b *testing.B) {
 			def := 20
@@ -478,6 +480,9 @@ func crashFailover(b *testing.B, backend string) {
 			o := clustertest.Options{Backend: backend, EtcdLeaseTTL: st}
 			if backend != clustertest.BackendEtcd {
 				o = clustertest.Options{SessionTimeout: st, ZKTickTime: envDuration("BENCH_ZK_TICK", 0), TickTimeUnknown: os.Getenv("BENCH_TICK_UNKNOWN") != ""}
+				if takeover {
+					o.ElectionYAML = "  take_over_at_deadline: true\n"
+				}
 			}
 			c := startCluster(b, o)
 			s := series{}
@@ -521,6 +526,9 @@ func crashFailover(b *testing.B, backend string) {
 				old.Start()
 			}
 			res := Result{Backend: backend, Scenario: scCrash, Name: "session " + st.String() + ", bash+curl hooks", Runs: len(s["total"])}
+			if takeover {
+				res.Name += ", take_over_at_deadline"
+			}
 			if c.Etcd != nil {
 				res.Name = "lease TTL " + st.String() + ", bash+curl hooks"
 			}

@@ -59,6 +59,9 @@ func idleLoad(b *testing.B, backend string) {
 	o := clustertest.Options{Backend: backend, EtcdLeaseTTL: etcdLeaseTTL()}
 	if backend != clustertest.BackendEtcd {
 		o = clustertest.Options{ZooKeepers: 3, ZKTickTime: 2 * time.Second, SessionTimeout: 5 * time.Second, TickTimeUnknown: true}
+		if os.Getenv("BENCH_TAKEOVER") != "" { // election.take_over_at_deadline
+			o.ElectionYAML = "  take_over_at_deadline: true\n"
+		}
 	}
 	c := startCluster(b, o)
 	defaults := footprintConfigs[1]
@@ -142,6 +145,9 @@ func idleLoad(b *testing.B, backend string) {
 		res.Notes = "requests: Σ members' grpc_server_msg_received_total less one per stream that ended; writes: the leader's etcd_server_proposals_committed_total; net of a window without daemons; " + c.desc()
 	} else {
 		res.Name = "3 daemons idle, session 5s, tick_time unset, health 1s"
+		if o.ElectionYAML != "" {
+			res.Name += ", take_over_at_deadline"
+		}
 		res.Notes = "requests: Σ servers' mntr zk_packets_received (pings included); writes: zxid advance; net of a window without daemons; " + c.desc()
 	}
 	record(b, res)

@@ -27,7 +27,9 @@
 //   - The leadership context is cancelled, and Valid fails, no later than
 //     Lease after the lease's anchor (below); no successor can be elected
 //     before anchor + T, and Lease + D + T/20 <= T leaves the demote budget D
-//     (Config.DemoteBudget) after the lease ends.
+//     (Config.DemoteBudget) after the lease ends. With
+//     Config.TakeOverAtDeadline a successor can be elected earlier, but
+//     not before anchor + Lease + D + T/20 by its own clock (takeover.go).
 //   - A leadership also ends when its znode is deleted, its session expires,
 //     a reconnect negotiates a session timeout the lease no longer fits,
 //     or Run's context ends (the leadership context's cause is then the
@@ -78,14 +80,17 @@
 // whichever znode it names, and a check of a missing znode is answered
 // through the ZooKeeper leader too), and the election znode, ephemeral,
 // goes before the session ends only when deleted explicitly (by us after
-// the term, or by an operator, which the watch on it reports). The fresh
+// the term, by an operator, which the watch on it reports, or with
+// Config.TakeOverAtDeadline by the successor once the deadline of our
+// newest heartbeat passed, when the lease runs from heartbeats only). The fresh
 // chain was only ever about liveness: an old anchor leaves little lease.
 //
 // Assumed: the ZooKeeper leader pings every tick/2; tick is Config.TickTime
 // or, unknown, at most T/2 (ZooKeeper's default minSessionTimeout is two
 // ticks; a server configured with a lower minimum breaks the bound unless
 // TickTime says so); clock rates on this host and on the ZooKeeper leader
-// within ρ of each other (steps do not matter: only durations measured on
+// within ρ of each other (with Config.TakeOverAtDeadline also between this
+// host and the successor's) (steps do not matter: only durations measured on
 // one host are compared); TCP delivers in order and both ends process quorum
 // packets in order; ZooKeeper behaves as 3.5 to 3.9 do, and keeps its own
 // safety (a quorum, at most one leader per epoch).

@@ -34,7 +34,8 @@ type Leadership struct {
 	RenewInterval time.Duration
 	// Grace is how long after the lease ended no successor can have been
 	// elected yet: SessionTimeout - Lease - SessionTimeout/20, at least
-	// Config.DemoteBudget. What must happen after the lease ends (killing
+	// Config.DemoteBudget (with Config.TakeOverAtDeadline at most
+	// DemoteBudget + SessionTimeout/20: the successor's wait). What must happen after the lease ends (killing
 	// a promote, the demote) must fit in it (controller.DemoteBudget); the
 	// controller refuses to lead when it does not.
 	Grace time.Duration
@@ -116,7 +117,20 @@ func (e *Elector) lead(ctx context.Context, r *run, epoch int64, deleted *atomic
 	// publish it, may anchor the lease (the warm chain does not count).
 	grew := e.cfg.TakeOverAtDeadline && deadlineMS(tm) > deadlineMS(r.tm)
 	if grew {
-		r.beatsFrom = won
+		// A renewal of the wait still in flight carries the old
+		// deadline: let it be answered (or time out) first.
+		if r.warmDone != nil {
+			select {
+			case <-r.warmDone:
+			case <-ctx.Done():
+				return
+			}
+		}
+		r.beatsFrom = time.Now()
+	}
+	grace := tm.Grace()
+	if e.cfg.TakeOverAtDeadline {
+		grace = min(grace, tm.Budget+tm.Margin)
 	}
 	r.tm, r.gap = tm, lease.Gap(tm.Session, e.cfg.TickTime)
 	r.anchor = anchorFn(func() []zk.Ack { return e.acks(r) }, r.gap)
@@ -134,7 +148,7 @@ func (e *Elector) lead(ctx context.Context, r *run, epoch int64, deleted *atomic
 	}
 	e.lastEpoch = epoch
 	l := Leadership{Epoch: epoch, Path: r.node, Session: r.sess, NodeID: e.cfg.NodeID, Mode: e.cfg.Mode, Lease: tm.Lease,
-		SessionTimeout: tm.Session, RenewInterval: tm.Renew, Grace: tm.Grace(), Timing: tm, deadline: r.deadline,
+		SessionTimeout: tm.Session, RenewInterval: tm.Renew, Grace: grace, Timing: tm, deadline: r.deadline,
 		deleted: deleted, finishing: new(atomic.Bool)}
 
 	// The term's context derives from Run's: when Run's context is
@@ -146,7 +160,7 @@ func (e *Elector) lead(ctx context.Context, r *run, epoch int64, deleted *atomic
 	defer cancel(ErrStopped)
 	done := make(chan struct{})
 	e.log.Info("elected", "epoch", epoch, "node", r.node, "lease", tm.Lease.String(),
-		"renew_every", tm.Renew.String(), "tolerance", tm.Tolerance().String(), "grace", tm.Grace().String(),
+		"renew_every", tm.Renew.String(), "tolerance", tm.Tolerance().String(), "grace", grace.String(),
 		"demote_budget", tm.Budget.String(), "tick_time", tm.Tick.String(), "tick_time_known", tm.TickKnown,
 		"session_timeout", tm.Session.String(), "lease_left", l.LeaseRemaining().Round(time.Millisecond).String())
 	go func() {

@@ -21,7 +21,8 @@ import (
 // or why the wait is over. w is the wait's warmer, run as waitTurn runs it.
 func (e *Elector) awaitDeadline(ctx context.Context, r *run, w *warmer, pred string) error {
 	var (
-		seen   int32 = -1 // the version timed, and since when
+		have   bool  // a version is being timed:
+		seen   int32 // this one,
 		seenAt time.Time
 	)
 	timer := time.NewTimer(time.Hour)
@@ -35,16 +36,18 @@ func (e *Elector) awaitDeadline(ctx context.Context, r *run, w *warmer, pred str
 		if err != nil {
 			return err
 		}
-		if f := e.cfg.testHooks.staleView; f != nil && seen >= 0 && f() {
+		if f := e.cfg.testHooks.staleView; f != nil && have && f() {
 			st.Version = seen // a view that does not move (a lagging server)
 		}
-		if st.Version != seen {
-			seen, seenAt = st.Version, time.Now()
+		if !have || st.Version != seen {
+			have, seen, seenAt = true, st.Version, time.Now()
 		}
 		var c candidate
 		_ = json.Unmarshal(data, &c)
 		var due <-chan time.Time
-		if c.DeadlineMS > 0 { // only a heartbeat publishes one
+		// Only a heartbeat publishes a deadline; -1 (a version wrapped
+		// round) would make the delete unconditional.
+		if c.DeadlineMS > 0 && seen != -1 {
 			timer.Reset(time.Until(seenAt.Add(time.Duration(c.DeadlineMS) * time.Millisecond)))
 			due = timer.C
 		}
@@ -76,7 +79,7 @@ func (e *Elector) awaitDeadline(ctx context.Context, r *run, w *warmer, pred str
 				default:
 					e.log.Warn("ending the old leader's term at its deadline failed; waiting again", "leader_node", pred, "err", err)
 				}
-				seen = -1 // time the version read next from now on, whatever it is
+				have = false // time the version read next from now on, whatever it is
 				break wait
 			case <-warmChanged:
 			case <-w.lost: // our znode is gone: look again
