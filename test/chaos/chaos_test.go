@@ -86,6 +86,29 @@ func TestChaosSliceTakeover(t *testing.T) {
 	}
 }
 
+// TestChaosSliceRestartEndsTerm is the slice with
+// election.end_own_term_on_restart on, on each backend: the leader's
+// daemon killed (and restarted 0.3–4 s later) four times and paused once,
+// then the checker. The run must see at least one previous entry removed
+// by a restarted daemon, or it proved nothing about the option.
+func TestChaosSliceRestartEndsTerm(t *testing.T) {
+	if testing.Short() {
+		t.Skip("chaos slice: real clusters, about 2 minutes")
+	}
+	t.Setenv("CHAOS_RESTART_ENDS_TERM", "1")
+	kinds := []string{KillDaemon, KillDaemon, PauseDaemon, KillDaemon, KillDaemon}
+	for _, backend := range []string{clustertest.BackendZooKeeper, clustertest.BackendEtcd} {
+		t.Run(backend, func(t *testing.T) {
+			r := run(t, schedule{backend: backend, seed: SliceSeed, mode: "fair", kinds: kinds, fixed: true,
+				replay: fmt.Sprintf("CHAOS_RESTART_ENDS_TERM=1 go test -run 'TestChaosSliceRestartEndsTerm/%s' ./test/chaos/ (seed %d)", backend, SliceSeed)})
+			report(t, r)
+			if r.r.OwnEntriesRemoved == 0 {
+				t.Error("no restarted daemon removed its previous entry: the slice judged nothing of the option")
+			}
+		})
+	}
+}
+
 // EtcdSliceKinds is TestChaosSliceEtcd's schedule.
 var EtcdSliceKinds = append([]string{KillDaemon, PauseDaemon, ReloadConfig, BreadcrumbClear, SwitchedPlace}, EtcdNemeses...)
 

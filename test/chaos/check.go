@@ -167,6 +167,9 @@ type Report struct {
 	// own deadline (election.take_over_at_deadline). One that ended a
 	// live leader's term shows as that leader's VZnodeDeleted.
 	TakeoversAtDeadline int
+	// OwnEntriesRemoved: previous processes' election entries a restarted
+	// daemon removed (election.end_own_term_on_restart).
+	OwnEntriesRemoved int
 	// OwnFinishEnds: leaderships that ended for "znode deleted" by the
 	// node's own Term.Finish, whose reply was lost (not failed).
 	OwnFinishEnds int
@@ -792,8 +795,11 @@ func checkZnodesDeleted(h History, revokedBy map[nodeEpoch]revocation, r *Report
 		return false
 	}
 	for _, e := range h {
-		if e.Kind == KindTakeoverAtDeadline {
+		switch e.Kind {
+		case KindTakeoverAtDeadline:
 			r.TakeoversAtDeadline++
+		case KindRemovedOwnEntry:
+			r.OwnEntriesRemoved++
 		}
 		if e.Kind == KindLeadershipEnd {
 			r.judge(VZnodeDeleted, 1)

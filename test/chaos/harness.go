@@ -194,7 +194,7 @@ func NewEnvBackend(t testing.TB, backend string, seed uint64, mode string, pol P
 		// Data freshness: every node's position is a file the harness
 		// advances (and freezes now and then); election.max_lag is set.
 		ServiceYAML:  func(n *clustertest.Node) string { return positionYAML(e.posDir, n.ID) },
-		ElectionYAML: fmt.Sprintf("  max_lag: %d\n", MaxLag) + takeoverYAML(backend, mode),
+		ElectionYAML: fmt.Sprintf("  max_lag: %d\n", MaxLag) + takeoverYAML(backend, mode) + restartYAML(),
 		DaemonEnv: func(*clustertest.Node) []string {
 			env := []string{"GODEBUG=netdns=go"} // resolv.conf and hosts only; no cgo resolver
 			if e.names != nil {
@@ -609,4 +609,13 @@ func takeoverYAML(backend, mode string) string {
 		return ""
 	}
 	return "  take_over_at_deadline: true\n"
+}
+
+// restartYAML turns election.end_own_term_on_restart on with
+// CHAOS_RESTART_ENDS_TERM set.
+func restartYAML() string {
+	if os.Getenv("CHAOS_RESTART_ENDS_TERM") == "" {
+		return ""
+	}
+	return "  end_own_term_on_restart: true\n"
 }

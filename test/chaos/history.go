@@ -163,6 +163,8 @@ const (
 	// leader_node= version= stood_seconds= deadline_ms=: a successor ended
 	// the old leader's term at its own deadline (ZooKeeper).
 	KindTakeoverAtDeadline = "took_over_at_deadline"
+	// entry=: a restarted daemon removed its previous process's entry.
+	KindRemovedOwnEntry = "removed_own_entry"
 )
 
 // daemonMessages maps the log messages the checker needs to event kinds.
@@ -177,6 +179,9 @@ var daemonMessages = map[string]string{
 	// election.take_over_at_deadline: the successor deleted the old
 	// leader's znode at the heartbeat version that stood past its deadline.
 	"ended the old leader's term at its own deadline: its heartbeat stood still past it": KindTakeoverAtDeadline,
+	// election.end_own_term_on_restart: a restarted daemon removed its
+	// previous process's election entry.
+	"removed the previous process's election entry after the startup demote": KindRemovedOwnEntry,
 	// A node fencing its own earlier term demotes its service locally.
 	"previous term of this node fenced by a local demote": KindFenced,
 	// A follow run the controller no longer wants (why=elected, ...).

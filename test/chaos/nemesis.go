@@ -183,7 +183,11 @@ func (m *Nemesis) Step(kind string) bool {
 		inject(leader.ID)
 		e.expectKill(leader)
 		leader.Kill(syscall.SIGKILL)
-		time.Sleep(holdIn(300*time.Millisecond, 4*time.Second))
+		hold := holdIn(300*time.Millisecond, 4*time.Second)
+		if restartYAML() != "" {
+			hold = 200 * time.Millisecond // the shipped unit's RestartSec, which the option comes with
+		}
+		time.Sleep(hold)
 		leader.Start()
 		heal(leader.ID)
 

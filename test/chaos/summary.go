@@ -91,6 +91,9 @@ func Summary(r Report, seed uint64, replay string) string {
 	if r.TakeoversAtDeadline > 0 {
 		fmt.Fprintf(&b, "terms ended by a successor at the old leader's own deadline (election.take_over_at_deadline): %d\n", r.TakeoversAtDeadline)
 	}
+	if r.OwnEntriesRemoved > 0 {
+		fmt.Fprintf(&b, "previous processes' election entries removed by their restarted daemon (election.end_own_term_on_restart): %d\n", r.OwnEntriesRemoved)
+	}
 	if r.ExpiredZnodeEnds > 0 {
 		fmt.Fprintf(&b, "leaderships ended for 'znode deleted' by the node's own session expiry while its daemon was paused (not failed): %d\n", r.ExpiredZnodeEnds)
 	}
@@ -220,6 +223,7 @@ func Combine(a, b Report) Report {
 	r.LaggingWins += b.LaggingWins
 	r.ExpiredZnodeEnds += b.ExpiredZnodeEnds
 	r.TakeoversAtDeadline += b.TakeoversAtDeadline
+	r.OwnEntriesRemoved += b.OwnEntriesRemoved
 	r.RevokedEnds += b.RevokedEnds
 	r.EtcdResumeRevokes += b.EtcdResumeRevokes
 	r.RevokedHandoffs += b.RevokedHandoffs
