@@ -94,7 +94,8 @@ type Node interface {
 // The daemon keeps it current from ZooKeeper.
 type LeaderSource interface {
 	// Leader is the promoted leader, nil when there is none, or an error
-	// when this node cannot tell (its view may be stale); it must not block.
+	// when this node cannot tell (its view may be stale); it may wait
+	// briefly (about a second at most) to prove its answer current.
 	Leader() (*cluster.Leader, error)
 }
 

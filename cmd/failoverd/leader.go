@@ -109,62 +109,85 @@ func printLeader(w io.Writer, l *cluster.Leader, asJSON bool) {
 // leaderView is the daemon's view of the promoted leader, which GET
 // /v1/leader answers; run keeps it current with Store.WatchLeader.
 //
-// The view can only be as current as the ZooKeeper server this node talks
-// to. run asks that server for a sync every poll (Store.Fresh): a server
-// that answers is in touch with the quorum's leader, and has delivered
-// every change committed before the sync to our watches. The view is
-// answered while the last answered sync is at most one session timeout
-// (zookeeper.session_timeout) old: a short disconnect (a server restart, a
-// network blip, which the session survives) must not make every client
-// lose the leader. After that (this node lost ZooKeeper, or its server was
-// cut off from the quorum and still serves old reads) it answers an error
-// (a 503 that says this node cannot tell). So an answer lags the cluster
-// by at most about one session timeout plus one poll, except behind a
-// ZooKeeper leader cut off from its followers, which answers syncs until it
-// steps down (syncLimit x tickTime); a client must rely on fencing, not on
-// this answer, to keep an old leader from acting.
+// The rule: an answer lags the cluster by at most about one session timeout
+// plus one poll; past that the view answers an error (a 503 that says this
+// node cannot tell).
+//
+// How: a sync (Store.Fresh; on etcd a linearizable read) that the server
+// this node talks to answers proves that server in touch with the quorum's
+// leader, and that it has delivered to our watches every change committed
+// before the sync was sent. The view sends one only when it is asked, never
+// on a timer, so an idle daemon sends none:
+//
+//  1. If the last answered sync was sent less than a poll (session timeout
+//     / 5, at least 200 ms) ago, Leader answers at once.
+//  2. Otherwise it sends a sync, or joins the one in flight, and waits for
+//     it at most wait (one second) from that sync's start.
+//  3. It answers the leader while the last answered sync is at most one
+//     session timeout (zookeeper.session_timeout; etcd: the lease TTL) old,
+//     else the error.
+//
+// So while the server answers, an answer lags by at most about one poll. A
+// short disconnect (a server restart, a network blip, which the session
+// survives) keeps the last leader until the session timeout, so that
+// clients do not all lose it at once; a longer one (this node lost
+// ZooKeeper, or its server was cut off from the quorum and still serves old
+// reads) answers the error. A view not asked for longer than a session
+// timeout has no recent sync to fall back on: its first answer needs a
+// sync to succeed. The exception is a ZooKeeper leader cut off from its
+// followers, which answers syncs until it steps down (syncLimit x
+// tickTime): a client must rely on fencing, not on this answer, to keep an
+// old leader from acting.
 type leaderView struct {
 	watch func(context.Context, func(*cluster.Leader)) error // Store.WatchLeader
 	fresh func(context.Context) error                        // Store.Fresh
 	stale time.Duration                                      // the session timeout (etcd: the lease TTL)
 	// service names the coordination service in errors ("": ZooKeeper).
 	service string
-	poll    time.Duration // how often run asks for a sync
+	poll    time.Duration // how old the last answered sync may be to answer without a new one
+	wait    time.Duration // how long Leader waits for a sync (0: defaultLeaderWait)
 	now     func() time.Time
 
-	mu      sync.Mutex
+	mu sync.Mutex
+	// ctx is run's (nil before run). A sync is shared by the callers
+	// that wait for it, so it must not end with one caller's request:
+	// it runs under the view's lifetime instead.
+	ctx     context.Context
 	known   bool // the leader was read at least once
 	leader  *cluster.Leader
-	freshAt time.Time // when the last answered sync was sent (zero: none yet)
+	freshAt time.Time  // when the last answered sync was sent (zero: none yet)
+	syncing *freshCall // the sync in flight, nil when none
 	stopped bool
+}
+
+// defaultLeaderWait bounds how long Leader waits for a sync it asked for.
+const defaultLeaderWait = time.Second
+
+// freshCall is one sync, shared by every Leader call that waits for it.
+type freshCall struct {
+	done  chan struct{} // closed once it answered or failed, freshAt moved
+	until time.Time     // when its waiters stop waiting (wall clock)
 }
 
 func newLeaderView(store operatorStore, sessionTimeout time.Duration, service string) *leaderView {
 	return &leaderView{watch: store.WatchLeader, fresh: store.Fresh, stale: sessionTimeout, service: service,
-		poll: max(sessionTimeout/5, 200*time.Millisecond), now: time.Now}
+		poll: max(sessionTimeout/5, 200*time.Millisecond), wait: defaultLeaderWait, now: time.Now}
 }
 
-// run follows the leader and the quorum's answers until ctx ends.
+// run follows the leader until ctx ends; the syncs Leader sends end with
+// ctx too.
 func (v *leaderView) run(ctx context.Context) error {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(v.poll)
-		defer t.Stop()
-		for {
-			v.checkFresh(ctx)
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-		}
-	}()
+	v.mu.Lock()
+	v.ctx = ctx
+	v.mu.Unlock()
 	_ = v.watch(ctx, v.set) // returns when ctx ends
-	<-done
 	v.mu.Lock()
 	v.stopped = true
+	c := v.syncing
 	v.mu.Unlock()
+	if c != nil {
+		<-c.done
+	}
 	return nil
 }
 
@@ -174,20 +197,33 @@ func (v *leaderView) set(l *cluster.Leader) {
 	v.known, v.leader = true, l
 }
 
-// checkFresh asks for a sync (for at most one session timeout) and notes
-// when the last answered one was sent.
-func (v *leaderView) checkFresh(ctx context.Context) {
-	sent := v.now()
-	sctx, cancel := context.WithTimeout(ctx, v.stale)
-	defer cancel()
-	if v.fresh(sctx) != nil {
-		return
+// startFresh sends a sync (for at most one session timeout) in the
+// background and notes when the last answered one was sent. v.mu is held.
+func (v *leaderView) startFresh() *freshCall {
+	wait := v.wait
+	if wait <= 0 {
+		wait = defaultLeaderWait
 	}
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if sent.After(v.freshAt) {
-		v.freshAt = sent
+	c := &freshCall{done: make(chan struct{}), until: time.Now().Add(wait)}
+	v.syncing = c
+	ctx := v.ctx
+	if ctx == nil {
+		ctx = context.Background()
 	}
+	go func() {
+		defer close(c.done) // after freshAt moved: waiters read it
+		sent := v.now()
+		sctx, cancel := context.WithTimeout(ctx, v.stale)
+		err := v.fresh(sctx)
+		cancel()
+		v.mu.Lock()
+		defer v.mu.Unlock()
+		v.syncing = nil
+		if err == nil && sent.After(v.freshAt) {
+			v.freshAt = sent
+		}
+	}()
+	return c
 }
 
 func (v *leaderView) serviceName() string {
@@ -197,10 +233,33 @@ func (v *leaderView) serviceName() string {
 	return v.service
 }
 
-// Leader implements admin.LeaderSource.
+// Leader implements admin.LeaderSource, by the steps in leaderView's
+// comment; before the first read and once stopped it answers at once. It
+// never holds v.mu while it waits.
 func (v *leaderView) Leader() (*cluster.Leader, error) {
 	v.mu.Lock()
+	if v.stopped || !v.known || !v.freshAt.IsZero() && v.now().Sub(v.freshAt) < v.poll {
+		defer v.mu.Unlock()
+		return v.answer()
+	}
+	c := v.syncing
+	if c == nil {
+		c = v.startFresh()
+	}
+	v.mu.Unlock()
+	t := time.NewTimer(time.Until(c.until))
+	select {
+	case <-c.done:
+	case <-t.C:
+	}
+	t.Stop()
+	v.mu.Lock()
 	defer v.mu.Unlock()
+	return v.answer()
+}
+
+// answer is the view's answer by the last answered sync. v.mu is held.
+func (v *leaderView) answer() (*cluster.Leader, error) {
 	switch {
 	case v.stopped:
 		return nil, errors.New("the daemon is stopping")

@@ -38,8 +38,9 @@ func (c *fakeClock) add(d time.Duration) {
 // The daemon's leader view answers what WatchLeader delivered last, an
 // error before the first delivery, and an error while no ZooKeeper server
 // has answered a sync for longer than the session timeout (the view may be
-// stale then: no connection, or a server cut off from the quorum), the last value again once it is back; and an error
-// once it stopped.
+// stale then: no connection, or a server cut off from the quorum), the
+// last value again once it is back; and an error once it stopped. The
+// syncs are sent by the asks themselves.
 func TestLeaderViewStaleness(t *testing.T) {
 	clock := &fakeClock{t: time.Date(2026, 11, 23, 17, 0, 0, 0, time.UTC)}
 	var up sync.Map // "up" -> bool
@@ -73,7 +74,6 @@ func TestLeaderViewStaleness(t *testing.T) {
 	if l, err := v.Leader(); err == nil {
 		t.Fatalf("before the first read: %+v, want an error", l)
 	}
-	time.Sleep(50 * time.Millisecond) // a sync answered
 	a := &cluster.Leader{NodeID: "a", Epoch: 3}
 	give(a)
 	if l, err := v.Leader(); err != nil || l != a {
@@ -87,7 +87,6 @@ func TestLeaderViewStaleness(t *testing.T) {
 
 	// The connection goes down: the view stands for one session timeout.
 	up.Store("up", false)
-	time.Sleep(50 * time.Millisecond) // polled
 	clock.add(4 * time.Second)
 	if l, err := v.Leader(); err != nil || l != a {
 		t.Fatalf("down for the session timeout: %+v, %v; want a still", l, err)
@@ -97,13 +96,11 @@ func TestLeaderViewStaleness(t *testing.T) {
 		t.Fatalf("down for longer than the session timeout: %+v, %v; want an error", l, err)
 	}
 	up.Store("up", true)
-	time.Sleep(50 * time.Millisecond)
 	if l, err := v.Leader(); err != nil || l != a {
 		t.Fatalf("connected again: %+v, %v; want a", l, err)
 	}
 	// A new disconnect counts from its own start.
 	up.Store("up", false)
-	time.Sleep(50 * time.Millisecond)
 	clock.add(time.Second)
 	if l, err := v.Leader(); err != nil || l != a {
 		t.Fatalf("down for 1s: %+v, %v; want a", l, err)

@@ -169,9 +169,9 @@ func open(cfg *config.Config, instance string) (*backendConn, error) {
 	return &backendConn{store: store.Store, stale: cfg.ZooKeeper.SessionTimeout.Std(), elector: store.Elector(el), close: client.Close, crash: sv.sever}, nil
 }
 
-// leaderView runs the admin API's leader view in every member (its
-// WatchLeader and its Fresh poll); SCALE_LEADER_VIEW=0 leaves it out, to
-// measure what a view read only on demand would save at rest.
+// leaderView runs the admin API's leader view in every member: its
+// WatchLeader (its Fresh is sent only when GET /v1/leader is asked, which
+// nobody does here); SCALE_LEADER_VIEW=0 leaves the view's watch out too.
 var leaderView = os.Getenv("SCALE_LEADER_VIEW") != "0"
 
 // stats are counted by every member of a run.
@@ -209,8 +209,8 @@ func (s *stats) fail(err error) {
 // the known-member record every cluster.RememberEvery; campaign; on a win
 // write the breadcrumb through the term and publish the record as leader;
 // the controller's leader, failover and pause watches, the leader's member
-// watch, and the admin API's leader view (WatchLeader plus Fresh every
-// max(stale/5, 200ms)).
+// watch, and the admin API's leader view (its WatchLeader; its Fresh only
+// on demand, and nobody asks).
 type member struct {
 	cfg      *config.Config
 	instance string
@@ -327,26 +327,9 @@ func (m *member) run(ctx context.Context) {
 	goWatch(func(ctx context.Context) error {
 		return s.WatchLeader(ctx, func(l *cluster.Leader) { m.cl.set(m.cfg.Node.ID, l) })
 	})
-	wg.Add(1)
-	go func() { // the leader view's freshness poll
-		defer wg.Done()
-		if !leaderView {
-			return
-		}
-		poll := max(m.be.stale/5, 200*time.Millisecond)
-		t := time.NewTicker(poll)
-		defer t.Stop()
-		for {
-			fctx, cancel := context.WithTimeout(ctx, m.be.stale)
-			_ = s.Fresh(fctx)
-			cancel()
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-		}
-	}()
+	// The view's freshness is proved on demand (a Fresh when GET
+	// /v1/leader is asked and the last one is older than a poll): nobody
+	// asks here, so no Fresh is sent, as in an idle daemon.
 	joined := make(chan struct{})
 	var floor atomic.Int64
 	wg.Add(1)
