@@ -28,7 +28,6 @@ import (
 // openZooKeeper, openEtcd), from a config.Config holding the defaults.
 type backendConn struct {
 	store   *cluster.Store
-	stale   time.Duration // the view's staleness bound: session timeout or lease TTL
 	elector cluster.Elector
 	close   func()
 	// crash cuts the member off as a SIGKILL of its daemon would: its
@@ -146,7 +145,7 @@ func open(cfg *config.Config, instance string) (*backendConn, error) {
 			closeAll()
 			return nil, err
 		}
-		return &backendConn{store: store.Store, stale: cfg.Etcd.LeaseTTL.Std(), elector: el, close: closeAll, crash: func() { cli.Close() }}, nil
+		return &backendConn{store: store.Store, elector: el, close: closeAll, crash: func() { cli.Close() }}, nil
 	}
 	sv := &severable{}
 	client, err := zk.NewClient(zk.Config{Servers: cfg.ZooKeeper.Servers, SessionTimeout: cfg.ZooKeeper.SessionTimeout.Std()}, zk.Deps{Dial: sv.dial, Logger: log})
@@ -166,7 +165,7 @@ func open(cfg *config.Config, instance string) (*backendConn, error) {
 		client.Close()
 		return nil, err
 	}
-	return &backendConn{store: store.Store, stale: cfg.ZooKeeper.SessionTimeout.Std(), elector: store.Elector(el), close: client.Close, crash: sv.sever}, nil
+	return &backendConn{store: store.Store, elector: store.Elector(el), close: client.Close, crash: sv.sever}, nil
 }
 
 // leaderView runs the admin API's leader view in every member: its

@@ -3,8 +3,9 @@
 // Package scale is make bench-scale: one process runs N failoverd clusters
 // of 3 members each, every member the real backend code the daemon runs
 // (its elector with lease and renewals, member and known-member records,
-// join checks, the leader view's watch and freshness poll, the failover and
-// pause watches, the leader's member watch), built with the same
+// join checks, the leader view's watch (its freshness sync runs only when
+// asked, and the driver never asks), the failover and pause watches, the
+// leader's member watch), built with the same
 // constructors, against a 3-server ZooKeeper ensemble and a 3-member etcd
 // cluster it starts on this machine, and reads what the coordination
 // servers spend (their CPU from /proc, requests and writes from mntr and
