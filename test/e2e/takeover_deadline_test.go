@@ -20,8 +20,12 @@ import (
 // its own deadline before the successor promotes.
 func TestTakeOverAtTheLeadersDeadlineWithDaemons(t *testing.T) {
 	const session = 5 * time.Second // production timing
+	// A lease of 2.5 s (the longest is 3.05 s) puts the deadline, lease +
+	// demote budget (1.7 s) + 0.25 s = 4.45 s after the newest heartbeat,
+	// clear of the session's expiry (5 s after the newest request, rounded
+	// up to a tick): with the longest lease the two would race.
 	c := clustertest.Start(t, clustertest.Options{SessionTimeout: session, ZKTickTime: 2 * time.Second, ThroughProxy: true,
-		ElectionYAML: "  take_over_at_deadline: true\n"})
+		ElectionYAML: "  take_over_at_deadline: true\n  lease: 2500ms\n"})
 	c.WaitLeader("", 30*time.Second)
 	waitCampaigning(t, c)
 	for _, fault := range []string{"daemon killed", "host killed", "cut off"} {

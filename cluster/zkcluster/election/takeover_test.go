@@ -42,7 +42,12 @@ func TestTakeOverAtTheLeadersDeadline(t *testing.T) {
 	r := newReferee()
 	proxy := netproxy.New(t, func() string { return zks.Servers[0].Addr() })
 	const timeout = 3 * time.Second
-	startCandidate(t, r, "a", opts{mode: Fair, timeout: timeout, servers: []string{proxy.Addr()}, takeover: true, budget: 300 * time.Millisecond})
+	// A lease below the longest (2.55 s) puts a's deadline, 2.45 s after
+	// its newest heartbeat, well before the session's expiry (3 s after
+	// its newest request, rounded up to a tick), so the race between the
+	// two is not what this test measures.
+	startCandidate(t, r, "a", opts{mode: Fair, timeout: timeout, servers: []string{proxy.Addr()}, takeover: true, budget: 300 * time.Millisecond,
+		lease: 2 * time.Second})
 	if l := r.waitLeader(t, "", 10*time.Second); l != "a" {
 		t.Fatalf("leader %s, want a", l)
 	}
