@@ -23,6 +23,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -43,6 +44,9 @@ type selection struct {
 	Pkg string
 	Run string
 }
+
+// pkgOf is the package of a source file, as go test takes it.
+func pkgOf(file string) string { return "./" + path.Dir(file) + "/" }
 
 type mutant struct {
 	Name  string
@@ -394,7 +398,7 @@ var mutants = []mutant{
 			Old:  "err := r.sess.Delete(ctx, pred, seen)",
 			New:  "err := r.sess.Delete(ctx, pred, -1)",
 		}},
-		Tests: []selection{{"./cluster/zkcluster/election/", "TestTakeOverRefusedWhileTheHeartbeatMoves"}},
+		Tests: []selection{{pkgOf("cluster/zkcluster/election/takeover.go"), "TestTakeOverRefusedWhileTheHeartbeatMoves"}},
 	},
 	{
 		Name: "takeover-lease-from-any-write",
@@ -404,7 +408,7 @@ var mutants = []mutant{
 			Old:  "\tall := r.sess.Acks()\n\tif !e.cfg.TakeOverAtDeadline {",
 			New:  "\tall := r.sess.Acks()\n\tif true {",
 		}},
-		Tests: []selection{{"./cluster/zkcluster/election/", "TestLeaseRunsFromHeartbeatsOnly"}},
+		Tests: []selection{{pkgOf("cluster/zkcluster/election/lease.go"), "TestLeaseRunsFromHeartbeatsOnly"}},
 	},
 }
 
