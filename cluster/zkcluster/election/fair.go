@@ -211,9 +211,19 @@ func (e *Elector) waitTurn(ctx context.Context, r *run, czxid int64) (int64, err
 			warm, warmChanged := e.warmState()
 			w.run(warm || idx == 1 && e.cfg.WarmStandby)
 			select {
-			case <-ch: // deleted, changed or not watching: look again
+			case ev := <-ch: // deleted, changed or not watching: look again
 				// (A change may be the new leader's first renewal telling
-				// us that we moved up: see renewLoop.)
+				// us that we moved up: see renewLoop.) With heartbeats, a
+				// waiting predecessor's renewals change its data too: only
+				// a leader's (Leading) says we moved up.
+				if ev.Type == zk.EventNodeDataChanged && e.cfg.TakeOverAtDeadline {
+					data, _, next, err := r.sess.GetW(ctx, pred)
+					var c candidate
+					if err == nil && json.Unmarshal(data, &c) == nil && !c.Leading {
+						ch = next
+						continue
+					}
+				}
 				r.woke = time.Now()
 				break wait
 			case <-warmChanged:

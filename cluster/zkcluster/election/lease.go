@@ -150,11 +150,12 @@ func (e *Elector) acks(r *run) []zk.Ack {
 // with Config.TakeOverAtDeadline a heartbeat, a rewrite of node's data
 // carrying the deadline of tm, sent with a zk.Beat context (the returned
 // ctx).
-func (e *Elector) renewal(ctx context.Context, node string, tm lease.Timing) (context.Context, zk.Op) {
+// leading marks a leader's heartbeat (a waiting candidate's: false).
+func (e *Elector) renewal(ctx context.Context, node string, tm lease.Timing, leading bool) (context.Context, zk.Op) {
 	if !e.cfg.TakeOverAtDeadline {
 		return ctx, zk.CheckOp{Path: node, Version: -1}
 	}
-	return zk.Beat(ctx), zk.SetOp{Path: node, Data: e.beatData(tm), Version: -1}
+	return zk.Beat(ctx), zk.SetOp{Path: node, Data: e.beatData(tm, leading), Version: -1}
 }
 
 // deadlineMS is what a heartbeat publishes for tm: lease + demote budget
@@ -165,8 +166,8 @@ func deadlineMS(tm lease.Timing) int64 {
 }
 
 // beatData is our znode's data as a heartbeat writes it.
-func (e *Elector) beatData(tm lease.Timing) []byte {
-	b, _ := json.Marshal(candidate{NodeID: e.cfg.NodeID, GUID: e.guid, DeadlineMS: deadlineMS(tm)})
+func (e *Elector) beatData(tm lease.Timing, leading bool) []byte {
+	b, _ := json.Marshal(candidate{NodeID: e.cfg.NodeID, GUID: e.guid, DeadlineMS: deadlineMS(tm), Leading: leading})
 	return b
 }
 
@@ -179,7 +180,7 @@ func (e *Elector) beatData(tm lease.Timing) []byte {
 // the znode is still ours.
 // With Config.TakeOverAtDeadline it is a heartbeat instead (renewal).
 func (e *Elector) confirm(ctx context.Context, r *run) (bool, error) {
-	ctx, op := e.renewal(ctx, r.node, r.tm)
+	ctx, op := e.renewal(ctx, r.node, r.tm, true)
 	return renewWith(ctx, r.sess, r.node, op)
 }
 
@@ -212,7 +213,7 @@ func renewWith(ctx context.Context, sess *zk.Session, node string, op zk.Op) (bo
 // touch is a waiting candidate's renewal: the write of confirm (a version
 // check of r.node, or a heartbeat) without the read after it.
 func (e *Elector) touch(ctx context.Context, r *run) (bool, error) {
-	ctx, op := e.renewal(ctx, r.node, r.tm)
+	ctx, op := e.renewal(ctx, r.node, r.tm, false)
 	err := r.sess.Multi(ctx, op)
 	if errors.Is(err, zk.ErrNoNode) {
 		return false, nil

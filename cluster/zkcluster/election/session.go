@@ -23,6 +23,9 @@ type candidate struct {
 	// demote included, by its clock: lease + demote budget + margin,
 	// rounded up to the millisecond.
 	DeadlineMS int64 `json:"deadline_ms,omitempty"`
+	// Leading (heartbeats only): written by a leader's renewal, not by a
+	// waiting candidate's; it tells the candidate behind that it moved up.
+	Leading bool `json:"leading,omitempty"`
 }
 
 // sessionCtx returns a context that the cancellation of ctx does not end

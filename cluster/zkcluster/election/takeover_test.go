@@ -180,3 +180,45 @@ func TestLeaseRunsFromHeartbeatsOnly(t *testing.T) {
 	}
 	r.check(t)
 }
+
+// The third candidate re-arms its watch on the warm standby's heartbeats
+// without looking again, yet learns from the new leader's first
+// heartbeat that it moved up: when that leader goes silent too, it takes
+// over at that leader's deadline as well.
+func TestThirdCandidateMovesUpAndTakesOver(t *testing.T) {
+	zks := zktest.Start(t, 1)
+	r := newReferee()
+	const timeout = 3 * time.Second
+	o := func(p *netproxy.Proxy) opts {
+		return opts{mode: Fair, timeout: timeout, servers: []string{p.Addr()}, takeover: true, budget: 300 * time.Millisecond,
+			lease: 2 * time.Second}
+	}
+	pa := netproxy.New(t, func() string { return zks.Servers[0].Addr() })
+	pb := netproxy.New(t, func() string { return zks.Servers[0].Addr() })
+	pc := netproxy.New(t, func() string { return zks.Servers[0].Addr() })
+	startCandidate(t, r, "a", o(pa))
+	if l := r.waitLeader(t, "", 10*time.Second); l != "a" {
+		t.Fatalf("leader %s, want a", l)
+	}
+	startCandidate(t, r, "b", o(pb))
+	waitQueueLen(t, zks.Addrs(), 2)
+	startCandidate(t, r, "c", o(pc))
+	waitQueueLen(t, zks.Addrs(), 3)
+	time.Sleep(timeout)
+
+	pa.Blackhole(true)
+	if l := r.waitLeader(t, "a", 4*timeout); l != "b" {
+		t.Fatalf("successor %s, want b", l)
+	}
+	probe := probeSession(t, r, "b")
+	time.Sleep(timeout) // c has timed b's heartbeats as leader for a while
+	cut := time.Now()
+	pb.Blackhole(true)
+	if l := r.waitLeader(t, "b", 4*timeout); l != "c" {
+		t.Fatalf("successor %s, want c", l)
+	}
+	if !exists(t, zks.Addrs(), probe) {
+		t.Errorf("b's session expired before c won (%v after the cut): c did not move up to time b's heartbeats", time.Since(cut))
+	}
+	r.check(t)
+}
