@@ -458,6 +458,19 @@ func (c *Cluster) cut(from, to int) bool {
 	return c.isolated[to] || from >= 0 && c.isolated[from]
 }
 
+// othersIsolated reports whether a member other than to is isolated: only
+// then does the link to to depend on who opened a connection.
+func (c *Cluster) othersIsolated(to int) bool {
+	c.linkMu.Lock()
+	defer c.linkMu.Unlock()
+	for i, on := range c.isolated {
+		if on && i != to {
+			return true
+		}
+	}
+	return false
+}
+
 // Isolated reports whether member i is cut off by Isolate.
 func (c *Cluster) Isolated(i int) bool {
 	c.linkMu.Lock()

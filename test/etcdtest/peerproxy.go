@@ -14,10 +14,10 @@ import (
 )
 
 // peerProxy stands in front of one member's peer listener: every peer
-// reaches the member through it. It learns which member opened each
-// connection (connOwner) and holds the bytes of every connection whose
-// link the cluster cuts (Cluster.cut), in both directions, without closing
-// anything.
+// reaches the member through it. It learns which member opened a
+// connection (connOwner) when a cut needs to know, and holds the bytes of
+// every connection whose link the cluster cuts (Cluster.cut), in both
+// directions, without closing anything.
 type peerProxy struct {
 	c      *Cluster
 	to     int // the member behind the proxy
@@ -86,22 +86,50 @@ func (p *peerProxy) accept() {
 	}
 }
 
-// wait blocks while the link from member from is cut; false when the
+// peer is who opened one accepted connection, looked up (by scanning
+// /proc) only once a cut needs it: a lookup per connection, with hundreds
+// of peer connections opened a minute under load, took a core of the test
+// process and starved the members' raft traffic that passes through it.
+type peer struct {
+	p    *peerProxy
+	in   net.Conn
+	once sync.Once
+	from int
+}
+
+func (pr *peer) owner() int {
+	pr.once.Do(func() { pr.from = pr.p.owner(pr.in) })
+	return pr.from
+}
+
+// wait blocks while the link from pr's member is cut; false when the
 // proxy closed.
-func (p *peerProxy) wait(from int) bool {
+func (p *peerProxy) wait(pr *peer) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for !p.closed && p.c.cut(from, p.to) {
+	for !p.closed {
+		from := -1 // not needed while no other member is isolated
+		if p.c.othersIsolated(p.to) {
+			p.mu.Unlock()
+			from = pr.owner()
+			p.mu.Lock()
+			if p.closed {
+				break
+			}
+		}
+		if !p.c.cut(from, p.to) {
+			return true
+		}
 		p.cond.Wait()
 	}
-	return !p.closed
+	return false
 }
 
 func (p *peerProxy) serve(in net.Conn) {
 	if !p.track(in) {
 		return
 	}
-	from := p.owner(in)
+	from := &peer{p: p, in: in}
 	if !p.wait(from) { // behind a partition the target sees nothing yet
 		in.Close()
 		return
@@ -121,7 +149,7 @@ func (p *peerProxy) serve(in net.Conn) {
 
 // pipe copies src to dst chunk by chunk, holding each chunk while the
 // link is cut.
-func (p *peerProxy) pipe(dst, src net.Conn, from int) {
+func (p *peerProxy) pipe(dst, src net.Conn, from *peer) {
 	defer func() {
 		dst.Close()
 		src.Close()
