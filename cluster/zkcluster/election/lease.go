@@ -148,9 +148,8 @@ func (e *Elector) acks(r *run) []zk.Ack {
 
 // renewal is the write that renews a lease on node: a version check, or
 // with Config.TakeOverAtDeadline a heartbeat, a rewrite of node's data
-// carrying the deadline of tm, sent with a zk.Beat context (the returned
-// ctx).
-// leading marks a leader's heartbeat (a waiting candidate's: false).
+// carrying the deadline of tm (and leading, for a leader's heartbeat),
+// sent with a zk.Beat context (the returned ctx).
 func (e *Elector) renewal(ctx context.Context, node string, tm lease.Timing, leading bool) (context.Context, zk.Op) {
 	if !e.cfg.TakeOverAtDeadline {
 		return ctx, zk.CheckOp{Path: node, Version: -1}
