@@ -173,6 +173,8 @@ type Controller struct {
 	rec      Records
 	hooks    Hooks
 	fence    Fencer
+	prover   Fencer // the proving methods only (fencing first); nil: none
+	probe    Prober
 	metrics  Metrics
 	position PositionReader // nil: no service.position
 	home     Home           // the cluster record and epoch this node remembers
@@ -261,6 +263,8 @@ func New(cfg Config, deps Deps) (*Controller, error) {
 		rec:        deps.Records,
 		hooks:      deps.Hooks,
 		fence:      deps.Fencer,
+		prover:     deps.Prover,
+		probe:      deps.Probe,
 		metrics:    deps.Metrics,
 		position:   deps.Position,
 		home:       deps.Home,

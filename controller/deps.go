@@ -102,6 +102,12 @@ type Deps struct {
 	Records Records
 	Hooks   Hooks
 	Fencer  Fencer
+	// Prover fences with the methods that prove only, for fencing first
+	// (ProveOut); nil: none proves, ProveOut always refuses.
+	Prover Fencer
+	// Probe asks a suspected leader whether it is alive (ProveOut); nil:
+	// no probe, every suspect counts as not answering.
+	Probe   Prober
 	Metrics Metrics
 	Logger  *slog.Logger
 	// Position reads the service's replication position (service.position;

@@ -22,6 +22,8 @@ type loop struct {
 	lastErr string
 	primary primaryTracker
 	stuck   *stuckHook
+	// provedOut is the newest term fenced by ProveOut (nil: none).
+	provedOut *provedOut
 
 	// The verdict of the checks that must pass before we campaign
 	// (duplicate node id, election mode); joinChecked is false until the
@@ -553,6 +555,10 @@ func (c *Controller) apply(ev event) {
 		c.onPreemptWritten(ev)
 	case reloadReq:
 		c.onReload(ev)
+	case proveReq:
+		c.onProveReq(ev)
+	case *provedOut:
+		c.onProvedOut(ev)
 	}
 }
 

@@ -25,6 +25,8 @@ type Reload struct {
 	Hooks Hooks
 	// Fencer is the new fencing chain (nil: none, when that was allowed).
 	Fencer Fencer
+	// Prover is the new chain of the methods that prove (nil: none).
+	Prover Fencer
 	// Position reads the position with the new command; nil exactly when
 	// there was none at start.
 	Position PositionReader
@@ -146,7 +148,7 @@ func (c *Controller) onReload(ev reloadReq) {
 		cfg.ShutdownTimeout = defaultShutdown(n)
 	}
 	cfg.ConfigHash, cfg.ConfigLoadedAt = n.ConfigHash, n.ConfigLoadedAt
-	c.hooks, c.fence, c.position = ev.r.Hooks, ev.r.Fencer, ev.r.Position
+	c.hooks, c.fence, c.prover, c.position = ev.r.Hooks, ev.r.Fencer, ev.r.Prover, ev.r.Position
 	c.readsLag.Store(n.MaxLag != nil)
 	if c.position != nil {
 		c.positions.Store(&positionSource{reader: c.position, interval: n.PositionInterval})

@@ -577,6 +577,11 @@ func (c *Controller) onRead(tm *term, r stepResult) {
 		// ended without cleanup): its service is ours, so demoting it locally
 		// is the fence (in the hook slot, see startNextHook).
 		tm.phase = phFencePrev
+	case c.provedOutFence(rec) != "":
+		tm.fenceMethod = c.provedOutFence(rec)
+		c.log.Info("previous leader was fenced before this term began: not fencing it again", "target", rec.NodeID,
+			"target_epoch", rec.Epoch, "method", tm.fenceMethod, "fenced_seconds_ago", time.Since(c.l.provedOut.at).Seconds())
+		c.fenced(tm)
 	case tm.set.fence == nil:
 		c.log.Warn("promoting without fencing the previous leader (fencing.allow_none)", "target", rec.NodeID, "target_epoch", rec.Epoch)
 		tm.fenceMethod = cluster.FenceSkipped

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/failoverd/failoverd/cluster"
 	"github.com/failoverd/failoverd/cluster/zkcluster/election"
@@ -58,4 +59,43 @@ func (k kv) RemoveEntry(ctx context.Context, e cluster.Entry) error {
 		return fmt.Errorf("deleting %s: %w", e.Key, err)
 	}
 	return nil
+}
+
+// EndTerm (cluster.TermEnder) deletes the election znode b names at the
+// data version b.Version, one write that ZooKeeper refuses once a
+// heartbeat moved the version or the znode is gone. Fair-mode names carry
+// a sequence number and are never reused; the czxid read before tells a
+// wrong Created apart.
+func (k kv) EndTerm(ctx context.Context, b cluster.Beat) error {
+	e := b.Entry
+	if election.IsUnfairLock(e.Key) {
+		return fmt.Errorf("%w: %s is the unfair-mode lock, shared by every candidate", cluster.ErrNoEndTerm, e.Key)
+	}
+	if b.Version < 0 || b.Version > math.MaxInt32 {
+		return fmt.Errorf("%w: version %d of %s", cluster.ErrBeatMoved, b.Version, e.Key)
+	}
+	sess, err := k.s.session(ctx)
+	if err != nil {
+		return err
+	}
+	st, ok, err := election.StillOwned(ctx, sess, e.Key, e.Created, e.Owner)
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", e.Key, err)
+	}
+	if !ok {
+		return fmt.Errorf("%w: %s is gone or another", cluster.ErrEntryChanged, e)
+	}
+	if int64(st.Version) != b.Version {
+		return fmt.Errorf("%w: %s is at version %d, not %d", cluster.ErrBeatMoved, e, st.Version, b.Version)
+	}
+	switch err := sess.Delete(ctx, e.Key, int32(b.Version)); {
+	case err == nil:
+		return nil
+	case errors.Is(err, zk.ErrBadVersion):
+		return fmt.Errorf("%w: %s moved past version %d", cluster.ErrBeatMoved, e, b.Version)
+	case errors.Is(err, zk.ErrNoNode):
+		return fmt.Errorf("%w: %s: %v", cluster.ErrEntryChanged, e, err)
+	default:
+		return fmt.Errorf("deleting %s: %w", e.Key, err)
+	}
 }

@@ -179,6 +179,13 @@ type Config struct {
 	// then (docs/safety.md, "Taking over at the leader's own deadline").
 	// The lease then runs from the heartbeats only.
 	TakeOverAtDeadline bool
+	// FenceFirst (fair mode only) makes every renewal a heartbeat, as
+	// TakeOverAtDeadline does, and has the candidate next in line ask
+	// FenceFirst.ProveOut to fence a leader whose heartbeat stood still
+	// for FenceFirst.SuspectAfter; once that proved the leader out, the
+	// candidate deletes its znode at the version it timed
+	// (docs/safety.md, "Fencing first, then taking over").
+	FenceFirst cluster.FenceFirst
 
 	// testHooks, set by tests only, are this elector's failpoints (nil:
 	// none).
@@ -255,6 +262,9 @@ func New(cfg Config, deps Deps) (*Elector, error) {
 	}
 	if cfg.TakeOverAtDeadline && cfg.Mode != Fair {
 		return nil, errors.New("election: taking over at the leader's deadline needs fair mode")
+	}
+	if cfg.FenceFirst.On() && (cfg.Mode != Fair || cfg.FenceFirst.SuspectAfter <= 0) {
+		return nil, errors.New("election: fencing first needs fair mode and a positive suspect_after")
 	}
 	if deps.Logger == nil {
 		deps.Logger = slog.New(slog.DiscardHandler)

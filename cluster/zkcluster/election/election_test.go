@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/failoverd/failoverd/cluster"
 	"github.com/failoverd/failoverd/cluster/zkcluster/zk"
 	"github.com/failoverd/failoverd/test/netproxy"
 	"github.com/failoverd/failoverd/test/zktest"
@@ -221,6 +222,8 @@ type opts struct {
 	hooks   *testHooks    // the elector's failpoints (nil: none)
 	// takeover: Config.TakeOverAtDeadline.
 	takeover bool
+	// fenceFirst: Config.FenceFirst.
+	fenceFirst cluster.FenceFirst
 }
 
 // testLogger logs to stderr when ELECTION_TEST_LOG is set.
@@ -238,7 +241,7 @@ func startCandidate(t *testing.T, r *referee, id string, o opts) *cand {
 		t.Fatal(err)
 	}
 	el, err := New(Config{Dir: "/failoverd/test/election", NodeID: id, Mode: o.mode, Lease: o.lease, RenewInterval: o.renew,
-		TickTime: o.tick, DemoteBudget: o.budget, WarmStandby: !o.cold, TakeOverAtDeadline: o.takeover, testHooks: o.hooks}, Deps{Client: c, Logger: testLogger(id)})
+		TickTime: o.tick, DemoteBudget: o.budget, WarmStandby: !o.cold, TakeOverAtDeadline: o.takeover, FenceFirst: o.fenceFirst, testHooks: o.hooks}, Deps{Client: c, Logger: testLogger(id)})
 	if err != nil {
 		t.Fatal(err)
 	}

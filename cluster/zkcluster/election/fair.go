@@ -192,7 +192,7 @@ func (e *Elector) waitTurn(ctx context.Context, r *run, czxid int64) (int64, err
 			return st.Czxid, nil
 		}
 		pred := e.cfg.Dir + "/" + order[idx-1]
-		if idx == 1 && e.cfg.TakeOverAtDeadline {
+		if idx == 1 && e.beats() {
 			if err := e.awaitDeadline(ctx, r, w, pred); err != nil {
 				return 0, err
 			}
@@ -216,7 +216,7 @@ func (e *Elector) waitTurn(ctx context.Context, r *run, czxid int64) (int64, err
 				// us that we moved up: see renewLoop.) With heartbeats, a
 				// waiting predecessor's renewals change its data too: only
 				// a leader's (Leading) says we moved up.
-				if ev.Type == zk.EventNodeDataChanged && e.cfg.TakeOverAtDeadline {
+				if ev.Type == zk.EventNodeDataChanged && e.beats() {
 					data, _, next, err := r.sess.GetW(ctx, pred)
 					var c candidate
 					if err == nil && json.Unmarshal(data, &c) == nil && !c.Leading {

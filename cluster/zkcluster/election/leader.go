@@ -115,7 +115,7 @@ func (e *Elector) lead(ctx context.Context, r *run, epoch int64, deleted *atomic
 	// Heartbeats published the deadline of the campaign's timing; when
 	// this term's is longer, only heartbeats sent from now on, which
 	// publish it, may anchor the lease (the warm chain does not count).
-	grew := e.cfg.TakeOverAtDeadline && deadlineMS(tm) > deadlineMS(r.tm)
+	grew := e.beats() && deadlineMS(tm) > deadlineMS(r.tm)
 	if grew {
 		// A renewal of the wait still in flight carries the old
 		// deadline: let it be answered (or time out) first.
@@ -129,7 +129,7 @@ func (e *Elector) lead(ctx context.Context, r *run, epoch int64, deleted *atomic
 		r.beatsFrom = time.Now()
 	}
 	grace := tm.Grace()
-	if e.cfg.TakeOverAtDeadline {
+	if e.beats() {
 		grace = min(grace, tm.Budget+tm.Margin)
 	}
 	r.tm, r.gap = tm, lease.Gap(tm.Session, e.cfg.TickTime)

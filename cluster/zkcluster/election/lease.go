@@ -134,7 +134,7 @@ func (w *warmer) stop() <-chan struct{} {
 // (docs/safety.md, "Taking over at the leader's own deadline", step 2).
 func (e *Elector) acks(r *run) []zk.Ack {
 	all := r.sess.Acks()
-	if !e.cfg.TakeOverAtDeadline {
+	if !e.beats() {
 		return all
 	}
 	beats := all[:0]
@@ -151,7 +151,7 @@ func (e *Elector) acks(r *run) []zk.Ack {
 // carrying the deadline of tm (and leading, for a leader's heartbeat),
 // sent with a zk.Beat context (the returned ctx).
 func (e *Elector) renewal(ctx context.Context, node string, tm lease.Timing, leading bool) (context.Context, zk.Op) {
-	if !e.cfg.TakeOverAtDeadline {
+	if !e.beats() {
 		return ctx, zk.CheckOp{Path: node, Version: -1}
 	}
 	return zk.Beat(ctx), zk.SetOp{Path: node, Data: e.beatData(tm, leading), Version: -1}
@@ -166,7 +166,11 @@ func deadlineMS(tm lease.Timing) int64 {
 
 // beatData is our znode's data as a heartbeat writes it.
 func (e *Elector) beatData(tm lease.Timing, leading bool) []byte {
-	b, _ := json.Marshal(candidate{NodeID: e.cfg.NodeID, GUID: e.guid, DeadlineMS: deadlineMS(tm), Leading: leading})
+	c := candidate{NodeID: e.cfg.NodeID, GUID: e.guid, DeadlineMS: deadlineMS(tm), Leading: leading}
+	if e.cfg.FenceFirst.On() {
+		c.RenewMS = int64((tm.Renew + time.Millisecond - 1) / time.Millisecond)
+	}
+	b, _ := json.Marshal(c)
 	return b
 }
 
@@ -234,7 +238,7 @@ func (e *Elector) touch(ctx context.Context, r *run) (bool, error) {
 func (e *Elector) renewLoop(ctx context.Context, r *run, leader bool, full <-chan struct{}, report func(error)) {
 	check := false
 	// A heartbeat rewrites the data anyway.
-	announcing := leader && e.cfg.Mode == Fair && e.cfg.WarmStandby && !e.cfg.TakeOverAtDeadline
+	announcing := leader && e.cfg.Mode == Fair && e.cfg.WarmStandby && !e.beats()
 	next := time.Now()
 	if acks := e.acks(r); len(acks) > 0 {
 		next = acks[len(acks)-1].Answered.Add(r.tm.Renew)

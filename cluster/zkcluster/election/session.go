@@ -26,6 +26,12 @@ type candidate struct {
 	// Leading (heartbeats only): written by a leader's renewal, not by a
 	// waiting candidate's; it tells the candidate behind that it moved up.
 	Leading bool `json:"leading,omitempty"`
+	// RenewMS (Config.FenceFirst, heartbeats only) is the owner's renew
+	// interval in milliseconds: how long its heartbeat stands still when
+	// all is well. A successor suspects the owner only once a heartbeat
+	// stood for RenewMS plus its suspect_after, and never an owner that
+	// publishes none.
+	RenewMS int64 `json:"renew_ms,omitempty"`
 }
 
 // sessionCtx returns a context that the cancellation of ctx does not end

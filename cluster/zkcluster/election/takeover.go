@@ -6,28 +6,48 @@ import (
 	"errors"
 	"time"
 
+	"github.com/failoverd/failoverd/cluster"
 	"github.com/failoverd/failoverd/cluster/zkcluster/zk"
 )
 
-// awaitDeadline is the wait of the candidate next in line with
-// Config.TakeOverAtDeadline: it watches pred, the lowest znode, and times
-// each version of it it reads on the monotonic clock. When one version
-// stood for the deadline_ms its data carries, the owner's own deadline has
-// passed (it demoted by its lease, or was dead), and awaitDeadline ends
-// that term with a delete of pred at exactly that version, which
-// ZooKeeper refuses if a heartbeat moved it since (docs/safety.md, "Taking
-// over at the leader's own deadline"). It returns nil when the caller
-// should list the candidates again (pred is gone, or the watch was lost),
-// or why the wait is over. w is the wait's warmer, run as waitTurn runs it.
+// beats reports whether every renewal is a heartbeat (Config.TakeOverAtDeadline
+// or Config.FenceFirst).
+func (e *Elector) beats() bool { return e.cfg.TakeOverAtDeadline || e.cfg.FenceFirst.On() }
+
+// awaitDeadline is the wait of the candidate next in line when renewals
+// are heartbeats (Elector.beats): it watches pred, the lowest znode, and
+// times each version of it it reads on the monotonic clock.
+//
+// With Config.TakeOverAtDeadline, when one version stood for the
+// deadline_ms its data carries, the owner's own deadline has passed (it
+// demoted by its lease, or was dead), and awaitDeadline ends that term
+// with a delete of pred at exactly that version, which ZooKeeper refuses
+// if a heartbeat moved it since (docs/safety.md, "Taking over at the
+// leader's own deadline").
+//
+// With Config.FenceFirst, when one version stood for the renew interval
+// the owner publishes (renew_ms) plus SuspectAfter, it asks
+// ProveOut to fence the owner (once per version); when that proved the
+// owner out, it deletes pred at that version at once (docs/safety.md,
+// "Fencing first, then taking over").
+//
+// Only a znode whose data carries a heartbeat (deadline_ms) is ever
+// deleted. It returns nil when the caller should list the candidates
+// again (pred is gone, or the watch was lost), or why the wait is over. w
+// is the wait's warmer, run as waitTurn runs it.
 func (e *Elector) awaitDeadline(ctx context.Context, r *run, w *warmer, pred string) error {
 	var (
 		have   bool  // a version is being timed:
 		seen   int32 // this one,
 		seenAt time.Time
+		asked  bool // ProveOut was asked about seen
 	)
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	defer timer.Stop()
+	deadline := time.NewTimer(time.Hour)
+	deadline.Stop()
+	defer deadline.Stop()
+	suspect := time.NewTimer(time.Hour)
+	suspect.Stop()
+	defer suspect.Stop()
 	for {
 		data, st, ch, err := r.sess.GetW(ctx, pred)
 		if errors.Is(err, zk.ErrNoNode) {
@@ -40,16 +60,22 @@ func (e *Elector) awaitDeadline(ctx context.Context, r *run, w *warmer, pred str
 			st.Version = seen // a view that does not move (a lagging server)
 		}
 		if !have || st.Version != seen {
-			have, seen, seenAt = true, st.Version, time.Now()
+			have, seen, seenAt, asked = true, st.Version, time.Now(), false
 		}
 		var c candidate
 		_ = json.Unmarshal(data, &c)
-		var due <-chan time.Time
 		// Only a heartbeat publishes a deadline; -1 (a version wrapped
 		// round) would make the delete unconditional.
-		if c.DeadlineMS > 0 && seen != -1 {
-			timer.Reset(time.Until(seenAt.Add(time.Duration(c.DeadlineMS) * time.Millisecond)))
-			due = timer.C
+		beat := c.DeadlineMS > 0 && seen != -1
+		var due, suspected <-chan time.Time
+		if beat && e.cfg.TakeOverAtDeadline {
+			deadline.Reset(time.Until(seenAt.Add(time.Duration(c.DeadlineMS) * time.Millisecond)))
+			due = deadline.C
+		}
+		if beat && c.RenewMS > 0 && e.cfg.FenceFirst.On() && !asked {
+			overdue := time.Duration(c.RenewMS)*time.Millisecond + e.cfg.FenceFirst.SuspectAfter
+			suspect.Reset(time.Until(seenAt.Add(overdue)))
+			suspected = suspect.C
 		}
 	wait:
 		for {
@@ -62,22 +88,27 @@ func (e *Elector) awaitDeadline(ctx context.Context, r *run, w *warmer, pred str
 				}
 				r.woke = time.Now()
 				return nil // deleted, or not watching any more: look again
-			case <-due:
-				timer.Stop()
+			case <-suspected:
+				suspected, asked = nil, true
+				b := cluster.Beat{NodeID: c.NodeID, Version: int64(seen),
+					Entry: cluster.Entry{Key: pred, Owner: st.EphemeralOwner, Created: st.Czxid}}
 				stood := time.Since(seenAt)
-				err := r.sess.Delete(ctx, pred, seen)
-				switch {
-				case err == nil:
-					e.log.Info("ended the old leader's term at its own deadline: its heartbeat stood still past it",
-						"leader_node", pred, "version", seen, "stood_seconds", stood.Seconds(), "deadline_ms", c.DeadlineMS)
-					r.woke = time.Now()
-					return nil
-				case errors.Is(err, zk.ErrNoNode):
-					return nil
-				case errors.Is(err, zk.ErrBadVersion):
-					e.log.Info("the old leader's heartbeat moved before its term could be ended; waiting again", "leader_node", pred)
-				default:
-					e.log.Warn("ending the old leader's term at its deadline failed; waiting again", "leader_node", pred, "err", err)
+				if err := e.cfg.FenceFirst.ProveOut(ctx, cluster.Suspect{Beat: b, Stood: stood}); err != nil {
+					e.log.Info("suspected the old leader but did not prove it out; waiting on", "leader_node", pred, "version", seen, "err", err)
+					continue
+				}
+				if done, err := e.endTerm(ctx, r, pred, seen, "ended the old leader's term after fencing it: its heartbeat stood still",
+					"leader_node", pred, "version", seen, "stood_seconds", stood.Seconds()); done || err != nil {
+					return err
+				}
+				have = false
+				break wait
+			case <-due:
+				deadline.Stop()
+				stood := time.Since(seenAt)
+				if done, err := e.endTerm(ctx, r, pred, seen, "ended the old leader's term at its own deadline: its heartbeat stood still past it",
+					"leader_node", pred, "version", seen, "stood_seconds", stood.Seconds(), "deadline_ms", c.DeadlineMS); done || err != nil {
+					return err
 				}
 				have = false // time the version read next from now on, whatever it is
 				break wait
@@ -92,4 +123,26 @@ func (e *Elector) awaitDeadline(ctx context.Context, r *run, w *warmer, pred str
 			}
 		}
 	}
+}
+
+// endTerm deletes pred at version seen, logging msg and args when it did.
+// done: look at the candidates again (deleted, or gone already); false
+// with a nil error: the delete was refused, time the version read next.
+func (e *Elector) endTerm(ctx context.Context, r *run, pred string, seen int32, msg string, args ...any) (done bool, err error) {
+	err = r.sess.Delete(ctx, pred, seen)
+	switch {
+	case err == nil:
+		e.log.Info(msg, args...)
+		r.woke = time.Now()
+		return true, nil
+	case errors.Is(err, zk.ErrNoNode):
+		return true, nil
+	case errors.Is(err, zk.ErrBadVersion):
+		e.log.Info("the old leader's heartbeat moved before its term could be ended; waiting again", "leader_node", pred)
+	case ctx.Err() != nil:
+		return false, ctx.Err()
+	default:
+		e.log.Warn("ending the old leader's term failed; waiting again", "leader_node", pred, "err", err)
+	}
+	return false, nil
 }

@@ -1,0 +1,126 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/failoverd/failoverd/breadcrumb"
+	"github.com/failoverd/failoverd/cluster"
+	"github.com/failoverd/failoverd/fencer"
+)
+
+// Prober asks a suspected leader whether it still leads (fencing first).
+// Probe returns nil only when the target answered that it is alive and
+// connected to the coordination service: then it is not fenced.
+type Prober interface {
+	Probe(ctx context.Context, t fencer.Target) error
+}
+
+// ErrLeaderAnswers is ProveOut's refusal when the suspect answered its
+// probe.
+var ErrLeaderAnswers = errors.New("the suspected leader answers its probe")
+
+// proveReq asks the loop for the settings ProveOut uses.
+type proveReq struct{ reply chan proveSettings }
+
+type proveSettings struct {
+	prover Fencer
+	probe  Prober
+}
+
+// provedOut is the term a proving fence stopped before this node's term:
+// the breadcrumb that named it and the method that fenced it. The loop
+// keeps the newest; a term whose breadcrumb names exactly it is not
+// fenced again (docs/safety.md, "Fencing first, then taking over", step 5).
+type provedOut struct {
+	rec    breadcrumb.Record
+	method string
+	at     time.Time
+	reply  chan struct{} // closed once the loop took it
+}
+
+func (proveReq) event()   {}
+func (*provedOut) event() {}
+
+// ProveOut is the elector's fencing-first step (cluster.ProveOut): it
+// fences the leader s names with the methods that prove, and returns nil
+// only when one of them did. It refuses when the breadcrumb does not
+// name s's node (the leader has not written one: it cannot have
+// promoted, and a proving fence of another node says nothing about it),
+// when the breadcrumb names this node, and when the suspect answers its
+// probe. A success is handed to the loop before ProveOut returns, so the
+// term the elector then wins finds it (events are taken in order).
+func (c *Controller) ProveOut(ctx context.Context, s cluster.Suspect) error {
+	reply := make(chan proveSettings, 1)
+	if !c.send(proveReq{reply: reply}) {
+		return errors.New("controller: stopped")
+	}
+	var set proveSettings
+	select {
+	case set = <-reply:
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+	if set.prover == nil {
+		return errors.New("no fencing method proves")
+	}
+	rec, _, err := c.rec.ReadBreadcrumb(ctx)
+	if err != nil {
+		return fmt.Errorf("reading the breadcrumb: %w", err)
+	}
+	switch {
+	case rec.NodeID != s.Beat.NodeID:
+		return fmt.Errorf("the breadcrumb names %q (epoch %d), not the suspected leader %q", rec.NodeID, rec.Epoch, s.Beat.NodeID)
+	case rec.NodeID == c.cfg.NodeID:
+		return errors.New("the breadcrumb names this node")
+	}
+	t := fencer.Target{NodeID: rec.NodeID, Host: rec.Host, AdminURL: rec.AdminURL, Epoch: rec.Epoch, ServiceAddress: rec.ServiceAddress}
+	if set.probe != nil {
+		if err := set.probe.Probe(ctx, t); err == nil {
+			return ErrLeaderAnswers
+		} else {
+			c.log.Info("suspected leader does not answer: fencing it before taking over", "target", rec.NodeID, "target_epoch", rec.Epoch,
+				"stood_seconds", s.Stood.Seconds(), "probe", err)
+		}
+	}
+	start := time.Now()
+	method, err := set.prover.Fence(ctx, t)
+	if err != nil {
+		return fmt.Errorf("no proving fence succeeded: %w", err)
+	}
+	p := &provedOut{rec: rec, method: method, at: time.Now(), reply: make(chan struct{})}
+	if !c.send(p) {
+		return errors.New("controller: stopped")
+	}
+	select {
+	case <-p.reply:
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+	c.log.Warn("fenced the suspected leader before taking over", "target", rec.NodeID, "target_epoch", rec.Epoch, "method", method,
+		"duration_seconds", time.Since(start).Seconds())
+	return nil
+}
+
+// onProveReq answers ProveOut with the current settings.
+func (c *Controller) onProveReq(ev proveReq) {
+	ev.reply <- proveSettings{prover: c.prover, probe: c.probe}
+}
+
+// onProvedOut keeps p as the term proved out.
+func (c *Controller) onProvedOut(p *provedOut) {
+	c.l.provedOut = p
+	close(p.reply)
+}
+
+// provedOutFence returns the method that proved out exactly the term rec
+// names, or "" when no proving fence of that term is known.
+func (c *Controller) provedOutFence(rec breadcrumb.Record) string {
+	p := c.l.provedOut
+	if p == nil || p.rec.NodeID != rec.NodeID || p.rec.Epoch != rec.Epoch || p.rec.Instance != rec.Instance || p.rec.Host != rec.Host {
+		return ""
+	}
+	return p.method
+}
