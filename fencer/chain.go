@@ -19,6 +19,15 @@ type Step struct {
 	// Timeout bounds one attempt of Method. Required; RPC.StepTimeout and
 	// Shell.StepTimeout give the time those methods need.
 	Timeout time.Duration
+	// Proves says that a success of Method proves the target can no
+	// longer act as leader, by evidence the method checked itself: the
+	// rpc method's success is the old daemon's own answer that it demoted
+	// the target's service in the target's term or a later one (RPC.Fence);
+	// a command (ssh, shell) proves only what it verified before exiting 0,
+	// which the operator vouches for. Fencing first (Chain.Proving) uses
+	// only such steps: a success there ends the old leader's term before
+	// the coordination service would.
+	Proves bool
 }
 
 // Chain tries fencing methods in order until one succeeds.
@@ -44,6 +53,22 @@ func NewChain(steps []Step, deps Deps) (*Chain, error) {
 		logger:  deps.logger().With("component", "fencer"),
 		metrics: deps.Metrics,
 	}, nil
+}
+
+// Proving returns a chain of c's proving steps (Step.Proves) in their
+// order, with c's logger and metrics; false, and a nil chain, when c has
+// none. c is unchanged.
+func (c *Chain) Proving() (*Chain, bool) {
+	var steps []Step
+	for _, s := range c.steps {
+		if s.Proves {
+			steps = append(steps, s)
+		}
+	}
+	if len(steps) == 0 {
+		return nil, false
+	}
+	return &Chain{steps: steps, logger: c.logger, metrics: c.metrics}, true
 }
 
 // Fence tries each method in order, each under its own timeout, and returns

@@ -187,6 +187,15 @@ func (m *RPC) Name() string { return "rpc" }
 // request.
 func (m *RPC) StepTimeout() time.Duration { return m.cfg.Timeout }
 
+// StepTimeout is the StepTimeout of an RPC built from c: c.Timeout, or
+// DefaultRPCTimeout when it is 0.
+func (c RPCConfig) StepTimeout() time.Duration {
+	if c.Timeout == 0 {
+		return DefaultRPCTimeout
+	}
+	return c.Timeout
+}
+
 // Fence implements Method. It returns nil only when the target's admin API
 // answers 2xx with "demoted": true, naming the target's node and an epoch
 // at least the target's:

@@ -70,8 +70,13 @@ func (s *Shell) Name() string { return "shell" }
 // waits for it to go after SIGKILL (proc.MaxDuration). With less, the
 // chain's own timeout would fire first and report a bare "timed out"
 // instead of the command's error and output.
-func (s *Shell) StepTimeout() time.Duration {
-	return proc.MaxDuration(s.cfg.Timeout, s.cfg.KillGrace)
+func (s *Shell) StepTimeout() time.Duration { return s.cfg.StepTimeout() }
+
+// StepTimeout is the StepTimeout of a Shell built from c, for callers
+// that need the figure without building the method (the config's
+// failover arithmetic).
+func (c ShellConfig) StepTimeout() time.Duration {
+	return proc.MaxDuration(c.Timeout, c.KillGrace)
 }
 
 // Fence implements Method.
