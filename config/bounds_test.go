@@ -58,6 +58,7 @@ func TestDurationBounds(t *testing.T) {
 		{"service.demote.graceful_timeout", func(c *Config, d Duration) {
 			c.Service.Demote.Timeout, c.Service.Demote.GracefulTimeout = Duration(MinTimeout), &d
 		}, MinTimeout, false},
+		{"election.suspect_after", func(c *Config, d Duration) { c.Election.SuspectAfter = d }, MinTimeout, false},
 		{"fencing.methods[0].rpc.timeout", func(c *Config, d Duration) { c.Fencing.Methods[0].RPC.Timeout = d }, MinTimeout, true},
 		{"fencing.methods[1].ssh.connect_timeout", func(c *Config, d Duration) { c.Fencing.Methods[1].SSH.ConnectTimeout = d }, MinTimeout, true},
 		{"fencing.methods[1].ssh.timeout", func(c *Config, d Duration) { c.Fencing.Methods[1].SSH.Timeout = d }, MinTimeout, false},

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/failoverd/failoverd/fencer"
 	"github.com/failoverd/failoverd/internal/loopback"
 )
 
@@ -246,6 +247,31 @@ type Election struct {
 	// the session. Default false. No effect on etcd. See docs/safety.md,
 	// "Taking over at the leader's own deadline".
 	TakeOverAtDeadline bool `yaml:"take_over_at_deadline"`
+	// FenceFirst (fair mode, both backends) makes every renewal a
+	// heartbeat the candidate next in line times; once one stood still
+	// for SuspectAfter, that candidate fences the leader with the fencing
+	// methods that prove it cannot act (FencingMethod.Proving) and, when
+	// one succeeded, ends the leader's term at once instead of waiting for
+	// its session or lease to expire. Needs at least one proving method.
+	// Default false. See docs/safety.md, "Fencing first, then taking
+	// over".
+	FenceFirst bool `yaml:"fence_first"`
+	// SuspectAfter is how long a leader's heartbeat must stand still, on
+	// the next candidate's clock, before that candidate suspects the
+	// leader and fences it (FenceFirst). Longer than the renew interval
+	// with room to spare (validation warns below two), shorter than the
+	// session timeout or etcd.lease_ttl (else expiry always comes first).
+	// Default DefaultSuspectAfter.
+	SuspectAfter Duration `yaml:"suspect_after"`
+}
+
+// SuspectAfterOrDefault is SuspectAfter, or DefaultSuspectAfter when it
+// is 0 (a Config built in Go without Default).
+func (e Election) SuspectAfterOrDefault() time.Duration {
+	if e.SuspectAfter == 0 {
+		return DefaultSuspectAfter
+	}
+	return e.SuspectAfter.Std()
 }
 
 // Health configures the local service health check. Exactly one of HTTP,
@@ -406,6 +432,43 @@ type FencingMethod struct {
 	SSH *SSHFencing `yaml:"ssh,omitempty"`
 	// Shell runs a local fencing program.
 	Shell *ShellFencing `yaml:"shell,omitempty"`
+	// Proves, when set, says whether this method's success proves that
+	// the target can no longer act as leader, which election.fence_first
+	// requires of the methods it uses. nil: the method's own default (see
+	// Proving): rpc proves, ssh and shell do not. Set it true on an ssh or
+	// shell method only when its command verifies the target is stopped
+	// (killed, then checked gone; powered off, then checked off) before
+	// it exits 0.
+	Proves *bool `yaml:"proves,omitempty"`
+}
+
+// Proving reports whether m proves, when it succeeds, that the target can
+// no longer act (fencer.Step.Proves): Proves when set, else true for rpc
+// only. An rpc success is the old daemon's own answer that it demoted the
+// service of the target's node in the target's term or a later one
+// (fencer.RPC.Fence checks the node id and the epoch); an ssh or shell
+// success is an exit status, which proves only what the command checked.
+func (m FencingMethod) Proving() bool {
+	if m.Proves != nil {
+		return *m.Proves
+	}
+	return m.RPC != nil
+}
+
+// StepTimeout is the time the daemon's fencing chain gives m
+// (fencer.Step.Timeout), as cmd/failoverd builds it: rpc its timeout
+// (or the fencer's default), ssh its timeout, shell its timeout plus the
+// kill grace and the wait after SIGKILL. 0 when no method is set.
+func (m FencingMethod) StepTimeout() time.Duration {
+	switch {
+	case m.RPC != nil:
+		return fencer.RPCConfig{Timeout: m.RPC.Timeout.Std()}.StepTimeout()
+	case m.SSH != nil:
+		return m.SSH.Timeout.Std()
+	case m.Shell != nil:
+		return fencer.ShellConfig{Timeout: m.Shell.Timeout.Std()}.StepTimeout()
+	}
+	return 0
 }
 
 // Name returns "rpc", "ssh" or "shell", or "" when no method is set.
@@ -526,6 +589,14 @@ const (
 	DefaultShellFencingTimeout = 30 * time.Second
 	DefaultEtcdPrefix          = "/failoverd"
 	DefaultEtcdLeaseTTL        = 5 * time.Second
+	// DefaultSuspectAfter is election.suspect_after's default: above two
+	// renew intervals with the default timings (ZooKeeper: tickTime/2 + 5%,
+	// 1.05s with the usual tickTime of 2s, 1.3125s when it is unknown and
+	// the session timeout is 5s; etcd: min(lease_ttl/3, 1s)), so that a
+	// renewal that is late by a whole interval does not get a live leader
+	// fenced, and below the default session timeout and etcd lease TTL
+	// (5s), so that fencing first can end a term before expiry does.
+	DefaultSuspectAfter = 3 * time.Second
 )
 
 // MinSessionTimeout is the shortest zookeeper.session_timeout accepted.
@@ -563,7 +634,8 @@ func Default() *Config {
 			Root:           DefaultRoot,
 			SessionTimeout: Duration(DefaultSessionTimeout),
 		},
-		Election: Election{Mode: ModeFair, WarmStandby: true, PreemptAfter: Duration(DefaultPreemptAfter)},
+		Election: Election{Mode: ModeFair, WarmStandby: true, PreemptAfter: Duration(DefaultPreemptAfter),
+			SuspectAfter: Duration(DefaultSuspectAfter)},
 		Health: Health{
 			Interval: Duration(DefaultHealthInterval),
 			Timeout:  Duration(DefaultHealthTimeout),
@@ -694,7 +766,10 @@ func (c *Config) ReadCredentials() (Secret, error) {
 // cost its leadership; an admin URL on loopback that peers' rpc fencers
 // cannot reach; an etcd.lease_ttl below etcd's advice; an etcd password
 // sent over plain http; an rpc fencing timeout shorter than the demote
-// timeout it waits for; a graceful stop longer than the shipped unit
+// timeout it waits for; with election.fence_first, an
+// election.suspect_after within two renew intervals (when the backend's
+// renew interval is wired, SetRenewIntervals) and a proving rpc method
+// allowed over plain http; a graceful stop longer than the shipped unit
 // allows.
 func (c *Config) Warnings() []string {
 	var w []string
@@ -712,6 +787,7 @@ func (c *Config) Warnings() []string {
 		w = append(w, s)
 	}
 	w = append(w, c.rpcTimeoutWarnings()...)
+	w = append(w, c.fenceFirstWarnings()...)
 	if s := c.unitStopWarning(); s != "" {
 		w = append(w, s)
 	}

@@ -39,6 +39,8 @@ func referenceDefaults() []struct{ key, want, owner string } {
 		{"election.preempt_after", d.Election.PreemptAfter.String(), "config"},
 		{"election.end_own_term_on_restart", strconv.FormatBool(d.Election.EndOwnTermOnRestart), "config"},
 		{"election.take_over_at_deadline", strconv.FormatBool(d.Election.TakeOverAtDeadline), "config"},
+		{"election.fence_first", strconv.FormatBool(d.Election.FenceFirst), "config"},
+		{"election.suspect_after", d.Election.SuspectAfter.String(), "config"},
 		{"health.interval", d.Health.Interval.String(), "config"},
 		{"health.timeout", d.Health.Timeout.String(), "config"},
 		{"health.rise", strconv.Itoa(healthcheck.DefaultRise), "healthcheck"},

@@ -96,6 +96,8 @@ var ReloadRules = []ReloadRule{
 	{"election.preempt_after", Reloadable, ""},
 	{"election.end_own_term_on_restart", Restart, "a restart reads the node state file and takes the lock beside it"},
 	{"election.take_over_at_deadline", Restart, "every renewal of the elector, built at start, becomes a heartbeat"},
+	{"election.fence_first", Restart, "every renewal of the elector, built at start, becomes a heartbeat, and the elector is given the proving fence"},
+	{"election.suspect_after", Restart, "the elector, built at start, times the leader's heartbeat with it"},
 
 	{"health.interval", Reloadable, noteNextCheck},
 	{"health.timeout", Reloadable, noteNextCheck},
@@ -149,6 +151,7 @@ var ReloadRules = []ReloadRule{
 	{"fencing.methods[].shell", Reloadable, noteNextFence},
 	{"fencing.methods[].shell.command", Reloadable, noteNextFence},
 	{"fencing.methods[].shell.timeout", Reloadable, noteNextFence},
+	{"fencing.methods[].proves", Reloadable, noteNextFence + " (and the next fence of a suspected leader with election.fence_first); a reload that leaves fence_first no proving method is refused"},
 
 	{"log.format", Restart, "the log handler is set up at start"},
 	{"log.level", Reloadable, ""},

@@ -8,9 +8,9 @@ import (
 	"github.com/failoverd/failoverd/cluster/zkcluster/lease"
 )
 
-// The backends' timing checks, wired as cmd/failoverd wires them (config
-// imports no backend; its tests may), so that the tests see the messages
-// the daemon's validation gives.
+// The backends' timing checks and renew intervals, wired as cmd/failoverd
+// wires them (config imports no backend; its tests may), so that the
+// tests see the messages the daemon's validation gives.
 func init() {
 	SetTimingChecks(map[string]TimingCheck{
 		BackendZooKeeper: func(t Timing, fail, warn func(path, msg string)) {
@@ -20,6 +20,13 @@ func init() {
 		BackendEtcd: func(t Timing, fail, warn func(path, msg string)) {
 			etcdcluster.CheckTiming(etcdcluster.TimingConfig{LeaseTTL: t.LeaseTTL, DemoteTimeout: t.DemoteTimeout, DemoteBudget: t.DemoteBudget}, fail, warn)
 		},
+	})
+	SetRenewIntervals(map[string]RenewInterval{
+		BackendZooKeeper: func(t Timing) time.Duration {
+			lt, _ := lease.Compute(t.SessionTimeout, t.TickTime, t.DemoteBudget, t.Lease, 0)
+			return lt.Renew
+		},
+		BackendEtcd: func(t Timing) time.Duration { return etcdcluster.DefaultRenewInterval(t.LeaseTTL) },
 	})
 }
 

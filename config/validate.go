@@ -126,6 +126,7 @@ func (c *Config) validate(opts LoadOptions, set written) error {
 		v.add("election.take_over_at_deadline", "needs election.mode %s: in %s mode every standby races for one shared lock, so no single successor times the leader's heartbeat, and a lock created again cannot be told from the old one by its version",
 			ModeFair, ModeUnfair)
 	}
+	v.fenceFirst(c, set, sessionOK)
 	if zk := &c.ZooKeeper; zk.TickTime != 0 {
 		v.duration("zookeeper.tick_time", zk.TickTime, time.Millisecond)
 	}
@@ -247,6 +248,60 @@ func (c *Config) validate(opts LoadOptions, set written) error {
 		return nil
 	}
 	return v.errs
+}
+
+// fenceFirst checks election.suspect_after, and election.fence_first
+// against the election mode, the expiry it must beat and the fencing
+// methods it fences with. sessionOK says whether
+// zookeeper.session_timeout is valid.
+func (v *validator) fenceFirst(c *Config, set written, sessionOK bool) {
+	const p, ps = "election.fence_first", "election.suspect_after"
+	e := &c.Election
+	suspectOK := v.duration(ps, e.SuspectAfter, MinTimeout)
+	if !e.FenceFirst {
+		return
+	}
+	if e.Mode == ModeUnfair {
+		v.add(p, "needs election.mode %s: in %s mode every standby races for the leadership, so no single successor times the leader's heartbeat and ends its term",
+			ModeFair, ModeUnfair)
+	}
+	if suspectOK {
+		// Expiry ends a silent leader's term after the session timeout or
+		// the lease TTL anyway: a leader suspected no sooner is never
+		// fenced first.
+		expiry, key := time.Duration(0), ""
+		switch {
+		case c.Coordination.Backend == BackendEtcd && c.Etcd != nil && c.Etcd.LeaseTTL > 0:
+			expiry, key = c.Etcd.LeaseTTL.Std(), "etcd.lease_ttl"
+		case c.Coordination.Backend == BackendZooKeeper && sessionOK:
+			expiry, key = c.ZooKeeper.SessionTimeout.Std(), "zookeeper.session_timeout"
+		}
+		if key != "" && e.SuspectAfter.Std() >= expiry {
+			dflt := ""
+			if !set.suspectAfter && e.SuspectAfter == Duration(DefaultSuspectAfter) {
+				dflt = " (the default: the key is not set)"
+			}
+			v.add(ps, "%s%s is not shorter than %s (%s): expiry would end a silent leader's term before it is suspected, so fencing first could never act; set election.suspect_after below %s",
+				fmtDur(e.SuspectAfter.Std()), dflt, key, fmtDur(expiry), fmtDur(expiry))
+		}
+	}
+	proving := 0
+	for _, m := range c.Fencing.Methods {
+		if m.Proving() {
+			proving++
+		}
+	}
+	switch {
+	case len(c.Fencing.Methods) == 0 && c.Fencing.AllowNone:
+		v.add(p, "needs a fencing method that proves the leader cannot act, and fencing.allow_none runs without any: fencing first would end a live leader's term")
+	case proving == 0:
+		none := "no fencing method is configured"
+		if n := len(c.Fencing.Methods); n > 0 {
+			none = fmt.Sprintf("none of the %d configured does", n)
+		}
+		v.add(p, "needs a fencing method that proves the leader cannot act (fencing.methods[N].proves): an rpc method proves unless proves: false, an ssh or shell method only with proves: true, "+
+			"which its command earns by verifying the target is stopped before it exits 0; %s", none)
+	}
 }
 
 // coordination checks coordination.backend, and that the block of the
