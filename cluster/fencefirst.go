@@ -9,7 +9,8 @@ import (
 
 // Fencing first, then taking over (docs/safety.md, "Fencing first, then
 // taking over"): the candidate next in line times the leader's heartbeat;
-// once one heartbeat stood still for SuspectAfter it asks ProveOut to
+// once one heartbeat is overdue by SuspectAfter (it stood still for the
+// renew interval the leader publishes plus SuspectAfter) it asks ProveOut to
 // fence the leader with a method that proves it cannot act, and only
 // when that succeeded it ends the leader's term with one guarded
 // operation (EndTerm) that fails if the heartbeat moved or the entry was
@@ -41,8 +42,9 @@ type ProveOut func(ctx context.Context, s Suspect) error
 
 // FenceFirst configures an elector for fencing first: with ProveOut set,
 // every renewal of every candidate is a heartbeat, and the candidate next
-// in line suspects a leader whose heartbeat stood still for SuspectAfter.
-// ProveOut nil: off.
+// in line suspects a leader whose heartbeat is overdue by SuspectAfter,
+// and asks again at most every SuspectAfter (at least 0.5 s) while that
+// heartbeat stands. ProveOut nil: off.
 type FenceFirst struct {
 	SuspectAfter time.Duration
 	ProveOut     ProveOut

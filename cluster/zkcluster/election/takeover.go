@@ -26,10 +26,10 @@ func (e *Elector) beats() bool { return e.cfg.TakeOverAtDeadline || e.cfg.FenceF
 // leader's own deadline").
 //
 // With Config.FenceFirst, when one version stood for the renew interval
-// the owner publishes (renew_ms) plus SuspectAfter, it asks
-// ProveOut to fence the owner (once per version); when that proved the
-// owner out, it deletes pred at that version at once (docs/safety.md,
-// "Fencing first, then taking over").
+// the owner publishes (renew_ms) plus SuspectAfter, it asks ProveOut to
+// fence the owner (again every retryProveOut while that version stands);
+// when that proved the owner out, it deletes pred at that version at once
+// (docs/safety.md, "Fencing first, then taking over").
 //
 // Only a znode whose data carries a heartbeat (deadline_ms) is ever
 // deleted. It returns nil when the caller should list the candidates
@@ -40,7 +40,6 @@ func (e *Elector) awaitDeadline(ctx context.Context, r *run, w *warmer, pred str
 		have   bool  // a version is being timed:
 		seen   int32 // this one,
 		seenAt time.Time
-		asked  bool // ProveOut was asked about seen
 	)
 	deadline := time.NewTimer(time.Hour)
 	deadline.Stop()
@@ -60,7 +59,7 @@ func (e *Elector) awaitDeadline(ctx context.Context, r *run, w *warmer, pred str
 			st.Version = seen // a view that does not move (a lagging server)
 		}
 		if !have || st.Version != seen {
-			have, seen, seenAt, asked = true, st.Version, time.Now(), false
+			have, seen, seenAt = true, st.Version, time.Now()
 		}
 		var c candidate
 		_ = json.Unmarshal(data, &c)
@@ -72,7 +71,7 @@ func (e *Elector) awaitDeadline(ctx context.Context, r *run, w *warmer, pred str
 			deadline.Reset(time.Until(seenAt.Add(time.Duration(c.DeadlineMS) * time.Millisecond)))
 			due = deadline.C
 		}
-		if beat && c.RenewMS > 0 && e.cfg.FenceFirst.On() && !asked {
+		if beat && c.RenewMS > 0 && e.cfg.FenceFirst.On() {
 			overdue := time.Duration(c.RenewMS)*time.Millisecond + e.cfg.FenceFirst.SuspectAfter
 			suspect.Reset(time.Until(seenAt.Add(overdue)))
 			suspected = suspect.C
@@ -89,12 +88,13 @@ func (e *Elector) awaitDeadline(ctx context.Context, r *run, w *warmer, pred str
 				r.woke = time.Now()
 				return nil // deleted, or not watching any more: look again
 			case <-suspected:
-				suspected, asked = nil, true
 				b := cluster.Beat{NodeID: c.NodeID, Version: int64(seen),
 					Entry: cluster.Entry{Key: pred, Owner: st.EphemeralOwner, Created: st.Czxid}}
 				stood := time.Since(seenAt)
 				if err := e.cfg.FenceFirst.ProveOut(ctx, cluster.Suspect{Beat: b, Stood: stood}); err != nil {
-					e.log.Info("suspected the old leader but did not prove it out; waiting on", "leader_node", pred, "version", seen, "err", err)
+					e.log.Info("suspected the old leader but did not prove it out; asking again while its heartbeat stands",
+						"leader_node", pred, "version", seen, "err", err)
+					suspect.Reset(retryProveOut(e.cfg.FenceFirst))
 					continue
 				}
 				if done, err := e.endTerm(ctx, r, pred, seen, "ended the old leader's term after fencing it: its heartbeat stood still",
@@ -123,6 +123,14 @@ func (e *Elector) awaitDeadline(ctx context.Context, r *run, w *warmer, pred str
 			}
 		}
 	}
+}
+
+// retryProveOut is how long after a refused ProveOut the candidate asks
+// again while the same heartbeat stands: a leader that answered its probe
+// may lose the coordination service a moment later, and a fence may fail
+// once. Each ask is bounded by the fence's own timeouts.
+func retryProveOut(f cluster.FenceFirst) time.Duration {
+	return max(f.SuspectAfter, 500*time.Millisecond)
 }
 
 // endTerm deletes pred at version seen, logging msg and args when it did.
