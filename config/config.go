@@ -248,20 +248,25 @@ type Election struct {
 	// "Taking over at the leader's own deadline".
 	TakeOverAtDeadline bool `yaml:"take_over_at_deadline"`
 	// FenceFirst (fair mode, both backends) makes every renewal a
-	// heartbeat the candidate next in line times; once one stood still
-	// for SuspectAfter, that candidate fences the leader with the fencing
+	// heartbeat, which publishes the leader's renew interval, and the
+	// candidate next in line times it; once one is overdue by
+	// SuspectAfter, that candidate fences the leader with the fencing
 	// methods that prove it cannot act (FencingMethod.Proving) and, when
 	// one succeeded, ends the leader's term at once instead of waiting for
 	// its session or lease to expire. Needs at least one proving method.
 	// Default false. See docs/safety.md, "Fencing first, then taking
 	// over".
 	FenceFirst bool `yaml:"fence_first"`
-	// SuspectAfter is how long a leader's heartbeat must stand still, on
-	// the next candidate's clock, before that candidate suspects the
-	// leader and fences it (FenceFirst). Longer than the renew interval
-	// with room to spare (validation warns below two), shorter than the
-	// session timeout or etcd.lease_ttl (else expiry always comes first).
-	// Default DefaultSuspectAfter.
+	// SuspectAfter is how late (overdue) a leader's heartbeat may be
+	// before the next candidate suspects the leader (FenceFirst): it
+	// suspects once one heartbeat stood still, on its clock, for the renew
+	// interval the leader publishes plus SuspectAfter, then probes the
+	// leader and, unless the leader answers that it is connected, fences
+	// it; while that heartbeat stands it asks again every
+	// max(SuspectAfter, 0.5s). At least 100ms to spare a slow write
+	// (validation warns below); the renew interval plus SuspectAfter
+	// shorter than the session timeout or etcd.lease_ttl (else expiry
+	// always comes first). Default DefaultSuspectAfter.
 	SuspectAfter Duration `yaml:"suspect_after"`
 }
 
@@ -589,14 +594,20 @@ const (
 	DefaultShellFencingTimeout = 30 * time.Second
 	DefaultEtcdPrefix          = "/failoverd"
 	DefaultEtcdLeaseTTL        = 5 * time.Second
-	// DefaultSuspectAfter is election.suspect_after's default: above two
-	// renew intervals with the default timings (ZooKeeper: tickTime/2 + 5%,
-	// 1.05s with the usual tickTime of 2s, 1.3125s when it is unknown and
-	// the session timeout is 5s; etcd: min(lease_ttl/3, 1s)), so that a
-	// renewal that is late by a whole interval does not get a live leader
-	// fenced, and below the default session timeout and etcd lease TTL
-	// (5s), so that fencing first can end a term before expiry does.
-	DefaultSuspectAfter = 3 * time.Second
+	// DefaultSuspectAfter is election.suspect_after's default. It is an
+	// overdue allowance beyond the renew interval the leader publishes
+	// (ZooKeeper: tickTime/2 + 5%, 1.05s with the usual tickTime of 2s,
+	// 1.3125s when it is unknown and the session timeout is 5s; etcd:
+	// min(lease_ttl/3, 1s)), not the whole time a heartbeat stands: a
+	// renewal write late by a slow fsync or a short pause still lands
+	// within it, and a false suspicion costs only a probe of the leader's
+	// admin API, which a connected leader answers and is left alone.
+	// With it a crashed leader fails over in about renew/2 + suspect_after
+	// + probe + proving fence + promote on average (the crash falls half
+	// a renew interval after the last heartbeat), and renew +
+	// suspect_after (at most 1.6125s) stays well below the default
+	// session timeout and etcd lease TTL (5s).
+	DefaultSuspectAfter = 300 * time.Millisecond
 )
 
 // MinSessionTimeout is the shortest zookeeper.session_timeout accepted.
@@ -767,8 +778,7 @@ func (c *Config) ReadCredentials() (Secret, error) {
 // cannot reach; an etcd.lease_ttl below etcd's advice; an etcd password
 // sent over plain http; an rpc fencing timeout shorter than the demote
 // timeout it waits for; with election.fence_first, an
-// election.suspect_after within two renew intervals (when the backend's
-// renew interval is wired, SetRenewIntervals) and a proving rpc method
+// election.suspect_after below SuspectAfterLow and a proving rpc method
 // allowed over plain http; a graceful stop longer than the shipped unit
 // allows.
 func (c *Config) Warnings() []string {

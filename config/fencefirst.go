@@ -22,10 +22,13 @@ var renewIntervals struct {
 }
 
 // SetRenewIntervals wires the coordination backends' renew intervals, by
-// coordination.backend value, into Warnings and FailoverArithmetic, which
-// compare election.suspect_after with them. config imports no backend:
-// cmd/failoverd, which does, calls it at start-up, beside
-// SetTimingChecks. Unwired, those comparisons are left out.
+// coordination.backend value, into validation and FailoverArithmetic: a
+// leader's heartbeat is overdue once it stood still for its renew interval
+// plus election.suspect_after, which must be shorter than the session
+// timeout or etcd.lease_ttl. config imports no backend: cmd/failoverd,
+// which does, calls it at start-up, beside SetTimingChecks. Unwired,
+// validation compares suspect_after alone with the expiry, and
+// FailoverArithmetic names the renew interval without a figure.
 func SetRenewIntervals(m map[string]RenewInterval) {
 	renewIntervals.Lock()
 	defer renewIntervals.Unlock()
@@ -51,26 +54,29 @@ func (c *Config) renewInterval() (time.Duration, bool) {
 // it.
 const SuspectProbeMax = time.Second
 
-// SuspectMinIntervals is how many renew intervals election.suspect_after
-// should span at least: a heartbeat one whole renewal late (a slow write,
-// a pause of the leader or of the coordination service) then still does
-// not get a live leader suspected and fenced. Below it Warnings warns.
-const SuspectMinIntervals = 2
+// SuspectAfterLow is the election.suspect_after below which Warnings
+// warns: a heartbeat that one slow write made that late gets the leader
+// suspected, and probed, on every such renewal.
+const SuspectAfterLow = 100 * time.Millisecond
 
-// fenceFirstWarnings: with election.fence_first, a suspect_after too close
-// to the renew interval, and a proving rpc method whose answer may cross
-// the network unauthenticated.
+// suspectRetryMin: while a suspected heartbeat stands, the candidate asks
+// again every max(election.suspect_after, suspectRetryMin)
+// (cluster.FenceFirst).
+const suspectRetryMin = 500 * time.Millisecond
+
+// fenceFirstWarnings: with election.fence_first, a suspect_after that
+// leaves a renewal no room to be late, and a proving rpc method whose
+// answer may cross the network unauthenticated.
 func (c *Config) fenceFirstWarnings() []string {
 	if !c.Election.FenceFirst {
 		return nil
 	}
 	var w []string
-	s := c.Election.SuspectAfter.Std()
-	if renew, ok := c.renewInterval(); ok && s > 0 && s < SuspectMinIntervals*renew {
-		w = append(w, fmt.Sprintf("election.suspect_after: %s is shorter than %d renew intervals (%s each, %s): a heartbeat one renewal late "+
-			"(a slow write, a pause of the leader's process or of the coordination service) gets a live leader suspected and fenced; "+
-			"below one interval every leader is suspected between two renewals; set it to %s or more",
-			fmtDur(s), SuspectMinIntervals, fmtDur(renew), fmtDur(SuspectMinIntervals*renew), fmtDur(SuspectMinIntervals*renew)))
+	if s := c.Election.SuspectAfter.Std(); s > 0 && s < SuspectAfterLow {
+		w = append(w, fmt.Sprintf("election.suspect_after: %s is below %s: it is how late a heartbeat may be beyond the leader's renew interval, "+
+			"and a renewal that a slow write (an fsync, a busy coordination server) or a short pause of the leader's process makes that late "+
+			"gets the leader suspected and probed, and fenced if the probe is not answered in time; set it to %s or more",
+			fmtDur(s), fmtDur(SuspectAfterLow), fmtDur(SuspectAfterLow)))
 	}
 	for i, m := range c.Fencing.Methods {
 		if m.RPC != nil && m.RPC.AllowInsecureHTTP && m.Proving() {
@@ -84,13 +90,16 @@ func (c *Config) fenceFirstWarnings() []string {
 
 // FailoverArithmetic returns, one line each, what election.fence_first
 // makes of a silent leader's failover, as `failoverd validate` prints it
-// (worst cases): the fencing-first path (election.suspect_after, the probe
-// of the leader, then the proving methods' step timeouts in order), the
-// expiry path beside it (the session timeout or etcd.lease_ttl, then the
-// whole fencing chain against the leader the breadcrumb names), the time
-// within which probe and proving fence must be done to beat expiry, and
-// the hooks both paths end with (service.pre_promote, service.promote).
-// nil when fence_first is off. The lines assume c validated.
+// (worst cases): the fencing-first path (the leader's renew interval plus
+// election.suspect_after until its heartbeat is overdue, the probe of the
+// leader, then the proving methods' step timeouts in order), the expiry
+// path beside it (the session timeout or etcd.lease_ttl, then the whole
+// fencing chain against the leader the breadcrumb names), the time within
+// which probe and proving fence must be done to beat expiry, the hooks
+// both paths end with (service.pre_promote, service.promote), and when a
+// heartbeat counts as overdue. The renew interval is the backend's
+// (SetRenewIntervals); unwired, the lines name it without a figure. nil
+// when fence_first is off. The lines assume c validated.
 func (c *Config) FailoverArithmetic() []string {
 	e := &c.Election
 	if !e.FenceFirst {
@@ -98,6 +107,7 @@ func (c *Config) FailoverArithmetic() []string {
 	}
 	suspect := e.SuspectAfterOrDefault()
 	probe := min(suspect, SuspectProbeMax)
+	renew, renewOK := c.renewInterval()
 	var proving, all []string
 	var provingSum, allSum time.Duration
 	for i, m := range c.Fencing.Methods {
@@ -110,17 +120,17 @@ func (c *Config) FailoverArithmetic() []string {
 	}
 
 	var expiry time.Duration
-	var by string
+	var by, expiryKey string
 	switch {
 	case c.Coordination.Backend == BackendEtcd && c.Etcd != nil:
-		expiry = c.Etcd.LeaseTTL.Std()
+		expiry, expiryKey = c.Etcd.LeaseTTL.Std(), "etcd.lease_ttl"
 		by = fmt.Sprintf("by expiry, when no proving method succeeded: etcd.lease_ttl %s after the leader's last renewal", fmtDur(expiry))
 	case e.TakeOverAtDeadline:
-		expiry = c.ZooKeeper.SessionTimeout.Std()
+		expiry, expiryKey = c.ZooKeeper.SessionTimeout.Std(), "zookeeper.session_timeout"
 		by = fmt.Sprintf("by the leader's own deadline, when no proving method succeeded (election.take_over_at_deadline): "+
 			"lease + demote budget + session/20 after the leader's last heartbeat, at most zookeeper.session_timeout %s", fmtDur(expiry))
 	default:
-		expiry = c.ZooKeeper.SessionTimeout.Std()
+		expiry, expiryKey = c.ZooKeeper.SessionTimeout.Std(), "zookeeper.session_timeout"
 		by = fmt.Sprintf("by expiry, when no proving method succeeded: zookeeper.session_timeout %s after the leader's last renewal "+
 			"(ZooKeeper checks expiry once per tickTime: up to one tickTime more)", fmtDur(expiry))
 	}
@@ -129,16 +139,28 @@ func (c *Config) FailoverArithmetic() []string {
 		fence = fmt.Sprintf("every method in order, up to %s (%s)", fmtDur(allSum), strings.Join(all, ", "))
 	}
 
+	// overdue: when the heartbeat counts as overdue; won: when fencing
+	// first has won, from the last heartbeat.
+	overdue := "the leader's renew interval + election.suspect_after " + fmtDur(suspect)
+	won := fmt.Sprintf("the leader's renew interval + %s (%s + %s + %s)", fmtDur(suspect+probe+provingSum), fmtDur(suspect), fmtDur(probe), fmtDur(provingSum))
+	if renewOK {
+		overdue = fmt.Sprintf("the leader's renew interval %s + election.suspect_after %s", fmtDur(renew), fmtDur(suspect))
+		won = fmt.Sprintf("%s (%s + %s + %s + %s)", fmtDur(renew+suspect+probe+provingSum), fmtDur(renew), fmtDur(suspect), fmtDur(probe), fmtDur(provingSum))
+	}
 	lines := []string{
 		"failover of a silent leader with election.fence_first (worst cases, from the leader's last heartbeat):",
-		fmt.Sprintf("  fencing first: election.suspect_after %s, a probe of the leader's admin API up to %s, then the proving methods in order (%s), "+
-			"then one guarded operation that ends the leader's term: won within %s (%s + %s + %s) when a proving method succeeds; the winner does not fence that term again",
-			fmtDur(suspect), fmtDur(probe), strings.Join(proving, ", "), fmtDur(suspect+probe+provingSum), fmtDur(suspect), fmtDur(probe), fmtDur(provingSum)),
+		fmt.Sprintf("  fencing first: the heartbeat is overdue after %s, then a probe of the leader's admin API up to %s, then the proving methods in order (%s), "+
+			"then one guarded operation that ends the leader's term: won within %s when a proving method succeeds; the winner does not fence that term again",
+			overdue, fmtDur(probe), strings.Join(proving, ", "), won),
 		fmt.Sprintf("  %s; the winner then fences the leader the breadcrumb names: %s", by, fence),
 	}
-	if left := expiry - suspect; left > 0 {
-		lines = append(lines, fmt.Sprintf("  fencing first is the faster path when probe and proving fence are done within %s (%s - election.suspect_after %s)",
-			fmtDur(left), fmtDur(expiry), fmtDur(suspect)))
+	switch left := expiry - renew - suspect; {
+	case !renewOK:
+		lines = append(lines, fmt.Sprintf("  fencing first is the faster path when probe and proving fence are done within %s less the leader's renew interval and election.suspect_after %s",
+			fmtDur(expiry), fmtDur(suspect)))
+	case left > 0:
+		lines = append(lines, fmt.Sprintf("  fencing first is the faster path when probe and proving fence are done within %s (%s %s - renew interval %s - election.suspect_after %s)",
+			fmtDur(left), expiryKey, fmtDur(expiry), fmtDur(renew), fmtDur(suspect)))
 	}
 	var hooks []string
 	var hooksSum time.Duration
@@ -147,9 +169,14 @@ func (c *Config) FailoverArithmetic() []string {
 	}
 	hooks, hooksSum = append(hooks, "service.promote.timeout "+fmtDur(c.Service.Promote.Timeout.Std())), hooksSum+c.Service.Promote.Timeout.Std()
 	lines = append(lines, fmt.Sprintf("  then, either way: %s; up to %s", strings.Join(hooks, ", "), fmtDur(hooksSum)))
-	if renew, ok := c.renewInterval(); ok {
-		lines = append(lines, fmt.Sprintf("  heartbeat: the leader renews every %s; election.suspect_after is %.1f renew intervals (warned below %d)",
-			fmtDur(renew), float64(suspect)/float64(renew), SuspectMinIntervals))
+	retry := fmtDur(max(suspect, suspectRetryMin))
+	if renewOK {
+		lines = append(lines, fmt.Sprintf("  heartbeat: the leader renews every %s and publishes that interval; its heartbeat counts as overdue once it stood still for %s (renew interval %s + election.suspect_after %s), "+
+			"so a crashed leader is suspected %s after the crash on average (renew interval/2 + election.suspect_after); while that heartbeat stands the candidate asks again every %s",
+			fmtDur(renew), fmtDur(renew+suspect), fmtDur(renew), fmtDur(suspect), fmtDur(renew/2+suspect), retry))
+	} else {
+		lines = append(lines, fmt.Sprintf("  heartbeat: it counts as overdue once it stood still for the renew interval the leader publishes + election.suspect_after %s; "+
+			"while it stands the candidate asks again every %s", fmtDur(suspect), retry))
 	}
 	return lines
 }

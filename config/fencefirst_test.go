@@ -112,15 +112,28 @@ func TestFenceFirstRules(t *testing.T) {
 		"fencing.methods: no fencing method configured",
 	})
 
-	// suspect_after must be shorter than the session timeout.
+	// The leader's renew interval plus suspect_after must be shorter than
+	// the session timeout: tickTime unknown, session 5s, renew 1.3125s.
 	cfg = validConfig()
 	cfg.Election.FenceFirst = true
-	cfg.Election.SuspectAfter = cfg.ZooKeeper.SessionTimeout
-	checkErrors(t, fieldErrorsOrNil(validateNoFiles(cfg)), []string{"election.suspect_after: 5s is not shorter than zookeeper.session_timeout (5s)"})
-	cfg.Election.SuspectAfter = cfg.ZooKeeper.SessionTimeout - Duration(time.Millisecond)
+	renew := 1312500 * time.Microsecond
+	cfg.Election.SuspectAfter = cfg.ZooKeeper.SessionTimeout - Duration(renew)
+	checkErrors(t, fieldErrorsOrNil(validateNoFiles(cfg)), []string{
+		"election.suspect_after: 3.688s plus the leader's renew interval 1.313s is 5s, not shorter than zookeeper.session_timeout (5s): " +
+			"expiry would end a silent leader's term before its heartbeat is overdue, so fencing first could never act; set election.suspect_after below 3.688s"})
+	cfg.Election.SuspectAfter -= Duration(time.Millisecond)
 	if err := validateNoFiles(cfg); err != nil {
-		t.Errorf("suspect_after just below the session timeout refused: %v", err)
+		t.Errorf("renew interval + suspect_after just below the session timeout refused: %v", err)
 	}
+	// A tickTime whose renew interval alone outlasts the session is the
+	// timing check's to refuse; suspect_after is not blamed for it.
+	cfg.Election.SuspectAfter = Duration(DefaultSuspectAfter)
+	cfg.ZooKeeper.TickTime = Duration(10 * time.Second)
+	err := validateNoFiles(cfg)
+	if err == nil || strings.Contains(err.Error(), "election.suspect_after") {
+		t.Errorf("tick_time 10s with a 5s session: %v, want it refused, and not for election.suspect_after", err)
+	}
+	cfg.ZooKeeper.TickTime = 0
 	// Without fencing first, suspect_after is checked for its range only.
 	cfg.Election.FenceFirst, cfg.Election.SuspectAfter = false, Duration(time.Minute)
 	if err := validateNoFiles(cfg); err != nil {
@@ -138,15 +151,49 @@ func TestFenceFirstRulesEtcd(t *testing.T) {
 	_, err := fenceFirstEtcd(t, `{endpoints: ["127.0.0.1:2379"]}`, "{fence_first: true, mode: unfair}", true)
 	checkErrors(t, fieldErrorsOrNil(err), []string{"election.fence_first: needs election.mode fair"})
 
-	_, err = fenceFirstEtcd(t, `{endpoints: ["127.0.0.1:2379"], lease_ttl: 5s}`, "{fence_first: true, suspect_after: 5s}", true)
-	checkErrors(t, fieldErrorsOrNil(err), []string{"election.suspect_after: 5s is not shorter than etcd.lease_ttl (5s)"})
+	// lease_ttl 5s: renew 1s.
+	_, err = fenceFirstEtcd(t, `{endpoints: ["127.0.0.1:2379"], lease_ttl: 5s}`, "{fence_first: true, suspect_after: 4s}", true)
+	checkErrors(t, fieldErrorsOrNil(err), []string{"election.suspect_after: 4s plus the leader's renew interval 1s is 5s, not shorter than etcd.lease_ttl (5s)"})
+	if _, err := fenceFirstEtcd(t, `{endpoints: ["127.0.0.1:2379"], lease_ttl: 5s}`, "{fence_first: true, suspect_after: 3999ms}", true); err != nil {
+		t.Errorf("renew interval + suspect_after just below the lease TTL refused: %v", err)
+	}
 
 	_, err = fenceFirstEtcd(t, `{endpoints: ["127.0.0.1:2379"]}`, "{fence_first: true}", false)
 	checkErrors(t, fieldErrorsOrNil(err), []string{"election.fence_first: needs a fencing method that proves"})
 
-	// The default suspect_after against a TTL it does not fit in.
-	_, err = fenceFirstEtcd(t, `{endpoints: ["127.0.0.1:2379"], lease_ttl: 3s}`, "{fence_first: true}", true)
-	checkErrors(t, fieldErrorsOrNil(err), []string{"election.suspect_after: 3s (the default: the key is not set) is not shorter than etcd.lease_ttl (3s)"})
+	// The default suspect_after fits a short lease TTL: 3s, renewed every
+	// 1s.
+	if _, err := fenceFirstEtcd(t, `{endpoints: ["127.0.0.1:2379"], lease_ttl: 3s}`, "{fence_first: true}", true); err != nil {
+		t.Errorf("the default suspect_after with lease_ttl 3s refused: %v", err)
+	}
+}
+
+// Without the backends' renew intervals (a program that does not wire
+// them), suspect_after alone is compared with the expiry.
+func TestFenceFirstRulesRenewUnknown(t *testing.T) {
+	unwireRenewIntervals(t)
+	cfg := validConfig()
+	cfg.Election.FenceFirst = true
+	cfg.Election.SuspectAfter = cfg.ZooKeeper.SessionTimeout
+	checkErrors(t, fieldErrorsOrNil(validateNoFiles(cfg)), []string{"election.suspect_after: 5s is not shorter than zookeeper.session_timeout (5s)"})
+	cfg.Election.SuspectAfter -= Duration(time.Millisecond)
+	if err := validateNoFiles(cfg); err != nil {
+		t.Errorf("suspect_after just below the session timeout refused with the renew interval unknown: %v", err)
+	}
+}
+
+// unwireRenewIntervals leaves the backends' renew intervals unwired until
+// t ends.
+func unwireRenewIntervals(t *testing.T) {
+	renewIntervals.Lock()
+	was := renewIntervals.byBackend
+	renewIntervals.byBackend = nil
+	renewIntervals.Unlock()
+	t.Cleanup(func() {
+		renewIntervals.Lock()
+		renewIntervals.byBackend = was
+		renewIntervals.Unlock()
+	})
 }
 
 // A reload is validated as a start is: a file that leaves fencing first
@@ -172,9 +219,9 @@ func TestFenceFirstReloadLosingItsProvingMethod(t *testing.T) {
 	}
 }
 
-// Warnings: a suspect_after within two renew intervals (the intervals as
-// the backends compute them, wired in timing_test.go), and a proving rpc
-// method allowed over plain http; nothing with fencing first off.
+// Warnings: a suspect_after below 100ms, which leaves a slow renewal no
+// room to be late, and a proving rpc method allowed over plain http;
+// nothing with fencing first off.
 func TestFenceFirstWarnings(t *testing.T) {
 	has := func(ws []string, s string) bool {
 		return slices.ContainsFunc(ws, func(w string) bool { return strings.Contains(w, s) })
@@ -184,22 +231,34 @@ func TestFenceFirstWarnings(t *testing.T) {
 	if ws := cfg.Warnings(); has(ws, "election.suspect_after") {
 		t.Errorf("the default suspect_after warned about: %q", ws)
 	}
-	// tickTime unknown, session 5s: renew = 2.5s/2 + 5% = 1.3125s.
-	cfg.Election.SuspectAfter = Duration(2600 * time.Millisecond)
-	if ws := cfg.Warnings(); !has(ws, "election.suspect_after: 2.6s is shorter than 2 renew intervals (1.313s each, 2.625s)") {
-		t.Errorf("no warning for a suspect_after under two renew intervals: %q", ws)
+	cfg.Election.SuspectAfter = Duration(SuspectAfterLow)
+	if ws := cfg.Warnings(); has(ws, "election.suspect_after") {
+		t.Errorf("suspect_after %v warned about: %q", SuspectAfterLow, ws)
+	}
+	cfg.Election.SuspectAfter = Duration(99 * time.Millisecond)
+	if ws := cfg.Warnings(); !has(ws, "election.suspect_after: 99ms is below 100ms: it is how late a heartbeat may be beyond the leader's renew interval") {
+		t.Errorf("no warning for a suspect_after below 100ms: %q", ws)
 	}
 	cfg.Election.FenceFirst = false
 	if ws := cfg.Warnings(); has(ws, "election.suspect_after") {
 		t.Errorf("fence_first off: warned %q", ws)
 	}
 
-	etcd, err := fenceFirstEtcd(t, `{endpoints: ["127.0.0.1:2379"], lease_ttl: 6s}`, "{fence_first: true, suspect_after: 1500ms}", true)
+	etcd, err := fenceFirstEtcd(t, `{endpoints: ["127.0.0.1:2379"], lease_ttl: 6s}`, "{fence_first: true, suspect_after: 50ms}", true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ws := etcd.Warnings(); !has(ws, "election.suspect_after: 1.5s is shorter than 2 renew intervals (1s each, 2s)") {
-		t.Errorf("etcd: no warning for a suspect_after under two renew intervals: %q", ws)
+	if ws := etcd.Warnings(); !has(ws, "election.suspect_after: 50ms is below 100ms") {
+		t.Errorf("etcd: no warning for a suspect_after below 100ms: %q", ws)
+	}
+	// Two renew intervals are no longer asked for: 1.5s, with a renew
+	// interval of 1s, is fine.
+	etcd, err = fenceFirstEtcd(t, `{endpoints: ["127.0.0.1:2379"], lease_ttl: 6s}`, "{fence_first: true, suspect_after: 1500ms}", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ws := etcd.Warnings(); has(ws, "election.suspect_after") {
+		t.Errorf("etcd: suspect_after 1.5s warned about: %q", ws)
 	}
 
 	cfg = validConfig()
@@ -216,8 +275,9 @@ func TestFenceFirstWarnings(t *testing.T) {
 }
 
 // FailoverArithmetic: nothing with fencing first off; else the fencing
-// first path (suspect_after + the proving methods' step timeouts), the
-// expiry path beside it, and the promote path after either.
+// first path (renew interval + suspect_after until the heartbeat is
+// overdue, the probe, the proving methods' step timeouts), the expiry
+// path beside it, and the promote path after either.
 func TestFailoverArithmetic(t *testing.T) {
 	cfg := validConfig()
 	if got := cfg.FailoverArithmetic(); got != nil {
@@ -229,15 +289,20 @@ func TestFailoverArithmetic(t *testing.T) {
 	if err := validateNoFiles(cfg); err != nil {
 		t.Fatal(err)
 	}
+	// tickTime unknown, session 5s: renew 1.3125s; suspect_after 300ms,
+	// so the probe is bounded by 300ms.
 	text := strings.Join(cfg.FailoverArithmetic(), "\n")
 	for _, want := range []string{
-		"election.suspect_after 3s, a probe of the leader's admin API up to 1s, then the proving methods in order (fencing.methods[0] rpc 1s, fencing.methods[2] shell 4s)",
-		"won within 9s (3s + 1s + 5s) when a proving method succeeds",
+		"fencing first: the heartbeat is overdue after the leader's renew interval 1.313s + election.suspect_after 300ms, " +
+			"then a probe of the leader's admin API up to 300ms, then the proving methods in order (fencing.methods[0] rpc 1s, fencing.methods[2] shell 4s)",
+		"won within 6.913s (1.313s + 300ms + 300ms + 5s) when a proving method succeeds",
 		"by expiry, when no proving method succeeded: zookeeper.session_timeout 5s",
 		"the winner then fences the leader the breadcrumb names: every method in order, up to 7s (fencing.methods[0] rpc 1s, fencing.methods[1] ssh 2s, fencing.methods[2] shell 4s)",
-		"when probe and proving fence are done within 2s (5s - election.suspect_after 3s)",
+		"when probe and proving fence are done within 3.388s (zookeeper.session_timeout 5s - renew interval 1.313s - election.suspect_after 300ms)",
 		"then, either way: service.pre_promote.timeout 10s, service.promote.timeout 30s; up to 40s",
-		"the leader renews every 1.313s; election.suspect_after is 2.3 renew intervals",
+		"heartbeat: the leader renews every 1.313s and publishes that interval; its heartbeat counts as overdue once it stood still for 1.613s " +
+			"(renew interval 1.313s + election.suspect_after 300ms), so a crashed leader is suspected 956ms after the crash on average",
+		"while that heartbeat stands the candidate asks again every 500ms",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("arithmetic does not say %q:\n%s", want, text)
@@ -255,11 +320,14 @@ func TestFailoverArithmetic(t *testing.T) {
 	}
 	text = strings.Join(etcd.FailoverArithmetic(), "\n")
 	for _, want := range []string{
-		"a probe of the leader's admin API up to 1s, then the proving methods in order (fencing.methods[0] shell 33s)",
-		"won within 36.5s (2.5s + 1s + 33s)",
+		"overdue after the leader's renew interval 1s + election.suspect_after 2.5s, then a probe of the leader's admin API up to 1s, " +
+			"then the proving methods in order (fencing.methods[0] shell 33s)",
+		"won within 37.5s (1s + 2.5s + 1s + 33s)",
 		"etcd.lease_ttl 6s after the leader's last renewal",
-		"within 3.5s (6s - election.suspect_after 2.5s)",
-		"the leader renews every 1s; election.suspect_after is 2.5 renew intervals",
+		"within 2.5s (etcd.lease_ttl 6s - renew interval 1s - election.suspect_after 2.5s)",
+		"the leader renews every 1s and publishes that interval; its heartbeat counts as overdue once it stood still for 3.5s",
+		"suspected 3s after the crash on average",
+		"asks again every 2.5s",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("etcd arithmetic does not say %q:\n%s", want, text)
@@ -267,18 +335,53 @@ func TestFailoverArithmetic(t *testing.T) {
 	}
 }
 
-// A suspect_after below SuspectProbeMax bounds the probe too; a Config
-// built without Default gets the default suspect_after.
-func TestFailoverArithmeticShortSuspect(t *testing.T) {
+// Without the backends' renew intervals the lines name the renew interval
+// without a figure.
+func TestFailoverArithmeticRenewUnknown(t *testing.T) {
+	unwireRenewIntervals(t)
 	cfg := validConfig()
 	cfg.Election.FenceFirst = true
-	cfg.Election.SuspectAfter = Duration(400 * time.Millisecond)
-	if text := strings.Join(cfg.FailoverArithmetic(), "\n"); !strings.Contains(text, "won within 1.8s (400ms + 400ms + 1s)") {
-		t.Errorf("the probe is not bounded by suspect_after:\n%s", text)
+	text := strings.Join(cfg.FailoverArithmetic(), "\n")
+	for _, want := range []string{
+		"the heartbeat is overdue after the leader's renew interval + election.suspect_after 300ms, then a probe",
+		"won within the leader's renew interval + 1.6s (300ms + 300ms + 1s)",
+		"done within 5s less the leader's renew interval and election.suspect_after 300ms",
+		"heartbeat: it counts as overdue once it stood still for the renew interval the leader publishes + election.suspect_after 300ms",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("arithmetic does not say %q:\n%s", want, text)
+		}
+	}
+}
+
+// The probe is bounded by suspect_after, at most SuspectProbeMax, as the
+// daemon bounds it; a Config built without Default gets the default
+// suspect_after.
+func TestFailoverArithmeticProbeBound(t *testing.T) {
+	cfg := validConfig()
+	cfg.Election.FenceFirst = true
+	for _, tc := range []struct {
+		suspect time.Duration
+		want    string
+	}{
+		{400 * time.Millisecond, "won within 3.113s (1.313s + 400ms + 400ms + 1s)"},
+		{2 * time.Second, "won within 5.313s (1.313s + 2s + 1s + 1s)"},
+	} {
+		cfg.Election.SuspectAfter = Duration(tc.suspect)
+		if text := strings.Join(cfg.FailoverArithmetic(), "\n"); !strings.Contains(text, tc.want) {
+			t.Errorf("suspect_after %v: the arithmetic does not say %q:\n%s", tc.suspect, tc.want, text)
+		}
+	}
+	if SuspectProbeMax != time.Second {
+		t.Errorf("SuspectProbeMax = %v, want 1s", SuspectProbeMax)
+	}
+	if DefaultSuspectAfter != 300*time.Millisecond {
+		t.Errorf("DefaultSuspectAfter = %v, want 300ms", DefaultSuspectAfter)
 	}
 	if got := (Election{}).SuspectAfterOrDefault(); got != DefaultSuspectAfter {
 		t.Errorf("SuspectAfterOrDefault() of a zero Election = %v, want %v", got, DefaultSuspectAfter)
 	}
+	cfg.Election.SuspectAfter = Duration(400 * time.Millisecond)
 	if got := cfg.Election.SuspectAfterOrDefault(); got != 400*time.Millisecond {
 		t.Errorf("SuspectAfterOrDefault() = %v, want 400ms", got)
 	}

@@ -127,8 +127,6 @@ type written struct {
 	backend bool
 	// shutdownTimeout: node.shutdown_timeout has a value.
 	shutdownTimeout bool
-	// suspectAfter: election.suspect_after has a value.
-	suspectAfter bool
 }
 
 // writtenKeys reads written from the document's top-level mapping.
@@ -145,12 +143,6 @@ func writtenKeys(top *yaml.Node) written {
 			for j := 0; v.Kind == yaml.MappingNode && j+1 < len(v.Content); j += 2 {
 				if v.Content[j].Value == "shutdown_timeout" && v.Content[j+1].ShortTag() != "!!null" {
 					w.shutdownTimeout = true
-				}
-			}
-		case "election":
-			for j := 0; v.Kind == yaml.MappingNode && j+1 < len(v.Content); j += 2 {
-				if v.Content[j].Value == "suspect_after" && v.Content[j+1].ShortTag() != "!!null" {
-					w.suspectAfter = true
 				}
 			}
 		case "coordination":

@@ -126,7 +126,7 @@ func (c *Config) validate(opts LoadOptions, set written) error {
 		v.add("election.take_over_at_deadline", "needs election.mode %s: in %s mode every standby races for one shared lock, so no single successor times the leader's heartbeat, and a lock created again cannot be told from the old one by its version",
 			ModeFair, ModeUnfair)
 	}
-	v.fenceFirst(c, set, sessionOK)
+	v.fenceFirst(c, sessionOK)
 	if zk := &c.ZooKeeper; zk.TickTime != 0 {
 		v.duration("zookeeper.tick_time", zk.TickTime, time.Millisecond)
 	}
@@ -254,7 +254,7 @@ func (c *Config) validate(opts LoadOptions, set written) error {
 // against the election mode, the expiry it must beat and the fencing
 // methods it fences with. sessionOK says whether
 // zookeeper.session_timeout is valid.
-func (v *validator) fenceFirst(c *Config, set written, sessionOK bool) {
+func (v *validator) fenceFirst(c *Config, sessionOK bool) {
 	const p, ps = "election.fence_first", "election.suspect_after"
 	e := &c.Election
 	suspectOK := v.duration(ps, e.SuspectAfter, MinTimeout)
@@ -267,8 +267,9 @@ func (v *validator) fenceFirst(c *Config, set written, sessionOK bool) {
 	}
 	if suspectOK {
 		// Expiry ends a silent leader's term after the session timeout or
-		// the lease TTL anyway: a leader suspected no sooner is never
-		// fenced first.
+		// the lease TTL anyway: a leader suspected no sooner (its
+		// heartbeat overdue by suspect_after beyond the renew interval it
+		// publishes) is never fenced first.
 		expiry, key := time.Duration(0), ""
 		switch {
 		case c.Coordination.Backend == BackendEtcd && c.Etcd != nil && c.Etcd.LeaseTTL > 0:
@@ -276,13 +277,21 @@ func (v *validator) fenceFirst(c *Config, set written, sessionOK bool) {
 		case c.Coordination.Backend == BackendZooKeeper && sessionOK:
 			expiry, key = c.ZooKeeper.SessionTimeout.Std(), "zookeeper.session_timeout"
 		}
-		if key != "" && e.SuspectAfter.Std() >= expiry {
-			dflt := ""
-			if !set.suspectAfter && e.SuspectAfter == Duration(DefaultSuspectAfter) {
-				dflt = " (the default: the key is not set)"
+		s := e.SuspectAfter.Std()
+		renew, renewOK := c.renewInterval()
+		if !renewOK {
+			renew = 0
+		}
+		// A renew interval not shorter than the expiry is the timing
+		// check's to refuse.
+		if key != "" && renew < expiry && renew+s >= expiry {
+			if renewOK {
+				v.add(ps, "%s plus the leader's renew interval %s is %s, not shorter than %s (%s): expiry would end a silent leader's term before its heartbeat is overdue, so fencing first could never act; set election.suspect_after below %s",
+					fmtDur(s), fmtDur(renew), fmtDur(renew+s), key, fmtDur(expiry), fmtDur(expiry-renew))
+			} else {
+				v.add(ps, "%s is not shorter than %s (%s): expiry would end a silent leader's term before it is suspected, so fencing first could never act; set election.suspect_after below %s",
+					fmtDur(s), key, fmtDur(expiry), fmtDur(expiry))
 			}
-			v.add(ps, "%s%s is not shorter than %s (%s): expiry would end a silent leader's term before it is suspected, so fencing first could never act; set election.suspect_after below %s",
-				fmtDur(e.SuspectAfter.Std()), dflt, key, fmtDur(expiry), fmtDur(expiry))
 		}
 	}
 	proving := 0
