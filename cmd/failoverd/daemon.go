@@ -42,6 +42,9 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 	if w := homeWarning(cfg); w != "" {
 		fmt.Fprintln(stderr, "warning:", w)
 	}
+	for _, l := range cfg.FailoverArithmetic() {
+		fmt.Fprintln(stdout, l)
+	}
 	fmt.Fprintln(stdout, "ok")
 	return exitOK
 }

@@ -120,3 +120,77 @@ fencing: {methods: [{shell: {command: [/bin/true]}}]}
 		}
 	}
 }
+
+// With election.fence_first, validate prints the failover arithmetic on
+// stdout before "ok", with the renew interval of each backend as its
+// elector computes it (wired into config here), and warns on stderr when
+// suspect_after leaves a renewal no room to be late. Without the option
+// it prints only "ok".
+func TestValidatePrintsFenceFirstArithmetic(t *testing.T) {
+	base := `cluster: orders
+node: {id: node-a, host: 127.0.0.1}
+health: {http: {url: "http://127.0.0.1:8080/health"}}
+service:
+  promote: {command: [/bin/true]}
+  demote: {command: [/bin/true]}
+fencing: {methods: [{rpc: {timeout: 2s, token_file: TOKEN}}]}
+`
+	token := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(token, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base = strings.Replace(base, "TOKEN", token, 1)
+	for _, tc := range []struct {
+		name, doc string
+		want      []string // in stdout, in order
+		warn      string
+	}{
+		{"zookeeper", "zookeeper: {servers: [\"127.0.0.1:2181\"], tick_time: 2s}\nelection: {fence_first: true}\n", []string{
+			"failover of a silent leader with election.fence_first",
+			"the heartbeat is overdue after the leader's renew interval 1.05s + election.suspect_after 300ms, then a probe of the leader's admin API up to 300ms, " +
+				"then the proving methods in order (fencing.methods[0] rpc 2s)",
+			"won within 3.65s (1.05s + 300ms + 300ms + 2s)",
+			"zookeeper.session_timeout 5s after the leader's last renewal",
+			"within 3.65s (zookeeper.session_timeout 5s - renew interval 1.05s - election.suspect_after 300ms)",
+			"its heartbeat counts as overdue once it stood still for 1.35s (renew interval 1.05s + election.suspect_after 300ms), " +
+				"so a crashed leader is suspected 825ms after the crash on average",
+			"ok\n",
+		}, ""},
+		{"etcd", "coordination: {backend: etcd}\netcd: {endpoints: [\"127.0.0.1:2379\"], lease_ttl: 6s}\nelection: {fence_first: true, suspect_after: 50ms}\n", []string{
+			"overdue after the leader's renew interval 1s + election.suspect_after 50ms, then a probe of the leader's admin API up to 50ms",
+			"won within 3.1s (1s + 50ms + 50ms + 2s)",
+			"etcd.lease_ttl 6s after the leader's last renewal",
+			"asks again every 500ms",
+			"ok\n",
+		}, "warning: election.suspect_after: 50ms is below 100ms"},
+		{"off", "zookeeper: {servers: [\"127.0.0.1:2181\"], tick_time: 2s}\n", []string{"ok\n"}, ""},
+	} {
+		path := filepath.Join(t.TempDir(), "c.yaml")
+		if err := os.WriteFile(path, []byte(base+tc.doc), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var out, errb bytes.Buffer
+		if code := cmdValidate([]string{"-c", path}, &out, &errb); code != exitOK {
+			t.Fatalf("%s: exit %d, stdout %q, stderr %q", tc.name, code, out.String(), errb.String())
+		}
+		got := out.String()
+		if !strings.HasSuffix(got, "\nok\n") && got != "ok\n" {
+			t.Errorf("%s: stdout does not end with ok: %q", tc.name, got)
+		}
+		if tc.name == "off" && got != "ok\n" {
+			t.Errorf("fence_first off: stdout %q, want only ok", got)
+		}
+		rest := got
+		for _, w := range tc.want {
+			i := strings.Index(rest, w)
+			if i < 0 {
+				t.Errorf("%s: stdout does not say %q after what came before:\n%s", tc.name, w, got)
+				continue
+			}
+			rest = rest[i+len(w):]
+		}
+		if e := errb.String(); tc.warn == "" && e != "" || tc.warn != "" && !strings.HasPrefix(e, tc.warn) {
+			t.Errorf("%s: stderr %q, want prefix %q", tc.name, e, tc.warn)
+		}
+	}
+}
