@@ -2,6 +2,7 @@ package backendtest_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/failoverd/failoverd/cluster"
 	"github.com/failoverd/failoverd/cluster/backendtest"
@@ -51,3 +52,23 @@ func (m *memory) Disconnect(t *testing.T, id string) func() { return func() {} }
 func (m *memory) SetPause(t *testing.T, p *cluster.Pause) { m.w.SetPause(p) }
 
 func (m *memory) History(t *testing.T) []cluster.HistoryEntry { return m.w.History() }
+
+// NodeFenceFirst is Node with the world's elector fencing first.
+func (m *memory) NodeFenceFirst(t *testing.T, id string, ff cluster.FenceFirst) (cluster.Elector, cluster.Records) {
+	n := m.w.Node(id)
+	n.SetFenceFirst(ff)
+	return n, n
+}
+
+// SuspectAfter is five of the world's heartbeat intervals.
+func (m *memory) SuspectAfter() time.Duration { return 5 * controllertest.BeatInterval }
+
+// StandStill stops renewing id's term (its heartbeat stands still): the
+// world ends the term, and its entry goes, its demote budget before the
+// Expiry it kept, the guarantee ahead of now.
+func (m *memory) StandStill(t *testing.T, id string) (time.Duration, func()) {
+	t.Helper()
+	m.holds(t, id)
+	m.w.StopRenewals(id)
+	return m.w.Guarantee() - m.w.DemoteBudget(), func() { m.w.ResumeRenewals(id) }
+}

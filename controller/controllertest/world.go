@@ -1,5 +1,6 @@
 // Package controllertest is an in-memory world for the controller's
-// state-machine tests: a fair FIFO election whose terms have a fake lease,
+// state-machine tests: a fair FIFO election whose terms have a fake lease
+// (and, with fencing first, heartbeats that move with the clock),
 // a record store keyed by the cluster's Layout (revisions, records of a
 // node's session, directories) on which the real record rules run
 // (cluster.Store, and the Term it makes), and scripted hooks and fencer.
@@ -57,6 +58,9 @@ type World struct {
 	// elector: a term whose renewals stopped ends that long before its
 	// Expiry (StopRenewals), as the real backends' do.
 	guarantee, session, budget time.Duration
+	// beatEvery is how often a renewing entry's heartbeat moves (see
+	// heartbeat).
+	beatEvery time.Duration
 
 	records  map[string]*record
 	rev      int64 // the revision of the last commit
@@ -111,6 +115,12 @@ type entry struct {
 	turn    chan struct{} // closed when first in line
 	first   bool
 	term    *Term
+	// With fencing first (SetFenceFirst) every renewal of the entry is a
+	// heartbeat (see heartbeat); beats false: it publishes none.
+	beats  bool
+	beat   int64     // the heartbeat's version at beatAt
+	beatAt time.Time // when it took that version
+	stood  bool      // the heartbeat stands still (StopRenewals)
 }
 
 // New returns an empty world whose terms have a 6s session and expire
@@ -121,6 +131,7 @@ func New() *World {
 		guarantee: 5700 * time.Millisecond,
 		session:   6 * time.Second,
 		budget:    1700 * time.Millisecond,
+		beatEvery: BeatInterval,
 		records:   map[string]*record{},
 		nodes:     map[string]*Node{},
 		changed:   make(chan struct{}),
@@ -477,7 +488,8 @@ func (w *World) held(id string) *Term {
 // from the coordination service: its Expiry stays where it is now, and the
 // term ends (its context, with a lease expiry; Expiry fails) the world's
 // demote budget before that, as the contract obliges every backend to; its
-// entry stays until the term is released.
+// entry stays until the term is released. Its heartbeat (fencing first)
+// stands still until ResumeRenewals.
 func (w *World) StopRenewals(id string) { w.stopRenewals(id, true) }
 
 // StopRenewalsUnnoticed stops renewing node id's term as StopRenewals
@@ -490,7 +502,9 @@ func (w *World) stopRenewals(id string, noticed bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	t := w.held(id)
-	t.frozen = time.Now().Add(t.guarantee)
+	now := time.Now()
+	t.frozen = now.Add(t.guarantee)
+	t.e.stand(now, w.beatEvery)
 	if noticed {
 		frozen := t.frozen
 		time.AfterFunc(time.Until(frozen.Add(-w.budget)), func() { w.lapse(t, frozen) })
@@ -811,11 +825,12 @@ type Node struct {
 	joinErr   error         // SetJoinError: reads of the cluster record fail with it
 	pubErr    error         // SetPublishError: writes of the member record fail with it
 	warm      bool
-	hidePause bool   // the pause watch reports nothing
-	pos       *int64 // SetPosition: published in every member record
-	refusal   error  // SetRefusal: the elector stays out
-	foBlind   bool   // SetFailoverBlind: the failover watch reports only its first value
-	offline   bool   // SetConnected(false): Connected reports false
+	hidePause bool               // the pause watch reports nothing
+	pos       *int64             // SetPosition: published in every member record
+	refusal   error              // SetRefusal: the elector stays out
+	foBlind   bool               // SetFailoverBlind: the failover watch reports only its first value
+	offline   bool               // SetConnected(false): Connected reports false
+	ff        cluster.FenceFirst // SetFenceFirst: the elector fences first
 }
 
 var (
@@ -1076,7 +1091,8 @@ func (n *Node) Campaign(ctx context.Context, won func(context.Context, cluster.T
 			continue
 		}
 		w.entries++
-		e := &entry{node: n, session: n.session, turn: make(chan struct{}), key: path.Join(Layout.ElectionDir(), fmt.Sprintf("%s%010d", cluster.FairPrefix, w.entries))}
+		e := &entry{node: n, session: n.session, turn: make(chan struct{}), key: path.Join(Layout.ElectionDir(), fmt.Sprintf("%s%010d", cluster.FairPrefix, w.entries)),
+			beats: n.ff.On(), beatAt: time.Now()}
 		w.queue = append(w.queue, e)
 		w.rev++
 		w.records[e.key] = &record{data: []byte(n.id), rev: w.rev, session: n.session}
@@ -1084,13 +1100,11 @@ func (n *Node) Campaign(ctx context.Context, won func(context.Context, cluster.T
 		w.bump()
 		w.promoteFirst()
 		w.mu.Unlock()
-		select {
-		case <-ctx.Done():
+		if !n.awaitTurn(ctx, e) {
 			w.mu.Lock()
 			w.remove(e)
 			w.mu.Unlock()
 			return nil
-		case <-e.turn:
 		}
 		w.mu.Lock()
 		w.lastZxid++
