@@ -134,16 +134,18 @@ var ErrStalePosition = errors.New("cluster: the leader position is of a later ep
 //     term is over and the next candidate wins at once.
 //   - Fencing first: with electors configured for it (FenceFirst), only
 //     the candidate next in line suspects, and only a leader whose
-//     heartbeat stood still for SuspectAfter (never while it moves): it
-//     calls ProveOut naming the leader's node and entry, at most once per
-//     heartbeat version. ProveOut returning nil ends the leader's term at
-//     once: the candidate wins, with a greater epoch, long before the
-//     leader's session or lease could run out, and the old term's guarded
-//     writes fail. ProveOut failing removes nothing: the candidate wins
-//     only once the entry went by itself. EndTerm (a TermEnder) removes
-//     the entry only while it is the one named and its heartbeat is still
-//     at the Beat's version (ErrEntryChanged, ErrBeatMoved otherwise);
-//     of two callers with one Beat, exactly one succeeds.
+//     heartbeat stood still for SuspectAfter at least (never while it
+//     moves): it calls ProveOut naming the leader's node and entry, and
+//     while that version stands asks again no sooner than every
+//     SuspectAfter (0.5 s at least). ProveOut returning nil ends the
+//     leader's term at once: the candidate wins, with a greater epoch,
+//     long before the leader's session or lease could run out, and the
+//     old term's guarded writes fail. ProveOut failing removes nothing:
+//     the candidate wins only once the entry went by itself. EndTerm (a
+//     TermEnder) removes the entry only while it is the one named and its
+//     heartbeat is still at the Beat's version (ErrEntryChanged,
+//     ErrBeatMoved otherwise); of two callers with one Beat, exactly one
+//     succeeds.
 
 // Revision is a record's version as its backend reports it, for
 // compare-and-set. It is opaque: only the backend that returned it

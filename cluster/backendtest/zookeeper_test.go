@@ -99,13 +99,64 @@ func newNode(t *testing.T, layout cluster.Layout, c *zk.Client, id string, ec el
 
 func (z *zooKeeper) Node(t *testing.T, id string) (cluster.Elector, cluster.Records) {
 	t.Helper()
+	return z.newNode(t, id, election.Config{})
+}
+
+// newNode is node id, with its own proxy, and its elector configured by ec
+// on top of the suite's timing.
+func (z *zooKeeper) newNode(t *testing.T, id string, ec election.Config) (cluster.Elector, cluster.Records) {
+	t.Helper()
 	addr := z.zkc.Servers[0].Addr()
 	p := netproxy.New(t, func() string { return addr })
 	c := newClient(t, []string{p.Addr()}, sessionTimeout)
 	z.mu.Lock()
 	z.nodes[id] = &zkNode{client: c, proxy: p}
 	z.mu.Unlock()
-	return newNode(t, z.layout, c, id, election.Config{TickTime: zktest.TickTime, DemoteBudget: demoteBudget})
+	ec.TickTime, ec.DemoteBudget = zktest.TickTime, demoteBudget
+	return newNode(t, z.layout, c, id, ec)
+}
+
+// NodeFenceFirst is Node with the elector fencing first (a heartbeat on
+// every renewal, a renew interval of about half a tick).
+func (z *zooKeeper) NodeFenceFirst(t *testing.T, id string, ff cluster.FenceFirst) (cluster.Elector, cluster.Records) {
+	t.Helper()
+	return z.newNode(t, id, election.Config{FenceFirst: ff})
+}
+
+// SuspectAfter is five ticks: about ten renew intervals (half a tick and
+// a margin, 105ms).
+func (z *zooKeeper) SuspectAfter() time.Duration { return 5 * zktest.TickTime }
+
+// StandStill holds the node's connection, as Disconnect does, until resume
+// or the end of the test: no renewal reaches the server, whose session
+// lives on for the session timeout after the node's last request. The
+// entry stays at least three quarters of the session timeout (its last
+// renewal came within a renew interval or two of the hold, unless the
+// machine stalled it longer).
+func (z *zooKeeper) StandStill(t *testing.T, id string) (time.Duration, func()) {
+	t.Helper()
+	n := z.node(t, id)
+	s := session(t, n.client)
+	n.proxy.Blackhole(true)
+	n.proxy.Reset()
+	t.Cleanup(func() { n.proxy.Blackhole(false) }) // before the client closes
+	waitState(t, s, func(st zk.State) bool { return st != zk.StateConnected }, "disconnected")
+	return sessionTimeout * 3 / 4, func() {
+		t.Helper()
+		n.proxy.Blackhole(false)
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			if cur := n.client.Current(); cur != nil {
+				if st, _ := cur.State(); st == zk.StateConnected {
+					return
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s did not connect again within 30s", id)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
 }
 
 func (z *zooKeeper) node(t *testing.T, id string) *zkNode {

@@ -14,21 +14,27 @@ import (
 // function of the time); StopRenewals makes a leader's heartbeat stand
 // still, ResumeRenewals moves it again. The candidate next in line times
 // the leader's heartbeat from the instant it first saw its version, and
-// once a version stood still for SuspectAfter it calls ProveOut, at most
-// once per version, in its Campaign's goroutine; when ProveOut returns nil
-// it ends the leader's term with EndTerm and wins through the normal path.
+// once a version is overdue by SuspectAfter (it stood still for
+// BeatInterval plus SuspectAfter) it calls ProveOut, in its Campaign's
+// goroutine, and again RetryProveOut after each refusal while that version
+// stands; when ProveOut returns nil it ends the leader's term with EndTerm
+// and wins through the normal path.
 
-// BeatInterval is how often a renewing entry's heartbeat moves: a
-// SuspectAfter must be longer (SetFenceFirst).
+// BeatInterval is how often a renewing entry's heartbeat moves.
 const BeatInterval = 100 * time.Millisecond
+
+// RetryProveOut is how long after a refused ProveOut the candidate asks
+// again while the same heartbeat stands, as the real electors do.
+func RetryProveOut(ff cluster.FenceFirst) time.Duration {
+	return max(ff.SuspectAfter, 500*time.Millisecond)
+}
 
 // SetFenceFirst configures the node's elector for fencing first with ff
 // (ProveOut nil: off), for the entries it creates from now on: set it
-// before Campaign. It panics when ff.SuspectAfter does not exceed
-// BeatInterval: a renewing leader would be suspected.
+// before Campaign. It panics when ff.SuspectAfter is not positive.
 func (n *Node) SetFenceFirst(ff cluster.FenceFirst) {
-	if ff.On() && ff.SuspectAfter <= BeatInterval {
-		panic(fmt.Sprintf("controllertest: SuspectAfter %v must exceed the heartbeat interval %v", ff.SuspectAfter, BeatInterval))
+	if ff.On() && ff.SuspectAfter <= 0 {
+		panic(fmt.Sprintf("controllertest: SuspectAfter %v: want a positive one", ff.SuspectAfter))
 	}
 	n.w.mu.Lock()
 	defer n.w.mu.Unlock()
@@ -127,8 +133,9 @@ func (n *Node) EndTerm(ctx context.Context, b cluster.Beat) error {
 type suspicion struct {
 	leader *entry    // the leader's entry being timed (nil: none)
 	since  time.Time // when this candidate began to time it
-	tried  int64     // the heartbeat version ProveOut was called for,
-	asked  bool      // if any
+	tried  int64     // the heartbeat version ProveOut refused last,
+	asked  bool      // if any,
+	again  time.Time // and when to ask again while it stands
 }
 
 // look returns the suspect e's node calls ProveOut for now (nil: none), or
@@ -149,15 +156,13 @@ func (s *suspicion) look(w *World, e *entry, ff cluster.FenceFirst, now time.Tim
 	if seen.Before(s.since) {
 		seen = s.since
 	}
+	overdue := seen.Add(w.beatEvery + ff.SuspectAfter)
 	switch {
-	case s.asked && s.tried == v && l.stood:
-		return nil, time.Time{} // asked once for this version: until it moves
-	case s.asked && s.tried == v:
-		return nil, at.Add(w.beatEvery) // when it moves
-	case now.Sub(seen) < ff.SuspectAfter:
-		return nil, seen.Add(ff.SuspectAfter)
+	case s.asked && s.tried == v && now.Before(s.again):
+		return nil, s.again // refused for this version: until it moves, or again
+	case now.Before(overdue):
+		return nil, overdue
 	}
-	s.tried, s.asked = v, true
 	t := l.term
 	return &cluster.Suspect{
 		Beat:  cluster.Beat{NodeID: l.node.id, Entry: cluster.Entry{Key: l.key, Owner: l.session, Created: t.epoch}, Version: v},
@@ -186,7 +191,9 @@ func (n *Node) awaitTurn(ctx context.Context, e *entry) bool {
 		if suspect != nil {
 			if ff.ProveOut(ctx, *suspect) == nil {
 				_ = n.EndTerm(ctx, suspect.Beat) // refused: the heartbeat moved, or the entry went
+				continue
 			}
+			s.tried, s.asked, s.again = suspect.Beat.Version, true, time.Now().Add(RetryProveOut(ff))
 			continue
 		}
 		var fire <-chan time.Time
