@@ -158,6 +158,9 @@ type Session struct {
 	// is closed when it drops to 0 (nil while it is 0).
 	holds   int
 	drained chan struct{}
+	// beat is closed when a renewal counted (moved the anchor), then
+	// replaced: heartbeats (Elector.beat) follow the renewals.
+	beat chan struct{}
 }
 
 // Hold marks a term of this session as held until release is called
@@ -272,8 +275,22 @@ func (s *Session) renewed(sent time.Time, ttl time.Duration) {
 	defer s.mu.Unlock()
 	if sent.After(s.anchor) {
 		s.anchor, s.ttl = sent, ttl
+		if s.beat != nil {
+			close(s.beat)
+		}
+		s.beat = make(chan struct{})
 	}
 	s.ok = true
+}
+
+// renewals returns a channel closed when the next renewal counts.
+func (s *Session) renewals() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.beat == nil {
+		s.beat = make(chan struct{})
+	}
+	return s.beat
 }
 
 func (s *Session) failed() {

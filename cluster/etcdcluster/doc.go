@@ -140,6 +140,57 @@
 // (SIGSTOP, a frozen VM) for longer than a TTL (on waking it may revoke
 // leases it no longer holds, docs/safety.md).
 //
+// # Fencing first
+//
+// With ElectorConfig.FenceFirst (fair mode only; an unfair elector
+// refuses it) every candidate's election key is a heartbeat. Its value
+// carries "renew_ms", the session's renew interval, and after every
+// counted renewal of its lease (confirmed, as above) the elector puts the
+// same value again in one transaction that compares the key's create
+// revision and keeps its lease: the key's mod revision moves once per
+// renewal while the lease is renewed and answered, and a heartbeat never
+// re-creates a key that went. Without the option the key's bytes are
+// those of a candidate without heartbeats (no "renew_ms"), and nothing
+// puts it again.
+//
+// The candidate next in line (its predecessor is the oldest key, which
+// the transaction that reads the predecessor also reads) watches that key
+// and times each mod revision on its monotonic clock from when it saw it;
+// a failed watch starts the timing anew. Once one revision stood still
+// for the renew interval the key publishes plus SuspectAfter (it is
+// overdue by SuspectAfter), a linearizable read checks that it is still
+// the key's newest (a lagging member's watch is not a heartbeat that
+// stood still) and ProveOut is called; while that revision stands it is
+// called again every max(SuspectAfter, 0.5s), one call at a time: a
+// leader cut off from etcd answers a probe that it is connected until
+// its own renewals failed, up to a few seconds later. A key without
+// "renew_ms" (the option off on its node, or an older version) is never
+// suspected. Only when ProveOut returned nil does the candidate end the
+// term with EndTerm and then win through the normal path; otherwise it
+// waits for the key to go, as without the option. The candidates further
+// behind also watch the oldest key for its deletion, so that the one that
+// moves up to next in line times its new predecessor: with the option a
+// change of leader wakes every waiting candidate once, not only the next.
+//
+// Store.EndTerm (cluster.TermEnder) deletes the key a Beat names in one
+// transaction comparing its create revision, its lease and its mod
+// revision with the Beat's, then revokes the lease (so that the member
+// record goes too, as with RemoveEntry). A heartbeat that moved since is
+// ErrBeatMoved, a key that went or is another ErrEntryChanged; either way
+// nothing changed, and of two calls with one Beat only one deletes the
+// key. The early end is safe only by what ProveOut proved: a heartbeat
+// that stood still does not mean that the leader stopped (a renewal may
+// have counted while its heartbeat was still in flight).
+//
+// A heartbeat stands still whenever renewals are not confirmed, and none
+// is during an etcd leader election (about EtcdElection): a change of
+// etcd leader can make the successor probe a leader that is fine, which
+// answers that it is connected. Cost: one put per candidate per renew
+// interval. An idle cluster of three candidates at the renew interval of
+// the default lease (a second) committed 30 puts in 10s with the option
+// and none without (keepalives and reads are no raft writes): 3 writes a
+// second per cluster, one per candidate.
+//
 // # What is not guaranteed
 //
 // A process paused after reading Expiry can still act once before it

@@ -44,6 +44,14 @@ type ElectorConfig struct {
 	// its budget, to stop the service: the elector refuses to campaign on
 	// a lease that cannot hold it (Refusal).
 	DemoteBudget time.Duration
+	// FenceFirst (fair mode only) makes every counted renewal of the
+	// candidate's lease a heartbeat, a guarded re-put of its election key
+	// that moves the key's mod revision, and lets the candidate next in
+	// line end the term of a leader whose heartbeat is overdue by
+	// FenceFirst.SuspectAfter, once ProveOut fenced it (see the package
+	// doc, "Fencing first"). Zero: off, and the election key's bytes are
+	// those of a candidate without heartbeats.
+	FenceFirst cluster.FenceFirst
 
 	// hooks, set by tests only, are this elector's failpoints (nil:
 	// none). They are fixed before the elector exists and only read after,
@@ -57,10 +65,14 @@ type ElectorConfig struct {
 // watchFailed runs when a wait ended because its watch failed (etcd's
 // leader changed, the stream broke), not because the watched key went
 // or the wait was called off.
+//
+// beat runs before each heartbeat; false skips it (the heartbeat stands
+// still while the lease is renewed).
 type electorHooks struct {
 	waiting     func(key, pred string)
 	woke        func()
 	watchFailed func()
+	beat        func() bool
 }
 
 // Elector campaigns for one node in the Store's layout (cluster.Elector).
@@ -90,6 +102,15 @@ func (s *Store) Elector(cfg ElectorConfig) (*Elector, error) {
 	if cfg.DemoteBudget < 0 {
 		return nil, errors.New("etcdcluster: negative demote budget")
 	}
+	if cfg.FenceFirst.On() {
+		if cfg.Mode != Fair {
+			return nil, errors.New("etcdcluster: fencing first needs the fair election mode: " +
+				"in unfair mode no candidate is next in line to time the leader's heartbeat")
+		}
+		if cfg.FenceFirst.SuspectAfter <= 0 {
+			return nil, fmt.Errorf("etcdcluster: fencing first needs a positive SuspectAfter, not %v", cfg.FenceFirst.SuspectAfter)
+		}
+	}
 	var b [16]byte
 	rand.Read(b[:])
 	if cfg.hooks == nil {
@@ -106,10 +127,21 @@ type candidate struct {
 	// Join is a nonce of the join that created the key: after a lost
 	// answer only a key of the current join may be adopted.
 	Join string `json:"join,omitempty"`
+	// RenewMS (ElectorConfig.FenceFirst) says that the key is a
+	// heartbeat: every counted renewal of its lease puts it again, moving
+	// its mod revision, about every RenewMS milliseconds (the session's
+	// renew interval, rounded up). A successor suspects the key once one
+	// revision stood still for RenewMS plus its SuspectAfter. Absent: no
+	// heartbeats (the option is off, or an older version), never
+	// suspected. ZooKeeper's heartbeats publish the same field.
+	RenewMS int64 `json:"renew_ms,omitempty"`
 }
 
-func (e *Elector) data(join string) string {
-	b, _ := json.Marshal(candidate{NodeID: e.cfg.NodeID, GUID: e.guid, Join: join})
+// data is the value of our election key of join; renew is the heartbeat
+// interval it publishes (0: none).
+func (e *Elector) data(join string, renew time.Duration) string {
+	ms := int64((renew + time.Millisecond - 1) / time.Millisecond)
+	b, _ := json.Marshal(candidate{NodeID: e.cfg.NodeID, GUID: e.guid, Join: join, RenewMS: ms})
 	return string(b)
 }
 
@@ -200,7 +232,8 @@ func (e *Elector) Campaign(ctx context.Context, won func(ctx context.Context, t 
 // entry is our election key of one join.
 type entry struct {
 	key string
-	rev int64 // its create revision: the term's epoch if it wins
+	rev int64  // its create revision: the term's epoch if it wins
+	val string // its value, which heartbeats put again
 }
 
 // campaign joins with one key on sess, waits for our turn, leads, and
@@ -211,12 +244,19 @@ func (e *Elector) campaign(ctx context.Context, sess *Session, won func(context.
 	if e.cfg.Mode == Unfair {
 		en, err = e.acquireLock(ctx, sess)
 	} else {
-		if en, err = e.join(ctx, sess); err == nil {
-			err = e.waitTurn(ctx, sess, en)
-		}
+		en, err = e.join(ctx, sess)
 	}
 	if en.key != "" {
 		defer e.leave(sess, en)
+		if e.cfg.FenceFirst.On() {
+			// Every candidate beats, from its join on; stopped before
+			// leave deletes the key (deferred calls run last in, first
+			// out), though a heartbeat never re-creates it anyway.
+			defer e.beat(sess, en)()
+		}
+	}
+	if err == nil && e.cfg.Mode == Fair {
+		err = e.waitTurn(ctx, sess, en)
 	}
 	if err != nil || ctx.Err() != nil {
 		return err
@@ -239,13 +279,18 @@ func (e *Elector) join(ctx context.Context, sess *Session) (entry, error) {
 		return entry{}, err
 	}
 	join := nonce()
+	var beat time.Duration
+	if e.cfg.FenceFirst.On() {
+		beat = sess.RenewInterval()
+	}
+	val := e.data(join, beat)
 	for attempt := 0; ; attempt++ {
 		if err := ctx.Err(); err != nil {
 			return entry{}, err
 		}
 		resp, err := e.s.cli.Txn(ctx).
 			If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-			Then(clientv3.OpPut(key, e.data(join), clientv3.WithLease(sess.ID))).
+			Then(clientv3.OpPut(key, val, clientv3.WithLease(sess.ID))).
 			Else(clientv3.OpGet(key)).Commit()
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 			if err := e.s.conn.check(sess); err != nil {
@@ -261,14 +306,14 @@ func (e *Elector) join(ctx context.Context, sess *Session) (entry, error) {
 			return entry{}, fmt.Errorf("joining the election: %w", err)
 		}
 		if resp.Succeeded {
-			return entry{key: key, rev: resp.Header.Revision}, nil
+			return entry{key: key, rev: resp.Header.Revision, val: val}, nil
 		}
 		k := resp.Responses[0].GetResponseRange().Kvs[0]
 		var c candidate
 		_ = json.Unmarshal(k.Value, &c)
 		if c.Join == join && clientv3.LeaseID(k.Lease) == sess.ID {
 			e.log.Info("found our election key after a lost answer", "key", key)
-			return entry{key: key, rev: k.CreateRevision}, nil
+			return entry{key: key, rev: k.CreateRevision, val: val}, nil
 		}
 		// A leftover of an earlier term of this lease: never adopted.
 		if err := e.deleteAt(ctx, key, k.CreateRevision); err != nil {
@@ -318,12 +363,22 @@ func (e *Elector) deleteAt(ctx context.Context, key string, rev int64) error {
 // candidate, and a win is checked against a linearizable read in which
 // our key exists, at our create revision (a key of a lost lease is gone,
 // so a candidate whose lease expired while it waited never wins with it).
+//
+// With FenceFirst, the candidate whose predecessor is the oldest key (the
+// leader's, or the next leader's) times that key's heartbeat instead
+// (awaitBeat); the same read tells, by a second range of the oldest key.
+// Every other candidate also watches the oldest key (waitBehind), so that
+// it looks again, and times its predecessor, once that is the oldest.
 func (e *Elector) waitTurn(ctx context.Context, sess *Session, en entry) error {
 	prefix := dir(e.s.layout.ElectionDir())
+	ops := []clientv3.Op{clientv3.OpGet(prefix, append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(en.rev-1))...)}
+	if e.cfg.FenceFirst.On() {
+		ops = append(ops, clientv3.OpGet(prefix, clientv3.WithFirstCreate()...))
+	}
 	for {
 		resp, err := e.s.cli.Txn(ctx).
 			If(clientv3.Compare(clientv3.CreateRevision(en.key), "=", en.rev)).
-			Then(clientv3.OpGet(prefix, append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(en.rev-1))...)).Commit()
+			Then(ops...).Commit()
 		if err != nil {
 			return fmt.Errorf("reading the election: %w", err)
 		}
@@ -339,7 +394,19 @@ func (e *Elector) waitTurn(ctx context.Context, sess *Session, en entry) error {
 			f(en.key, pred)
 		}
 		e.log.Debug("waiting for predecessor", "predecessor", pred)
-		if err := e.waitGone(ctx, sess.Done(), pred, kvs[0].CreateRevision, resp.Header.Revision+1); err != nil {
+		var first []*mvccpb.KeyValue
+		if e.cfg.FenceFirst.On() {
+			first = resp.Responses[1].GetResponseRange().Kvs
+		}
+		switch {
+		case len(first) == 1 && string(first[0].Key) == pred:
+			err = e.awaitBeat(ctx, sess.Done(), kvs[0], resp.Header.Revision+1)
+		case len(first) == 1:
+			err = e.waitBehind(ctx, sess.Done(), kvs[0], first[0], resp.Header.Revision+1)
+		default:
+			err = e.waitGone(ctx, sess.Done(), nil, pred, kvs[0].CreateRevision, resp.Header.Revision+1)
+		}
+		if err != nil {
 			return sessionErr(sess, err)
 		}
 		if f := e.cfg.hooks.woke; f != nil {
@@ -349,10 +416,11 @@ func (e *Elector) waitTurn(ctx context.Context, sess *Session, en entry) error {
 }
 
 // waitGone watches key (created at rev) from revision from until it is
-// deleted or re-created (nil), its watch fails (nil: the caller looks
-// again), sessDone is closed or ctx ends (errSessionDone, ctx's error;
-// the watch's channel closes when ctx ends, which is no failed watch).
-func (e *Elector) waitGone(ctx context.Context, sessDone <-chan struct{}, key string, rev, from int64) error {
+// deleted or re-created (nil), its watch fails or wake is closed (nil: the
+// caller looks again), sessDone is closed or ctx ends (errSessionDone,
+// ctx's error; the watch's channel closes when ctx ends, which is no
+// failed watch).
+func (e *Elector) waitGone(ctx context.Context, sessDone, wake <-chan struct{}, key string, rev, from int64) error {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
 	ch := e.s.cli.Watch(wctx, key, clientv3.WithRev(from))
@@ -374,12 +442,39 @@ func (e *Elector) waitGone(ctx context.Context, sessDone <-chan struct{}, key st
 					return nil
 				}
 			}
+		case <-wake:
+			return nil
 		case <-sessDone:
 			return errSessionDone
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 	}
+}
+
+// waitBehind is waitGone of pred for a candidate behind the one next in
+// line, with FenceFirst: it returns nil too once first, the oldest key,
+// is deleted (a watch of deletions only: the heartbeats are not sent to
+// it) or that watch fails, so that the caller looks again and, when pred
+// is now the oldest, times its heartbeat. With fencing first a change of
+// leader so wakes every waiting candidate once, not only the next one.
+func (e *Elector) waitBehind(ctx context.Context, sessDone <-chan struct{}, pred, first *mvccpb.KeyValue, from int64) error {
+	fctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	firstGone := make(chan struct{})
+	go func() {
+		defer close(firstGone)
+		for resp := range e.s.cli.Watch(fctx, string(first.Key), clientv3.WithRev(from), clientv3.WithFilterPut()) {
+			if len(resp.Events) > 0 {
+				return
+			}
+			if resp.Err() != nil || resp.Canceled {
+				break
+			}
+		}
+		cluster.Sleep(fctx, 100*time.Millisecond) // no tight loop if the watch keeps failing
+	}()
+	return e.waitGone(ctx, sessDone, firstGone, string(pred.Key), pred.CreateRevision, from)
 }
 
 // errSessionDone: the session ended while we waited (sessionErr says why).
@@ -410,7 +505,7 @@ func (e *Elector) acquireLock(ctx context.Context, sess *Session) (entry, error)
 		}
 		resp, err := e.s.cli.Txn(ctx).
 			If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-			Then(clientv3.OpPut(key, e.data(join), clientv3.WithLease(sess.ID))).
+			Then(clientv3.OpPut(key, e.data(join, 0), clientv3.WithLease(sess.ID))).
 			Else(clientv3.OpGet(key)).Commit()
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 			if err := e.s.conn.check(sess); err != nil {
@@ -451,7 +546,7 @@ func (e *Elector) acquireLock(ctx context.Context, sess *Session) (entry, error)
 			}
 			continue
 		}
-		if err := e.waitGone(ctx, sess.Done(), key, k.CreateRevision, resp.Header.Revision+1); err != nil {
+		if err := e.waitGone(ctx, sess.Done(), nil, key, k.CreateRevision, resp.Header.Revision+1); err != nil {
 			return entry{}, sessionErr(sess, err)
 		}
 	}
@@ -644,7 +739,7 @@ func (e *Elector) watchEntry(ctx context.Context, en entry) bool {
 		if !resp.Succeeded {
 			return true
 		}
-		if e.waitGone(ctx, nil, en.key, en.rev, resp.Header.Revision+1) != nil {
+		if e.waitGone(ctx, nil, nil, en.key, en.rev, resp.Header.Revision+1) != nil {
 			return false
 		}
 	}
