@@ -186,7 +186,10 @@ func (n *Node) awaitTurn(ctx context.Context, e *entry) bool {
 			ff = cluster.FenceFirst{} // configured after this entry joined
 		}
 		suspect, due := s.look(w, e, ff, time.Now())
-		ch := w.changed
+		var ch chan struct{} // without fencing first only the turn matters
+		if ff.On() {
+			ch = w.changed
+		}
 		w.mu.Unlock()
 		if suspect != nil {
 			if ff.ProveOut(ctx, *suspect) == nil {
