@@ -67,10 +67,10 @@ func (k kv) RemoveEntry(ctx context.Context, e cluster.Entry) error {
 // a sequence number and are never reused; the czxid read before tells a
 // wrong Created apart.
 func (k kv) EndTerm(ctx context.Context, b cluster.Beat) error {
-	e := b.Entry
-	if election.IsUnfairLock(e.Key) {
-		return fmt.Errorf("%w: %s is the unfair-mode lock, shared by every candidate", cluster.ErrNoEndTerm, e.Key)
+	if election.IsUnfairLock(b.Entry.Key) {
+		return fmt.Errorf("%w: %s is the unfair-mode lock, shared by every candidate", cluster.ErrNoEndTerm, b.Entry.Key)
 	}
+	e := b.Entry
 	if b.Version < 0 || b.Version > math.MaxInt32 {
 		return fmt.Errorf("%w: version %d of %s", cluster.ErrBeatMoved, b.Version, e.Key)
 	}

@@ -395,8 +395,8 @@ var mutants = []mutant{
 		What: "the successor taking over at the leader's deadline deletes the leader's znode at any version, not at the heartbeat version it timed",
 		Edits: []edit{{
 			File: "cluster/zkcluster/election/takeover.go",
-			Old:  "err := r.sess.Delete(ctx, pred, seen)",
-			New:  "err := r.sess.Delete(ctx, pred, -1)",
+			Old:  "err = r.sess.Delete(ctx, pred, seen)",
+			New:  "err = r.sess.Delete(ctx, pred, -1)",
 		}},
 		Tests: []selection{{pkgOf("cluster/zkcluster/election/takeover.go"), "TestTakeOverRefusedWhileTheHeartbeatMoves"}},
 	},
@@ -405,7 +405,7 @@ var mutants = []mutant{
 		What: "with take_over_at_deadline the lease still runs from any answered write of the session, not from the heartbeats the successor times",
 		Edits: []edit{{
 			File: "cluster/zkcluster/election/lease.go",
-			Old:  "\tall := r.sess.Acks()\n\tif !e.cfg.TakeOverAtDeadline {",
+			Old:  "\tall := r.sess.Acks()\n\tif !e.beats() {",
 			New:  "\tall := r.sess.Acks()\n\tif true {",
 		}},
 		Tests: []selection{{pkgOf("cluster/zkcluster/election/lease.go"), "TestLeaseRunsFromHeartbeatsOnly"}},
