@@ -40,6 +40,9 @@ type backend struct {
 	// elector builds the daemon's candidate.
 	elector func(ccfg controller.Config) (cluster.Elector, error)
 	close   func()
+	// prove is the elector's ProveOut (election.fence_first), bound to
+	// the controller once it exists.
+	prove *lateProver
 }
 
 // name is the service's name in log lines and messages.
@@ -86,12 +89,13 @@ func openZooKeeper(cfg *config.Config, nodeID, instance string, logger *slog.Log
 		client.Close()
 		return nil, err
 	}
+	prove := &lateProver{}
 	return &backend{
-		kind: config.BackendZooKeeper, desc: fmt.Sprintf("zookeeper %v", cfg.ZooKeeper.Servers), store: store.Store,
+		kind: config.BackendZooKeeper, prove: prove, desc: fmt.Sprintf("zookeeper %v", cfg.ZooKeeper.Servers), store: store.Store,
 		stale:   cfg.ZooKeeper.SessionTimeout.Std(),
 		session: func(ctx context.Context) error { return firstZKSession(ctx, client) },
 		elector: func(ccfg controller.Config) (cluster.Elector, error) {
-			el, err := election.New(electionConfig(cfg, ccfg), election.Deps{Client: client, Logger: logger})
+			el, err := election.New(electionConfig(cfg, ccfg, prove.ProveOut), election.Deps{Client: client, Logger: logger})
 			if err != nil {
 				return nil, err
 			}
@@ -147,8 +151,9 @@ func openEtcd(cfg *config.Config, nodeID, instance string, logger *slog.Logger) 
 		closeAll()
 		return nil, err
 	}
+	prove := &lateProver{}
 	return &backend{
-		kind: config.BackendEtcd, desc: desc, store: store.Store,
+		kind: config.BackendEtcd, prove: prove, desc: desc, store: store.Store,
 		stale:   cfg.Etcd.LeaseTTL.Std(),
 		session: func(ctx context.Context) error { return firstEtcdSession(ctx, conn, dc, logger) },
 		elector: func(ccfg controller.Config) (cluster.Elector, error) {
@@ -156,7 +161,8 @@ func openEtcd(cfg *config.Config, nodeID, instance string, logger *slog.Logger) 
 			if cfg.Election.Mode == config.ModeUnfair {
 				mode = etcdcluster.Unfair
 			}
-			return store.Elector(etcdcluster.ElectorConfig{NodeID: cfg.Node.ID, Mode: mode, DemoteBudget: controller.DemoteBudget(ccfg)})
+			return store.Elector(etcdcluster.ElectorConfig{NodeID: cfg.Node.ID, Mode: mode, DemoteBudget: controller.DemoteBudget(ccfg),
+				FenceFirst: fenceFirstOf(cfg, prove.ProveOut)})
 		},
 		close: closeAll,
 	}, nil

@@ -213,7 +213,7 @@ func followHook(ccfg controller.Config) controller.Hook {
 // electionConfig is the elector's part of cfg: the lease (0: derived from
 // the timeout ZooKeeper grants), the ensemble's tickTime, the
 // controller's demote budget and whether standbys keep a warm chain.
-func electionConfig(cfg *config.Config, ccfg controller.Config) election.Config {
+func electionConfig(cfg *config.Config, ccfg controller.Config, prove cluster.ProveOut) election.Config {
 	mode := election.Fair
 	if cfg.Election.Mode == config.ModeUnfair {
 		mode = election.Unfair
@@ -223,6 +223,7 @@ func electionConfig(cfg *config.Config, ccfg controller.Config) election.Config 
 		NodeID: cfg.Node.ID, Mode: mode, Lease: cfg.Election.Lease.Std(), TickTime: cfg.ZooKeeper.TickTime.Std(),
 		DemoteBudget: controller.DemoteBudget(ccfg), WarmStandby: cfg.Election.WarmStandby,
 		TakeOverAtDeadline: cfg.Election.TakeOverAtDeadline,
+		FenceFirst:         fenceFirstOf(cfg, prove),
 	}
 }
 
@@ -288,8 +289,12 @@ func buildOn(cfg *config.Config, logger *slog.Logger, ccfg controller.Config, be
 		}
 		el = withRestarter(el, r)
 	}
+	probe, err := newStatusProbe(cfg)
+	if err != nil {
+		return nil, err
+	}
 	ctrl, err := controller.New(ccfg, controller.Deps{
-		Elector: el, Records: be.store, Fencer: fence, Metrics: m, Logger: logger,
+		Elector: el, Records: be.store, Fencer: fence, Prover: proverOf(fence), Probe: probe, Metrics: m, Logger: logger,
 		Hooks:    procHooks(cfg, ccfg, logger),
 		Position: positionReader(cfg, logger),
 		Home:     home,
@@ -297,6 +302,7 @@ func buildOn(cfg *config.Config, logger *slog.Logger, ccfg controller.Config, be
 	if err != nil {
 		return nil, err
 	}
+	be.prove.set(ctrl)
 	reg.MustRegister(metrics.StatusCollector(ctrl.Status))
 
 	// Health monitor, reporting to the controller.
@@ -347,6 +353,7 @@ func buildFencer(cfg *config.Config, logger *slog.Logger, m fencer.Metrics) (con
 		if err != nil {
 			return nil, fmt.Errorf("fencing.methods[%d].%s: %w", i, fm.Name(), err)
 		}
+		step.Proves = fm.Proving()
 		steps = append(steps, step)
 	}
 	return fencer.NewChain(steps, deps)

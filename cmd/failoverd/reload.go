@@ -183,7 +183,7 @@ func (r *reloader) build(next *config.Config, hash string, now time.Time) (reloa
 	if err != nil {
 		return p, err
 	}
-	p.reload = controller.Reload{Config: p.ccfg, Hooks: procHooks(next, p.ccfg, r.log), Fencer: fence, Position: positionReader(next, r.log)}
+	p.reload = controller.Reload{Config: p.ccfg, Hooks: procHooks(next, p.ccfg, r.log), Fencer: fence, Prover: proverOf(fence), Position: positionReader(next, r.log)}
 	if p.checker, err = buildChecker(next); err != nil {
 		return p, err
 	}

@@ -34,7 +34,7 @@ func TestWiringDemoteBudgetMatchesConfig(t *testing.T) {
 		cfg.Service.Demote.Timeout, cfg.Election.Lease = config.Duration(tc.demote), config.Duration(tc.lease)
 		cfg.ZooKeeper.Servers = []string{"127.0.0.1:2181"}
 		ccfg := controllerConfig(cfg)
-		ecfg := electionConfig(cfg, ccfg)
+		ecfg := electionConfig(cfg, ccfg, nil)
 		if got, want := ecfg.DemoteBudget, cfg.Timing().DemoteBudget; got != want || controller.DemoteBudget(ccfg) != want {
 			t.Errorf("%+v: elector budget %v, controller %v, config %v", tc, got, controller.DemoteBudget(ccfg), want)
 		}
@@ -57,7 +57,7 @@ func TestWiringDemoteBudgetMatchesConfig(t *testing.T) {
 			t.Errorf("%+v: elector warm_standby %v, config %v", tc, ecfg.WarmStandby, cfg.Election.WarmStandby)
 		}
 		cfg.Election.WarmStandby = !cfg.Election.WarmStandby
-		if electionConfig(cfg, ccfg).WarmStandby != cfg.Election.WarmStandby {
+		if electionConfig(cfg, ccfg, nil).WarmStandby != cfg.Election.WarmStandby {
 			t.Errorf("%+v: election.warm_standby %v does not reach the elector", tc, cfg.Election.WarmStandby)
 		}
 		if et.Grace() < controller.DemoteBudget(ccfg) {
@@ -138,7 +138,7 @@ func TestWiringGracefulDemoteTimeout(t *testing.T) {
 	if ccfg.GracefulDemoteTimeout != time.Minute {
 		t.Errorf("graceful demote timeout %v, want 1m", ccfg.GracefulDemoteTimeout)
 	}
-	if got := electionConfig(cfg, ccfg).DemoteBudget; got != budget || controller.DemoteBudget(ccfg) != budget {
+	if got := electionConfig(cfg, ccfg, nil).DemoteBudget; got != budget || controller.DemoteBudget(ccfg) != budget {
 		t.Errorf("demote budget %v (controller %v) with a 1m graceful timeout, want %v", got, controller.DemoteBudget(ccfg), budget)
 	}
 }

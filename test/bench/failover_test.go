@@ -446,6 +446,10 @@ func manualFailover(b *testing.B, backend, mode string) {
 // daemon's default) on a 3-member etcdtest cluster; the timeout compared
 // with is the TTL etcd granted (the lease of the dead leader's member record).
 // BENCH_TAKEOVER=1 turns election.take_over_at_deadline on (ZooKeeper).
+// BENCH_FENCE_FIRST=1 turns election.fence_first on (both backends; the
+// shell fence marked proving): detection is then kill → the successor's
+// "suspected leader does not answer" log line, and the proving fence runs
+// before the win.
 func BenchmarkCrashFailover(b *testing.B) {
 	forEachBackend(b, crashFailover)
 }
@@ -470,6 +474,7 @@ func crashFailover(b *testing.B, backend string) {
 		sub, list = "ttl=", durations("BENCH_CRASH_TTLS", 5*time.Second)
 	}
 	takeover := os.Getenv("BENCH_TAKEOVER") != "" && backend != clustertest.BackendEtcd
+	fenceFirst := os.Getenv("BENCH_FENCE_FIRST") != ""
 	for _, st := range list {
 		b.Run(sub+st.String(), func(b *testing.B) {
 			def := 20
@@ -483,6 +488,10 @@ func crashFailover(b *testing.B, backend string) {
 				if takeover {
 					o.ElectionYAML = "  take_over_at_deadline: true\n"
 				}
+			}
+			if fenceFirst {
+				o.ElectionYAML += "  fence_first: true\n"
+				o.ShellProves = true
 			}
 			c := startCluster(b, o)
 			s := series{}
@@ -503,6 +512,19 @@ func crashFailover(b *testing.B, backend string) {
 				next := c.Node(p.KV["node"])
 				s.add("total", p.At.Sub(t0))
 				el, okEl := firstLog(next, "elected", t0)
+				if sus, ok := firstLog(next, "suspected leader does not answer: fencing it before taking over", t0); ok && fenceFirst {
+					s.add("detection", sus.At.Sub(t0))
+					if fl, ok := firstLog(next, "fenced the suspected leader before taking over", t0); ok {
+						if sec, err := strconv.ParseFloat(fl.KV["duration_seconds"], 64); err == nil {
+							s.add("fence_chain", time.Duration(sec*float64(time.Second)))
+						}
+					}
+					if okEl {
+						s.add("fencing", el.At.Sub(sus.At)) // suspicion → elected: the proving fence and the term's end
+						s.add("promotion", p.At.Sub(el.At))
+					}
+					okEl = false // the breakdown below is the expiry path's
+				}
 				f, okF := findEvent(c.Events(), "fence", t0, nodeIs(next))
 				if okEl && okF {
 					s.add("detection", el.At.Sub(t0))
@@ -531,6 +553,9 @@ func crashFailover(b *testing.B, backend string) {
 			}
 			if c.Etcd != nil {
 				res.Name = "lease TTL " + st.String() + ", bash+curl hooks"
+			}
+			if fenceFirst {
+				res.Name += ", fence_first"
 			}
 			res.fill(s["total"])
 			to := float64(negotiated.Milliseconds())

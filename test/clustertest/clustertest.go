@@ -61,6 +61,11 @@ type Options struct {
 	ExtraYAML string
 	// NoRPCFence leaves out the rpc fencing method (shell only).
 	NoRPCFence bool
+	// ShellProves marks the shell fencing method proves: true (fencing
+	// first). Its script demotes the target's toy service and counts an
+	// unreachable toy as down, which on loopback means its process is
+	// gone: a proof here, a stand-in for a verified power-off elsewhere.
+	ShellProves bool
 	// StoreURL, when set, makes every toy service write to this fenced store.
 	StoreURL      string
 	WriteInterval time.Duration
@@ -600,6 +605,9 @@ func (n *Node) writeConfig(failoverd string) {
 		b.WriteString("    - rpc:\n        timeout: 1s\n")
 	}
 	fmt.Fprintf(&b, "    - shell:\n        command: [%s]\n        timeout: 5s\n", filepath.Join(c.Dir, "fence.sh"))
+	if o.ShellProves {
+		b.WriteString("      proves: true\n")
+	}
 	logFormat := o.LogFormat
 	if logFormat == "" {
 		logFormat = "text"

@@ -1,0 +1,126 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/failoverd/failoverd/admin"
+	"github.com/failoverd/failoverd/cluster"
+	"github.com/failoverd/failoverd/config"
+	"github.com/failoverd/failoverd/controller"
+	"github.com/failoverd/failoverd/fencer"
+)
+
+// lateProver is the elector's ProveOut before the controller exists: the
+// elector is built first, the controller (which proves suspects out) after
+// it. Until set, it refuses.
+type lateProver struct {
+	ctrl atomic.Pointer[controller.Controller]
+}
+
+func (l *lateProver) set(c *controller.Controller) {
+	if l != nil {
+		l.ctrl.Store(c)
+	}
+}
+
+func (l *lateProver) ProveOut(ctx context.Context, s cluster.Suspect) error {
+	c := l.ctrl.Load()
+	if c == nil {
+		return errors.New("the controller is not running yet")
+	}
+	return c.ProveOut(ctx, s)
+}
+
+// fenceFirstOf is the elector's part of election.fence_first (off: the
+// zero FenceFirst).
+func fenceFirstOf(cfg *config.Config, prove cluster.ProveOut) cluster.FenceFirst {
+	if !cfg.Election.FenceFirst {
+		return cluster.FenceFirst{}
+	}
+	return cluster.FenceFirst{SuspectAfter: cfg.Election.SuspectAfter.Std(), ProveOut: prove}
+}
+
+// proverOf is the chain of f's proving methods (nil: none, or no chain).
+func proverOf(f controller.Fencer) controller.Fencer {
+	ch, ok := f.(*fencer.Chain)
+	if !ok || ch == nil {
+		return nil
+	}
+	if p, ok := ch.Proving(); ok {
+		return p
+	}
+	return nil
+}
+
+// statusProbe asks a suspected leader's admin API for its status (GET
+// /v1/status, no token): it answers as alive only with 200 and a status
+// that says it reaches the coordination service.
+type statusProbe struct {
+	client  *http.Client
+	timeout time.Duration
+}
+
+// newStatusProbe returns the probe of cfg: https admin APIs are verified
+// against the first rpc method's ca_file when one is set, else the
+// system roots; each probe is bounded by suspect_after, at most config.SuspectProbeMax.
+func newStatusProbe(cfg *config.Config) (*statusProbe, error) {
+	tlsCfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	for _, m := range cfg.Fencing.Methods {
+		if m.RPC != nil && m.RPC.CAFile != "" {
+			pool, err := fencer.LoadCAFile(m.RPC.CAFile)
+			if err != nil {
+				return nil, err
+			}
+			tlsCfg.RootCAs = pool
+			break
+		}
+	}
+	tr := &http.Transport{Proxy: nil, DialContext: (&net.Dialer{}).DialContext, TLSClientConfig: tlsCfg, DisableKeepAlives: true}
+	client := &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	return &statusProbe{client: client, timeout: min(cfg.Election.SuspectAfter.Std(), config.SuspectProbeMax)}, nil
+}
+
+// Probe implements controller.Prober.
+func (p *statusProbe) Probe(ctx context.Context, t fencer.Target) error {
+	if t.AdminURL == "" {
+		return errors.New("the breadcrumb names no admin URL")
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(t.AdminURL, "/")+admin.StatusPath, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("status %s", resp.Status)
+	}
+	var st struct {
+		NodeID    string `json:"node_id"`
+		Connected bool   `json:"connected"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&st); err != nil {
+		return fmt.Errorf("reading its status: %w", err)
+	}
+	switch {
+	case st.NodeID != t.NodeID:
+		return fmt.Errorf("%s answers as node %q", t.AdminURL, st.NodeID)
+	case !st.Connected:
+		return errors.New("it does not reach the coordination service")
+	}
+	return nil
+}
