@@ -97,11 +97,18 @@ func dialEtcd(t *testing.T, endpoints []string, ttl time.Duration) (*clientv3.Cl
 // Store's elector in fair mode.
 func newEtcdNode(t *testing.T, layout cluster.Layout, conn *etcdcluster.Conn, id string) (cluster.Elector, cluster.Records) {
 	t.Helper()
+	return newEtcdNodeWith(t, layout, conn, id, cluster.FenceFirst{})
+}
+
+// newEtcdNodeWith is newEtcdNode with the elector fencing first with ff
+// (ProveOut nil: off).
+func newEtcdNodeWith(t *testing.T, layout cluster.Layout, conn *etcdcluster.Conn, id string, ff cluster.FenceFirst) (cluster.Elector, cluster.Records) {
+	t.Helper()
 	s, err := etcdcluster.New(etcdcluster.Config{Layout: layout, NodeID: id, Instance: "inst-" + id}, etcdcluster.Deps{Conn: conn})
 	if err != nil {
 		t.Fatal(err)
 	}
-	el, err := s.Elector(etcdcluster.ElectorConfig{NodeID: id, Mode: etcdcluster.Fair, DemoteBudget: demoteBudget})
+	el, err := s.Elector(etcdcluster.ElectorConfig{NodeID: id, Mode: etcdcluster.Fair, DemoteBudget: demoteBudget, FenceFirst: ff})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,12 +117,48 @@ func newEtcdNode(t *testing.T, layout cluster.Layout, conn *etcdcluster.Conn, id
 
 func (b *etcdBackend) Node(t *testing.T, id string) (cluster.Elector, cluster.Records) {
 	t.Helper()
+	return b.NodeFenceFirst(t, id, cluster.FenceFirst{})
+}
+
+// NodeFenceFirst is Node with the elector fencing first (a heartbeat on
+// every renewal of the lease, every renew interval: a second).
+func (b *etcdBackend) NodeFenceFirst(t *testing.T, id string, ff cluster.FenceFirst) (cluster.Elector, cluster.Records) {
+	t.Helper()
+	b.mu.Lock()
 	p := b.c.ClientProxy(len(b.nodes) % len(b.c.Members))
+	b.mu.Unlock()
 	_, conn := dialEtcd(t, []string{"http://" + p.Addr()}, etcdTTL)
 	b.mu.Lock()
 	b.nodes[id] = &etcdNode{conn: conn, proxy: p}
 	b.mu.Unlock()
-	return newEtcdNode(t, b.layout, conn, id)
+	return newEtcdNodeWith(t, b.layout, conn, id, ff)
+}
+
+// SuspectAfter is two and a half renew intervals of the suite's lease (a
+// third of the TTL, at most a second).
+func (b *etcdBackend) SuspectAfter() time.Duration {
+	return 5 * etcdcluster.DefaultRenewInterval(etcdTTL) / 2
+}
+
+// StandStill holds the node's connection, as Disconnect does, until resume
+// or the end of the test: no renewal reaches etcd, whose lease lives on
+// for its TTL after the last renewal it got. The entry stays at least
+// three quarters of the TTL (its last renewal came within a renew
+// interval or two of the hold, unless the machine stalled it longer).
+// With more nodes than etcd members, nodes share a proxy: the suite's
+// tests that hold one use no more.
+func (b *etcdBackend) StandStill(t *testing.T, id string) (time.Duration, func()) {
+	t.Helper()
+	n := b.node(t, id)
+	n.proxy.Blackhole(true)
+	n.proxy.Reset()
+	t.Cleanup(func() { n.proxy.Blackhole(false) }) // before the client closes
+	waitUntil(t, func() bool { return !n.conn.Connected() }, "disconnected")
+	return etcdTTL * 3 / 4, func() {
+		t.Helper()
+		n.proxy.Blackhole(false)
+		waitUntil(t, n.conn.Connected, "connected again")
+	}
 }
 
 func (b *etcdBackend) node(t *testing.T, id string) *etcdNode {
