@@ -109,6 +109,51 @@ func TestChaosSliceRestartEndsTerm(t *testing.T) {
 	}
 }
 
+// FenceFirstSliceKinds is TestChaosSliceFenceFirst's schedule on a
+// backend: the faults that stop a leader's heartbeat (its daemon killed,
+// its host crashed, a short pause, a cut from the coordination service
+// only), each twice, the one that must not end its term (its peers cut
+// off from its admin API only), twice, the coordination service's own
+// leader killed, and a lying fence last.
+func FenceFirstSliceKinds(backend string) []string {
+	coordLeader := ZKKillLeader
+	if backend == clustertest.BackendEtcd {
+		coordLeader = EtcdKillLeader
+	}
+	return []string{KillDaemon, CrashHost, PauseDaemonShort, PartitionCoordLeader, PartitionPeersOnly, coordLeader,
+		KillDaemon, PauseDaemonShort, CrashHost, PartitionPeersOnly, PartitionCoordLeader, FenceLies}
+}
+
+// TestChaosSliceFenceFirst is the slice with election.fence_first on
+// (suspect_after 300ms, the shell fence marked proves), fair mode, on
+// each backend: FenceFirstSliceKinds in order, then the checker. A
+// proving fence or an ended term of a leader that was healthy and
+// connected fails it (fenced_healthy_leader: any during
+// partition-peers-only); a term ended under a live leader shows as the
+// overlap rules and znode_deleted, as without the option. The run must
+// see at least one term ended after a fence, or it judged nothing of the
+// option.
+func TestChaosSliceFenceFirst(t *testing.T) {
+	if testing.Short() {
+		t.Skip("chaos slice: real clusters, about 2 minutes each")
+	}
+	t.Setenv("CHAOS_FENCE_FIRST", "1")
+	for _, backend := range []string{clustertest.BackendZooKeeper, clustertest.BackendEtcd} {
+		t.Run(backend, func(t *testing.T) {
+			start := time.Now()
+			kinds := FenceFirstSliceKinds(backend)
+			r := run(t, schedule{backend: backend, seed: SliceSeed, mode: "fair", kinds: kinds, fixed: true,
+				replay: fmt.Sprintf("CHAOS_FENCE_FIRST=1 go test -run 'TestChaosSliceFenceFirst/%s' ./test/chaos/ (seed %d)", backend, SliceSeed)})
+			report(t, r)
+			t.Logf("fence-first slice on %s: %d faults, %d terms ended after a fence, %d proving fences, %d violations, %v",
+				backend, len(r.r.Faults), r.r.TakeoversAfterFence, r.r.ProvingFences, len(r.r.Violations), time.Since(start).Round(time.Second))
+			if r.r.TakeoversAfterFence == 0 {
+				t.Error("no successor ended a term after a fence: the slice judged nothing of the option")
+			}
+		})
+	}
+}
+
 // EtcdSliceKinds is TestChaosSliceEtcd's schedule.
 var EtcdSliceKinds = append([]string{KillDaemon, PauseDaemon, ReloadConfig, BreadcrumbClear, SwitchedPlace}, EtcdNemeses...)
 
@@ -188,8 +233,19 @@ func chaosLong(t *testing.T, backend string, d time.Duration, ds string, seed ui
 	if backend == clustertest.BackendEtcd {
 		kinds, unfairKinds = EtcdLongKinds, EtcdUnfairKinds
 	}
+	if fenceFirstOn("fair") {
+		// CHAOS_FENCE_FIRST: the faults made for the option join the
+		// fair part's blocks.
+		kinds = append(append([]string(nil), kinds...), FenceFirstKinds...)
+	}
 	replay := fmt.Sprintf("CHAOS_BACKEND=%s make chaos DURATION=%s SEED=%d", backend, ds, seed)
+	if fenceFirstOn("fair") {
+		replay = "CHAOS_FENCE_FIRST=1 " + replay
+	}
 	r := run(t, schedule{backend: backend, seed: seed, d: d - unfair, mode: "fair", kinds: kinds, replay: replay})
+	if fenceFirstOn("fair") && r.r.TakeoversAfterFence == 0 {
+		t.Error("CHAOS_FENCE_FIRST: no successor ended a term after a fence: the run judged nothing of the option")
+	}
 	ru := run(t, schedule{backend: backend, seed: seed + 1, d: unfair, mode: "unfair", kinds: unfairKinds, replay: replay + " (unfair part)"})
 	all := Combine(r.r, ru.r)
 	t.Log("\n" + Summary(all, seed, replay+" (both parts)"))

@@ -66,7 +66,7 @@ const (
 // AllViolationKinds lists every kind, for the summary.
 var AllViolationKinds = []string{VOverlap, VServiceOverlap, VStaleWrite, VWrongWriter, VUnpromoted, VEpochOrder, VStaleLeader, VLateStandDown, VPromoteAfterFailedFence,
 	VFencedByWrongAnswer, VClearAccepted, VSwitchedLed, VPinnedTermExtended, VZnodeDeleted, VFollowBadLeader, VFollowInTerm, VPromotedPriorityZero, VPromotedAfterVeto, VPromotedAfterDecline, VPromotedLagging,
-	VPausedAction, VLiveness, VLeaseLostQuiet, VNoTakeover, VLockedOut, VExit, VCrash, VGoroutines, VFDs, VUnhealedFaults}
+	VPausedAction, VFencedHealthy, VFenceLieBound, VLiveness, VLeaseLostQuiet, VNoTakeover, VLockedOut, VExit, VCrash, VGoroutines, VFDs, VUnhealedFaults}
 
 // Violation is one failed property.
 type Violation struct {
@@ -167,6 +167,25 @@ type Report struct {
 	// own deadline (election.take_over_at_deadline). One that ended a
 	// live leader's term shows as that leader's VZnodeDeleted.
 	TakeoversAtDeadline int
+	// Fencing first (fencefirst.go): suspicions whose probe failed,
+	// proving fences, terms a successor ended after one
+	// (election.fence_first), winners that did not fence again the term
+	// they proved out, and leaderships that ended for the deletion of
+	// their entry after a proving fence of that very term (not failed).
+	// FenceFirstInCoordFaults: proving fences and ends during a fault of
+	// the coordination service only (the leader itself not struck); of
+	// those, the ones whose leader had answered it did not reach it.
+	SuspectsUnanswered               int
+	ProvingFences                    int
+	TakeoversAfterFence              int
+	ProvedOutSkips                   int
+	FencedFirstEnds                  int
+	FenceFirstInCoordFaults          int
+	FenceFirstInCoordFaultsUnreached int
+	// FenceLies: the lying fence's verdicts; LieViolationsMeasured: the
+	// overlaps they caused, judged by fence_lie_bound instead.
+	FenceLies             []LieResult
+	LieViolationsMeasured int
 	// OwnEntriesRemoved: previous processes' election entries a restarted
 	// daemon removed (election.end_own_term_on_restart).
 	OwnEntriesRemoved int
@@ -525,7 +544,8 @@ func Check(h History, cfg CheckConfig) Report {
 	checkStaleLeaders(h, cfg, revoked, &r, add)
 	checkPromoteAfterFailedFence(h, &r, add)
 	checkTakeovers(r.Faults, h, &r, add)
-	checkZnodesDeleted(h, revoked, &r, add)
+	proved := checkFenceFirst(h, &r, add)
+	checkZnodesDeleted(h, revoked, proved, &r, add)
 	checkFollow(h, &r, add)
 	checkPolicy(h, &r, add)
 	checkLagging(h, &r, add)
@@ -537,6 +557,7 @@ func Check(h History, cfg CheckConfig) Report {
 	checkSwitched(h, &r, add)
 	checkPinnedTerm(h, &r, add)
 	checkQuietLeaseLoss(h, &r, add)
+	checkFenceLies(h, &r, add)
 	sort.SliceStable(r.Violations, func(i, j int) bool { return r.Violations[i].At.Before(r.Violations[j].At) })
 	return r
 }
@@ -728,7 +749,12 @@ func checkPromoteAfterFailedFence(h History, r *Report, add func(string, time.Ti
 // poller saw the node's member record (an ephemeral of the same session)
 // gone while the daemon was stopped, and the end came within
 // ZnodeExpiredSlack of its waking. Those are counted, not failed.
-func checkZnodesDeleted(h History, revokedBy map[nodeEpoch]revocation, r *Report, add func(string, time.Time, string, ...any)) {
+//
+// With fencing first, an end of a term that a proving fence proved out
+// (proved: node and epoch -> the fence) is counted too: the successor
+// ended it after the fence, which is the option's design; whether that
+// fence was warranted is fenced_healthy_leader's judgement.
+func checkZnodesDeleted(h History, revokedBy map[nodeEpoch]revocation, proved map[nodeEpoch]time.Time, r *Report, add func(string, time.Time, string, ...any)) {
 	type span struct{ from, to time.Time }
 	var (
 		paused   = map[string][]span{} // node -> its pause-daemon spans
@@ -817,6 +843,10 @@ func checkZnodesDeleted(h History, revokedBy map[nodeEpoch]revocation, r *Report
 		}
 		if byItself(e.Get("node"), e.Int("epoch"), e.At) {
 			r.OwnFinishEnds++
+			continue
+		}
+		if at, ok := proved[nodeEpoch{e.Get("node"), e.Int("epoch")}]; ok && !at.After(e.At) {
+			r.FencedFirstEnds++
 			continue
 		}
 		if v := revokedBy[nodeEpoch{e.Get("node"), e.Int("epoch")}]; v.by == revokedOnResume && v.near(e.At) {

@@ -194,7 +194,10 @@ func NewEnvBackend(t testing.TB, backend string, seed uint64, mode string, pol P
 		// Data freshness: every node's position is a file the harness
 		// advances (and freezes now and then); election.max_lag is set.
 		ServiceYAML:  func(n *clustertest.Node) string { return positionYAML(e.posDir, n.ID) },
-		ElectionYAML: fmt.Sprintf("  max_lag: %d\n", MaxLag) + takeoverYAML(backend, mode) + restartYAML(),
+		ElectionYAML: fmt.Sprintf("  max_lag: %d\n", MaxLag) + takeoverYAML(backend, mode) + restartYAML() + fenceFirstYAML(mode),
+		// Fencing first needs a method that proves: fence.sh stands the
+		// target's toy down and counts an unreachable toy as gone.
+		ShellProves: fenceFirstOn(mode),
 		DaemonEnv: func(*clustertest.Node) []string {
 			env := []string{"GODEBUG=netdns=go"} // resolv.conf and hosts only; no cgo resolver
 			if e.names != nil {
@@ -609,6 +612,19 @@ func takeoverYAML(backend, mode string) string {
 		return ""
 	}
 	return "  take_over_at_deadline: true\n"
+}
+
+// fenceFirstOn reports whether CHAOS_FENCE_FIRST turns election.fence_first
+// on: on both backends, in fair mode (where it applies).
+func fenceFirstOn(mode string) bool { return os.Getenv("CHAOS_FENCE_FIRST") != "" && mode == "fair" }
+
+// fenceFirstYAML turns election.fence_first on (suspect_after 300ms) with
+// CHAOS_FENCE_FIRST set, in fair mode.
+func fenceFirstYAML(mode string) string {
+	if !fenceFirstOn(mode) {
+		return ""
+	}
+	return "  fence_first: true\n  suspect_after: 300ms\n"
 }
 
 // restartYAML turns election.end_own_term_on_restart on with

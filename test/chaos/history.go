@@ -179,6 +179,13 @@ var daemonMessages = map[string]string{
 	// election.take_over_at_deadline: the successor deleted the old
 	// leader's znode at the heartbeat version that stood past its deadline.
 	"ended the old leader's term at its own deadline: its heartbeat stood still past it": KindTakeoverAtDeadline,
+	// election.fence_first (fencefirst.go): the suspect's probe failed,
+	// the proving fence succeeded, the successor ended the old term after
+	// it, and the winner did not fence the term it proved out again.
+	"suspected leader does not answer: fencing it before taking over":         KindSuspectUnanswered,
+	"fenced the suspected leader before taking over":                          KindProvingFence,
+	"ended the old leader's term after fencing it: its heartbeat stood still": KindTakeoverAfterFence,
+	"previous leader was fenced before this term began: not fencing it again": KindProvedOutSkip,
 	// election.end_own_term_on_restart: a restarted daemon removed its
 	// previous process's election entry.
 	"removed the previous process's election entry after the startup demote": KindRemovedOwnEntry,

@@ -600,7 +600,7 @@ func (m *Nemesis) Step(kind string) bool {
 		heal(target)
 
 	default:
-		if !m.etcdStep(kind, id, leader, anyNode, pick, holdIn, inject, heal) {
+		if !m.fenceFirstStep(kind, id, leader, holdIn, inject, heal) && !m.etcdStep(kind, id, leader, anyNode, pick, holdIn, inject, heal) {
 			e.t.Fatalf("unknown fault kind %q", kind)
 		}
 	}

@@ -71,7 +71,7 @@ func checkService(h History, r *Report, add func(string, time.Time, string, ...a
 			t := e.Get("target")
 			switch {
 			case e.Get("phase") != "inject":
-			case e.Get("kind") == KillService:
+			case e.Get("kind") == KillService, e.Get("kind") == CrashHost:
 				delete(primary, t) // the process is gone
 			case e.Get("kind") == PauseService:
 				// Counts as down from here until it acts again (see above).

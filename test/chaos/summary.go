@@ -24,7 +24,7 @@ func Summary(r Report, seed uint64, replay string) string {
 	total, totalRec, totalChanged := 0, 0, 0
 	// Rows for the kinds the run injected, in schedule order (a backend's
 	// run leaves the other backend's kinds out).
-	kinds := append(append(append([]string(nil), AllKinds...), LostReplies), EtcdNemeses...)
+	kinds := append(append(append(append([]string(nil), AllKinds...), LostReplies), EtcdNemeses...), FenceFirstKinds...)
 	kinds = slices.DeleteFunc(kinds, func(k string) bool { return len(byKind[k]) == 0 })
 	for k := range byKind {
 		if !contains(kinds, k) {
@@ -91,6 +91,7 @@ func Summary(r Report, seed uint64, replay string) string {
 	if r.TakeoversAtDeadline > 0 {
 		fmt.Fprintf(&b, "terms ended by a successor at the old leader's own deadline (election.take_over_at_deadline): %d\n", r.TakeoversAtDeadline)
 	}
+	b.WriteString(fenceFirstSummary(r))
 	if r.OwnEntriesRemoved > 0 {
 		fmt.Fprintf(&b, "previous processes' election entries removed by their restarted daemon (election.end_own_term_on_restart): %d\n", r.OwnEntriesRemoved)
 	}
@@ -145,6 +146,8 @@ func Unexercised(kinds []string, r Report) []string {
 			need(VFencedByWrongAnswer, k)
 		case k == BreadcrumbClear:
 			need(VClearAccepted, k)
+		case k == FenceLies:
+			need(VFenceLieBound, k)
 		case contains(SlowHookKinds, k):
 			need(VLateStandDown, k)
 			if r.StandDownsAfterKill == 0 && r.Judged[VLateStandDown] > 0 {
@@ -224,6 +227,15 @@ func Combine(a, b Report) Report {
 	r.ExpiredZnodeEnds += b.ExpiredZnodeEnds
 	r.TakeoversAtDeadline += b.TakeoversAtDeadline
 	r.OwnEntriesRemoved += b.OwnEntriesRemoved
+	r.SuspectsUnanswered += b.SuspectsUnanswered
+	r.ProvingFences += b.ProvingFences
+	r.TakeoversAfterFence += b.TakeoversAfterFence
+	r.ProvedOutSkips += b.ProvedOutSkips
+	r.FencedFirstEnds += b.FencedFirstEnds
+	r.FenceFirstInCoordFaults += b.FenceFirstInCoordFaults
+	r.FenceFirstInCoordFaultsUnreached += b.FenceFirstInCoordFaultsUnreached
+	r.FenceLies = append(append([]LieResult(nil), a.FenceLies...), b.FenceLies...)
+	r.LieViolationsMeasured += b.LieViolationsMeasured
 	r.RevokedEnds += b.RevokedEnds
 	r.EtcdResumeRevokes += b.EtcdResumeRevokes
 	r.RevokedHandoffs += b.RevokedHandoffs
