@@ -64,7 +64,10 @@ func proverOf(f controller.Fencer) controller.Fencer {
 
 // statusProbe asks a suspected leader's admin API for its status (GET
 // /v1/status, no token): it answers as alive only with 200 and a status
-// that says it reaches the coordination service.
+// of the suspected term (its node id and epoch, leading, promoting or
+// demoting) that says it reaches the coordination service. A daemon that
+// restarted on that host answers with another state or epoch: its old
+// term is not alive.
 type statusProbe struct {
 	client  *http.Client
 	timeout time.Duration
@@ -110,8 +113,10 @@ func (p *statusProbe) Probe(ctx context.Context, t fencer.Target) error {
 		return fmt.Errorf("status %s", resp.Status)
 	}
 	var st struct {
-		NodeID    string `json:"node_id"`
-		Connected bool   `json:"connected"`
+		NodeID    string           `json:"node_id"`
+		State     controller.State `json:"state"`
+		Epoch     int64            `json:"epoch"`
+		Connected bool             `json:"connected"`
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&st); err != nil {
 		return fmt.Errorf("reading its status: %w", err)
@@ -119,6 +124,10 @@ func (p *statusProbe) Probe(ctx context.Context, t fencer.Target) error {
 	switch {
 	case st.NodeID != t.NodeID:
 		return fmt.Errorf("%s answers as node %q", t.AdminURL, st.NodeID)
+	case st.Epoch != t.Epoch:
+		return fmt.Errorf("it answers at epoch %d, not the suspected term's %d", st.Epoch, t.Epoch)
+	case st.State != controller.StateLeader && st.State != controller.StatePromoting && st.State != controller.StateDemoting:
+		return fmt.Errorf("it answers as %s, not leading", st.State)
 	case !st.Connected:
 		return errors.New("it does not reach the coordination service")
 	}

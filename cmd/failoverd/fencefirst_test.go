@@ -12,9 +12,9 @@ import (
 )
 
 // The probe of a suspected leader counts it as alive only when its admin
-// API answers 200 with its own node id and connected: true; anything
-// else (no answer, an error status, another node, not connected) is a
-// failed probe.
+// API answers 200 with its own node id, the suspected epoch, a leading
+// state and connected: true; anything else (no answer, an error status,
+// another node, a restarted daemon, not connected) is a failed probe.
 func TestStatusProbe(t *testing.T) {
 	var body string
 	var code int
@@ -39,10 +39,13 @@ func TestStatusProbe(t *testing.T) {
 		body  string
 		alive bool
 	}{
-		{"connected", 200, `{"node_id":"a","state":"leader","connected":true}`, true},
-		{"not connected", 200, `{"node_id":"a","state":"leader","connected":false}`, false},
-		{"another node", 200, `{"node_id":"b","connected":true}`, false},
-		{"error status", 500, `{"node_id":"a","connected":true}`, false},
+		{"connected", 200, `{"node_id":"a","state":"leader","epoch":7,"connected":true}`, true},
+		{"promoting", 200, `{"node_id":"a","state":"promoting","epoch":7,"connected":true}`, true},
+		{"not connected", 200, `{"node_id":"a","state":"leader","epoch":7,"connected":false}`, false},
+		{"another node", 200, `{"node_id":"b","state":"leader","epoch":7,"connected":true}`, false},
+		{"restarted: standby", 200, `{"node_id":"a","state":"standby","epoch":7,"connected":true}`, false},
+		{"restarted: another epoch", 200, `{"node_id":"a","state":"leader","epoch":9,"connected":true}`, false},
+		{"error status", 500, `{"node_id":"a","state":"leader","epoch":7,"connected":true}`, false},
 		{"garbage", 200, `not json`, false},
 	} {
 		code, body = tc.code, tc.body

@@ -84,3 +84,65 @@ func fenceFirstWithDaemons(t *testing.T, backend string) {
 	}
 	c.CheckNoOverlap()
 }
+
+// Fencing first never acts on what a suspicion alone says, on ZooKeeper
+// at production timing, with only rpc proving (the shell fence does not):
+//   - the peers cut off from a healthy leader's admin API (its heartbeat
+//     moves): nobody suspects it, nobody fences;
+//   - the leader's host killed: rpc to the dead admin API fails, so no
+//     proving fence succeeds and the successor waits for the expiry (the
+//     shell fence, which does not prove, then fences on the way in).
+func TestFenceFirstNeedsAStillHeartbeatAndAProvingFence(t *testing.T) {
+	const session = 5 * time.Second
+	c := clustertest.Start(t, clustertest.Options{SessionTimeout: session, ZKTickTime: 2 * time.Second, PeerProxy: true,
+		ElectionYAML: "  fence_first: true\n  suspect_after: 300ms\n"})
+	c.WaitLeader("", 30*time.Second)
+	waitCampaigning(t, c)
+	old := c.Leader()
+	st, _ := old.Status()
+	epoch := st.Epoch
+
+	t0 := time.Now()
+	old.PeerProxy.Blackhole(true)
+	time.Sleep(3 * session / 2) // many renew intervals of a heartbeat that moves
+	old.PeerProxy.Blackhole(false)
+	for _, n := range c.Nodes {
+		lines, err := clustertest.ReadLog(n.LogPath())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := clustertest.FindLog(lines, "suspected leader does not answer: fencing it before taking over", t0); len(s) > 0 {
+			t.Errorf("%s suspected the healthy leader %s, whose peers only were cut off from it: %v", n.ID, old.ID, s)
+		}
+	}
+	if ev := since(c, t0, "fence_attempt"); len(ev) > 0 {
+		t.Errorf("a healthy leader was fenced: %v", ev)
+	}
+	if l := c.Leader(); l == nil || l.ID != old.ID {
+		t.Fatalf("the healthy leader %s lost its term", old.ID)
+	}
+	if st, _ := old.Status(); st.Epoch != epoch {
+		t.Fatalf("the healthy leader %s (epoch %d) lost its term", old.ID, epoch)
+	}
+
+	time.Sleep(2 * time.Second)
+	t0 = time.Now()
+	old.Crash()
+	next := c.WaitLeader(old.ID, 30*time.Second)
+	ev, ok := waitEvent(t, c, t0, 30*time.Second, "promote", "node", next.ID)
+	if !ok {
+		t.Fatalf("no promote of %s", next.ID)
+	}
+	lines, err := clustertest.ReadLog(next.LogPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if took := clustertest.FindLog(lines, "ended the old leader's term after fencing it: its heartbeat stood still", t0); len(took) > 0 {
+		t.Errorf("%s ended the dead leader's term early without a proving fence: %v", next.ID, took)
+	}
+	if d := ev.At.Sub(t0); d < session {
+		t.Errorf("%s promoted %v after the crash, before the session's end, without a proving fence", next.ID, d)
+	}
+	t.Logf("host killed, no proving method reached it: %s promoted %v after the crash (session %v)", next.ID, ev.At.Sub(t0).Round(time.Millisecond), session)
+	c.CheckNoOverlap()
+}

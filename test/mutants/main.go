@@ -410,6 +410,36 @@ var mutants = []mutant{
 		}},
 		Tests: []selection{{pkgOf("cluster/zkcluster/election/lease.go"), "TestLeaseRunsFromHeartbeatsOnly"}},
 	},
+	{
+		Name: "fence-first-without-proof",
+		What: "fencing first takes over after any fencing method succeeded, not only after one that proves the old leader cannot act",
+		Edits: []edit{{
+			File: "cmd/failoverd/fencefirst.go",
+			Old:  "\tif p, ok := ch.Proving(); ok {",
+			New:  "\tif p, ok := ch, true; ok {",
+		}},
+		Tests: []selection{{e2e, "TestFenceFirstNeedsAStillHeartbeatAndAProvingFence"}},
+	},
+	{
+		Name: "fence-first-suspects-a-moving-heartbeat",
+		What: "the successor keeps timing the first heartbeat version it saw, so it suspects (and probes, and fences) a leader whose heartbeat moves: suspicion on probes alone",
+		Edits: []edit{{
+			File: "cluster/zkcluster/election/takeover.go",
+			Old:  "\t\tif !have || st.Version != seen {",
+			New:  "\t\tif !have {",
+		}},
+		Tests: []selection{{e2e, "TestFenceFirstNeedsAStillHeartbeatAndAProvingFence"}},
+	},
+	{
+		Name: "fence-first-end-term-without-heartbeat-compare",
+		What: "etcd's EndTerm removes the suspect's key whatever its mod revision: a heartbeat answered after the suspicion no longer saves the term",
+		Edits: []edit{{
+			File: "cluster/etcdcluster/fencefirst.go",
+			Old:  "\t\tclientv3.Compare(clientv3.ModRevision(e.Key), \"=\", b.Version)}",
+			New:  "\t\tclientv3.Compare(clientv3.ModRevision(e.Key), \">\", 0)}",
+		}},
+		Tests: []selection{{pkgOf("cluster/etcdcluster/fencefirst.go"), "TestFenceFirst/EndTerm"}},
+	},
 }
 
 type result struct {
