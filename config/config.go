@@ -268,6 +268,18 @@ type Election struct {
 	// shorter than the session timeout or etcd.lease_ttl (else expiry
 	// always comes first). Default DefaultSuspectAfter.
 	SuspectAfter Duration `yaml:"suspect_after"`
+	// RenewInterval is how often a leader renews its term, and so how
+	// often its heartbeat moves (FenceFirst, TakeOverAtDeadline). 0
+	// (default): the backend derives it (ZooKeeper: tickTime/2 + 5%;
+	// etcd: min(etcd.lease_ttl/3, 1s)). A shorter one has a crashed
+	// leader suspected sooner (on average renew/2 + SuspectAfter after
+	// the crash) at the cost of every candidate renewing at that rate.
+	// At least MinRenewInterval (validation warns below
+	// RenewIntervalLow), at most the derived value; ZooKeeper cannot
+	// renew faster than the derived value (its renewals prove the session
+	// alive only when spaced that far apart), so there it must be 0 or
+	// that value.
+	RenewInterval Duration `yaml:"renew_interval,omitempty"`
 }
 
 // SuspectAfterOrDefault is SuspectAfter, or DefaultSuspectAfter when it
@@ -779,7 +791,8 @@ func (c *Config) ReadCredentials() (Secret, error) {
 // sent over plain http; an rpc fencing timeout shorter than the demote
 // timeout it waits for; with election.fence_first, an
 // election.suspect_after below SuspectAfterLow and a proving rpc method
-// allowed over plain http; a graceful stop longer than the shipped unit
+// allowed over plain http; an election.renew_interval below
+// RenewIntervalLow; a graceful stop longer than the shipped unit
 // allows.
 func (c *Config) Warnings() []string {
 	var w []string
@@ -797,6 +810,9 @@ func (c *Config) Warnings() []string {
 		w = append(w, s)
 	}
 	w = append(w, c.rpcTimeoutWarnings()...)
+	if s := c.renewIntervalWarning(); s != "" {
+		w = append(w, s)
+	}
 	w = append(w, c.fenceFirstWarnings()...)
 	if s := c.unitStopWarning(); s != "" {
 		w = append(w, s)

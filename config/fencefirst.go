@@ -13,7 +13,9 @@ import (
 
 // RenewInterval is one coordination backend's renew interval for the
 // timing t: how often a leader renews its term, which with fencing first
-// is how often its heartbeat moves. 0: unknown.
+// is how often its heartbeat moves; t.RenewInterval is
+// election.renew_interval, which it applies as the backend's elector
+// does (0: the interval the backend derives). 0: unknown.
 type RenewInterval func(t Timing) time.Duration
 
 var renewIntervals struct {
@@ -46,6 +48,50 @@ func (c *Config) renewInterval() (time.Duration, bool) {
 	}
 	d := f(c.Timing())
 	return d, d > 0
+}
+
+// derivedRenewInterval is the renew interval c's backend derives when
+// election.renew_interval is 0; false as for renewInterval.
+func (c *Config) derivedRenewInterval() (time.Duration, bool) {
+	renewIntervals.RLock()
+	f := renewIntervals.byBackend[c.Coordination.Backend]
+	renewIntervals.RUnlock()
+	if f == nil {
+		return 0, false
+	}
+	t := c.Timing()
+	t.RenewInterval = 0
+	d := f(t)
+	return d, d > 0
+}
+
+// MinRenewInterval is the shortest election.renew_interval validation
+// accepts: every candidate renews at that rate.
+const MinRenewInterval = 50 * time.Millisecond
+
+// RenewIntervalLow is the election.renew_interval below which Warnings
+// warns of its cost.
+const RenewIntervalLow = 200 * time.Millisecond
+
+// renewIntervalWarning: an election.renew_interval below
+// RenewIntervalLow, and what it costs each candidate.
+func (c *Config) renewIntervalWarning() string {
+	r := c.Election.RenewInterval.Std()
+	if r <= 0 || r >= RenewIntervalLow {
+		return ""
+	}
+	per := time.Second.Seconds() / r.Seconds()
+	cost := fmt.Sprintf("one ZooKeeper write per renewal by the leader and by each candidate that keeps a credit chain: %.0f writes/s each", per)
+	if c.Coordination.Backend == BackendEtcd {
+		reqs, what := 3*per, "two lease keepalives and a linearizable read per renewal"
+		if c.Election.FenceFirst {
+			reqs, what = 4*per, "two lease keepalives, a linearizable read and a heartbeat write (election.fence_first) per renewal"
+		}
+		cost = fmt.Sprintf("%s: %.0f requests/s per candidate", what, reqs)
+	}
+	return fmt.Sprintf("election.renew_interval: %s is below %s: the backend renews at that rate (%s); "+
+		"set it to %s or more unless the sooner suspicion of a crashed leader is worth the load",
+		fmtDur(r), fmtDur(RenewIntervalLow), cost, fmtDur(RenewIntervalLow))
 }
 
 // SuspectProbeMax bounds the daemon's probe of a suspected leader's admin

@@ -41,6 +41,7 @@ func referenceDefaults() []struct{ key, want, owner string } {
 		{"election.take_over_at_deadline", strconv.FormatBool(d.Election.TakeOverAtDeadline), "config"},
 		{"election.fence_first", strconv.FormatBool(d.Election.FenceFirst), "config"},
 		{"election.suspect_after", d.Election.SuspectAfter.String(), "config"},
+		{"election.renew_interval", d.Election.RenewInterval.String(), "cluster/zkcluster/lease"},
 		{"health.interval", d.Health.Interval.String(), "config"},
 		{"health.timeout", d.Health.Timeout.String(), "config"},
 		{"health.rise", strconv.Itoa(healthcheck.DefaultRise), "healthcheck"},

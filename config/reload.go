@@ -98,6 +98,7 @@ var ReloadRules = []ReloadRule{
 	{"election.take_over_at_deadline", Restart, "every renewal of the elector, built at start, becomes a heartbeat"},
 	{"election.fence_first", Restart, "every renewal of the elector, built at start, becomes a heartbeat, and the elector is given the proving fence"},
 	{"election.suspect_after", Restart, "the elector, built at start, times the leader's heartbeat with it"},
+	{"election.renew_interval", Restart, "the elector and its session, built at start, renew at it"},
 
 	{"health.interval", Reloadable, noteNextCheck},
 	{"health.timeout", Reloadable, noteNextCheck},

@@ -29,6 +29,10 @@ type Timing struct {
 	DemoteBudget time.Duration
 	// KillGrace is controller.KillGrace, each of those kill graces.
 	KillGrace time.Duration
+	// RenewInterval is election.renew_interval (0: the backend derives
+	// it), which the backend's renew interval (SetRenewIntervals) applies
+	// as its elector does.
+	RenewInterval time.Duration
 }
 
 // TimingCheck is one coordination backend's check of its timing: that the
@@ -72,6 +76,7 @@ func (c *Config) Timing() Timing {
 		DemoteTimeout:  time.Duration(c.Service.Demote.Timeout),
 		DemoteBudget:   c.demoteBudget(),
 		KillGrace:      controller.KillGrace,
+		RenewInterval:  time.Duration(c.Election.RenewInterval),
 	}
 	if c.Etcd != nil {
 		t.LeaseTTL = time.Duration(c.Etcd.LeaseTTL)

@@ -23,10 +23,15 @@ func init() {
 	})
 	SetRenewIntervals(map[string]RenewInterval{
 		BackendZooKeeper: func(t Timing) time.Duration {
-			lt, _ := lease.Compute(t.SessionTimeout, t.TickTime, t.DemoteBudget, t.Lease, 0)
+			lt, _ := lease.Compute(t.SessionTimeout, t.TickTime, t.DemoteBudget, t.Lease, t.RenewInterval)
 			return lt.Renew
 		},
-		BackendEtcd: func(t Timing) time.Duration { return etcdcluster.DefaultRenewInterval(t.LeaseTTL) },
+		BackendEtcd: func(t Timing) time.Duration {
+			if t.RenewInterval > 0 {
+				return t.RenewInterval
+			}
+			return etcdcluster.DefaultRenewInterval(t.LeaseTTL)
+		},
 	})
 }
 

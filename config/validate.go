@@ -133,6 +133,7 @@ func (c *Config) validate(opts LoadOptions, set written) error {
 	if c.Coordination.Backend != BackendEtcd {
 		v.lease(c, sessionOK)
 	}
+	v.renewInterval(c, sessionOK)
 	if d := c.Election.FailoverCooldown; d < 0 {
 		v.add("election.failover_cooldown", "must not be negative (0 turns the cooldown off), got %s", fmtDur(time.Duration(d)))
 	} else if d != 0 {
@@ -639,6 +640,58 @@ func (v *validator) lease(c *Config, sessionOK bool) {
 		t.DemoteTimeout, t.DemoteBudget = 0, 0
 	}
 	v.checkTiming(BackendZooKeeper, t)
+}
+
+// renewInterval checks election.renew_interval: 0 (derived), or from
+// MinRenewInterval to the interval the backend derives (its renew
+// interval with the key at 0, SetRenewIntervals), and one the backend
+// applies as configured: ZooKeeper renews no faster than tickTime/2 +
+// 5%, which is also what it derives. Longer intervals are what the lease
+// arithmetic forbids. The comparison waits for valid timing settings
+// (each reported on its own) and needs the backend's wiring.
+func (v *validator) renewInterval(c *Config, sessionOK bool) {
+	const p = "election.renew_interval"
+	r := c.Election.RenewInterval.Std()
+	switch {
+	case r == 0:
+		return
+	case r < 0:
+		v.add(p, "must be 0 (the interval the backend derives) or positive, got %s", fmtDur(r))
+		return
+	case r < MinRenewInterval:
+		v.add(p, "%s is shorter than the minimum %s: every candidate renews at that rate", fmtDur(r), fmtDur(MinRenewInterval))
+		return
+	}
+	switch c.Coordination.Backend {
+	case BackendZooKeeper:
+		if tick := c.ZooKeeper.TickTime.Std(); !sessionOK || tick < 0 || tick > MaxDuration {
+			return
+		}
+	case BackendEtcd:
+		if c.Etcd == nil || c.Etcd.LeaseTTL <= 0 {
+			return
+		}
+	default:
+		return
+	}
+	derived, ok := c.derivedRenewInterval()
+	if !ok {
+		return
+	}
+	how := "ZooKeeper: tickTime/2 + 5%"
+	if c.Coordination.Backend == BackendEtcd {
+		how = "etcd: min(etcd.lease_ttl/3, 1s)"
+	}
+	if r > derived {
+		v.add(p, "%s is longer than the renew interval the backend derives, %s (%s): the lease arithmetic counts on renewals at least that often; "+
+			"set at most %s, or 0 for the derived interval", fmtDur(r), fmtDur(derived), how, fmtDur(derived))
+		return
+	}
+	if got, _ := c.renewInterval(); got != r {
+		v.add(p, "%s is shorter than ZooKeeper allows: a leader's renewals prove its session alive only when sent at least tickTime/2 + 5%% apart (%s), "+
+			"so the elector would renew every %s whatever is set here; set 0 (or %s), and a shorter zookeeper.tick_time (on the servers too) for faster renewals",
+			fmtDur(r), fmtDur(got), fmtDur(got), fmtDur(got))
+	}
 }
 
 func (v *validator) notNegative(p string, n int) {

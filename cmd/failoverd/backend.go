@@ -125,6 +125,15 @@ func etcdDial(cfg *config.Config) (etcdcluster.DialConfig, error) {
 	return dc, nil
 }
 
+// etcdConnConfig is the etcd Conn's configuration: the lease TTL and
+// renew interval (election.renew_interval; 0: DefaultRenewInterval) as
+// configured, the cluster's config key as the read key, and version
+// warnings for a daemon (nodeID set).
+func etcdConnConfig(cfg *config.Config, nodeID string, logger *slog.Logger) etcdcluster.ConnConfig {
+	return etcdcluster.ConnConfig{LeaseTTL: cfg.Etcd.LeaseTTL.Std(), RenewInterval: cfg.Election.RenewInterval.Std(), Logger: logger,
+		ReadKey: layoutOf(cfg).Config(), WarnVersions: nodeID != ""}
+}
+
 func openEtcd(cfg *config.Config, nodeID, instance string, logger *slog.Logger) (*backend, error) {
 	if cfg.Etcd == nil {
 		return nil, errors.New("coordination.backend is etcd but there is no etcd block")
@@ -138,8 +147,7 @@ func openEtcd(cfg *config.Config, nodeID, instance string, logger *slog.Logger) 
 	if err != nil {
 		return nil, &unreachableError{desc: desc, err: err}
 	}
-	conn, err := etcdcluster.NewConn(cli, etcdcluster.ConnConfig{LeaseTTL: cfg.Etcd.LeaseTTL.Std(), Logger: logger,
-		ReadKey: layoutOf(cfg).Config(), WarnVersions: nodeID != ""})
+	conn, err := etcdcluster.NewConn(cli, etcdConnConfig(cfg, nodeID, logger))
 	if err != nil {
 		cli.Close()
 		return nil, err

@@ -224,6 +224,7 @@ func electionConfig(cfg *config.Config, ccfg controller.Config, prove cluster.Pr
 		DemoteBudget: controller.DemoteBudget(ccfg), WarmStandby: cfg.Election.WarmStandby,
 		TakeOverAtDeadline: cfg.Election.TakeOverAtDeadline,
 		FenceFirst:         fenceFirstOf(cfg, prove),
+		RenewInterval:      cfg.Election.RenewInterval.Std(),
 	}
 }
 

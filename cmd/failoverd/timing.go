@@ -35,16 +35,22 @@ func checkEtcdTiming(t config.Timing, fail, warn func(path, msg string)) {
 }
 
 // zooKeeperRenewInterval is the ZooKeeper elector's renew interval for the
-// configured session timeout and tickTime (lease.Compute, the elector's
-// arithmetic; the elector publishes it as renew_ms). A timing that does
-// not fit still has its interval: validation refuses it on its own.
+// configured session timeout, tickTime and election.renew_interval
+// (lease.Compute, the elector's arithmetic: a configured interval below
+// tickTime/2 + 5% renews at that; the elector publishes it as renew_ms).
+// A timing that does not fit still has its interval: validation refuses
+// it on its own.
 func zooKeeperRenewInterval(t config.Timing) time.Duration {
-	lt, _ := lease.Compute(t.SessionTimeout, t.TickTime, t.DemoteBudget, t.Lease, 0)
+	lt, _ := lease.Compute(t.SessionTimeout, t.TickTime, t.DemoteBudget, t.Lease, t.RenewInterval)
 	return lt.Renew
 }
 
 // etcdRenewInterval is the etcd session's renew interval for the
-// configured lease TTL.
+// configured lease TTL and election.renew_interval (the Conn renews at a
+// configured interval, else at DefaultRenewInterval).
 func etcdRenewInterval(t config.Timing) time.Duration {
+	if t.RenewInterval > 0 {
+		return t.RenewInterval
+	}
 	return etcdcluster.DefaultRenewInterval(t.LeaseTTL)
 }
