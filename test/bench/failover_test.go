@@ -449,7 +449,10 @@ func manualFailover(b *testing.B, backend, mode string) {
 // BENCH_FENCE_FIRST=1 turns election.fence_first on (both backends; the
 // shell fence marked proving): detection is then kill → the successor's
 // "suspected leader does not answer" log line, and the proving fence runs
-// before the win.
+// before the win. BENCH_RENEW_INTERVAL (a duration) sets
+// election.renew_interval (both backends; on ZooKeeper validation refuses
+// anything but the derived tickTime/2 + 5%, so run it with
+// BENCH_BACKEND=etcd or a short BENCH_ZK_TICK).
 func BenchmarkCrashFailover(b *testing.B) {
 	forEachBackend(b, crashFailover)
 }
@@ -475,6 +478,7 @@ func crashFailover(b *testing.B, backend string) {
 	}
 	takeover := os.Getenv("BENCH_TAKEOVER") != "" && backend != clustertest.BackendEtcd
 	fenceFirst := os.Getenv("BENCH_FENCE_FIRST") != ""
+	renew := os.Getenv("BENCH_RENEW_INTERVAL")
 	for _, st := range list {
 		b.Run(sub+st.String(), func(b *testing.B) {
 			def := 20
@@ -492,6 +496,9 @@ func crashFailover(b *testing.B, backend string) {
 			if fenceFirst {
 				o.ElectionYAML += "  fence_first: true\n"
 				o.ShellProves = true
+			}
+			if renew != "" {
+				o.ElectionYAML += "  renew_interval: " + renew + "\n"
 			}
 			c := startCluster(b, o)
 			s := series{}
@@ -556,6 +563,9 @@ func crashFailover(b *testing.B, backend string) {
 			}
 			if fenceFirst {
 				res.Name += ", fence_first"
+			}
+			if renew != "" {
+				res.Name += ", renew_interval " + renew
 			}
 			res.fill(s["total"])
 			to := float64(negotiated.Milliseconds())

@@ -49,6 +49,12 @@ const scIdle = "idle load per failoverd cluster (3 daemons; runs = seconds watch
 //     (raft entries: puts, deletes, transactions, lease grants and
 //     revokes; keepalives are not raft writes) and of the store's revision
 //     (etcd_debugging_mvcc_current_revision, the KV changes only).
+//
+// BENCH_TAKEOVER=1 turns election.take_over_at_deadline on (ZooKeeper),
+// BENCH_FENCE_FIRST=1 election.fence_first (both backends; the shell fence
+// marked proving), and BENCH_RENEW_INTERVAL (a duration) sets
+// election.renew_interval (on ZooKeeper validation refuses anything but
+// the derived tickTime/2 + 5%: run it with BENCH_BACKEND=etcd).
 func BenchmarkIdleLoad(b *testing.B) {
 	forEachBackend(b, idleLoad)
 }
@@ -62,6 +68,19 @@ func idleLoad(b *testing.B, backend string) {
 		if os.Getenv("BENCH_TAKEOVER") != "" { // election.take_over_at_deadline
 			o.ElectionYAML = "  take_over_at_deadline: true\n"
 		}
+	}
+	var suffix string // the options set, for the result's name
+	if strings.Contains(o.ElectionYAML, "take_over_at_deadline") {
+		suffix += ", take_over_at_deadline"
+	}
+	if os.Getenv("BENCH_FENCE_FIRST") != "" {
+		o.ElectionYAML += "  fence_first: true\n"
+		o.ShellProves = true
+		suffix += ", fence_first"
+	}
+	if v := os.Getenv("BENCH_RENEW_INTERVAL"); v != "" {
+		o.ElectionYAML += "  renew_interval: " + v + "\n"
+		suffix += ", renew_interval " + v
 	}
 	c := startCluster(b, o)
 	defaults := footprintConfigs[1]
@@ -145,11 +164,9 @@ func idleLoad(b *testing.B, backend string) {
 		res.Notes = "requests: Σ members' grpc_server_msg_received_total less one per stream that ended; writes: the leader's etcd_server_proposals_committed_total; net of a window without daemons; " + c.desc()
 	} else {
 		res.Name = "3 daemons idle, session 5s, tick_time unset, health 1s"
-		if o.ElectionYAML != "" {
-			res.Name += ", take_over_at_deadline"
-		}
 		res.Notes = "requests: Σ servers' mntr zk_packets_received (pings included); writes: zxid advance; net of a window without daemons; " + c.desc()
 	}
+	res.Name += suffix
 	record(b, res)
 }
 
