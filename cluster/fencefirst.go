@@ -48,6 +48,14 @@ type ProveOut func(ctx context.Context, s Suspect) error
 type FenceFirst struct {
 	SuspectAfter time.Duration
 	ProveOut     ProveOut
+	// Ended, when set, is called by the elector once it ended the term b
+	// names itself (its guarded removal succeeded), after ProveOut proved
+	// that term out and before the elector looks at the candidates
+	// again. Only then may the term the elector wins next skip its fence
+	// of the term proved out (docs/safety.md, "Fencing first, then taking
+	// over", step 5): a proof whose removal failed or was never tried
+	// stands for nothing.
+	Ended func(b Beat)
 }
 
 // On reports whether fencing first is configured.

@@ -130,6 +130,11 @@ func (c *Config) fenceFirstWarnings() []string {
 				"whoever can answer in its place can forge \"demoted\" and have election.fence_first end a live leader's term; use https, or set proves: false",
 				i))
 		}
+		if m.RPC == nil && m.Proving() {
+			w = append(w, fmt.Sprintf("fencing.methods[%d].proves: with election.fence_first a success of this %s method is taken as proof that the old node "+
+				"can no longer act while its term is still valid by its own lease: its command must stop the old node's failoverd, its hooks and its service "+
+				"(or power the host off) and check that before it exits 0; killing the service alone is no proof", i, m.Name()))
+		}
 	}
 	return w
 }

@@ -386,3 +386,23 @@ func TestFailoverArithmeticProbeBound(t *testing.T) {
 		t.Errorf("SuspectAfterOrDefault() = %v, want 400ms", got)
 	}
 }
+
+// Every ssh or shell method marked proves gets a warning with fence_first:
+// its command must stop the whole old node, not the service alone.
+func TestFenceFirstWarnsOfCommandProofs(t *testing.T) {
+	has := func(ws []string, s string) bool {
+		return slices.ContainsFunc(ws, func(w string) bool { return strings.Contains(w, s) })
+	}
+	cfg, err := fenceFirstEtcd(t, `{endpoints: ["127.0.0.1:2379"]}`, "{fence_first: true}", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "fencing.methods[0].proves: with election.fence_first a success of this shell method is taken as proof that the old node can no longer act"
+	if ws := cfg.Warnings(); !has(ws, want) {
+		t.Errorf("no warning for a shell method marked proves: %q", ws)
+	}
+	cfg.Fencing.Methods[0].Proves = nil
+	if ws := cfg.Warnings(); has(ws, "fencing.methods[0].proves") {
+		t.Errorf("a warning for a shell method that does not prove: %q", ws)
+	}
+}

@@ -31,18 +31,29 @@ type proveSettings struct {
 }
 
 // provedOut is the term a proving fence stopped before this node's term:
-// the breadcrumb that named it and the method that fenced it. The loop
-// keeps the newest; a term whose breadcrumb names exactly it is not
-// fenced again (docs/safety.md, "Fencing first, then taking over", step 5).
+// the breadcrumb that named it, the heartbeat it was suspected at and the
+// method that fenced it. The loop keeps the newest, and only once the
+// elector reported that it ended that very term itself (ProvedEnded) does
+// the next term won skip its fence of it, when its breadcrumb names
+// exactly it (docs/safety.md, "Fencing first, then taking over", step 5).
 type provedOut struct {
 	rec    breadcrumb.Record
+	beat   cluster.Beat
 	method string
 	at     time.Time
 	reply  chan struct{} // closed once the loop took it
 }
 
-func (proveReq) event()   {}
-func (*provedOut) event() {}
+// provedEnded: the elector ended the term of beat itself.
+type provedEnded struct{ beat cluster.Beat }
+
+func (proveReq) event()    {}
+func (*provedOut) event()  {}
+func (provedEnded) event() {}
+
+// ProvedEnded is the elector's report that it ended the term b names
+// itself, after ProveOut proved it out (cluster.FenceFirst.Ended).
+func (c *Controller) ProvedEnded(b cluster.Beat) { c.send(provedEnded{beat: b}) }
 
 // ProveOut is the elector's fencing-first step (cluster.ProveOut): it
 // fences the leader s names with the methods that prove, and returns nil
@@ -90,7 +101,7 @@ func (c *Controller) ProveOut(ctx context.Context, s cluster.Suspect) error {
 	if err != nil {
 		return fmt.Errorf("no proving fence succeeded: %w", err)
 	}
-	p := &provedOut{rec: rec, method: method, at: time.Now(), reply: make(chan struct{})}
+	p := &provedOut{rec: rec, beat: s.Beat, method: method, at: time.Now(), reply: make(chan struct{})}
 	if !c.send(p) {
 		return errors.New("controller: stopped")
 	}
@@ -109,18 +120,22 @@ func (c *Controller) onProveReq(ev proveReq) {
 	ev.reply <- proveSettings{prover: c.prover, probe: c.probe}
 }
 
-// onProvedOut keeps p as the term proved out.
+// onProvedOut keeps p as the term proved out, not yet ended.
 func (c *Controller) onProvedOut(p *provedOut) {
-	c.l.provedOut = p
+	c.l.proving = p
 	close(p.reply)
 }
 
-// provedOutFence returns the method that proved out exactly the term rec
-// names, or "" when no proving fence of that term is known.
-func (c *Controller) provedOutFence(rec breadcrumb.Record) string {
-	p := c.l.provedOut
-	if p == nil || p.rec.NodeID != rec.NodeID || p.rec.Epoch != rec.Epoch || p.rec.Instance != rec.Instance || p.rec.Host != rec.Host {
-		return ""
+// onProvedEnded: the elector ended the term it suspected at ev.beat; if
+// that is the term proved out, the next term won may skip its fence.
+func (c *Controller) onProvedEnded(ev provedEnded) {
+	if p := c.l.proving; p != nil && p.beat == ev.beat {
+		c.l.provedOut, c.l.proving = p, nil
 	}
-	return p.method
+}
+
+// covers reports whether p proved out exactly the term rec names (nil:
+// no proof).
+func (p *provedOut) covers(rec breadcrumb.Record) bool {
+	return p != nil && p.rec.NodeID == rec.NodeID && p.rec.Epoch == rec.Epoch && p.rec.Instance == rec.Instance && p.rec.Host == rec.Host
 }

@@ -57,6 +57,7 @@ func TestProveOutFencesOnceBeforeTheTakeover(t *testing.T) {
 		if got := prover.Targets(); len(got) != 1 || got[0].NodeID != "a" || got[0].Epoch != epoch {
 			t.Fatalf("proving fence of %v, want a at epoch %d", got, epoch)
 		}
+		b.c.ProvedEnded(suspectOf("a").Beat)
 		w.DeleteZnode("a") // what the elector's guarded removal does
 		b.want(controller.StateLeader)
 		if got := b.fence.Targets(); len(got) != 0 {
@@ -82,6 +83,7 @@ func TestProveOutCoversOnlyTheTermItFenced(t *testing.T) {
 		if err := b.c.ProveOut(t.Context(), suspectOf("a")); err != nil {
 			t.Fatalf("ProveOut: %v", err)
 		}
+		b.c.ProvedEnded(suspectOf("a").Beat)
 		later := other("a", a.c.Status().Epoch+1)
 		w.SetBreadcrumb(later)
 		w.DeleteZnode("a")
@@ -95,6 +97,31 @@ func TestProveOutCoversOnlyTheTermItFenced(t *testing.T) {
 		c.want(controller.StateStandby)
 		if err := c.c.ProveOut(t.Context(), suspectOf("b")); err == nil {
 			t.Error("ProveOut without a proving method succeeded")
+		}
+	})
+}
+
+// A proof stands only for the term its own node ended right after it:
+// when the elector did not report the removal (its guarded removal was
+// refused: the heartbeat moved), the term won later fences the old
+// leader as always, even though its breadcrumb names the term proved out.
+func TestProveOutWithoutTheRemovalStandsForNothing(t *testing.T) {
+	test(t, func(t *testing.T, w *controllertest.World) {
+		a := leader(t, w, "a")
+		prover, pr := &controllertest.Fencer{}, &probe{err: errors.New("timeout")}
+		b := start(t, w, "b", withProver(prover, pr))
+		b.healthy()
+		b.want(controller.StateStandby)
+		if err := b.c.ProveOut(t.Context(), suspectOf("a")); err != nil {
+			t.Fatalf("ProveOut: %v", err)
+		}
+		b.c.ProvedEnded(suspectOf("someone-else").Beat) // another term's removal
+		time.Sleep(time.Minute)                        // the old leader lives on; its term ends later
+		w.DeleteZnode("a")
+		b.want(controller.StateLeader)
+		epoch := a.c.Status().Epoch
+		if got := b.fence.Targets(); len(got) != 1 || got[0].NodeID != "a" || got[0].Epoch != epoch {
+			t.Errorf("b fenced %v, want a at epoch %d again: the proof was not followed by b's own removal", got, epoch)
 		}
 	})
 }

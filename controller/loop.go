@@ -22,7 +22,10 @@ type loop struct {
 	lastErr string
 	primary primaryTracker
 	stuck   *stuckHook
-	// provedOut is the newest term fenced by ProveOut (nil: none).
+	// proving is the newest term fenced by ProveOut (nil: none), until
+	// the elector reports that it ended that term itself (ProvedEnded):
+	// then it is provedOut, which the next term won takes.
+	proving   *provedOut
 	provedOut *provedOut
 
 	// The verdict of the checks that must pass before we campaign
@@ -559,6 +562,8 @@ func (c *Controller) apply(ev event) {
 		c.onProveReq(ev)
 	case *provedOut:
 		c.onProvedOut(ev)
+	case provedEnded:
+		c.onProvedEnded(ev)
 	}
 }
 

@@ -46,9 +46,12 @@ type term struct {
 	wonAt   time.Time
 	release chan struct{}
 	phase   phase
-	worker  bool          // a takeover step runs (the term is released only after it)
-	reads   *termReads    // the first reads, started by the won callback
-	budget  time.Duration // DemoteBudget: acting ends that long before the term's expiry
+	worker  bool       // a takeover step runs (the term is released only after it)
+	reads   *termReads // the first reads, started by the won callback
+	// proved is the term this node proved out and ended itself right
+	// before this term was won (nil: none): its fence is not repeated.
+	proved *provedOut
+	budget time.Duration // DemoteBudget: acting ends that long before the term's expiry
 
 	prev      *breadcrumb.Record // the breadcrumb read (nil: absent, or naming this very term)
 	version   cluster.Revision   // its revision (zero: absent)
@@ -287,8 +290,10 @@ func (c *Controller) onTermWon(ev termWon) {
 	// The term's context is the backend's, which the loop may also end
 	// itself (checkExpiry): whatever runs under it stops either way.
 	tctx, lapse := context.WithCancelCause(ev.ctx)
-	tm := &term{t: ev.t, ctx: tctx, lapse: lapse, epoch: epoch, wonAt: time.Now(), release: ev.release, budget: c.budget, set: c.takeoverSettings(ev.t)}
+	tm := &term{t: ev.t, ctx: tctx, lapse: lapse, epoch: epoch, wonAt: time.Now(), release: ev.release, budget: c.budget, set: c.takeoverSettings(ev.t),
+		proved: l.provedOut}
 	l.term, l.epoch = tm, epoch
+	l.provedOut, l.proving = nil, nil // a proof stands for the next term won only
 	c.metrics.ElectionWon()
 	context.AfterFunc(tctx, func() { c.send(termEnded{epoch: epoch, cause: context.Cause(tctx), at: time.Now()}) })
 	if want, why := c.want(time.Now()); !want || l.cand.cancelled {
@@ -577,10 +582,10 @@ func (c *Controller) onRead(tm *term, r stepResult) {
 		// ended without cleanup): its service is ours, so demoting it locally
 		// is the fence (in the hook slot, see startNextHook).
 		tm.phase = phFencePrev
-	case c.provedOutFence(rec) != "":
-		tm.fenceMethod = c.provedOutFence(rec)
+	case tm.proved.covers(rec):
+		tm.fenceMethod = tm.proved.method
 		c.log.Info("previous leader was fenced before this term began: not fencing it again", "target", rec.NodeID,
-			"target_epoch", rec.Epoch, "method", tm.fenceMethod, "fenced_seconds_ago", time.Since(c.l.provedOut.at).Seconds())
+			"target_epoch", rec.Epoch, "method", tm.fenceMethod, "fenced_seconds_ago", time.Since(tm.proved.at).Seconds())
 		c.fenced(tm)
 	case tm.set.fence == nil:
 		c.log.Warn("promoting without fencing the previous leader (fencing.allow_none)", "target", rec.NodeID, "target_epoch", rec.Epoch)

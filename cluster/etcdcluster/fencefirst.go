@@ -189,6 +189,9 @@ func (e *Elector) awaitBeat(ctx context.Context, sessDone <-chan struct{}, pred 
 				case err == nil:
 					e.log.Info("ended the old leader's term after fencing it: its heartbeat stood still", "leader_node", suspect.Beat.NodeID,
 						"version", suspect.Beat.Version, "stood_seconds", time.Since(seenAt).Seconds())
+					if f := e.cfg.FenceFirst.Ended; f != nil {
+						f(suspect.Beat)
+					}
 					return nil
 				case errors.Is(err, cluster.ErrEntryChanged):
 					return nil

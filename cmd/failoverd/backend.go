@@ -95,7 +95,7 @@ func openZooKeeper(cfg *config.Config, nodeID, instance string, logger *slog.Log
 		stale:   cfg.ZooKeeper.SessionTimeout.Std(),
 		session: func(ctx context.Context) error { return firstZKSession(ctx, client) },
 		elector: func(ccfg controller.Config) (cluster.Elector, error) {
-			el, err := election.New(electionConfig(cfg, ccfg, prove.ProveOut), election.Deps{Client: client, Logger: logger})
+			el, err := election.New(electionConfig(cfg, ccfg, prove), election.Deps{Client: client, Logger: logger})
 			if err != nil {
 				return nil, err
 			}
@@ -170,7 +170,7 @@ func openEtcd(cfg *config.Config, nodeID, instance string, logger *slog.Logger) 
 				mode = etcdcluster.Unfair
 			}
 			return store.Elector(etcdcluster.ElectorConfig{NodeID: cfg.Node.ID, Mode: mode, DemoteBudget: controller.DemoteBudget(ccfg),
-				FenceFirst: fenceFirstOf(cfg, prove.ProveOut)})
+				FenceFirst: fenceFirstOf(cfg, prove)})
 		},
 		close: closeAll,
 	}, nil

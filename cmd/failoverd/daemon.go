@@ -213,7 +213,7 @@ func followHook(ccfg controller.Config) controller.Hook {
 // electionConfig is the elector's part of cfg: the lease (0: derived from
 // the timeout ZooKeeper grants), the ensemble's tickTime, the
 // controller's demote budget and whether standbys keep a warm chain.
-func electionConfig(cfg *config.Config, ccfg controller.Config, prove cluster.ProveOut) election.Config {
+func electionConfig(cfg *config.Config, ccfg controller.Config, prove *lateProver) election.Config {
 	mode := election.Fair
 	if cfg.Election.Mode == config.ModeUnfair {
 		mode = election.Unfair

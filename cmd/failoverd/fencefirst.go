@@ -41,13 +41,20 @@ func (l *lateProver) ProveOut(ctx context.Context, s cluster.Suspect) error {
 	return c.ProveOut(ctx, s)
 }
 
+// Ended is the elector's report that it ended a proved-out term itself.
+func (l *lateProver) Ended(b cluster.Beat) {
+	if c := l.ctrl.Load(); c != nil {
+		c.ProvedEnded(b)
+	}
+}
+
 // fenceFirstOf is the elector's part of election.fence_first (off: the
 // zero FenceFirst).
-func fenceFirstOf(cfg *config.Config, prove cluster.ProveOut) cluster.FenceFirst {
+func fenceFirstOf(cfg *config.Config, p *lateProver) cluster.FenceFirst {
 	if !cfg.Election.FenceFirst {
 		return cluster.FenceFirst{}
 	}
-	return cluster.FenceFirst{SuspectAfter: cfg.Election.SuspectAfter.Std(), ProveOut: prove}
+	return cluster.FenceFirst{SuspectAfter: cfg.Election.SuspectAfter.Std(), ProveOut: p.ProveOut, Ended: p.Ended}
 }
 
 // proverOf is the chain of f's proving methods (nil: none, or no chain).
@@ -64,10 +71,11 @@ func proverOf(f controller.Fencer) controller.Fencer {
 
 // statusProbe asks a suspected leader's admin API for its status (GET
 // /v1/status, no token): it answers as alive only with 200 and a status
-// of the suspected term (its node id and epoch, leading, promoting or
-// demoting) that says it reaches the coordination service. A daemon that
-// restarted on that host answers with another state or epoch: its old
-// term is not alive.
+// of the suspected node leading (leader, promoting or demoting) at the
+// breadcrumb's epoch or a later one, which says it reaches the
+// coordination service. A daemon that restarted on that host answers as
+// a standby: its old term is not alive. A later epoch is a live leader
+// whose new breadcrumb the successor has not read yet.
 type statusProbe struct {
 	client  *http.Client
 	timeout time.Duration
@@ -124,8 +132,8 @@ func (p *statusProbe) Probe(ctx context.Context, t fencer.Target) error {
 	switch {
 	case st.NodeID != t.NodeID:
 		return fmt.Errorf("%s answers as node %q", t.AdminURL, st.NodeID)
-	case st.Epoch != t.Epoch:
-		return fmt.Errorf("it answers at epoch %d, not the suspected term's %d", st.Epoch, t.Epoch)
+	case st.Epoch < t.Epoch:
+		return fmt.Errorf("it answers at epoch %d, before the suspected term's %d", st.Epoch, t.Epoch)
 	case st.State != controller.StateLeader && st.State != controller.StatePromoting && st.State != controller.StateDemoting:
 		return fmt.Errorf("it answers as %s, not leading", st.State)
 	case !st.Connected:

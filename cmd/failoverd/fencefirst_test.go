@@ -12,8 +12,8 @@ import (
 )
 
 // The probe of a suspected leader counts it as alive only when its admin
-// API answers 200 with its own node id, the suspected epoch, a leading
-// state and connected: true; anything else (no answer, an error status,
+// API answers 200 with its own node id, the suspected epoch or a later
+// one, a leading state and connected: true; anything else (no answer, an error status,
 // another node, a restarted daemon, not connected) is a failed probe.
 func TestStatusProbe(t *testing.T) {
 	var body string
@@ -44,7 +44,8 @@ func TestStatusProbe(t *testing.T) {
 		{"not connected", 200, `{"node_id":"a","state":"leader","epoch":7,"connected":false}`, false},
 		{"another node", 200, `{"node_id":"b","state":"leader","epoch":7,"connected":true}`, false},
 		{"restarted: standby", 200, `{"node_id":"a","state":"standby","epoch":7,"connected":true}`, false},
-		{"restarted: another epoch", 200, `{"node_id":"a","state":"leader","epoch":9,"connected":true}`, false},
+		{"a later term", 200, `{"node_id":"a","state":"leader","epoch":9,"connected":true}`, true},
+		{"an earlier term", 200, `{"node_id":"a","state":"leader","epoch":5,"connected":true}`, false},
 		{"error status", 500, `{"node_id":"a","state":"leader","epoch":7,"connected":true}`, false},
 		{"garbage", 200, `not json`, false},
 	} {

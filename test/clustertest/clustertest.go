@@ -63,8 +63,11 @@ type Options struct {
 	NoRPCFence bool
 	// ShellProves marks the shell fencing method proves: true (fencing
 	// first). Its script demotes the target's toy service and counts an
-	// unreachable toy as down, which on loopback means its process is
-	// gone: a proof here, a stand-in for a verified power-off elsewhere.
+	// unreachable toy as down: a stand-in for a verified power-off, which
+	// stops the daemon and its hooks too. It stands in only where the
+	// target's daemon is dead or cut off with its promote done (the faults
+	// the suites inject); a target daemon that lives on with a promote
+	// still to run is not stopped by it.
 	ShellProves bool
 	// StoreURL, when set, makes every toy service write to this fenced store.
 	StoreURL      string

@@ -97,8 +97,12 @@ func (e *Elector) awaitDeadline(ctx context.Context, r *run, w *warmer, pred str
 					suspect.Reset(retryProveOut(e.cfg.FenceFirst))
 					continue
 				}
-				if done, err := e.endTerm(ctx, r, pred, seen, "ended the old leader's term after fencing it: its heartbeat stood still",
-					"leader_node", pred, "version", seen, "stood_seconds", stood.Seconds()); done || err != nil {
+				removed, done, err := e.endTerm(ctx, r, pred, seen, "ended the old leader's term after fencing it: its heartbeat stood still",
+					"leader_node", pred, "version", seen, "stood_seconds", stood.Seconds())
+				if f := e.cfg.FenceFirst.Ended; removed && f != nil {
+					f(b)
+				}
+				if done || err != nil {
 					return err
 				}
 				have = false
@@ -106,7 +110,7 @@ func (e *Elector) awaitDeadline(ctx context.Context, r *run, w *warmer, pred str
 			case <-due:
 				deadline.Stop()
 				stood := time.Since(seenAt)
-				if done, err := e.endTerm(ctx, r, pred, seen, "ended the old leader's term at its own deadline: its heartbeat stood still past it",
+				if _, done, err := e.endTerm(ctx, r, pred, seen, "ended the old leader's term at its own deadline: its heartbeat stood still past it",
 					"leader_node", pred, "version", seen, "stood_seconds", stood.Seconds(), "deadline_ms", c.DeadlineMS); done || err != nil {
 					return err
 				}
@@ -134,23 +138,24 @@ func retryProveOut(f cluster.FenceFirst) time.Duration {
 }
 
 // endTerm deletes pred at version seen, logging msg and args when it did.
-// done: look at the candidates again (deleted, or gone already); false
-// with a nil error: the delete was refused, time the version read next.
-func (e *Elector) endTerm(ctx context.Context, r *run, pred string, seen int32, msg string, args ...any) (done bool, err error) {
+// removed: this delete ended the term; done: look at the candidates again
+// (deleted, or gone already); neither with a nil error: the delete was
+// refused, time the version read next.
+func (e *Elector) endTerm(ctx context.Context, r *run, pred string, seen int32, msg string, args ...any) (removed, done bool, err error) {
 	err = r.sess.Delete(ctx, pred, seen)
 	switch {
 	case err == nil:
 		e.log.Info(msg, args...)
 		r.woke = time.Now()
-		return true, nil
+		return true, true, nil
 	case errors.Is(err, zk.ErrNoNode):
-		return true, nil
+		return false, true, nil
 	case errors.Is(err, zk.ErrBadVersion):
 		e.log.Info("the old leader's heartbeat moved before its term could be ended; waiting again", "leader_node", pred)
 	case ctx.Err() != nil:
-		return false, ctx.Err()
+		return false, false, ctx.Err()
 	default:
 		e.log.Warn("ending the old leader's term failed; waiting again", "leader_node", pred, "err", err)
 	}
-	return false, nil
+	return false, false, nil
 }
