@@ -65,6 +65,9 @@ func fenceFirstWithDaemons(t *testing.T, backend string) {
 		if len(took) != 1 {
 			t.Errorf("%s: %s logged %d early takeovers after a fence, want 1", fault, next.ID, len(took))
 		}
+		if skip := clustertest.FindLog(lines, "previous leader was fenced before this term began: not fencing it again", t0); len(skip) != 1 {
+			t.Errorf("%s: %s logged %d skipped second fences, want 1 (the term it proved out and ended itself)", fault, next.ID, len(skip))
+		}
 		if d := ev.At.Sub(t0); d > session {
 			t.Errorf("%s: promoted %v after the fault, not before the session's end", fault, d)
 		}
