@@ -37,20 +37,9 @@ func (k kv) RemoveEntry(ctx context.Context, e cluster.Entry) error {
 	if election.IsUnfairLock(e.Key) {
 		return fmt.Errorf("%w: %s is the unfair-mode lock, shared by every candidate", cluster.ErrNoRemove, e.Key)
 	}
-	sess, err := k.s.session(ctx)
+	sess, st, err := k.owned(ctx, e)
 	if err != nil {
 		return err
-	}
-	st, ok, err := election.StillOwned(ctx, sess, e.Key, e.Created, e.Owner)
-	if err != nil {
-		return fmt.Errorf("reading %s: %w", e.Key, err)
-	}
-	if !ok {
-		now := "gone"
-		if st.Czxid != 0 {
-			now = fmt.Sprintf("czxid %d, owner %x", st.Czxid, st.EphemeralOwner)
-		}
-		return fmt.Errorf("%w: %s is %s", cluster.ErrEntryChanged, e, now)
 	}
 	if err := sess.Delete(ctx, e.Key, st.Version); err != nil {
 		if errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrBadVersion) {
@@ -59,6 +48,27 @@ func (k kv) RemoveEntry(ctx context.Context, e cluster.Entry) error {
 		return fmt.Errorf("deleting %s: %w", e.Key, err)
 	}
 	return nil
+}
+
+// owned reads e's znode on the node's session: an error wrapping
+// ErrEntryChanged when it is gone, or another (creation or owner).
+func (k kv) owned(ctx context.Context, e cluster.Entry) (*zk.Session, zk.Stat, error) {
+	sess, err := k.s.session(ctx)
+	if err != nil {
+		return nil, zk.Stat{}, err
+	}
+	st, ok, err := election.StillOwned(ctx, sess, e.Key, e.Created, e.Owner)
+	if err != nil {
+		return nil, zk.Stat{}, fmt.Errorf("reading %s: %w", e.Key, err)
+	}
+	if !ok {
+		now := "gone"
+		if st.Czxid != 0 {
+			now = fmt.Sprintf("czxid %d, owner %x", st.Czxid, st.EphemeralOwner)
+		}
+		return nil, zk.Stat{}, fmt.Errorf("%w: %s is %s", cluster.ErrEntryChanged, e, now)
+	}
+	return sess, st, nil
 }
 
 // EndTerm (cluster.TermEnder) deletes the election znode b names at the
@@ -74,16 +84,9 @@ func (k kv) EndTerm(ctx context.Context, b cluster.Beat) error {
 	if b.Version < 0 || b.Version > math.MaxInt32 {
 		return fmt.Errorf("%w: version %d of %s", cluster.ErrBeatMoved, b.Version, e.Key)
 	}
-	sess, err := k.s.session(ctx)
+	sess, st, err := k.owned(ctx, e)
 	if err != nil {
 		return err
-	}
-	st, ok, err := election.StillOwned(ctx, sess, e.Key, e.Created, e.Owner)
-	if err != nil {
-		return fmt.Errorf("reading %s: %w", e.Key, err)
-	}
-	if !ok {
-		return fmt.Errorf("%w: %s is gone or another", cluster.ErrEntryChanged, e)
 	}
 	if int64(st.Version) != b.Version {
 		return fmt.Errorf("%w: %s is at version %d, not %d", cluster.ErrBeatMoved, e, st.Version, b.Version)

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"syscall"
 	"testing"
 	"time"
 
@@ -34,23 +33,14 @@ func fenceFirstWithDaemons(t *testing.T, backend string) {
 	c := clustertest.Start(t, o)
 	c.WaitLeader("", 30*time.Second)
 	waitCampaigning(t, c)
-	for _, fault := range []string{"daemon killed", "host killed", "cut off"} {
+	for _, fault := range leaderFaults {
 		old := c.Leader()
 		if old == nil {
 			t.Fatal("no leader")
 		}
 		time.Sleep(2 * time.Second) // the successor has timed the leader's heartbeats for a while
 		t0 := time.Now()
-		switch fault {
-		case "daemon killed":
-			if !old.Kill(syscall.SIGKILL) {
-				t.Fatalf("the daemon of %s did not die", old.ID)
-			}
-		case "host killed":
-			old.Crash()
-		case "cut off":
-			old.CutOff(true)
-		}
+		injectLeaderFault(t, old, fault)
 		next := c.WaitLeader(old.ID, 30*time.Second)
 		ev, ok := waitEvent(t, c, t0, 30*time.Second, "promote", "node", next.ID)
 		if !ok {
@@ -71,19 +61,7 @@ func fenceFirstWithDaemons(t *testing.T, backend string) {
 		if d := ev.At.Sub(t0); d > session {
 			t.Errorf("%s: promoted %v after the fault, not before the session's end", fault, d)
 		}
-		switch fault {
-		case "cut off":
-			if _, ok := since1(c, t0, "demote", "node", old.ID); !ok {
-				t.Errorf("the cut-off %s did not demote", old.ID)
-			}
-			old.CutOff(false)
-		case "host killed":
-			old.StartService()
-			old.Start()
-		default:
-			old.Start()
-		}
-		waitCampaigning(t, c)
+		endLeaderFault(t, c, old, fault, t0)
 	}
 	c.CheckNoOverlap()
 }

@@ -28,23 +28,14 @@ func TestTakeOverAtTheLeadersDeadlineWithDaemons(t *testing.T) {
 		ElectionYAML: "  take_over_at_deadline: true\n  lease: 2500ms\n"})
 	c.WaitLeader("", 30*time.Second)
 	waitCampaigning(t, c)
-	for _, fault := range []string{"daemon killed", "host killed", "cut off"} {
+	for _, fault := range leaderFaults {
 		old := c.Leader()
 		if old == nil {
 			t.Fatal("no leader")
 		}
 		time.Sleep(session) // the successor has timed the leader's heartbeats for a while
 		t0 := time.Now()
-		switch fault {
-		case "daemon killed":
-			if !old.Kill(syscall.SIGKILL) {
-				t.Fatalf("the daemon of %s did not die", old.ID)
-			}
-		case "host killed":
-			old.Crash()
-		case "cut off":
-			old.CutOff(true)
-		}
+		injectLeaderFault(t, old, fault)
 		next := c.WaitLeader(old.ID, 30*time.Second)
 		ev, ok := waitEvent(t, c, t0, 30*time.Second, "promote", "node", next.ID)
 		if !ok {
@@ -62,21 +53,48 @@ func TestTakeOverAtTheLeadersDeadlineWithDaemons(t *testing.T) {
 		if d := ev.At.Sub(t0); d > session+2*time.Second {
 			t.Errorf("%s: promoted %v after the fault, later than the session plus a tick", fault, d)
 		}
-		switch fault {
-		case "cut off":
-			if _, ok := since1(c, t0, "demote", "node", old.ID); !ok {
-				t.Errorf("the cut-off %s did not demote", old.ID)
-			}
-			old.CutOff(false)
-		case "host killed":
-			old.StartService()
-			old.Start()
-		default:
-			old.Start()
-		}
-		waitCampaigning(t, c)
+		endLeaderFault(t, c, old, fault, t0)
 	}
 	c.CheckNoOverlap()
+}
+
+// The three crashes of a leader the takeover tests inject, in order.
+var leaderFaults = []string{"daemon killed", "host killed", "cut off"}
+
+// injectLeaderFault crashes old as fault says: its daemon SIGKILLed, its
+// whole host (daemon and service) killed, or its daemon cut off from the
+// coordination service with its service running (ThroughProxy).
+func injectLeaderFault(t *testing.T, old *clustertest.Node, fault string) {
+	t.Helper()
+	switch fault {
+	case "daemon killed":
+		if !old.Kill(syscall.SIGKILL) {
+			t.Fatalf("the daemon of %s did not die", old.ID)
+		}
+	case "host killed":
+		old.Crash()
+	case "cut off":
+		old.CutOff(true)
+	}
+}
+
+// endLeaderFault undoes injectLeaderFault (injected at t0) and waits until
+// every node campaigns again; a cut-off leader must have demoted.
+func endLeaderFault(t *testing.T, c *clustertest.Cluster, old *clustertest.Node, fault string, t0 time.Time) {
+	t.Helper()
+	switch fault {
+	case "cut off":
+		if _, ok := since1(c, t0, "demote", "node", old.ID); !ok {
+			t.Errorf("the cut-off %s did not demote", old.ID)
+		}
+		old.CutOff(false)
+	case "host killed":
+		old.StartService()
+		old.Start()
+	default:
+		old.Start()
+	}
+	waitCampaigning(t, c)
 }
 
 // since1 is the first event of kind at or after t0.
