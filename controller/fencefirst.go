@@ -61,8 +61,10 @@ func (c *Controller) ProvedEnded(b cluster.Beat) { c.send(provedEnded{beat: b}) 
 // name s's node (the leader has not written one: it cannot have
 // promoted, and a proving fence of another node says nothing about it),
 // when the breadcrumb names this node, and when the suspect answers its
-// probe. A success is handed to the loop before ProveOut returns, so the
-// term the elector then wins finds it (events are taken in order).
+// probe. A success is handed to the loop before ProveOut returns; it
+// stands once the elector reports that it ended that term itself
+// (ProvedEnded), and then for the next term won only (events are taken
+// in order, so that term finds it).
 func (c *Controller) ProveOut(ctx context.Context, s cluster.Suspect) error {
 	reply := make(chan proveSettings, 1)
 	if !c.send(proveReq{reply: reply}) {
@@ -88,14 +90,15 @@ func (c *Controller) ProveOut(ctx context.Context, s cluster.Suspect) error {
 		return errors.New("the breadcrumb names this node")
 	}
 	t := fencer.Target{NodeID: rec.NodeID, Host: rec.Host, AdminURL: rec.AdminURL, Epoch: rec.Epoch, ServiceAddress: rec.ServiceAddress}
+	probeErr := errors.New("no probe")
 	if set.probe != nil {
-		if err := set.probe.Probe(ctx, t); err == nil {
-			return ErrLeaderAnswers
-		} else {
-			c.log.Info("suspected leader does not answer: fencing it before taking over", "target", rec.NodeID, "target_epoch", rec.Epoch,
-				"stood_seconds", s.Stood.Seconds(), "probe", err)
-		}
+		probeErr = set.probe.Probe(ctx, t)
 	}
+	if probeErr == nil {
+		return ErrLeaderAnswers
+	}
+	c.log.Info("suspected leader does not answer: fencing it before taking over", "target", rec.NodeID, "target_epoch", rec.Epoch,
+		"stood_seconds", s.Stood.Seconds(), "probe", probeErr)
 	start := time.Now()
 	method, err := set.prover.Fence(ctx, t)
 	if err != nil {
