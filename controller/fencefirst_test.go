@@ -116,7 +116,7 @@ func TestProveOutWithoutTheRemovalStandsForNothing(t *testing.T) {
 			t.Fatalf("ProveOut: %v", err)
 		}
 		b.c.ProvedEnded(suspectOf("someone-else").Beat) // another term's removal
-		time.Sleep(time.Minute)                        // the old leader lives on; its term ends later
+		time.Sleep(time.Minute)                         // the old leader lives on; its term ends later
 		w.DeleteZnode("a")
 		b.want(controller.StateLeader)
 		epoch := a.c.Status().Epoch
