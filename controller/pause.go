@@ -222,11 +222,15 @@ func (c *Controller) keepsWhilePaused() bool {
 	return c.paused() && tm != nil && (tm.phase == phPromoting || tm.phase == phLeader)
 }
 
-// promoted starts the failover cooldown after an automatic promotion.
+// promoted starts the failover cooldown after an automatic promotion. A
+// term that answers an operator's request (tm.request, read in the term)
+// is not automatic even when this node's failover watch has not reported
+// the request yet: the two watches are not ordered.
 func (c *Controller) promoted(tm *term, now time.Time) {
 	ps := &c.l.pause
 	ps.cooldownUntil, ps.holding = time.Time{}, false
-	if c.cfg.FailoverCooldown <= 0 || c.failoverTarget(now) {
+	operators := tm.request != nil && tm.request.Reason == ""
+	if c.cfg.FailoverCooldown <= 0 || c.failoverTarget(now) || operators {
 		return
 	}
 	ps.cooldownUntil = now.Add(c.cfg.FailoverCooldown)

@@ -576,3 +576,21 @@ func TestPauseParksNobody(t *testing.T) {
 		}
 	})
 }
+
+// The target of an operator's failover gets no cooldown also when its own
+// failover watch has not reported the request by the time it promotes:
+// the request its term read says why it leads.
+func TestCooldownNotAfterManualFailoverItsWatchMissed(t *testing.T) {
+	test(t, func(t *testing.T, w *controllertest.World) {
+		leader(t, w, "a")
+		b := start(t, w, "b", cooldown(time.Hour))
+		b.be.SetFailoverBlind(true)
+		b.healthy()
+		b.want(controller.StateStandby)
+		w.SetFailover(&cluster.FailoverRequest{To: "b", TimeoutMS: 60000, ID: "r1"})
+		b.want(controller.StateLeader)
+		if u := b.c.Status().CooldownUntil; !u.IsZero() {
+			t.Errorf("cooldown until %v after a manual failover whose request b's watch missed, want none", u)
+		}
+	})
+}
