@@ -100,7 +100,7 @@ func NewRPC(cfg RPCConfig, deps Deps) (*RPC, error) {
 	if cfg.HTTPClient != nil {
 		client = *cfg.HTTPClient
 	} else {
-		tr, err := newTransport(cfg.CAFile)
+		tr, err := NewTransport(cfg.CAFile)
 		if err != nil {
 			return nil, err
 		}
@@ -117,10 +117,10 @@ func NewRPC(cfg RPCConfig, deps Deps) (*RPC, error) {
 	return &RPC{cfg: cfg, client: &client, logger: logger.With("method", "rpc")}, nil
 }
 
-// newTransport returns the transport of the default client: direct
+// NewTransport returns the transport of the default client: direct
 // connections only, since a proxy from the environment would see the token
 // of an http request, TLS 1.2 or later, and CAs from caFile if set.
-func newTransport(caFile string) (*http.Transport, error) {
+func NewTransport(caFile string) (*http.Transport, error) {
 	tlsCfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	if caFile != "" {
 		pool, err := LoadCAFile(caFile)

@@ -415,6 +415,25 @@ func (e *Elector) waitTurn(ctx context.Context, sess *Session, en entry) error {
 	}
 }
 
+// watchEnded reports whether a watch answer ends a wait: the stream closed,
+// failed or was cancelled. err is ctx's error when ctx ended (the stream
+// closes then, which is no failed watch); otherwise the failure goes to
+// the watchFailed hook and, after a short pause (no tight loop if it
+// persists), the caller looks again (err nil).
+func (e *Elector) watchEnded(ctx context.Context, resp clientv3.WatchResponse, ok bool) (end bool, err error) {
+	if ok && resp.Err() == nil && !resp.Canceled {
+		return false, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return true, err
+	}
+	if f := e.cfg.hooks.watchFailed; f != nil {
+		f()
+	}
+	cluster.Sleep(ctx, 100*time.Millisecond)
+	return true, nil
+}
+
 // waitGone watches key (created at rev) from revision from until it is
 // deleted or re-created (nil), its watch fails or wake is closed (nil: the
 // caller looks again), sessDone is closed or ctx ends (errSessionDone,
@@ -427,15 +446,8 @@ func (e *Elector) waitGone(ctx context.Context, sessDone, wake <-chan struct{}, 
 	for {
 		select {
 		case resp, ok := <-ch:
-			if !ok || resp.Err() != nil || resp.Canceled {
-				if err := ctx.Err(); err != nil {
-					return err
-				}
-				if f := e.cfg.hooks.watchFailed; f != nil {
-					f()
-				}
-				cluster.Sleep(ctx, 100*time.Millisecond) // no tight loop if it persists
-				return nil
+			if end, err := e.watchEnded(ctx, resp, ok); end {
+				return err
 			}
 			for _, ev := range resp.Events {
 				if ev.Type == mvccpb.DELETE || ev.Kv.CreateRevision != rev {

@@ -138,15 +138,8 @@ func (e *Elector) awaitBeat(ctx context.Context, sessDone <-chan struct{}, pred 
 		}
 		select {
 		case resp, ok := <-ch:
-			if !ok || resp.Err() != nil || resp.Canceled {
-				if err := ctx.Err(); err != nil {
-					return err
-				}
-				if f := e.cfg.hooks.watchFailed; f != nil {
-					f()
-				}
-				cluster.Sleep(ctx, 100*time.Millisecond)
-				return nil
+			if end, err := e.watchEnded(ctx, resp, ok); end {
+				return err
 			}
 			for _, ev := range resp.Events {
 				if ev.Type == mvccpb.DELETE || ev.Kv.CreateRevision != created {

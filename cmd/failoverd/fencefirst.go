@@ -2,12 +2,10 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -81,22 +79,21 @@ type statusProbe struct {
 	timeout time.Duration
 }
 
-// newStatusProbe returns the probe of cfg: https admin APIs are verified
-// against the first rpc method's ca_file when one is set, else the
-// system roots; each probe is bounded by suspect_after, at most config.SuspectProbeMax.
+// newStatusProbe returns the probe of cfg, on the rpc fencer's transport
+// (direct connections, https verified against the first rpc method's
+// ca_file when one is set, else the system roots); each probe is bounded by suspect_after, at most config.SuspectProbeMax.
 func newStatusProbe(cfg *config.Config) (*statusProbe, error) {
-	tlsCfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	var caFile string
 	for _, m := range cfg.Fencing.Methods {
 		if m.RPC != nil && m.RPC.CAFile != "" {
-			pool, err := fencer.LoadCAFile(m.RPC.CAFile)
-			if err != nil {
-				return nil, err
-			}
-			tlsCfg.RootCAs = pool
+			caFile = m.RPC.CAFile
 			break
 		}
 	}
-	tr := &http.Transport{Proxy: nil, DialContext: (&net.Dialer{}).DialContext, TLSClientConfig: tlsCfg, DisableKeepAlives: true}
+	tr, err := fencer.NewTransport(caFile)
+	if err != nil {
+		return nil, err
+	}
 	client := &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	return &statusProbe{client: client, timeout: min(cfg.Election.SuspectAfter.Std(), config.SuspectProbeMax)}, nil
 }
