@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -437,22 +438,46 @@ func manualFailover(b *testing.B, backend, mode string) {
 // then the shell script demotes the dead toy: unreachable counts as down).
 // Broken down into detection (kill → the successor's "elected" log line: the
 // server expired the session and the successor's watch fired), fencing
-// (elected → the fence script's last line) and promotion (→ promote hook).
+// (elected → the fence script's last line, or the "previous leader fenced"
+// log line when rpc fenced) and promotion (→ promote hook).
 //
 // ZooKeeper: session timeouts BENCH_CRASH_SESSIONS (default 2s,5s), one
-// standalone server with tickTime BENCH_ZK_TICK (default zktest's 200 ms;
-// BENCH_TICK_UNKNOWN=1 leaves tick_time out of the configs, as the default
-// config does). etcd: lease TTLs BENCH_CRASH_TTLS (default 5s, the
-// daemon's default) on a 3-member etcdtest cluster; the timeout compared
-// with is the TTL etcd granted (the lease of the dead leader's member record).
-// BENCH_TAKEOVER=1 turns election.take_over_at_deadline on (ZooKeeper).
-// BENCH_FENCE_FIRST=1 turns election.fence_first on (both backends; the
-// shell fence marked proving): detection is then kill → the successor's
-// "suspected leader does not answer" log line, and the proving fence runs
-// before the win. BENCH_RENEW_INTERVAL (a duration) sets
-// election.renew_interval (both backends; on ZooKeeper validation refuses
-// anything but the derived tickTime/2 + 5%, so run it with
-// BENCH_BACKEND=etcd or a short BENCH_ZK_TICK).
+// standalone server (BENCH_CRASH_ZK_SERVERS=3: a 3-server ensemble) with
+// tickTime BENCH_ZK_TICK (default zktest's 200 ms; BENCH_TICK_UNKNOWN=1
+// leaves tick_time out of the configs, as the default config does). etcd:
+// lease TTLs BENCH_CRASH_TTLS (default 5s, the daemon's default) on a
+// 3-member etcdtest cluster; the timeout compared with is the TTL etcd
+// granted (the lease of the dead leader's member record).
+//
+// The way the successor takes over: BENCH_TAKEOVER=1 turns
+// election.take_over_at_deadline on (ZooKeeper). BENCH_FENCE_FIRST=1 turns
+// election.fence_first on (both backends; the shell fence marked proving):
+// detection is then kill → the successor's "suspected leader does not
+// answer" log line, and the proving fence runs before the win.
+// BENCH_CRASH_WAYS, a comma-separated list of expiry (no option),
+// take_over_at_deadline (ZooKeeper only; skipped on etcd),
+// end_own_term_on_restart (the daemon-killed fault only) and fence_first,
+// runs each way on a cluster of its own instead (sub-benchmarks way=...);
+// none runs no cluster (the bare references only).
+// BENCH_RENEW_INTERVAL (a duration) sets election.renew_interval (both
+// backends; on ZooKeeper validation refuses anything but the derived
+// tickTime/2 + 5%, so run it with BENCH_BACKEND=etcd or a short
+// BENCH_ZK_TICK).
+//
+// The fault: BENCH_CRASH_FAULT, a comma-separated list of host (the
+// default: the daemon and its service SIGKILLed, as above), daemon (the
+// daemon alone SIGKILLed, its service stays primary; the daemon is started
+// again after crashRestartSec, as the shipped unit's RestartSec does) and
+// cutoff (the leader's daemon cut off from the coordination service by its
+// own fault proxies, its service running and its admin API reachable by
+// the peers). The faults of a way run one after the other on the same
+// cluster; each is its own row. With cutoff in the list every node reaches
+// the coordination service through proxies, for every fault of the run.
+//
+// BENCH_CRASH_BARE=1 adds the bare references (recipe_crash_test.go): a
+// crash of a bare kazoo Election leader (ZooKeeper) or a bare
+// concurrency.Election leader (etcd), two candidates in separate
+// processes, at the same session timeout or TTL.
 func BenchmarkCrashFailover(b *testing.B) {
 	forEachBackend(b, crashFailover)
 }
@@ -471,124 +496,321 @@ func durations(k string, def ...time.Duration) []time.Duration {
 	return out
 }
 
+// The faults of BenchmarkCrashFailover (BENCH_CRASH_FAULT).
+const (
+	faultHost   = "host"
+	faultDaemon = "daemon"
+	faultCutoff = "cutoff"
+)
+
+// crashRestartSec is how long after a SIGKILL the daemon-killed fault
+// starts the daemon again: the shipped unit's RestartSec.
+const crashRestartSec = 200 * time.Millisecond
+
+// crashFaults is BENCH_CRASH_FAULT's list, default host.
+func crashFaults(b *testing.B) []string {
+	spec := strings.TrimSpace(os.Getenv("BENCH_CRASH_FAULT"))
+	if spec == "" {
+		return []string{faultHost}
+	}
+	var out []string
+	for _, f := range strings.Split(spec, ",") {
+		switch f = strings.TrimSpace(f); f {
+		case faultHost, faultDaemon, faultCutoff:
+			out = append(out, f)
+		default:
+			b.Fatalf("BENCH_CRASH_FAULT: unknown fault %q (want host, daemon, cutoff)", f)
+		}
+	}
+	return out
+}
+
+// crashWay is how a successor takes over from a crashed leader: the
+// options it adds to every node's election section.
+type crashWay struct {
+	name                 string // the sub-benchmark's, "" without BENCH_CRASH_WAYS
+	takeover, fenceFirst bool
+	endOwnTerm           bool
+}
+
+// suffix names the way in a row's name.
+func (w crashWay) suffix() string {
+	s := ""
+	if w.takeover {
+		s += ", take_over_at_deadline"
+	}
+	if w.endOwnTerm {
+		s += ", end_own_term_on_restart"
+	}
+	if w.fenceFirst {
+		s += ", fence_first"
+	}
+	return s
+}
+
+// crashWays is BENCH_CRASH_WAYS's list, else the one way BENCH_TAKEOVER
+// and BENCH_FENCE_FIRST say.
+func crashWays(b *testing.B, backend string) []crashWay {
+	spec := strings.TrimSpace(os.Getenv("BENCH_CRASH_WAYS"))
+	if spec == "" {
+		return []crashWay{{
+			takeover:   os.Getenv("BENCH_TAKEOVER") != "" && backend != clustertest.BackendEtcd,
+			fenceFirst: os.Getenv("BENCH_FENCE_FIRST") != "",
+		}}
+	}
+	var out []crashWay
+	if spec == "none" {
+		return nil // the bare references only (BENCH_CRASH_BARE)
+	}
+	for _, f := range strings.Split(spec, ",") {
+		w := crashWay{name: strings.TrimSpace(f)}
+		switch w.name {
+		case "expiry":
+		case "take_over_at_deadline":
+			if backend == clustertest.BackendEtcd {
+				continue // ZooKeeper only
+			}
+			w.takeover = true
+		case "end_own_term_on_restart":
+			w.endOwnTerm = true
+		case "fence_first":
+			w.fenceFirst = true
+		default:
+			b.Fatalf("BENCH_CRASH_WAYS: unknown way %q (want expiry, take_over_at_deadline, end_own_term_on_restart, fence_first)", w.name)
+		}
+		out = append(out, w)
+	}
+	return out
+}
+
+// faultLabel names a fault in a row's name ("" for host: the rows of the
+// host crash keep their names).
+func faultLabel(f string) string {
+	switch f {
+	case faultDaemon:
+		return ", daemon killed (restarted after " + crashRestartSec.String() + ")"
+	case faultCutoff:
+		return ", cut off from the coordination service"
+	}
+	return ""
+}
+
 func crashFailover(b *testing.B, backend string) {
 	sub, list := "session=", durations("BENCH_CRASH_SESSIONS", 2*time.Second, 5*time.Second)
 	if backend == clustertest.BackendEtcd {
 		sub, list = "ttl=", durations("BENCH_CRASH_TTLS", 5*time.Second)
 	}
-	takeover := os.Getenv("BENCH_TAKEOVER") != "" && backend != clustertest.BackendEtcd
-	fenceFirst := os.Getenv("BENCH_FENCE_FIRST") != ""
-	renew := os.Getenv("BENCH_RENEW_INTERVAL")
+	faults := crashFaults(b)
+	ways := crashWays(b, backend)
 	for _, st := range list {
 		b.Run(sub+st.String(), func(b *testing.B) {
-			def := 20
-			if st > 3*time.Second {
-				def = 10
+			for _, w := range ways {
+				if w.name == "" {
+					crashFailoverWay(b, backend, st, w, faults)
+					continue
+				}
+				b.Run("way="+w.name, func(b *testing.B) { crashFailoverWay(b, backend, st, w, faults) })
 			}
-			n := runs("CRASH", def)
-			o := clustertest.Options{Backend: backend, EtcdLeaseTTL: st}
-			if backend != clustertest.BackendEtcd {
-				o = clustertest.Options{SessionTimeout: st, ZKTickTime: envDuration("BENCH_ZK_TICK", 0), TickTimeUnknown: os.Getenv("BENCH_TICK_UNKNOWN") != ""}
-				if takeover {
-					o.ElectionYAML = "  take_over_at_deadline: true\n"
+			if os.Getenv("BENCH_CRASH_BARE") != "" {
+				b.Run("bare", func(b *testing.B) { bareCrash(b, backend, st) })
+			}
+		})
+	}
+}
+
+// crashZKServers is BENCH_CRASH_ZK_SERVERS: 1 (standalone, the default) or 3.
+func crashZKServers() int {
+	if n, err := strconv.Atoi(os.Getenv("BENCH_CRASH_ZK_SERVERS")); err == nil && n > 1 {
+		return n
+	}
+	return 1
+}
+
+// crashRuns is how many kills a crash row makes.
+func crashRuns(st time.Duration) int {
+	def := 20
+	if st > 3*time.Second {
+		def = 10
+	}
+	return runs("CRASH", def)
+}
+
+func crashFailoverWay(b *testing.B, backend string, st time.Duration, w crashWay, faults []string) {
+	if w.endOwnTerm {
+		// The option acts only when the daemon restarts on a live host.
+		var only []string
+		for _, f := range faults {
+			if f == faultDaemon {
+				only = append(only, f)
+			}
+		}
+		if len(only) == 0 {
+			b.Skip("end_own_term_on_restart: only the daemon-killed fault restarts the daemon")
+		}
+		faults = only
+	}
+	cutoff := slices.Contains(faults, faultCutoff)
+	renew := os.Getenv("BENCH_RENEW_INTERVAL")
+	n := crashRuns(st)
+	o := clustertest.Options{Backend: backend, EtcdLeaseTTL: st, ThroughProxy: cutoff}
+	if backend != clustertest.BackendEtcd {
+		o = clustertest.Options{SessionTimeout: st, ZKTickTime: envDuration("BENCH_ZK_TICK", 0), TickTimeUnknown: os.Getenv("BENCH_TICK_UNKNOWN") != "",
+			ProxyEnsemble: cutoff}
+		if zks := crashZKServers(); zks > 1 {
+			o.ZooKeepers = zks
+		}
+		if w.takeover {
+			o.ElectionYAML = "  take_over_at_deadline: true\n"
+		}
+	}
+	if w.endOwnTerm {
+		o.ElectionYAML += "  end_own_term_on_restart: true\n"
+	}
+	if w.fenceFirst {
+		o.ElectionYAML += "  fence_first: true\n"
+		o.ShellProves = true
+	}
+	if renew != "" {
+		o.ElectionYAML += "  renew_interval: " + renew + "\n"
+	}
+	c := startCluster(b, o)
+	settle := envDuration("BENCH_CRASH_SETTLE", 0)
+	var negotiated time.Duration
+	for _, fault := range faults {
+		s := series{}
+		for i := 0; i < n; i++ {
+			old := c.ready(60 * time.Second)
+			if negotiated == 0 {
+				if c.Etcd != nil {
+					negotiated = c.etcdGrantedTTL(old)
+				} else {
+					negotiated = c.negotiatedTimeout(old)
 				}
 			}
-			if fenceFirst {
-				o.ElectionYAML += "  fence_first: true\n"
-				o.ShellProves = true
+			if settle > 0 {
+				time.Sleep(settle)
 			}
-			if renew != "" {
-				o.ElectionYAML += "  renew_interval: " + renew + "\n"
-			}
-			c := startCluster(b, o)
-			s := series{}
-			var negotiated time.Duration
-			for i := 0; i < n; i++ {
-				old := c.ready(60 * time.Second)
-				if negotiated == 0 {
-					if c.Etcd != nil {
-						negotiated = c.etcdGrantedTTL(old)
-					} else {
-						negotiated = c.negotiatedTimeout(old)
-					}
-				}
-				t0 := time.Now()
+			t0 := time.Now()
+			switch fault {
+			case faultHost:
 				old.Signal(syscall.SIGKILL)
 				old.KillToy()
-				p := c.waitEvent("promote", t0, 3*st+30*time.Second, others(c, old))
-				next := c.Node(p.KV["node"])
-				s.add("total", p.At.Sub(t0))
-				el, okEl := firstLog(next, "elected", t0)
-				if sus, ok := firstLog(next, "suspected leader does not answer: fencing it before taking over", t0); ok && fenceFirst {
-					s.add("detection", sus.At.Sub(t0))
-					if fl, ok := firstLog(next, "fenced the suspected leader before taking over", t0); ok {
-						if sec, err := strconv.ParseFloat(fl.KV["duration_seconds"], 64); err == nil {
-							s.add("fence_chain", time.Duration(sec*float64(time.Second)))
-						}
-					}
-					if okEl {
-						s.add("fencing", el.At.Sub(sus.At)) // suspicion → elected: the proving fence and the term's end
-						s.add("promotion", p.At.Sub(el.At))
-					}
-					okEl = false // the breakdown below is the expiry path's
+			case faultDaemon:
+				if !old.Kill(syscall.SIGKILL) {
+					b.Fatalf("run %d: the daemon of %s survived SIGKILL", i, old.ID)
 				}
-				f, okF := findEvent(c.Events(), "fence", t0, nodeIs(next))
-				if okEl && okF {
-					s.add("detection", el.At.Sub(t0))
-					s.add("fencing", f.At.Sub(el.At))
-					s.add("promotion", p.At.Sub(f.At))
-					if negotiated == 0 && c.Etcd == nil {
-						if lease, err := time.ParseDuration(el.KV["lease"]); err == nil {
-							negotiated = (lease * 3 / 2).Round(time.Millisecond)
-						}
-					}
-				}
-				if l, ok := firstLog(next, "previous leader fenced", t0); ok {
-					if sec, err := strconv.ParseFloat(l.KV["duration_seconds"], 64); err == nil {
+				time.Sleep(crashRestartSec - time.Since(t0))
+				old.Start()
+			case faultCutoff:
+				c.cutOff(old, true)
+			}
+			p := c.waitEvent("promote", t0, 3*st+30*time.Second, others(c, old))
+			next := c.Node(p.KV["node"])
+			s.add("total", p.At.Sub(t0))
+			el, okEl := firstLog(next, "elected", t0)
+			if sus, ok := firstLog(next, "suspected leader does not answer: fencing it before taking over", t0); ok && w.fenceFirst {
+				s.add("detection", sus.At.Sub(t0))
+				if fl, ok := firstLog(next, "fenced the suspected leader before taking over", t0); ok {
+					if sec, err := strconv.ParseFloat(fl.KV["duration_seconds"], 64); err == nil {
 						s.add("fence_chain", time.Duration(sec*float64(time.Second)))
 					}
 				}
+				if okEl {
+					s.add("fencing", el.At.Sub(sus.At)) // suspicion → elected: the proving fence and the term's end
+					s.add("promotion", p.At.Sub(el.At))
+				}
+				okEl = false // the breakdown below is the expiry path's
+			}
+			// The end of fencing: the shell fence's event, else (rpc
+			// fenced: a daemon that answers) the successor's log line.
+			fencedAt, okF := time.Time{}, false
+			if f, ok := findEvent(c.Events(), "fence", t0, nodeIs(next)); ok {
+				fencedAt, okF = f.At, true
+			} else if l, ok := firstLog(next, "previous leader fenced", t0); ok {
+				fencedAt, okF = l.At, true
+			}
+			if okEl && okF {
+				s.add("detection", el.At.Sub(t0))
+				s.add("fencing", fencedAt.Sub(el.At))
+				s.add("promotion", p.At.Sub(fencedAt))
+				if negotiated == 0 && c.Etcd == nil {
+					if lease, err := time.ParseDuration(el.KV["lease"]); err == nil {
+						negotiated = (lease * 3 / 2).Round(time.Millisecond)
+					}
+				}
+			}
+			if l, ok := firstLog(next, "previous leader fenced", t0); ok {
+				if sec, err := strconv.ParseFloat(l.KV["duration_seconds"], 64); err == nil {
+					s.add("fence_chain", time.Duration(sec*float64(time.Second)))
+				}
+			}
+			if testing.Verbose() {
+				b.Logf("run %d (%s): %s → %s: %.1f ms", i, fault, old.ID, next.ID, ms(p.At.Sub(t0)))
+			}
+			switch fault {
+			case faultHost:
 				if _, exited := old.Wait(10 * time.Second); !exited {
 					b.Fatalf("run %d: %s survived SIGKILL", i, old.ID)
 				}
 				old.RestartToy()
 				old.Start()
+			case faultDaemon, faultCutoff:
+				if fault == faultCutoff {
+					c.cutOff(old, false)
+				}
+				// The successor fenced the old node over rpc, which holds
+				// it out of the election for node.demote_holdoff: a
+				// restart ends that, for the next run.
+				old.Kill(syscall.SIGTERM)
+				old.Start()
 			}
-			res := Result{Backend: backend, Scenario: scCrash, Name: "session " + st.String() + ", bash+curl hooks", Runs: len(s["total"])}
-			if takeover {
-				res.Name += ", take_over_at_deadline"
-			}
-			if c.Etcd != nil {
-				res.Name = "lease TTL " + st.String() + ", bash+curl hooks"
-			}
-			if fenceFirst {
-				res.Name += ", fence_first"
-			}
-			if renew != "" {
-				res.Name += ", renew_interval " + renew
-			}
-			res.fill(s["total"])
-			to := float64(negotiated.Milliseconds())
-			res.Extra = map[string]float64{
-				"negotiated_timeout_ms": to,
-				"detection_p50_ms":      s.p50ms("detection"),
-				"detection_p99_ms":      s.p99ms("detection"),
-				"fencing_p50_ms":        s.p50ms("fencing"),
-				"fence_chain_p50_ms":    s.p50ms("fence_chain"),
-				"promotion_p50_ms":      s.p50ms("promotion"),
-			}
-			if to > 0 {
-				res.Extra["p50_over_timeout"] = res.P50ms / to
-				res.Extra["p99_over_timeout"] = res.P99ms / to
-			}
-			if c.Etcd != nil {
-				res.Notes = c.desc() + ": the etcd leader's lessor revokes expired leases (checked every 500 ms)"
-			} else {
-				res.Notes = zkDesc(c.ZK) + ": sessions expire on tick boundaries"
-			}
-			record(b, res)
-		})
+		}
+		res := Result{Backend: backend, Scenario: scCrash, Name: "session " + st.String() + ", bash+curl hooks", Runs: len(s["total"])}
+		if c.Etcd != nil {
+			res.Name = "lease TTL " + st.String() + ", bash+curl hooks"
+		}
+		res.Name += w.suffix()
+		if renew != "" {
+			res.Name += ", renew_interval " + renew
+		}
+		res.Name += faultLabel(fault)
+		res.fill(s["total"])
+		to := float64(negotiated.Milliseconds())
+		res.Extra = map[string]float64{
+			"negotiated_timeout_ms": to,
+			"detection_p50_ms":      s.p50ms("detection"),
+			"detection_p99_ms":      s.p99ms("detection"),
+			"fencing_p50_ms":        s.p50ms("fencing"),
+			"fence_chain_p50_ms":    s.p50ms("fence_chain"),
+			"promotion_p50_ms":      s.p50ms("promotion"),
+		}
+		if to > 0 {
+			res.Extra["p50_over_timeout"] = res.P50ms / to
+			res.Extra["p99_over_timeout"] = res.P99ms / to
+		}
+		if c.Etcd != nil {
+			res.Notes = c.desc() + ": the etcd leader's lessor revokes expired leases (checked every 500 ms)"
+		} else {
+			res.Notes = zkDesc(c.ZK) + ": sessions expire on tick boundaries"
+		}
+		if cutoff {
+			res.Notes += "; every node through fault proxies"
+		}
+		record(b, res)
 	}
+}
+
+// cutOff cuts n off from the coordination service (on: true) or heals it:
+// its own fault proxies (ThroughProxy on etcd, ProxyEnsemble on
+// ZooKeeper); the peers still reach its admin API.
+func (c *cluster) cutOff(n *clustertest.Node, on bool) {
+	if len(n.ZKProxies) > 0 {
+		for _, p := range n.ZKProxies {
+			p.Blackhole(on)
+		}
+		return
+	}
+	n.CutOff(on)
 }
 
 // negotiatedTimeout asks the server (cons) for the timeout it negotiated
@@ -598,11 +820,16 @@ func (c *cluster) negotiatedTimeout(n *clustertest.Node) time.Duration {
 	if err != nil {
 		return 0
 	}
-	m, err := cons(c.ZK.Servers[0].Addr())
-	if err != nil {
-		return 0
+	for _, srv := range c.ZK.Servers { // the one n's daemon is connected to
+		m, err := cons(srv.Addr())
+		if err != nil {
+			continue
+		}
+		if e, ok := m[sid]; ok {
+			return time.Duration(e.TimeoutMS) * time.Millisecond
+		}
 	}
-	return time.Duration(m[sid].TimeoutMS) * time.Millisecond
+	return 0
 }
 
 // BenchmarkUnhealthyFailover: the leader's health check starts failing
