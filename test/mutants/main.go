@@ -438,7 +438,8 @@ var mutants = []mutant{
 			Old:  "\t\tclientv3.Compare(clientv3.ModRevision(e.Key), \"=\", b.Version)}",
 			New:  "\t\tclientv3.Compare(clientv3.ModRevision(e.Key), \">\", 0)}",
 		}},
-		Tests: []selection{{pkgOf("cluster/etcdcluster/fencefirst.go"), "TestFenceFirst/EndTerm"}},
+		Tests: []selection{{e2e, "TestFenceFirstSlowLeaderKeepsItsTermWhenItsHeartbeatMovedDuringTheFence"},
+			{pkgOf("cluster/etcdcluster/fencefirst.go"), "TestFenceFirst/EndTerm"}},
 	},
 }
 
