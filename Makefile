@@ -43,30 +43,43 @@ bench: deps
 # driver process (test/bench/scale: the real elector, lease, records and
 # watches of each member, the controller replaced by a minimal loop)
 # against a 3-server ZooKeeper ensemble and a 3-member etcd cluster it
-# starts; server CPU, requests, writes, watches, connections and memory at
-# rest, net of a window without members; KILL=60s adds a phase that
-# crashes the leaders of 1% of the clusters every 30 s. RESTART=all adds
-# the coordination-server restarts, one phase each, and their blast
-# radius (the clusters whose leader lost its term): one follower server,
-# the service's leader, then a rolling restart of all three (followers
-# first), each stopped for RESTART_DOWN (default 5s) and waited for until
-# the quorum serves; RESTART=follower,leader picks phases;
-# RESTART_SIGNAL=KILL stops with SIGKILL instead of SIGTERM. RAMP=30s
-# starts the clusters spread over that time instead of all at once. N is
-# a list (default 1,100); results in test/bench/results/scale-<date>.json.
+# starts, the servers pinned to half the CPUs and the driver to the rest
+# (PIN=0: not pinned). First, per backend, three real failoverd daemons
+# idle on the same servers, the calibration the driver's load is compared
+# with (CALIBRATE=0: left out). Then at each N, one phase after another:
+# at rest (IDLE), net of a window without members: server CPU, requests,
+# writes, watches, connections and memory; busy (BUSY=30s: every
+# member's replication position moves every second); KILL=60s: the
+# leaders of 1% of the clusters crashed every 30 s; MASS=1: 10% crashed
+# at once (failover p50/p99); RESTART=all: the coordination-server
+# restarts, one phase each, and their blast radius (the clusters whose
+# leader lost its term): one follower server, the service's leader, then
+# a rolling restart of all three (followers first), each stopped for
+# RESTART_DOWN (default 5s) and waited for until the quorum serves;
+# RESTART=follower,leader picks phases, RESTART=0 none;
+# RESTART_SIGNAL=KILL stops with SIGKILL instead of SIGTERM. A phase set
+# to 0 is left out. RAMP=30s starts the clusters spread over that time
+# instead of all at once. N is a list (default 1,100); results in
+# test/bench/results/scale-<date>.json. One backend at N=100:
+# make bench-scale N=100 SCALE_BACKEND=etcd (about 6 minutes).
 N ?= 1,100
 SCALE_BACKEND ?= zookeeper,etcd
-IDLE ?= 60s
-KILL ?= 0
-RESTART ?= 0
+IDLE ?= 30s
+BUSY ?= 30s
+KILL ?= 60s
+MASS ?= 1
+RESTART ?= all
 RESTART_SIGNAL ?= TERM
 RESTART_DOWN ?= 5s
 RAMP ?= 0
+CALIBRATE ?= 1
+PIN ?= 1
 .PHONY: bench-scale
 bench-scale: deps
 	cd test/bench/scale && SCALE_CODE="$$(git rev-parse --short HEAD)$$(git diff --quiet HEAD -- ../../../cluster || echo ' with uncommitted changes in cluster/')" \
 		SCALE_N=$(N) SCALE_BACKEND=$(SCALE_BACKEND) SCALE_IDLE=$(IDLE) SCALE_KILL=$(KILL) \
 		SCALE_RESTART=$(RESTART) SCALE_RESTART_SIGNAL=$(RESTART_SIGNAL) SCALE_RESTART_DOWN=$(RESTART_DOWN) SCALE_RAMP=$(RAMP) \
+		SCALE_BUSY=$(BUSY) SCALE_MASS=$(MASS) SCALE_CALIBRATE=$(CALIBRATE) SCALE_PIN=$(PIN) \
 		$(GO) test -tags scale -run '^TestScale$$' -count=1 -v -timeout 60m .
 
 # make etcd-probe TRIALS=20: how often etcd itself revokes a lease that is

@@ -181,6 +181,8 @@ type stats struct {
 	mu        sync.Mutex
 	minMargin time.Duration // smallest Expiry - now seen by a leader at rest
 	margins   []time.Duration
+	phaseMin  time.Duration // smallest since resetPhase (phaseSeen: any)
+	phaseSeen bool
 	lastErr   string
 }
 
@@ -190,9 +192,29 @@ func (s *stats) margin(d time.Duration) {
 	if len(s.margins) == 0 || d < s.minMargin {
 		s.minMargin = d
 	}
+	if !s.phaseSeen || d < s.phaseMin {
+		s.phaseMin, s.phaseSeen = d, true
+	}
 	if len(s.margins) < 1_000_000 {
 		s.margins = append(s.margins, d)
 	}
+}
+
+// resetPhase starts a phase's smallest margin afresh.
+func (s *stats) resetPhase() {
+	s.mu.Lock()
+	s.phaseSeen = false
+	s.mu.Unlock()
+}
+
+// phaseMargin is the smallest margin since resetPhase, in ms (-1: none).
+func (s *stats) phaseMargin() float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.phaseSeen {
+		return -1
+	}
+	return float64(s.phaseMin.Milliseconds())
 }
 
 func (s *stats) fail(err error) {
@@ -222,6 +244,22 @@ type member struct {
 	epoch int64
 	since time.Time
 	poke  chan struct{}
+	pos   int64 // the service's replication position (busy phase), under mu
+}
+
+// busy is on during the busy phase: every member's replication position
+// moves every second, as a service that is being written to with
+// service.position configured (interval 1 s, the default): each member
+// publishes its record again, and each leader writes its LeaderPosition
+// record through its term, once a second.
+var busy atomic.Bool
+
+// moved advances the member's position (busy phase) and returns it.
+func (m *member) moved() int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.pos++
+	return m.pos
 }
 
 // clusterState is what a cluster's members' leader views saw.
@@ -287,9 +325,14 @@ func (m *member) record() cluster.Member {
 	if m.state == cluster.StateLeader {
 		role = "leader"
 	}
-	return cluster.Member{Cluster: m.cfg.Cluster, NodeID: m.cfg.Node.ID, Host: m.cfg.Node.Host, State: m.state, Role: role,
+	r := cluster.Member{Cluster: m.cfg.Cluster, NodeID: m.cfg.Node.ID, Host: m.cfg.Node.Host, State: m.state, Role: role,
 		Health: "healthy", Epoch: m.epoch, Since: m.since, Connected: true, ZKConnected: true, Version: "scale",
 		Instance: m.instance, Priority: &p}
+	if m.pos > 0 {
+		pos := m.pos
+		r.Position, r.PositionAt = &pos, time.Now().UTC()
+	}
+	return r
 }
 
 func (m *member) setState(state string, epoch int64) {
@@ -331,6 +374,17 @@ func (m *member) run(ctx context.Context) {
 	// asks here, so no Fresh is sent, as in an idle daemon.
 	joined := make(chan struct{})
 	var floor atomic.Int64
+	wg.Add(1)
+	go func() { // the position reader: the record again when it moved
+		defer wg.Done()
+		for ctx.Err() == nil {
+			sleep(ctx, time.Second)
+			if busy.Load() {
+				m.moved()
+				m.poked()
+			}
+		}
+	}()
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -442,6 +496,7 @@ func (m *member) lead(runCtx, ctx context.Context, t cluster.Term, floor int64) 
 	}()
 	tk := time.NewTicker(250 * time.Millisecond)
 	defer tk.Stop()
+	var posAt time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -450,6 +505,18 @@ func (m *member) lead(runCtx, ctx context.Context, t cluster.Term, floor int64) 
 		case <-tk.C:
 			if exp, err := t.Expiry(); err == nil {
 				m.st.margin(time.Until(exp))
+			}
+			if busy.Load() && time.Since(posAt) >= time.Second {
+				posAt = time.Now()
+				m.mu.Lock()
+				pos := m.pos
+				m.mu.Unlock()
+				wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+				err := t.WriteLeaderPosition(wctx, cluster.LeaderPosition{NodeID: m.cfg.Node.ID, Epoch: epoch, Position: pos, At: time.Now().UTC()})
+				cancel()
+				if err != nil && ctx.Err() == nil {
+					m.st.fail(fmt.Errorf("writing the leader position: %w", err))
+				}
 			}
 		}
 	}

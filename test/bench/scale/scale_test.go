@@ -88,9 +88,15 @@ type Result struct {
 	P01LeaseMarginMS  float64 `json:"p01_lease_margin_ms"`
 	MedianMarginMS    float64 `json:"median_lease_margin_ms"`
 	LeaseMarginSample int     `json:"lease_margin_samples"`
+	// Busy: every member's position moving every second (SCALE_BUSY
+	// long; absent: not run).
+	Busy *busyResult `json:"busy_phase,omitempty"`
 	// Kill: the leaders of 1% of the clusters (at least one) crashed
 	// every 30 s (SCALE_KILL long; absent: not run).
 	Kill *killResult `json:"kill_phase,omitempty"`
+	// MassKill: the leaders of 10% of the clusters crashed at once
+	// (SCALE_MASS=1; absent: not run).
+	MassKill *killResult `json:"mass_kill_phase,omitempty"`
 	// Restarts: the coordination servers restarted, one phase each
 	// (SCALE_RESTART; absent: not run).
 	Restarts   []*restartResult `json:"restart_phases,omitempty"`
@@ -119,6 +125,11 @@ type Report struct {
 	Kill      string   `json:"kill_window"`
 	Restart   string   `json:"restart_phases,omitempty"`
 	Ramp      string   `json:"start_ramp,omitempty"`
+	Pin       string   `json:"pinning"`
+	// Calibration: three real daemons per backend, same servers, same
+	// counting (SCALE_CALIBRATE=0: not run).
+	Calibration map[string]*calibration `json:"calibration,omitempty"`
+	Busy      string   `json:"busy_window,omitempty"`
 	Results   []Result `json:"results"`
 }
 
@@ -138,6 +149,7 @@ func TestScale(t *testing.T) {
 	settle := envDuration("SCALE_SETTLE", 10*time.Second)
 	kill := envDuration("SCALE_KILL", 0)
 	ramp := envDuration("SCALE_RAMP", 0)
+	po := phaseOpts{busy: envDuration("SCALE_BUSY", 0), mass: os.Getenv("SCALE_MASS") == "1"}
 	phases, err := restartList(os.Getenv("SCALE_RESTART"))
 	if err != nil {
 		t.Fatal(err)
@@ -162,6 +174,10 @@ func TestScale(t *testing.T) {
 			"writes: zxid advance / the leader's etcd_server_proposals_committed_total; per cluster: net of the baseline window",
 		Idle: idle.String(),
 		Kill: kill.String(),
+		Pin:  pinDesc(),
+	}
+	if po.busy > 0 {
+		rep.Busy = po.busy.String()
 	}
 	if ramp > 0 {
 		rep.Ramp = "the clusters started spread over " + ramp.String() + " (start_seconds includes it)"
@@ -174,9 +190,31 @@ func TestScale(t *testing.T) {
 		backend := strings.TrimSpace(backend)
 		t.Run(backend, func(t *testing.T) {
 			e := startEnsemble(t, backend)
+			if err := e.pin(); err != nil {
+				t.Fatal(err)
+			}
+			var cal *calibration
+			if os.Getenv("SCALE_CALIBRATE") != "0" {
+				cal = calibrate(t, e, base, settle, idle)
+				if rep.Calibration == nil {
+					rep.Calibration = map[string]*calibration{}
+				}
+				rep.Calibration[backend] = cal
+				t.Logf("%s calibration, 3 real daemons: %.2f requests/s, %.3f writes/s, %.2f server CPU ms/s",
+					backend, cal.RequestsPerSec, cal.WritesPerSec, cal.CPUMilliPerSec)
+			}
 			for _, n := range ns {
-				r := runN(t, e, n, base, settle, idle, kill, ramp, ro)
+				r := runN(t, e, n, base, settle, idle, kill, ramp, ro, po)
 				rep.Results = append(rep.Results, r)
+				if cal != nil && cal.DriverRequests == 0 {
+					cal.DriverRequests, cal.DriverWrites = r.PerCluster.RequestsPerSec, r.PerCluster.WritesPerSec
+					cal.RequestsRatio = round(cal.DriverRequests/cal.RequestsPerSec, 3)
+					if cal.WritesPerSec > 0 {
+						cal.WritesRatio = round(cal.DriverWrites/cal.WritesPerSec, 3)
+					}
+					t.Logf("%s calibration: the driver's cluster at N=%d is %.2f× the daemons' requests and %.2f× their writes",
+						backend, n, cal.RequestsRatio, cal.WritesRatio)
+				}
 				b, _ := json.MarshalIndent(r, "", "  ")
 				t.Logf("%s N=%d:\n%s", backend, n, b)
 			}
@@ -211,7 +249,13 @@ func startEnsemble(t *testing.T, backend string) *ensemble {
 	return nil
 }
 
-func runN(t *testing.T, e *ensemble, n int, base, settle, idle, kill, ramp time.Duration, ro restartOpts) Result {
+// phaseOpts are the optional phases besides the kill and restart ones.
+type phaseOpts struct {
+	busy time.Duration // the busy phase's length (0: none)
+	mass bool          // 10% of the leaders crashed at once
+}
+
+func runN(t *testing.T, e *ensemble, n int, base, settle, idle, kill, ramp time.Duration, ro restartOpts, po phaseOpts) Result {
 	r := Result{Backend: e.backend, Clusters: n, Members: 3 * n, Server: e.desc, Load1Start: load1()}
 	read := func() counters {
 		c, err := e.read()
@@ -293,8 +337,25 @@ wait:
 		RSSMiB:         round((r.Idle.RSSMB-r.Baseline.RSSMB)/nf, 3),
 		DriverCPUMs:    round(1000*r.Idle.DriverCPU/nf, 2),
 	}
+	if po.busy > 0 {
+		r.Busy = busyPhase(clusters, st, po.busy, read)
+		r.Busy.PerClusterReq = round((r.Busy.Rates.RequestsPerSec-r.Baseline.RequestsPerSec)/nf, 2)
+		r.Busy.PerClusterWrites = round((r.Busy.Rates.WritesPerSec-r.Baseline.WritesPerSec)/nf, 3)
+		t.Logf("%s N=%d busy: %.2f requests/s and %.3f writes/s per cluster, %d terms lost, smallest lease margin %.0f ms",
+			e.backend, n, r.Busy.PerClusterReq, r.Busy.PerClusterWrites, r.Busy.TermsLost, r.Busy.MinLeaseMarginMS)
+		time.Sleep(settle)
+	}
 	if kill > 0 {
 		r.Kill = killPhase(t, ctx, &wg, e, clusters, st, kill, read)
+		t.Logf("%s N=%d kill: %d killed, failover p50 %.0f ms, p99 %.0f ms, %d terms lost elsewhere",
+			e.backend, n, r.Kill.Killed, r.Kill.FailoverP50MS, r.Kill.FailoverP99MS, r.Kill.TermsLostElsewhere)
+		time.Sleep(settle)
+	}
+	if po.mass {
+		r.MassKill = massKill(t, ctx, &wg, e, clusters, st, 15*time.Second, read)
+		t.Logf("%s N=%d 10%% at once: %d killed, %d failovers seen, p50 %.0f ms, p99 %.0f ms, %d terms lost elsewhere",
+			e.backend, n, r.MassKill.Killed, r.MassKill.Recovered, r.MassKill.FailoverP50MS, r.MassKill.FailoverP99MS, r.MassKill.TermsLostElsewhere)
+		time.Sleep(settle)
 	}
 	for _, p := range ro.phases {
 		rr := restartPhase(t, e, clusters, st, p, ro)
@@ -375,6 +436,7 @@ func startMember(t *testing.T, ctx context.Context, wg *sync.WaitGroup, e *ensem
 }
 
 type killResult struct {
+	Phase     string  `json:"phase"`
 	Seconds   float64 `json:"seconds"`
 	Rounds    int     `json:"rounds"`
 	Killed    int     `json:"leaders_killed"`
@@ -382,103 +444,176 @@ type killResult struct {
 	// Failover: crash of the leader's member to both survivors' leader
 	// views naming a new leader (ms).
 	FailoverP50MS float64 `json:"failover_p50_ms"`
+	FailoverP99MS float64 `json:"failover_p99_ms"`
 	FailoverMaxMS float64 `json:"failover_max_ms"`
 	// TermsLostElsewhere: terms lost in clusters nothing was done to.
 	TermsLostElsewhere int64 `json:"terms_lost_no_fault"`
 	Rates              rates `json:"rates"`
 }
 
-// killPhase crashes the leaders of 1% of the clusters (at least one)
-// every 30 s for d, taking the clusters in turn, waits for each
-// cluster's survivors to agree on a new leader, and starts the crashed
-// member again (a new process: its old session or lease expires on its
-// own meanwhile).
-func killPhase(t *testing.T, ctx context.Context, wg *sync.WaitGroup, e *ensemble, clusters []*clusterRun, st *stats, d time.Duration, read func() counters) *killResult {
-	res := &killResult{}
-	hit := map[*clusterRun]bool{}
-	lostBefore := map[*clusterRun]int64{}
+// crasher crashes leaders and times their clusters' failovers.
+type crasher struct {
+	t        *testing.T
+	ctx      context.Context
+	wg       *sync.WaitGroup // the members' goroutines
+	e        *ensemble
+	st       *stats
+	mu       sync.Mutex
+	times    []time.Duration
+	pending  sync.WaitGroup
+	hit      map[*clusterRun]bool
+	killed   int
+	clusters []*clusterRun
+	lost0    map[*clusterRun]int64
+}
+
+func newCrasher(t *testing.T, ctx context.Context, wg *sync.WaitGroup, e *ensemble, clusters []*clusterRun, st *stats) *crasher {
+	c := &crasher{t: t, ctx: ctx, wg: wg, e: e, st: st, hit: map[*clusterRun]bool{}, clusters: clusters, lost0: map[*clusterRun]int64{}}
 	for _, cr := range clusters {
-		lostBefore[cr] = cr.cs.lost.Load()
+		c.lost0[cr] = cr.cs.lost.Load()
 	}
+	return c
+}
+
+// crash crashes cr's leader (its connections cut without closing its
+// session or revoking its lease), waits in the background until both
+// survivors' leader views name a successor at a later epoch, and starts
+// the crashed member again (a new process, as systemd would: its old
+// session or lease expires on its own meanwhile).
+func (c *crasher) crash(cr *clusterRun) {
+	c.hit[cr] = true
+	var victim *memberRun
+	var epoch int64
+	cr.mu.Lock()
+	members := slices.Clone(cr.members)
+	cr.mu.Unlock()
+	for _, mr := range members {
+		if ep, ok := mr.m.leading(); ok {
+			victim, epoch = mr, ep
+		}
+	}
+	if victim == nil {
+		c.t.Logf("cluster %s: no leader to kill", cr.name)
+		return
+	}
+	c.killed++
+	at := time.Now()
+	victim.be.crash()
+	victim.cancel()
+	c.pending.Add(1)
+	go func() {
+		defer c.pending.Done()
+		for time.Since(at) < 60*time.Second && c.ctx.Err() == nil {
+			ok := true
+			for _, mr := range members {
+				if mr == victim {
+					continue
+				}
+				if l := mr.m.cl.view(mr.id); l == nil || l.Epoch <= epoch || l.NodeID == victim.id {
+					ok = false
+				}
+			}
+			if ok {
+				c.mu.Lock()
+				c.times = append(c.times, time.Since(at))
+				c.mu.Unlock()
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		back := startMember(c.t, c.ctx, c.wg, c.e, cr, victim.id, c.st)
+		cr.mu.Lock()
+		for i, mr := range cr.members {
+			if mr == victim {
+				cr.members[i] = back
+			}
+		}
+		cr.mu.Unlock()
+		go victim.be.close()
+	}()
+}
+
+// result waits for every failover and sums the phase up.
+func (c *crasher) result(res *killResult) {
+	c.pending.Wait()
+	res.Killed = c.killed
+	res.Recovered = len(c.times)
+	if n := len(c.times); n > 0 {
+		slices.Sort(c.times)
+		res.FailoverP50MS = float64(c.times[n/2].Milliseconds())
+		res.FailoverP99MS = float64(c.times[min(n-1, n*99/100)].Milliseconds())
+		res.FailoverMaxMS = float64(c.times[n-1].Milliseconds())
+	}
+	for _, cr := range c.clusters {
+		if !c.hit[cr] {
+			res.TermsLostElsewhere += cr.cs.lost.Load() - c.lost0[cr]
+		}
+	}
+}
+
+// killPhase crashes the leaders of 1% of the clusters (at least one)
+// every 30 s for d, taking the clusters in turn.
+func killPhase(t *testing.T, ctx context.Context, wg *sync.WaitGroup, e *ensemble, clusters []*clusterRun, st *stats, d time.Duration, read func() counters) *killResult {
+	res := &killResult{Phase: "1% of the leaders crashed every 30 s"}
+	c := newCrasher(t, ctx, wg, e, clusters, st)
 	per := max(1, len(clusters)/100)
-	var mu sync.Mutex
-	var times []time.Duration
-	var fwg sync.WaitGroup
 	c0 := read()
 	end := time.Now().Add(d)
 	next := 0
 	for time.Now().Before(end) {
 		res.Rounds++
 		for range min(per, len(clusters)) {
-			cr := clusters[next%len(clusters)]
+			c.crash(clusters[next%len(clusters)])
 			next++
-			hit[cr] = true
-			var victim *memberRun
-			var epoch int64
-			cr.mu.Lock()
-			members := slices.Clone(cr.members)
-			cr.mu.Unlock()
-			for _, mr := range members {
-				if ep, ok := mr.m.leading(); ok {
-					victim, epoch = mr, ep
-				}
-			}
-			if victim == nil {
-				t.Logf("cluster %s: no leader to kill", cr.name)
-				continue
-			}
-			res.Killed++
-			at := time.Now()
-			victim.be.crash()
-			victim.cancel()
-			fwg.Add(1)
-			go func() {
-				defer fwg.Done()
-				for time.Since(at) < 60*time.Second && ctx.Err() == nil {
-					ok := true
-					for _, mr := range members {
-						if mr == victim {
-							continue
-						}
-						if l := mr.m.cl.view(mr.id); l == nil || l.Epoch <= epoch || l.NodeID == victim.id {
-							ok = false
-						}
-					}
-					if ok {
-						mu.Lock()
-						times = append(times, time.Since(at))
-						mu.Unlock()
-						break
-					}
-					time.Sleep(20 * time.Millisecond)
-				}
-				// the crashed daemon comes back (systemd restarts it)
-				back := startMember(t, ctx, wg, e, cr, victim.id, st)
-				cr.mu.Lock()
-				for i, mr := range cr.members {
-					if mr == victim {
-						cr.members[i] = back
-					}
-				}
-				cr.mu.Unlock()
-				go victim.be.close()
-			}()
 		}
 		sleep(ctx, min(30*time.Second, time.Until(end)))
 	}
-	fwg.Wait()
+	c.result(res)
 	res.Rates = between(c0, read())
 	res.Seconds = res.Rates.Seconds
-	res.Recovered = len(times)
-	if len(times) > 0 {
-		slices.Sort(times)
-		res.FailoverP50MS = float64(times[len(times)/2].Milliseconds())
-		res.FailoverMaxMS = float64(times[len(times)-1].Milliseconds())
-	}
-	for _, cr := range clusters {
-		if !hit[cr] {
-			res.TermsLostElsewhere += cr.cs.lost.Load() - lostBefore[cr]
-		}
-	}
 	return res
+}
+
+// massKill crashes the leaders of 10% of the clusters (at least one) at
+// once and waits for every failover and tail more.
+func massKill(t *testing.T, ctx context.Context, wg *sync.WaitGroup, e *ensemble, clusters []*clusterRun, st *stats, tail time.Duration, read func() counters) *killResult {
+	res := &killResult{Phase: "10% of the leaders crashed at once", Rounds: 1}
+	c := newCrasher(t, ctx, wg, e, clusters, st)
+	c0 := read()
+	step := 10 // every tenth cluster, spread over the run's start order
+	for i := 0; i < len(clusters); i += step {
+		c.crash(clusters[i])
+	}
+	c.result(res)
+	sleep(ctx, tail)
+	res.Rates = between(c0, read())
+	res.Seconds = res.Rates.Seconds
+	return res
+}
+
+// busyPhase runs d with every member's replication position moving every
+// second (see busy) and returns the servers' rates, the terms lost and
+// the smallest lease margin in it.
+func busyPhase(clusters []*clusterRun, st *stats, d time.Duration, read func() counters) *busyResult {
+	lost0 := st.termsLost.Load()
+	st.resetPhase()
+	busy.Store(true)
+	sleep(context.Background(), 3*time.Second) // every member moved once
+	c0 := read()
+	sleep(context.Background(), d)
+	res := &busyResult{Rates: between(c0, read())}
+	busy.Store(false)
+	res.Seconds = res.Rates.Seconds
+	res.TermsLost = st.termsLost.Load() - lost0
+	res.MinLeaseMarginMS = st.phaseMargin()
+	return res
+}
+
+type busyResult struct {
+	Seconds          float64 `json:"seconds"`
+	Rates            rates   `json:"rates"`
+	PerClusterReq    float64 `json:"per_cluster_requests_per_second"`
+	PerClusterWrites float64 `json:"per_cluster_writes_per_second"`
+	TermsLost        int64   `json:"terms_lost_no_fault"`
+	MinLeaseMarginMS float64 `json:"min_lease_margin_ms"`
 }

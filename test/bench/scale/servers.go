@@ -336,9 +336,12 @@ func (e *ensemble) stopServer(i int, kill bool) {
 func (e *ensemble) startServer(i int) {
 	if e.etcd != nil {
 		e.etcd.StartMember(i)
-		return
+	} else {
+		e.zk.Restart(i)
 	}
-	e.zk.Restart(i)
+	if err := e.pin(); err != nil {
+		fmt.Fprintf(os.Stderr, "pinning the restarted server: %v\n", err)
+	}
 }
 
 // serverRequests is server i's request counter, as read counts it:
