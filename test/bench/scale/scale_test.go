@@ -117,20 +117,20 @@ type perCluster struct {
 
 // Report is the results file.
 type Report struct {
-	Generated string   `json:"generated"`
-	Code      string   `json:"code"`
-	Machine   string   `json:"machine"`
-	Note      string   `json:"note"`
-	Idle      string   `json:"idle_window"`
-	Kill      string   `json:"kill_window"`
-	Restart   string   `json:"restart_phases,omitempty"`
-	Ramp      string   `json:"start_ramp,omitempty"`
-	Pin       string   `json:"pinning"`
+	Generated string `json:"generated"`
+	Code      string `json:"code"`
+	Machine   string `json:"machine"`
+	Note      string `json:"note"`
+	Idle      string `json:"idle_window"`
+	Kill      string `json:"kill_window"`
+	Restart   string `json:"restart_phases,omitempty"`
+	Ramp      string `json:"start_ramp,omitempty"`
+	Pin       string `json:"pinning"`
 	// Calibration: three real daemons per backend, same servers, same
 	// counting (SCALE_CALIBRATE=0: not run).
 	Calibration map[string]*calibration `json:"calibration,omitempty"`
-	Busy      string   `json:"busy_window,omitempty"`
-	Results   []Result `json:"results"`
+	Busy        string                  `json:"busy_window,omitempty"`
+	Results     []Result                `json:"results"`
 }
 
 func load1() float64 {
