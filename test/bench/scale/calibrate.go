@@ -72,6 +72,16 @@ func calibrate(t *testing.T, e *ensemble, base, settle, idle time.Duration) *cal
 	coord := fmt.Sprintf("zookeeper:\n  servers: [%s]\n", strings.Join(e.servers(), ", "))
 	if e.etcd != nil {
 		coord = fmt.Sprintf("coordination:\n  backend: etcd\netcd:\n  endpoints: [%s]\n", strings.Join(e.servers(), ", "))
+	} else {
+		if d := envDuration("SCALE_ZK_SESSION", 0); d > 0 {
+			coord += fmt.Sprintf("  session_timeout: %s\n", d)
+		}
+		if d := envDuration("SCALE_ZK_TICK", 0); d > 0 {
+			coord += fmt.Sprintf("  tick_time: %s\n", d)
+		}
+	}
+	if os.Getenv("SCALE_WARM_STANDBY") == "0" {
+		coord += "election:\n  warm_standby: false\n"
 	}
 	name := fmt.Sprintf("calib-%d", time.Now().Unix()%100000)
 	type daemon struct {

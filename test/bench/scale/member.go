@@ -89,6 +89,15 @@ func memberConfig(backend, name, id string, servers []string) *config.Config {
 	} else {
 		cfg.Coordination.Backend = config.BackendZooKeeper
 		cfg.ZooKeeper.Servers = servers
+		if d := envDuration("SCALE_ZK_SESSION", 0); d > 0 {
+			cfg.ZooKeeper.SessionTimeout = config.Duration(d)
+		}
+		if d := envDuration("SCALE_ZK_TICK", 0); d > 0 {
+			cfg.ZooKeeper.TickTime = config.Duration(d)
+		}
+	}
+	if os.Getenv("SCALE_WARM_STANDBY") == "0" {
+		cfg.Election.WarmStandby = false
 	}
 	return cfg
 }

@@ -21,6 +21,9 @@
 // SCALE_RESTART_TAIL); SCALE_RAMP=30s starts the clusters spread over
 // that time instead of all at once (the start then includes it);
 // SCALE_LEADER_VIEW=0 leaves out the admin API's leader view;
+// SCALE_ZK_SESSION and SCALE_ZK_TICK set zookeeper.session_timeout and
+// zookeeper.tick_time, SCALE_WARM_STANDBY=0 election.warm_standby: false
+// (the calibration daemons' configs too);
 // SCALE_LOG=file keeps the backend code's warnings.
 // Results: SCALE_OUT (default test/bench/results/scale-<date>.json).
 package scale
@@ -178,6 +181,11 @@ func TestScale(t *testing.T) {
 	}
 	if po.busy > 0 {
 		rep.Busy = po.busy.String()
+	}
+	for _, k := range []string{"SCALE_ZK_SESSION", "SCALE_ZK_TICK", "SCALE_WARM_STANDBY", "SCALE_LEADER_VIEW"} {
+		if v := os.Getenv(k); v != "" {
+			rep.Note += "; " + k + "=" + v
+		}
 	}
 	if ramp > 0 {
 		rep.Ramp = "the clusters started spread over " + ramp.String() + " (start_seconds includes it)"
