@@ -743,8 +743,68 @@ func (s *Store) Leader(ctx context.Context) (*Leader, error) { return s.leader(c
 // until ctx ends. Read failures are retried and do not reach fn: a lost
 // connection is not "no leader", the last value stands until a read
 // succeeds again.
+//
+// Each round reads only the breadcrumb and the member record of the node
+// it names (leaderNamed), so a change of another member's record (a
+// standby's position, every second on a busy cluster) wakes no leader
+// view: LeaderOf looks at no other record.
 func (s *Store) WatchLeader(ctx context.Context, fn func(*Leader)) error {
-	return watchReads(ctx, s, s.leader, (*Leader).Equal, fn)
+	var named string // the node the last breadcrumb read named
+	read := func(ctx context.Context, r Reader) (*Leader, error) { return s.leaderNamed(ctx, r, &named) }
+	return watchReads(ctx, s, read, (*Leader).Equal, fn)
+}
+
+// leaderNamed is leader reading only what LeaderOf looks at: the member
+// record of the node the breadcrumb names, then the breadcrumb, in one
+// Read (one snapshot where the backend can), as leader reads every
+// member record before it. *named is the node the previous breadcrumb
+// named: when the breadcrumb read after its record names another node,
+// that node's record and the breadcrumb are read again (a successor
+// wrote its breadcrumb in between). After a few such rounds, or for a
+// name that is no plain key, it reads what leader reads. It returns what
+// leader would have returned for a read at the same point: LeaderOf
+// picks no member but the breadcrumb's, at the key that node publishes
+// its record under.
+func (s *Store) leaderNamed(ctx context.Context, r Reader, named *string) (*Leader, error) {
+	bcKey := s.layout.Breadcrumb()
+	for range 3 {
+		qs := []Query{One(bcKey)}
+		if *named != "" {
+			qs = []Query{One(s.layout.Member(*named)), One(bcKey)}
+		}
+		res, err := r.Read(ctx, qs...)
+		if err != nil {
+			return nil, fmt.Errorf("reading the leader's member record and the breadcrumb: %w", err)
+		}
+		it := res[len(res)-1].Item()
+		if it == nil {
+			return nil, nil // no breadcrumb: nobody is promoted
+		}
+		bc, err := breadcrumb.Decode(it.Data)
+		if err != nil {
+			s.log.Debug("unreadable breadcrumb: no promoted leader", "key", bcKey, "err", err)
+			return nil, nil
+		}
+		if !plainName(bc.NodeID) {
+			break
+		}
+		if bc.NodeID != *named {
+			*named = bc.NodeID
+			continue
+		}
+		var ms []Member
+		if m := res[0].Item(); m != nil {
+			ms = decodeMembers([]Item{*m})
+		}
+		return LeaderOf(&bc, ms), nil
+	}
+	return s.leader(ctx, r)
+}
+
+// plainName reports whether id names a member record of its own under
+// the members directory (a node id the config accepts always does).
+func plainName(id string) bool {
+	return id != "" && id != "." && id != ".." && !strings.ContainsAny(id, "/\x00")
 }
 
 // leader reads the member records, then the breadcrumb (in one snapshot

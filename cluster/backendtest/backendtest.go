@@ -93,6 +93,7 @@ var obligations = []obligation{
 	{"Watches", testWatches},
 	{"Watches/EveryMemberField", testWatchesEveryMemberField},
 	{"LeaderView", testLeaderView},
+	{"LeaderView/Narrow", testLeaderViewNarrow},
 	{"Expiry/EntryDeleted", func(t *testing.T, b Backend) { testExpiry(t, b, faultDeleteEntry) }},
 	{"Expiry/SessionEnded", func(t *testing.T, b Backend) { testExpiry(t, b, faultEndSession) }},
 	{"RevisionZeroIsAbsent", testRevisionZeroIsAbsent},

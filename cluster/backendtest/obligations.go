@@ -858,3 +858,85 @@ func testShortcuts(t *testing.T, b Backend) {
 	ha2 := ar.nextBy(t, "a")
 	agree("after Finish", na, ha2.Term)
 }
+
+// Leader view, read narrowly: WatchLeader reads only the breadcrumb and
+// the member record of the node it names, a shortcut that must deliver
+// what the plain read (Store.Leader, every member record and the
+// breadcrumb) says after every change: a standby's record changing
+// (several times, its position too) changes nothing, the leader's own
+// record changing (its position) is delivered, a successor's breadcrumb
+// names nobody until the successor's record says leader.
+func testLeaderViewNarrow(t *testing.T, b Backend) {
+	ar := newArena(t, b)
+	na := ar.campaign("a")
+	ha := ar.nextBy(t, "a")
+	nb := ar.campaign("b")
+	w := ar.add("w")
+	ctx := ctxT(t)
+	e1 := ha.Epoch()
+	show := func(l *cluster.Leader) string {
+		if l == nil {
+			return "none"
+		}
+		pos := "-"
+		if l.Position != nil {
+			pos = fmt.Sprint(*l.Position)
+		}
+		return fmt.Sprintf("%s@%d pos %s", l.NodeID, l.Epoch, pos)
+	}
+	ld := watchWith(t, "WatchLeader", w.rec.WatchLeader, show)
+	plainer, ok := w.rec.(interface {
+		Leader(context.Context) (*cluster.Leader, error)
+	})
+	if !ok {
+		t.Fatalf("the backend's Records (%T) has no plain Leader read to compare the view with", w.rec)
+	}
+	// agree: the plain read says want, and the watch's last delivery is it.
+	agree := func(step, want string) {
+		t.Helper()
+		plain, err := plainer.Leader(ctx)
+		if err != nil {
+			t.Fatalf("%s: Leader: %v", step, err)
+		}
+		if got := show(plain); got != want {
+			t.Fatalf("%s: the plain read names %q; want %q", step, got, want)
+		}
+		ld.became(want)
+		ld.waitLast(t)
+	}
+	withPos := func(n *node, state string, epoch, pos int64) {
+		t.Helper()
+		m := member(n.id, state, epoch)
+		m.Position = &pos
+		if err := n.rec.PublishMember(ctx, m); err != nil {
+			t.Fatalf("PublishMember of %s: %v", n.id, err)
+		}
+	}
+	agree("at the start", "none")
+	if _, err := ha.Term.WriteBreadcrumb(ctx, crumb("a", e1), cluster.Revision{}); err != nil {
+		t.Fatalf("WriteBreadcrumb of a: %v", err)
+	}
+	publish(t, na, cluster.StateLeader, e1)
+	agree("a promoted", fmt.Sprintf("a@%d pos -", e1))
+	for i := range int64(3) {
+		withPos(nb, "standby", 0, 100+i)
+	}
+	time.Sleep(quietInterval)
+	agree("after b's record changed three times", fmt.Sprintf("a@%d pos -", e1))
+	withPos(na, cluster.StateLeader, e1, 7)
+	agree("a's position moved", fmt.Sprintf("a@%d pos 7", e1))
+	ha.Release()
+	hb := ar.nextBy(t, "b")
+	e2 := hb.Epoch()
+	publish(t, nb, "promoting", e2)
+	if _, err := hb.Term.WriteBreadcrumb(ctx, crumb("b", e2), zeroOr(t, hb.Term)); err != nil {
+		t.Fatalf("WriteBreadcrumb of b: %v", err)
+	}
+	agree("b's breadcrumb, b promoting", "none")
+	withPos(nb, cluster.StateLeader, e2, 9)
+	agree("b promoted", fmt.Sprintf("b@%d pos 9", e2))
+	withPos(na, "standby", 0, 8)
+	time.Sleep(quietInterval)
+	agree("after a stood by", fmt.Sprintf("b@%d pos 9", e2))
+	ld.checkOrder(t)
+}
