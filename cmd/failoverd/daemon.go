@@ -117,6 +117,7 @@ type daemon struct {
 	monitor *healthcheck.Monitor
 	server  *admin.Server
 	leaders *leaderView // GET /v1/leader
+	feed    *leaderFeed // the one leader watch, which leaders and ctrl share
 	// reloader applies the config file again on hup (SIGHUP) and on POST
 	// /v1/reload; hup nil: no signal.
 	reloader *reloader
@@ -294,8 +295,9 @@ func buildOn(cfg *config.Config, logger *slog.Logger, ccfg controller.Config, be
 	if err != nil {
 		return nil, err
 	}
+	feed := newLeaderFeed(be.store.WatchLeader)
 	ctrl, err := controller.New(ccfg, controller.Deps{
-		Elector: el, Records: be.store, Fencer: fence, Prover: proverOf(fence), Probe: probe, Metrics: m, Logger: logger,
+		Elector: el, Records: feedRecords{Records: be.store, feed: feed}, Fencer: fence, Prover: proverOf(fence), Probe: probe, Metrics: m, Logger: logger,
 		Hooks:    procHooks(cfg, ccfg, logger),
 		Position: positionReader(cfg, logger),
 		Home:     home,
@@ -314,6 +316,7 @@ func buildOn(cfg *config.Config, logger *slog.Logger, ccfg controller.Config, be
 
 	// Admin API, answering GET /v1/leader from the leader view.
 	leaders := newLeaderView(be.store, be.stale, be.etcdName())
+	leaders.watch = feed.subscribe
 	server, err := buildAdmin(cfg, logger, reg, ctrl, leaders, be.store, be.store, rl)
 	if err != nil {
 		return nil, err
@@ -322,7 +325,7 @@ func buildOn(cfg *config.Config, logger *slog.Logger, ccfg controller.Config, be
 		return nil, err
 	}
 	rl.ctrl, rl.monitor, rl.server = ctrl, monitor, server
-	return &daemon{log: logger, backend: be, ctrl: ctrl, monitor: monitor, server: server, leaders: leaders, reloader: rl}, nil
+	return &daemon{log: logger, backend: be, ctrl: ctrl, monitor: monitor, server: server, leaders: leaders, feed: feed, reloader: rl}, nil
 }
 
 // procHooks runs the hooks of cfg (ccfg is its controller part).
@@ -485,8 +488,11 @@ func (d *daemon) run() error {
 	// Admin API: metrics, status, and the rpc fencer's demote endpoint.
 	d.add(&g, "admin api", d.server.Run, false)
 
-	// Leader view (GET /v1/leader), after the admin API that answers it.
+	// Leader view (GET /v1/leader), after the admin API that answers it,
+	// and the leader watch it shares with the controller: stopped after
+	// the controller's graceful stop is over, like the view.
 	d.add(&g, "leader view", d.leaders.run, false)
+	d.add(&g, "leader watch", d.feed.run, false)
 
 	// Coordination session (ZooKeeper's session, etcd's lease), last: it
 	// holds our ephemeral records, which must go only after the controller
