@@ -112,16 +112,19 @@ func TestChaosSliceRestartEndsTerm(t *testing.T) {
 // FenceFirstSliceKinds is TestChaosSliceFenceFirst's schedule on a
 // backend: the faults that stop a leader's heartbeat (its daemon killed,
 // its host crashed, a short pause, a cut from the coordination service
-// only), each twice, the one that must not end its term (its peers cut
-// off from its admin API only), twice, the coordination service's own
-// leader killed, and a lying fence last.
+// only), each twice (the second kill is failover-after-failover's, with
+// an operator's failover right after it; the second pause
+// fence-refused-then-crash's, whose proof is refused its removal before
+// the leader really crashes), the one that must not end its term (its
+// peers cut off from its admin API only), twice, the coordination
+// service's own leader killed, and a lying fence last.
 func FenceFirstSliceKinds(backend string) []string {
 	coordLeader := ZKKillLeader
 	if backend == clustertest.BackendEtcd {
 		coordLeader = EtcdKillLeader
 	}
 	return []string{KillDaemon, CrashHost, PauseDaemonShort, PartitionCoordLeader, PartitionPeersOnly, coordLeader,
-		KillDaemon, PauseDaemonShort, CrashHost, PartitionPeersOnly, PartitionCoordLeader, FenceLies}
+		FailoverAfterFailover, FenceRefusedThenCrash, CrashHost, PartitionPeersOnly, PartitionCoordLeader, FenceLies}
 }
 
 // TestChaosSliceFenceFirst is the slice with election.fence_first on

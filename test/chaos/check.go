@@ -186,6 +186,17 @@ type Report struct {
 	// overlaps they caused, judged by fence_lie_bound instead.
 	FenceLies             []LieResult
 	LieViolationsMeasured int
+	// RemovalsRefused: guarded removals of a suspected term refused for
+	// a heartbeat that moved; HeldFences: fences of
+	// fence-refused-then-crash that returned; FenceRefusedCrashes: its
+	// crashes judged (fencerefused.go).
+	RemovalsRefused     int
+	HeldFences          int
+	FenceRefusedCrashes int
+	// OperatorFailovers: failover-after-failover's failovers --to;
+	// Cooldowns: failover cooldowns the leaders started.
+	OperatorFailovers int
+	Cooldowns         int
 	// OwnEntriesRemoved: previous processes' election entries a restarted
 	// daemon removed (election.end_own_term_on_restart).
 	OwnEntriesRemoved int
@@ -558,6 +569,8 @@ func Check(h History, cfg CheckConfig) Report {
 	checkPinnedTerm(h, &r, add)
 	checkQuietLeaseLoss(h, &r, add)
 	checkFenceLies(h, &r, add)
+	checkFenceSkips(h, &r, add)
+	checkOperatorFailovers(h, &r, add)
 	sort.SliceStable(r.Violations, func(i, j int) bool { return r.Violations[i].At.Before(r.Violations[j].At) })
 	return r
 }

@@ -110,6 +110,12 @@ func (m *Nemesis) fenceFirstStep(kind string, id int, leader *clustertest.Node,
 		leader.PeerProxy.Blackhole(false)
 		heal(leader.ID)
 
+	case FenceRefusedThenCrash:
+		m.fenceRefusedThenCrash(id, leader, holdIn, inject, heal)
+
+	case FailoverAfterFailover:
+		m.failoverAfterFailover(id, leader, holdIn, inject, heal)
+
 	case FenceLies:
 		fence := filepath.Join(e.C.Dir, "fence.sh")
 		orig, err := os.ReadFile(fence)
@@ -466,7 +472,7 @@ func checkFenceLies(h History, r *Report, add func(string, time.Time, string, ..
 
 // fenceFirstSummary renders the fencing-first counters ("" when none).
 func fenceFirstSummary(r Report) string {
-	if r.SuspectsUnanswered+r.ProvingFences+r.TakeoversAfterFence+r.ProvedOutSkips+len(r.FenceLies) == 0 {
+	if r.SuspectsUnanswered+r.ProvingFences+r.TakeoversAfterFence+r.ProvedOutSkips+len(r.FenceLies)+r.RemovalsRefused+r.OperatorFailovers == 0 {
 		return ""
 	}
 	var b strings.Builder
@@ -485,6 +491,9 @@ func fenceFirstSummary(r Report) string {
 		fmt.Fprintf(&b, "  lying fence %s on %s: %d lies, %s; old service stood down %s (bound %s: lease + demote budget after its last heartbeat); both primary %s; %d writes of the old service rejected by epoch\n",
 			l.ID, l.Target, l.Lies, promoted, stood, ms(l.Bound.Sub(l.Cut)), ms(l.Overlap), l.Rejected)
 	}
+	fmt.Fprintf(&b, "  removals of a proved-out term refused (its heartbeat moved): %d; held fences returned: %d; crashes after one judged: %d\n",
+		r.RemovalsRefused, r.HeldFences, r.FenceRefusedCrashes)
+	fmt.Fprintf(&b, "  failover cooldowns started: %d; operator's failovers right after an automatic one: %d\n", r.Cooldowns, r.OperatorFailovers)
 	if r.LieViolationsMeasured > 0 {
 		fmt.Fprintf(&b, "  overlap violations the lies caused, measured against the bound instead of failed: %d\n", r.LieViolationsMeasured)
 	}

@@ -624,7 +624,7 @@ func fenceFirstYAML(mode string) string {
 	if !fenceFirstOn(mode) {
 		return ""
 	}
-	return "  fence_first: true\n  suspect_after: 300ms\n"
+	return fmt.Sprintf("  fence_first: true\n  suspect_after: 300ms\n  failover_cooldown: %s\n", ChaosCooldown)
 }
 
 // restartYAML turns election.end_own_term_on_restart on with

@@ -148,6 +148,10 @@ func Unexercised(kinds []string, r Report) []string {
 			need(VClearAccepted, k)
 		case k == FenceLies:
 			need(VFenceLieBound, k)
+		case k == FenceRefusedThenCrash:
+			need(VFenceSkipped, k)
+		case k == FailoverAfterFailover:
+			need(VOperatorCooldown, k)
 		case contains(SlowHookKinds, k):
 			need(VLateStandDown, k)
 			if r.StandDownsAfterKill == 0 && r.Judged[VLateStandDown] > 0 {
@@ -234,6 +238,11 @@ func Combine(a, b Report) Report {
 	r.FencedFirstEnds += b.FencedFirstEnds
 	r.FenceFirstInCoordFaults += b.FenceFirstInCoordFaults
 	r.FenceFirstInCoordFaultsUnreached += b.FenceFirstInCoordFaultsUnreached
+	r.RemovalsRefused += b.RemovalsRefused
+	r.HeldFences += b.HeldFences
+	r.FenceRefusedCrashes += b.FenceRefusedCrashes
+	r.OperatorFailovers += b.OperatorFailovers
+	r.Cooldowns += b.Cooldowns
 	r.FenceLies = append(append([]LieResult(nil), a.FenceLies...), b.FenceLies...)
 	r.LieViolationsMeasured += b.LieViolationsMeasured
 	r.RevokedEnds += b.RevokedEnds

@@ -441,6 +441,16 @@ var mutants = []mutant{
 		Tests: []selection{{e2e, "TestFenceFirstSlowLeaderKeepsItsTermWhenItsHeartbeatMovedDuringTheFence"},
 			{pkgOf("cluster/etcdcluster/fencefirst.go"), "TestFenceFirst/EndTerm"}},
 	},
+	{
+		Name: "fence-first-proof-outlives-refused-removal",
+		What: "a proving fence stands at once, not only once the elector removed the term it proved out: after a refused removal (the heartbeat moved) the term won later skips its fence of that breadcrumb",
+		Edits: []edit{{
+			File: "controller/fencefirst.go",
+			Old:  "\tc.l.proving = p\n",
+			New:  "\tc.l.provedOut = p\n",
+		}},
+		Tests: []selection{{chaos, "TestChaosSliceFenceFirst"}, {pkgOf("controller/fencefirst.go"), "TestProveOutWithoutTheRemovalStandsForNothing"}},
+	},
 }
 
 type result struct {
