@@ -177,10 +177,7 @@ func open(cfg *config.Config, instance string) (*backendConn, error) {
 	return &backendConn{store: store.Store, elector: store.Elector(el), close: client.Close, crash: sv.sever}, nil
 }
 
-// leaderView runs the admin API's leader view in every member: its
-// WatchLeader (its Fresh is sent only when GET /v1/leader is asked, which
-// nobody does here); SCALE_LEADER_VIEW=0 leaves the view's watch out too.
-var leaderView = os.Getenv("SCALE_LEADER_VIEW") != "0"
+
 
 // stats are counted by every member of a run.
 type stats struct {
@@ -238,9 +235,9 @@ func (s *stats) fail(err error) {
 // check) at start, on every change and every 30 s as the controller does,
 // the known-member record every cluster.RememberEvery; campaign; on a win
 // write the breadcrumb through the term and publish the record as leader;
-// the controller's leader, failover and pause watches, the leader's member
-// watch, and the admin API's leader view (its WatchLeader; its Fresh only
-// on demand, and nobody asks).
+// the leader watch the controller and the admin API's leader view share
+// (the view's Fresh only on demand, and nobody asks), the failover and
+// pause watches, and the leader's member watch.
 type member struct {
 	cfg      *config.Config
 	instance string
@@ -370,11 +367,8 @@ func (m *member) run(ctx context.Context) {
 	s := m.be.store
 	goWatch(func(ctx context.Context) error { return s.WatchFailover(ctx, func(*cluster.FailoverRequest) {}) })
 	goWatch(func(ctx context.Context) error { return s.WatchPause(ctx, func(*cluster.Pause) {}) })
-	if leaderView {
-		goWatch(func(ctx context.Context) error { return s.WatchLeader(ctx, func(*cluster.Leader) {}) }) // the controller's
-	}
-	// The admin API's leader view (without it, SCALE_LEADER_VIEW=0, this
-	// is the controller's watch, looked at by the driver).
+	// The daemon's one leader watch, which its controller and its admin
+	// API's leader view share (cmd/failoverd's leaderFeed).
 	goWatch(func(ctx context.Context) error {
 		return s.WatchLeader(ctx, func(l *cluster.Leader) { m.cl.set(m.cfg.Node.ID, l) })
 	})

@@ -3,7 +3,8 @@
 // Package scale is make bench-scale: one process runs N failoverd clusters
 // of 3 members each, every member the real backend code the daemon runs
 // (its elector with lease and renewals, member and known-member records,
-// join checks, the leader view's watch (its freshness sync runs only when
+// join checks, the leader watch the controller and the admin API's leader
+// view share (the view's freshness sync runs only when
 // asked, and the driver never asks), the failover and pause watches, the
 // leader's member watch), built with the same
 // constructors, against a 3-server ZooKeeper ensemble and a 3-member etcd
@@ -20,7 +21,6 @@
 // radius (restart.go; SCALE_RESTART_SIGNAL=KILL, SCALE_RESTART_DOWN,
 // SCALE_RESTART_TAIL); SCALE_RAMP=30s starts the clusters spread over
 // that time instead of all at once (the start then includes it);
-// SCALE_LEADER_VIEW=0 leaves out the admin API's leader view;
 // SCALE_ZK_SESSION and SCALE_ZK_TICK set zookeeper.session_timeout and
 // zookeeper.tick_time, SCALE_WARM_STANDBY=0 election.warm_standby: false
 // (the calibration daemons' configs too);
@@ -182,7 +182,7 @@ func TestScale(t *testing.T) {
 	if po.busy > 0 {
 		rep.Busy = po.busy.String()
 	}
-	for _, k := range []string{"SCALE_ZK_SESSION", "SCALE_ZK_TICK", "SCALE_WARM_STANDBY", "SCALE_LEADER_VIEW"} {
+	for _, k := range []string{"SCALE_ZK_SESSION", "SCALE_ZK_TICK", "SCALE_WARM_STANDBY"} {
 		if v := os.Getenv(k); v != "" {
 			rep.Note += "; " + k + "=" + v
 		}
