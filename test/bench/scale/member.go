@@ -177,8 +177,6 @@ func open(cfg *config.Config, instance string) (*backendConn, error) {
 	return &backendConn{store: store.Store, elector: store.Elector(el), close: client.Close, crash: sv.sever}, nil
 }
 
-
-
 // stats are counted by every member of a run.
 type stats struct {
 	wins      atomic.Int64 // terms won
