@@ -9,6 +9,7 @@ package bench
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"slices"
@@ -688,7 +689,10 @@ func crashFailoverWay(b *testing.B, backend string, st time.Duration, w crashWay
 				}
 			}
 			if settle > 0 {
-				time.Sleep(settle)
+				// At any phase of the leader's renewals, and with the
+				// successor settled in its place (a warm standby's
+				// credit chain needs a renew interval).
+				time.Sleep(settle + rand.N(settle/2))
 			}
 			t0 := time.Now()
 			switch fault {
@@ -798,6 +802,7 @@ func crashFailoverWay(b *testing.B, backend string, st time.Duration, w crashWay
 		}
 		record(b, res)
 	}
+	keepLogs(b, c.Cluster)
 }
 
 // cutOff cuts n off from the coordination service (on: true) or heals it:
