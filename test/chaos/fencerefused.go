@@ -50,9 +50,21 @@ const (
 	FailoverAfterFailover = "failover-after-failover"
 )
 
-// ChaosCooldown is election.failover_cooldown with CHAOS_FENCE_FIRST:
-// short, as a leader unhealthy within it keeps its term.
+// ChaosCooldown is election.failover_cooldown during
+// failover-after-failover (reloaded on, and off again after it: a leader
+// whose service dies within a cooldown keeps its term, and a service
+// restarted as a standby then stays one: kill-service right after an
+// automatic failover would leave no primary).
 const ChaosCooldown = 5 * time.Second
+
+// withCooldown adds election.failover_cooldown after fence_first.
+func withCooldown(cfg string) (string, error) {
+	const anchor = "  fence_first: true\n"
+	if !strings.Contains(cfg, anchor) {
+		return "", errors.New("no election.fence_first in the config")
+	}
+	return strings.Replace(cfg, anchor, anchor+"  failover_cooldown: "+ChaosCooldown.String()+"\n", 1), nil
+}
 
 // Harness and daemon event kinds of the two faults.
 const (
@@ -320,6 +332,13 @@ func (m *Nemesis) failoverAfterFailover(id int, leader *clustertest.Node, holdIn
 			e.waitStandby([]*clustertest.Node{n}, 20*time.Second)
 		}
 	}
+	orig, cool := e.editConfigs(FailoverAfterFailover, withCooldown)
+	defer func() { // the files as at start, whatever happened
+		for _, n := range e.C.Nodes {
+			os.WriteFile(n.Config, []byte(orig[n.ID]), 0o600)
+		}
+	}()
+	e.reloadAll("cooldown_on", cool)
 	inject(leader.ID)
 	e.expectKill(leader)
 	leader.Kill(syscall.SIGKILL)
@@ -348,6 +367,10 @@ func (m *Nemesis) failoverAfterFailover(id int, leader *clustertest.Node, holdIn
 		if code != 0 {
 			e.t.Logf("fault %d (%s): failover --to %s failed (%d): %s", id, FailoverAfterFailover, to.ID, code, strings.TrimSpace(out))
 		}
+	}
+	e.reloadAll("cooldown_off", orig)
+	for _, n := range e.C.Nodes { // the killed leader's too, before its restart
+		must(e.t, os.WriteFile(n.Config, []byte(orig[n.ID]), 0o600))
 	}
 	time.Sleep(holdIn(300*time.Millisecond, time.Second))
 	leader.Start()

@@ -624,7 +624,7 @@ func fenceFirstYAML(mode string) string {
 	if !fenceFirstOn(mode) {
 		return ""
 	}
-	return fmt.Sprintf("  fence_first: true\n  suspect_after: 300ms\n  failover_cooldown: %s\n", ChaosCooldown)
+	return "  fence_first: true\n  suspect_after: 300ms\n"
 }
 
 // restartYAML turns election.end_own_term_on_restart on with
