@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"strconv"
@@ -174,12 +175,18 @@ func (g *bareCrasher) ready(timeout time.Duration) (leader, next *bareProc, err 
 
 // crash SIGKILLs the leader's process and returns the time until the
 // other candidate leads; a new candidate then takes the dead one's place.
-func (g *bareCrasher) crash(timeout time.Duration) (time.Duration, error) {
+// With settle (BENCH_CRASH_SETTLE), the kill waits that long plus a
+// random part of up to half of it once both candidates are in, as the
+// daemons' crashes do: at any phase of the leader's keepalives.
+func (g *bareCrasher) crash(timeout, settle time.Duration) (time.Duration, error) {
 	leader, next, err := g.ready(60 * time.Second)
 	if err != nil {
 		return 0, err
 	}
 	<-leader.leader
+	if settle > 0 {
+		time.Sleep(settle + rand.N(settle/2))
+	}
 	t0 := time.Now()
 	leader.cmd.Process.Signal(syscall.SIGKILL)
 	leader.cmd.Wait()
@@ -257,7 +264,7 @@ func bareCrash(b *testing.B, backend string, st time.Duration) {
 	}
 	var ds []time.Duration
 	for i := 0; i < n; i++ {
-		d, err := g.crash(3*st + 30*time.Second)
+		d, err := g.crash(3*st+30*time.Second, envDuration("BENCH_CRASH_SETTLE", 0))
 		if err != nil {
 			b.Fatalf("run %d: %v", i, err)
 		}
