@@ -119,7 +119,7 @@ func (e *Env) topCandidate(leader *clustertest.Node) *clustertest.Node {
 // restartWith writes cfg to n's config file and restarts its failoverd
 // gracefully (SIGTERM, as an operator would).
 func (e *Env) restartWith(n *clustertest.Node, cfg string, what string) {
-	must(e.t, os.WriteFile(n.Config, []byte(cfg), 0o644))
+	must(e.t, writeFileAtomic(n.Config, []byte(cfg), 0o644))
 	e.expectKill(n)
 	n.Signal(syscall.SIGTERM)
 	if _, ok := n.Wait(time.Minute); !ok {
@@ -146,7 +146,7 @@ func (m *Nemesis) etcdIsolatePinned(id int, leader *clustertest.Node, pick int, 
 	if err != nil {
 		e.t.Fatalf("%s: %s: %v", what, n.Config, err)
 	}
-	defer os.WriteFile(n.Config, b, 0o644) // the file as at start, whatever happened
+	defer writeFileAtomic(n.Config, b, 0o644) // the file as at start, whatever happened (it may be read right then)
 
 	// The partition puts n and its member on one side and everything
 	// else on the other. The other nodes' client connections to the

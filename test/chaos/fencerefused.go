@@ -335,7 +335,7 @@ func (m *Nemesis) failoverAfterFailover(id int, leader *clustertest.Node, holdIn
 	orig, cool := e.editConfigs(FailoverAfterFailover, withCooldown)
 	defer func() { // the files as at start, whatever happened
 		for _, n := range e.C.Nodes {
-			os.WriteFile(n.Config, []byte(orig[n.ID]), 0o600)
+			writeFileAtomic(n.Config, []byte(orig[n.ID]), 0o600) // the killed leader may be reading it
 		}
 	}()
 	e.reloadAll("cooldown_on", cool)
@@ -370,7 +370,7 @@ func (m *Nemesis) failoverAfterFailover(id int, leader *clustertest.Node, holdIn
 	}
 	e.reloadAll("cooldown_off", orig)
 	for _, n := range e.C.Nodes { // the killed leader's too, before its restart
-		must(e.t, os.WriteFile(n.Config, []byte(orig[n.ID]), 0o600))
+		must(e.t, writeFileAtomic(n.Config, []byte(orig[n.ID]), 0o600))
 	}
 	time.Sleep(holdIn(300*time.Millisecond, time.Second))
 	leader.Start()
