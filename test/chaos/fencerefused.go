@@ -45,7 +45,8 @@ const (
 	// daemon is SIGKILLed (its service stays primary), and as soon as
 	// another node leads (its promotion automatic: it starts the failover
 	// cooldown, election.failover_cooldown), the operator runs `failoverd
-	// failover --to` the third node. It must go through (exit 0), and
+	// failover --to` the third node (or, when it never leads, the killed
+	// leader, restarted at once). It must go through (exit 0), and
 	// the target's term starts no cooldown (operator_failover_cooldown).
 	FailoverAfterFailover = "failover-after-failover"
 )
@@ -354,6 +355,16 @@ func (m *Nemesis) failoverAfterFailover(id int, leader *clustertest.Node, holdIn
 			to = n
 		}
 	}
+	restarted := false
+	if to == nil && next != nil && e.Policy.CanLead(leader.ID) {
+		// The third node never leads (priority 0): the operator fails
+		// over to the killed leader instead, restarted at once.
+		leader.Start()
+		restarted = true
+		if e.waitStandby([]*clustertest.Node{leader}, 20*time.Second) {
+			to = leader
+		}
+	}
 	switch {
 	case next == nil:
 		e.Log(KindFault, "phase", "operator", "kind", FailoverAfterFailover, "id", id, "target", leader.ID, "skipped", "no_automatic_failover")
@@ -373,7 +384,9 @@ func (m *Nemesis) failoverAfterFailover(id int, leader *clustertest.Node, holdIn
 		must(e.t, writeFileAtomic(n.Config, []byte(orig[n.ID]), 0o600))
 	}
 	time.Sleep(holdIn(300*time.Millisecond, time.Second))
-	leader.Start()
+	if !restarted {
+		leader.Start()
+	}
 	heal(leader.ID)
 }
 
