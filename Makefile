@@ -135,7 +135,10 @@ chaos: deps
 # check or without the state file's lock; on etcd, unguarded breadcrumb
 # and failover-request writes, a lease deadline counted from the answer,
 # a first renewal timed from a late grant's answer, a serializable leader view, an unconfirmed
-# renewal, a lease revoked while its term runs; see test/mutants) and runs
+# renewal, a lease revoked while its term runs; with election.fence_first,
+# a takeover after a fence that did not prove, a suspicion of a heartbeat
+# that moves, a term removed without the heartbeat compare, a proof that
+# outlives a refused removal; see test/mutants) and runs
 # the tests chosen to catch each;
 # fails unless every one is caught. MUTANTS=name,name runs a subset. Not
 # part of make test.
