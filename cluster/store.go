@@ -744,61 +744,54 @@ func (s *Store) Leader(ctx context.Context) (*Leader, error) { return s.leader(c
 // connection is not "no leader", the last value stands until a read
 // succeeds again.
 //
-// Each round reads only the breadcrumb and the member record of the node
-// it names (leaderNamed), so a change of another member's record (a
-// standby's position, every second on a busy cluster) wakes no leader
-// view: LeaderOf looks at no other record.
+// Between leadership changes a round reads only the breadcrumb and the
+// member record of the node it names (leaderNamed), so a change of
+// another member's record (a standby's position, every second on a busy
+// cluster) wakes no leader view: LeaderOf looks at no other record.
 func (s *Store) WatchLeader(ctx context.Context, fn func(*Leader)) error {
 	var named string // the node the last breadcrumb read named
 	read := func(ctx context.Context, r Reader) (*Leader, error) { return s.leaderNamed(ctx, r, &named) }
 	return watchReads(ctx, s, read, (*Leader).Equal, fn)
 }
 
-// leaderNamed is leader reading only what LeaderOf looks at: the member
-// record of the node the breadcrumb names, then the breadcrumb, in one
-// Read (one snapshot where the backend can), as leader reads every
-// member record before it. *named is the node the previous breadcrumb
-// named: when the breadcrumb read after its record names another node,
-// that node's record and the breadcrumb are read again (a successor
-// wrote its breadcrumb in between). After a few such rounds, or for a
-// name that is no plain key, it reads what leader reads. It returns what
-// leader would have returned for a read at the same point: LeaderOf
-// picks no member but the breadcrumb's, at the key that node publishes
-// its record under.
+// leaderNamed is leader reading only what LeaderOf looks at when it can:
+// *named is the node the previous round's breadcrumb named, and a round
+// reads that node's member record, then the breadcrumb (in one Read, one
+// snapshot where the backend can, in leader's order). When the breadcrumb
+// still names that node, or none, that is all LeaderOf needs. The first
+// round, and a round whose breadcrumb names another node (a successor
+// wrote its own), read what leader reads instead and remember whom the
+// breadcrumb names. So a round is one Read, but a leadership change's,
+// and it returns what leader would have: LeaderOf picks no member but the
+// breadcrumb's, at the key that node publishes its record under.
 func (s *Store) leaderNamed(ctx context.Context, r Reader, named *string) (*Leader, error) {
 	bcKey := s.layout.Breadcrumb()
-	for range 3 {
-		qs := []Query{One(bcKey)}
-		if *named != "" {
-			qs = []Query{One(s.layout.Member(*named)), One(bcKey)}
-		}
-		res, err := r.Read(ctx, qs...)
+	if *named != "" {
+		res, err := r.Read(ctx, One(s.layout.Member(*named)), One(bcKey))
 		if err != nil {
 			return nil, fmt.Errorf("reading the leader's member record and the breadcrumb: %w", err)
 		}
-		it := res[len(res)-1].Item()
-		if it == nil {
-			return nil, nil // no breadcrumb: nobody is promoted
+		bc, ok := s.crumbOf(res[1])
+		if !ok || bc == nil {
+			return nil, nil // none, or unreadable: nobody is promoted
 		}
-		bc, err := breadcrumb.Decode(it.Data)
-		if err != nil {
-			s.log.Debug("unreadable breadcrumb: no promoted leader", "key", bcKey, "err", err)
-			return nil, nil
+		if bc.NodeID == *named {
+			var ms []Member
+			if m := res[0].Item(); m != nil {
+				ms = decodeMembers([]Item{*m})
+			}
+			return LeaderOf(bc, ms), nil
 		}
-		if !plainName(bc.NodeID) {
-			break
-		}
-		if bc.NodeID != *named {
-			*named = bc.NodeID
-			continue
-		}
-		var ms []Member
-		if m := res[0].Item(); m != nil {
-			ms = decodeMembers([]Item{*m})
-		}
-		return LeaderOf(&bc, ms), nil
 	}
-	return s.leader(ctx, r)
+	ld, bc, err := s.leaderAndCrumb(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	*named = ""
+	if bc != nil && plainName(bc.NodeID) {
+		*named = bc.NodeID
+	}
+	return ld, nil
 }
 
 // plainName reports whether id names a member record of its own under
@@ -817,21 +810,35 @@ func plainName(id string) bool {
 // promotes past it until an operator clears it, so there is no promoted
 // leader either.
 func (s *Store) leader(ctx context.Context, r Reader) (*Leader, error) {
+	ld, _, err := s.leaderAndCrumb(ctx, r)
+	return ld, err
+}
+
+// leaderAndCrumb is leader, also returning the breadcrumb it read (nil:
+// none, or unreadable).
+func (s *Store) leaderAndCrumb(ctx context.Context, r Reader) (*Leader, *breadcrumb.Record, error) {
 	res, err := r.Read(ctx, Below(s.layout.MembersDir()), One(s.layout.Breadcrumb()))
 	if err != nil {
-		return nil, fmt.Errorf("reading the member records and the breadcrumb: %w", err)
+		return nil, nil, fmt.Errorf("reading the member records and the breadcrumb: %w", err)
 	}
-	ms := decodeMembers(res[0].Items)
-	var bc *breadcrumb.Record
-	if it := res[1].Item(); it != nil {
-		rec, err := breadcrumb.Decode(it.Data)
-		if err != nil {
-			s.log.Debug("unreadable breadcrumb: no promoted leader", "key", s.layout.Breadcrumb(), "err", err)
-		} else {
-			bc = &rec
-		}
+	bc, _ := s.crumbOf(res[1])
+	return LeaderOf(bc, decodeMembers(res[0].Items)), bc, nil
+}
+
+// crumbOf decodes the breadcrumb a Read returned: nil and true when there
+// is none, nil and false when it is unreadable (it names nobody: no node
+// promotes past it until an operator clears it).
+func (s *Store) crumbOf(res Result) (*breadcrumb.Record, bool) {
+	it := res.Item()
+	if it == nil {
+		return nil, true
 	}
-	return LeaderOf(bc, ms), nil
+	rec, err := breadcrumb.Decode(it.Data)
+	if err != nil {
+		s.log.Debug("unreadable breadcrumb: no promoted leader", "key", s.layout.Breadcrumb(), "err", err)
+		return nil, false
+	}
+	return &rec, true
 }
 
 // --- moving the cluster (failoverd migrate); see Admit ---
