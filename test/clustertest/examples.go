@@ -70,12 +70,19 @@ func Render(c *Cluster, script string, patch func(node, yaml string) string, env
 
 // PortBlocks finds two bases from lo up with base+1..base+3 free on
 // loopback: the examples' render.sh put node N's service and admin API on
-// base+N.
+// base+N. The blocks stay below the kernel's ephemeral range: a port
+// found free there can be taken as the local port of any outgoing
+// connection (another suite's client) before the example binds it.
 func PortBlocks(t testing.TB, lo int) (int, int) {
 	t.Helper()
+	hi := min(lo+20000, ephemeralLow())
+	blocks := (hi - lo - 4) / 10
+	if blocks < 10 {
+		blocks = 2000 // lo at or above the ephemeral range: as asked
+	}
 	var bases []int
 	for try := 0; try < 200 && len(bases) < 2; try++ {
-		base := lo + rand.IntN(2000)*10
+		base := lo + rand.IntN(blocks)*10
 		ok := true
 		var ls []net.Listener
 		for p := base + 1; p <= base+3; p++ {
@@ -97,4 +104,22 @@ func PortBlocks(t testing.TB, lo int) (int, int) {
 		t.Fatal("no free blocks of loopback ports")
 	}
 	return bases[0], bases[1]
+}
+
+// ephemeralLow is the first port of the kernel's ephemeral range
+// (net.ipv4.ip_local_port_range; 32768, Linux's default, when unreadable).
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 32768
+	}
+	n, err := strconv.Atoi(f[0])
+	if err != nil || n <= 1024 {
+		return 32768
+	}
+	return n
 }
