@@ -206,19 +206,8 @@ func (m *Nemesis) fenceRefusedThenCrash(id int, leader *clustertest.Node, holdIn
 	must(e.t, err)
 	go stub.Serve(ln)
 	defer stub.Close()
-	leader.SetPeerTarget(ln.Addr().String())
-	defer leader.SetPeerTarget("")
 	e.Log(KindFault, "phase", "crash", "kind", FenceRefusedThenCrash, "id", id, "target", leader.ID, "epoch", epoch)
-	e.expectKill(leader)
-	leader.Kill(syscall.SIGKILL)
-	for end := time.Now().Add(e.Session + 20*time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
-		if l := e.Leader(); l != nil && l != leader {
-			break
-		}
-	}
-	time.Sleep(holdIn(300*time.Millisecond, time.Second))
-	leader.SetPeerTarget("")
-	leader.Start()
+	e.crashBehind(leader, ln.Addr().String(), holdIn)
 	heal(leader.ID)
 }
 

@@ -297,12 +297,19 @@ func (m *Nemesis) fenceWrongAnswer(id int, leader *clustertest.Node, holdIn func
 		answer = "epoch below the fenced one"
 	}
 	inject(leader.ID, "variant", variant, "answer", answer)
-	leader.SetPeerTarget(ln.Addr().String())
+	e.crashBehind(leader, ln.Addr().String(), holdIn)
+	heal(leader.ID)
+}
+
+// crashBehind kills leader's daemon while its peers reach addr (a stub)
+// in its place, waits until another node leads (it fenced the leader by
+// another method) or long enough to be sure none will, and starts it
+// again.
+func (e *Env) crashBehind(leader *clustertest.Node, addr string, holdIn func(lo, hi time.Duration) time.Duration) {
+	leader.SetPeerTarget(addr)
 	defer leader.SetPeerTarget("")
 	e.expectKill(leader)
 	leader.Kill(syscall.SIGKILL)
-	// Until another node leads (it fenced the leader by another method),
-	// or long enough to be sure none will.
 	for end := time.Now().Add(e.Session + 20*time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
 		if l := e.Leader(); l != nil && l != leader {
 			break
@@ -311,7 +318,6 @@ func (m *Nemesis) fenceWrongAnswer(id int, leader *clustertest.Node, holdIn func
 	time.Sleep(holdIn(300*time.Millisecond, time.Second))
 	leader.SetPeerTarget("")
 	leader.Start()
-	heal(leader.ID)
 }
 
 // checkWrongFenceAnswers applies fenced_by_wrong_answer: after the stub
